@@ -1,0 +1,338 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/mcp-subagent/mcp-subagent/llm"
+)
+
+// StopReason says how a turn ended. Only StopCompleted is success.
+type StopReason string
+
+const (
+	StopCompleted StopReason = "completed"
+	StopAborted   StopReason = "aborted"
+	StopError     StopReason = "error"
+	StopMaxTokens StopReason = "max-tokens"
+	StopRefusal   StopReason = "refusal"
+)
+
+// CaptureToolName is the tool an agent with an output schema delivers its
+// structured result through.
+const CaptureToolName = "structured_output"
+
+// DefaultMaxSteps bounds the model calls of one turn.
+const DefaultMaxSteps = 50
+
+// Config configures an Agent. The zero value of each optional field means
+// the default its comment gives.
+type Config struct {
+	Client llm.Client // required
+	Model  string     // passed through to the client; empty: the client's default
+	System string     // the system prompt; empty: none
+	Tools  []Tool     // what the model may call; names must be unique
+	// MaxSteps bounds the model calls of one turn; zero: DefaultMaxSteps.
+	MaxSteps int
+	// MaxTokens bounds one model answer; zero: the server's default.
+	MaxTokens int64
+	// OutputSchema, when set, is an object-rooted JSON Schema. The agent gets
+	// the structured_output tool whose input schema it is, and a turn that
+	// never captures a valid object ends with StopError.
+	OutputSchema json.RawMessage
+	// Journal holds the conversation so far; nil: a new empty journal.
+	Journal *Journal
+}
+
+// Agent is an in-process agent: a journal and a turn loop over a chat model.
+// One turn runs at a time.
+type Agent struct {
+	cfg     Config
+	journal *Journal
+	tools   map[string]Tool
+	defs    []llm.ToolDef
+	schema  *jsonschema.Resolved
+	turnMu  sync.Mutex
+}
+
+// TurnResult is how one turn ended.
+type TurnResult struct {
+	Output     string          // the last non-empty assistant message of the turn
+	Structured json.RawMessage // the captured object; only when a schema was met
+	StopReason StopReason
+	Diagnostic string // why a non-completed turn ended; secret-free
+	Usage      llm.Usage
+}
+
+// New builds an agent. It fails on duplicate tool names or an output schema
+// that is not an object-rooted JSON Schema.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("agent: Config.Client is required")
+	}
+	if cfg.MaxSteps <= 0 {
+		cfg.MaxSteps = DefaultMaxSteps
+	}
+	a := &Agent{cfg: cfg, journal: cfg.Journal, tools: map[string]Tool{}}
+	if a.journal == nil {
+		a.journal = &Journal{}
+	}
+	add := func(t Tool) error {
+		d := t.Def()
+		if _, dup := a.tools[d.Name]; dup {
+			return fmt.Errorf("agent: duplicate tool %q", d.Name)
+		}
+		a.tools[d.Name] = t
+		a.defs = append(a.defs, d)
+		return nil
+	}
+	for _, t := range cfg.Tools {
+		if err := add(t); err != nil {
+			return nil, err
+		}
+	}
+	if len(cfg.OutputSchema) > 0 {
+		rs, err := ResolveObjectSchema(cfg.OutputSchema)
+		if err != nil {
+			return nil, err
+		}
+		a.schema = rs
+		if err := add(captureTool{schema: cfg.OutputSchema}); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// ResolveObjectSchema parses and resolves a JSON Schema whose root type is
+// "object".
+func ResolveObjectSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("output schema is not a JSON Schema object: %v", err)
+	}
+	if s.Type != "object" {
+		return nil, fmt.Errorf(`output schema must have "type": "object" at its root`)
+	}
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		return nil, fmt.Errorf("output schema does not resolve: %v", err)
+	}
+	return rs, nil
+}
+
+// Journal returns the agent's journal.
+func (a *Agent) Journal() *Journal { return a.journal }
+
+// ToolDefs returns what the model is shown.
+func (a *Agent) ToolDefs() []llm.ToolDef { return append([]llm.ToolDef(nil), a.defs...) }
+
+// RunTurn runs one turn: it records input as a user message, then calls the
+// model and runs the tools it asks for until it answers. Cancelling ctx ends
+// the turn with StopAborted. The journal stays balanced whatever happens.
+func (a *Agent) RunTurn(ctx context.Context, input string, source string) TurnResult {
+	a.turnMu.Lock()
+	defer a.turnMu.Unlock()
+	if source == "" {
+		source = SourceUser
+	}
+	turn := a.nextTurn()
+	a.journal.Append(Event{Kind: EventTurnStart, Turn: turn})
+	a.journal.Append(Event{Kind: EventMessage, Turn: turn, Source: source,
+		Message: &llm.Message{Role: llm.RoleUser, Content: input}})
+	res := a.loop(ctx, turn)
+	a.journal.Append(Event{Kind: EventTurnEnd, Turn: turn, StopReason: res.StopReason, Diagnostic: res.Diagnostic})
+	return res
+}
+
+func (a *Agent) nextTurn() int {
+	n := 0
+	for _, e := range a.journal.Events() {
+		if e.Kind == EventTurnStart {
+			n++
+		}
+	}
+	return n + 1
+}
+
+// nudge is sent when a model with an output schema answers without
+// delivering a valid object.
+const nudge = "You must deliver your result by calling the structured_output tool with an object that matches its schema before you finish."
+
+// maxNudges bounds how often a model that forgets the capture tool is asked
+// again before the turn fails.
+const maxNudges = 1
+
+func (a *Agent) loop(ctx context.Context, turn int) TurnResult {
+	var res TurnResult
+	var captured json.RawMessage
+	nudges := 0
+	fail := func(reason StopReason, diag string) TurnResult {
+		res.StopReason, res.Diagnostic = reason, diag
+		return res
+	}
+	for step := 0; step < a.cfg.MaxSteps; step++ {
+		if ctx.Err() != nil {
+			return fail(StopAborted, "the run was cancelled")
+		}
+		msgs := Messages(a.journal.Events())
+		if a.cfg.System != "" {
+			msgs = append([]llm.Message{{Role: llm.RoleSystem, Content: a.cfg.System}}, msgs...)
+		}
+		resp, err := a.cfg.Client.Complete(ctx, llm.Request{
+			Model: a.cfg.Model, Messages: msgs, Tools: a.defs, MaxTokens: a.cfg.MaxTokens,
+		}, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fail(StopAborted, "the run was cancelled")
+			}
+			return fail(StopError, "model call failed: "+err.Error())
+		}
+		res.Usage = res.Usage.Add(resp.Usage)
+		msg := resp.Message
+		msg.Role = llm.RoleAssistant
+		u := resp.Usage
+		a.journal.Append(Event{Kind: EventMessage, Turn: turn, Message: &msg, Usage: &u})
+		if strings.TrimSpace(msg.Content) != "" {
+			res.Output = msg.Content
+		}
+		switch resp.FinishReason {
+		case llm.FinishLength:
+			a.answerUnrun(turn, msg.ToolCalls, "not run: the model's answer was cut off")
+			return fail(StopMaxTokens, "the model hit its output token limit")
+		case llm.FinishRefusal, llm.FinishContentFilter:
+			a.answerUnrun(turn, msg.ToolCalls, "not run: the model declined")
+			d := "the model declined the task"
+			if msg.Refusal != "" {
+				d += ": " + msg.Refusal
+				if res.Output == "" {
+					res.Output = msg.Refusal
+				}
+			} else if resp.FinishReason == llm.FinishContentFilter {
+				d += " (content filter)"
+			}
+			return fail(StopRefusal, d)
+		}
+		if len(msg.ToolCalls) > 0 {
+			if obj := a.runTools(ctx, turn, msg.ToolCalls); obj != nil {
+				captured = obj
+			}
+			continue
+		}
+		if a.schema != nil && captured == nil {
+			if nudges < maxNudges {
+				nudges++
+				a.journal.Append(Event{Kind: EventMessage, Turn: turn, Source: SourceUser,
+					Message: &llm.Message{Role: llm.RoleUser, Content: nudge}})
+				continue
+			}
+			return fail(StopError, "the child never delivered a structured_output object that matches the output schema")
+		}
+		res.Structured = captured
+		if res.Output == "" && captured != nil {
+			res.Output = string(captured)
+		}
+		res.StopReason = StopCompleted
+		return res
+	}
+	return fail(StopError, fmt.Sprintf("the turn reached its limit of %d model calls", a.cfg.MaxSteps))
+}
+
+// answerUnrun records a result for tool calls that will not run, so the
+// journal stays balanced and replayable.
+func (a *Agent) answerUnrun(turn int, calls []llm.ToolCall, why string) {
+	for _, c := range calls {
+		a.journal.Append(Event{Kind: EventMessage, Turn: turn,
+			Message: &llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: why}})
+	}
+}
+
+// runTools runs calls concurrently and records their results in call order.
+// It returns the object of a valid structured_output call, if any.
+func (a *Agent) runTools(ctx context.Context, turn int, calls []llm.ToolCall) json.RawMessage {
+	out := make([]string, len(calls))
+	var captured json.RawMessage
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i, c := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if c.Name == CaptureToolName && a.schema != nil {
+				obj, text := a.capture(c.Arguments)
+				out[i] = text
+				if obj != nil {
+					mu.Lock()
+					captured = obj
+					mu.Unlock()
+				}
+				return
+			}
+			out[i] = a.callTool(ctx, c)
+		}()
+	}
+	wg.Wait()
+	for i, c := range calls {
+		a.journal.Append(Event{Kind: EventMessage, Turn: turn,
+			Message: &llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: out[i]}})
+	}
+	return captured
+}
+
+func (a *Agent) callTool(ctx context.Context, c llm.ToolCall) (text string) {
+	t, ok := a.tools[c.Name]
+	if !ok {
+		return fmt.Sprintf("Error: tool %q is not available to you", c.Name)
+	}
+	if ctx.Err() != nil {
+		return "Error: not run: the turn was cancelled"
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			text = fmt.Sprintf("Error: tool %q failed: %v", c.Name, r)
+		}
+	}()
+	args := json.RawMessage(c.Arguments)
+	if len(strings.TrimSpace(c.Arguments)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	s, err := t.Call(ctx, args)
+	if err != nil {
+		return "Error: " + err.Error()
+	}
+	return s
+}
+
+func (a *Agent) capture(arguments string) (json.RawMessage, string) {
+	var v any
+	if err := json.Unmarshal([]byte(arguments), &v); err != nil {
+		return nil, "Error: the arguments are not valid JSON: " + err.Error() + ". Call structured_output again with a JSON object."
+	}
+	if err := a.schema.Validate(v); err != nil {
+		return nil, "Error: the object does not match the output schema: " + err.Error() + ". Fix it and call structured_output again."
+	}
+	b, _ := json.Marshal(v)
+	return b, "Structured output recorded."
+}
+
+// captureTool only describes structured_output to the model; the loop
+// validates and records its calls itself.
+type captureTool struct{ schema json.RawMessage }
+
+func (c captureTool) Def() llm.ToolDef {
+	return llm.ToolDef{
+		Name:        CaptureToolName,
+		Description: "Deliver your final result as a JSON object matching this tool's input schema. Call it once your work is done; if it answers with an error, fix the object and call it again.",
+		Parameters:  c.schema,
+	}
+}
+
+func (captureTool) Call(context.Context, json.RawMessage) (string, error) {
+	return "", errors.New("structured_output is handled by the agent loop")
+}

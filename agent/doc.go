@@ -1,0 +1,22 @@
+// Package agent owns the in-process agent: its journal of sequenced events
+// and the turn loop that drives a chat model and the tools it calls.
+//
+// A journal counts events from 0 without gaps. Every turn is a turn/start,
+// the messages of the turn, and a turn/end carrying the turn's stop reason;
+// every tool call the model makes is answered by a tool message before the
+// turn ends, even when the turn is cancelled or cut off, so any journal (and
+// any prefix ending at a turn/end) can be replayed to a model. Validate
+// checks these invariants.
+//
+// The loop calls the model, runs the tool calls of one answer concurrently,
+// records their results in call order, and repeats until the model answers
+// without tool calls. Finish reasons map to stop reasons: length →
+// max-tokens, refusal or content filter → refusal, a failed model call (after
+// the client's retries) → error, cancellation → aborted. With an output
+// schema the agent gets a structured_output tool; an invalid object is
+// answered with the validation error so the model can retry, and a turn that
+// never delivers a valid object ends with error.
+//
+// Depth, ownership and persistence are not the agent's: the manager owns
+// them.
+package agent

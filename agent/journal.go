@@ -1,0 +1,182 @@
+package agent
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/llm"
+)
+
+// EventKind names what a journal Event records.
+type EventKind string
+
+const (
+	EventTurnStart EventKind = "turn/start"
+	EventMessage   EventKind = "message"
+	EventTurnEnd   EventKind = "turn/end"
+)
+
+// Source kinds of user-side messages. They keep the runtime's words apart
+// from a child's words (DESIGN §1.4).
+const (
+	SourceUser    = "user"
+	SourceReport  = "subagent-report"
+	SourceSettled = "subagent-settled"
+)
+
+// Event is one sequenced journal entry. Seq counts from 0 without gaps.
+type Event struct {
+	Seq        int64        `json:"seq"`
+	Kind       EventKind    `json:"kind"`
+	Time       time.Time    `json:"time"`
+	Turn       int          `json:"turn,omitempty"`
+	Message    *llm.Message `json:"message,omitempty"`
+	Source     string       `json:"source,omitempty"` // user messages only
+	Usage      *llm.Usage   `json:"usage,omitempty"`  // assistant messages only
+	StopReason StopReason   `json:"stop_reason,omitempty"`
+	Diagnostic string       `json:"diagnostic,omitempty"`
+}
+
+// Journal is an agent's append-only, sequenced record of its conversation.
+// It is safe for concurrent use; listeners run synchronously on Append and
+// must not block.
+type Journal struct {
+	mu        sync.Mutex
+	events    []Event
+	listeners map[int]func(Event)
+	nextL     int
+}
+
+// NewJournal returns a journal holding seed, which must satisfy the journal
+// invariants (see Validate).
+func NewJournal(seed []Event) (*Journal, error) {
+	if err := Validate(seed); err != nil {
+		return nil, err
+	}
+	return &Journal{events: append([]Event(nil), seed...)}, nil
+}
+
+// Append assigns e the next sequence number and its time, records it and
+// tells listeners.
+func (j *Journal) Append(e Event) Event {
+	j.mu.Lock()
+	e.Seq = int64(len(j.events))
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	j.events = append(j.events, e)
+	ls := make([]func(Event), 0, len(j.listeners))
+	for _, l := range j.listeners {
+		ls = append(ls, l)
+	}
+	j.mu.Unlock()
+	for _, l := range ls {
+		l(e)
+	}
+	return e
+}
+
+// Subscribe registers fn for every later event; the returned func removes it.
+func (j *Journal) Subscribe(fn func(Event)) (cancel func()) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.listeners == nil {
+		j.listeners = map[int]func(Event){}
+	}
+	id := j.nextL
+	j.nextL++
+	j.listeners[id] = fn
+	return func() {
+		j.mu.Lock()
+		delete(j.listeners, id)
+		j.mu.Unlock()
+	}
+}
+
+// Events returns a copy of every event.
+func (j *Journal) Events() []Event {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]Event(nil), j.events...)
+}
+
+// Len returns the number of events.
+func (j *Journal) Len() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.events)
+}
+
+// CompletedPrefix returns the events from sequence 0 up to and including the
+// last turn/end: the balanced prefix of completed turns a fork is seeded with.
+// A turn in flight is excluded.
+func (j *Journal) CompletedPrefix() []Event {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for i := len(j.events) - 1; i >= 0; i-- {
+		if j.events[i].Kind == EventTurnEnd {
+			return append([]Event(nil), j.events[:i+1]...)
+		}
+	}
+	return nil
+}
+
+// Messages rebuilds the conversation the model sees from the events.
+func Messages(events []Event) []llm.Message {
+	var out []llm.Message
+	for _, e := range events {
+		if e.Kind == EventMessage && e.Message != nil {
+			out = append(out, *e.Message)
+		}
+	}
+	return out
+}
+
+// Validate checks the journal invariants: sequence numbers from 0 without
+// gaps, turns strictly alternating start/end (at most the last one open),
+// messages only inside turns, and every assistant tool call answered by a
+// tool message before the turn ends.
+func Validate(events []Event) error {
+	open := false
+	pending := map[string]bool{}
+	for i, e := range events {
+		if e.Seq != int64(i) {
+			return fmt.Errorf("journal event %d has sequence %d", i, e.Seq)
+		}
+		switch e.Kind {
+		case EventTurnStart:
+			if open {
+				return fmt.Errorf("journal event %d starts a turn inside a turn", i)
+			}
+			open = true
+		case EventTurnEnd:
+			if !open {
+				return fmt.Errorf("journal event %d ends a turn that was not started", i)
+			}
+			if len(pending) > 0 {
+				return fmt.Errorf("journal event %d ends a turn with unanswered tool calls", i)
+			}
+			open = false
+		case EventMessage:
+			if !open {
+				return fmt.Errorf("journal event %d is a message outside a turn", i)
+			}
+			if e.Message == nil {
+				return fmt.Errorf("journal event %d is a message without content", i)
+			}
+			for _, tc := range e.Message.ToolCalls {
+				pending[tc.ID] = true
+			}
+			if e.Message.Role == llm.RoleTool {
+				if !pending[e.Message.ToolCallID] {
+					return fmt.Errorf("journal event %d answers unknown tool call %q", i, e.Message.ToolCallID)
+				}
+				delete(pending, e.Message.ToolCallID)
+			}
+		default:
+			return fmt.Errorf("journal event %d has unknown kind %q", i, e.Kind)
+		}
+	}
+	return nil
+}

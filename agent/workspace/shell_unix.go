@@ -1,0 +1,164 @@
+//go:build unix
+
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+)
+
+// outputGrace is how long run_shell waits, once the process group is gone,
+// for output from processes that left the group and still hold the pipe.
+const outputGrace = 2 * time.Second
+
+func (w *workspace) runShellTool() (agent.Tool, error) {
+	params := []param{
+		{name: "command", kind: kindString, required: true, nonEmpty: true,
+			desc: "The shell command line, run with /bin/sh -c in the workspace root directory, e.g. \"go test ./...\"."},
+	}
+	desc := fmt.Sprintf("Run a shell command with /bin/sh -c, starting in the workspace root directory, and return its combined stdout and stderr followed by its exit code. "+
+		"There is no terminal and no input (stdin is empty), so interactive programs fail. "+
+		"The command is killed together with every process it started after %s, or when the turn is cancelled; "+
+		"processes still running in the background when the command finishes are killed too, so start nothing meant to outlive the call. "+
+		"Output beyond %s is cut in the middle (its beginning and end are kept). "+
+		"Environment variables whose names suggest credentials (KEY, TOKEN, SECRET, PASSWORD, AUTH, ...) are removed.",
+		duration(w.shellTimeout), size(w.maxOutput))
+	return newTool(nameRunShell, desc, params, w.runShell), nil
+}
+
+func (w *workspace) runShell(ctx context.Context, a args) (string, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return "", fmt.Errorf("cannot run the command: %s", bareError(err))
+	}
+	defer pr.Close()
+	cmd := exec.Command("/bin/sh", "-c", a.str("command", ""))
+	cmd.Dir = w.real
+	cmd.Env = shellEnv(os.Environ())
+	cmd.Stdout, cmd.Stderr = pw, pw // an *os.File: no copying goroutine in exec
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		return "", fmt.Errorf("cannot run the command: %s", bareError(err))
+	}
+	pgid := cmd.Process.Pid // Setpgid with Pgid 0: the shell leads a new group
+
+	out := newHeadTail(w.maxOutput)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(out, pr)
+	}()
+
+	// Wait for the shell to exit. Where possible (Linux) without reaping
+	// it, so that its pid, and with it the group id, cannot be reused
+	// before the group is killed below.
+	exited := make(chan struct{})
+	var waitErr error
+	reaped := false
+	go func() {
+		defer close(exited)
+		if waitExited(cmd.Process.Pid) != nil {
+			waitErr, reaped = cmd.Wait(), true
+		}
+	}()
+
+	timer := time.NewTimer(w.shellTimeout)
+	defer timer.Stop()
+	var stopped string
+	select {
+	case <-exited:
+	case <-timer.C:
+		stopped = "timeout"
+		killGroup(pgid)
+		<-exited
+	case <-ctx.Done():
+		stopped = "cancel"
+		killGroup(pgid)
+		<-exited
+	}
+	// Whatever the command left behind in its group dies with it.
+	killGroup(pgid)
+	if !reaped {
+		waitErr = cmd.Wait()
+	}
+
+	// Everything in the group is dead, so the pipe closes unless a process
+	// moved to another group kept it open; do not wait for that one.
+	grace := time.NewTimer(outputGrace)
+	defer grace.Stop()
+	select {
+	case <-copied:
+	case <-grace.C:
+		pr.Close()
+		<-copied
+	}
+
+	switch stopped {
+	case "cancel":
+		return "", fmt.Errorf("the command was cancelled and killed with its process group: %w", context.Cause(ctx))
+	case "timeout":
+		return result(out.String(), fmt.Sprintf("[timed out after %s: the command and every process it started were killed; run something quicker, or split the work]", duration(w.shellTimeout))), nil
+	}
+	return result(out.String(), exitNote(waitErr)), nil
+}
+
+func result(output, note string) string {
+	if output == "" {
+		return "(no output)\n" + note
+	}
+	if !strings.HasSuffix(output, "\n") {
+		output += "\n"
+	}
+	return output + note
+}
+
+func exitNote(err error) string {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return "[exit code 0]"
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return fmt.Sprintf("[killed by signal %d (%s)]", int(ws.Signal()), ws.Signal())
+		}
+		return fmt.Sprintf("[exit code %d]", ee.ExitCode())
+	}
+	return fmt.Sprintf("[the command failed: %s]", bareError(err))
+}
+
+// killGroup kills every process in the group pgid.
+func killGroup(pgid int) {
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// secretWords mark environment variables not passed to run_shell.
+var secretWords = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "AUTH", "COOKIE", "PRIVATE"}
+
+// shellEnv returns env without the variables whose names suggest secrets:
+// the server's own API keys must not reach the model through `env`.
+func shellEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+next:
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		upper := strings.ToUpper(name)
+		for _, w := range secretWords {
+			if strings.Contains(upper, w) {
+				continue next
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
+}

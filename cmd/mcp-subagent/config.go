@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/mcp-subagent/mcp-subagent/schemas"
+)
+
+// Config is the --config file. Its schema is schemas/config.json; zero
+// values mean the defaults documented there.
+type Config struct {
+	MaxDepth        int        `json:"max_depth,omitempty"`
+	Persona         string     `json:"persona,omitempty"`
+	Roots           []string   `json:"roots,omitempty"`
+	DefaultProvider string     `json:"default_provider,omitempty"`
+	Shell           bool       `json:"shell,omitempty"`
+	LLM             LLMConfig  `json:"llm"`
+	HTTP            HTTPConfig `json:"http"`
+}
+
+// LLMConfig is the chat API in-process children use.
+type LLMConfig struct {
+	BaseURL    string `json:"base_url,omitempty"`
+	APIKeyEnv  string `json:"api_key_env,omitempty"`
+	Model      string `json:"model,omitempty"`
+	MaxRetries *int   `json:"max_retries,omitempty"`
+	MaxTokens  int64  `json:"max_tokens,omitempty"`
+	MaxSteps   int    `json:"max_steps,omitempty"`
+}
+
+// HTTPConfig guards the streamable HTTP transport.
+type HTTPConfig struct {
+	Tokens         []TokenConfig `json:"tokens,omitempty"`
+	AllowedOrigins []string      `json:"allowed_origins,omitempty"`
+}
+
+// TokenConfig is one bearer token and the principal it authenticates. The
+// token is given inline or, better, through the named environment variable.
+type TokenConfig struct {
+	Principal string `json:"principal"`
+	Token     string `json:"token,omitempty"`
+	TokenEnv  string `json:"token_env,omitempty"`
+}
+
+// loadConfig reads and validates the config file; an empty path gives the
+// zero Config.
+func loadConfig(path string) (Config, error) {
+	var c Config
+	if path == "" {
+		return c, nil
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	v, err := schemas.Compile("config", schemas.Config)
+	if err != nil {
+		return c, err
+	}
+	if err := v.Decode(raw, &c); err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	for i, t := range c.HTTP.Tokens {
+		if (t.Token == "") == (t.TokenEnv == "") {
+			return c, fmt.Errorf("config %s: http.tokens[%d] needs exactly one of token or token_env", path, i)
+		}
+		if t.TokenEnv != "" {
+			v := os.Getenv(t.TokenEnv)
+			if len(v) < 16 {
+				return c, fmt.Errorf("config %s: http.tokens[%d].token_env: environment variable %s must hold a token of at least 16 characters", path, i, t.TokenEnv)
+			}
+			c.HTTP.Tokens[i].Token = v
+		}
+	}
+	return c, nil
+}

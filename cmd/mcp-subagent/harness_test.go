@@ -1,0 +1,281 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+)
+
+// binary is the server built once for the end-to-end tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mcp-subagent-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "mcp-subagent")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the server:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// syncBuffer collects a subprocess's stderr for assertions.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return cond()
+}
+
+// instance is one running instance of the binary and a connected client.
+type instance struct {
+	client    *client.Client
+	stderr    *syncBuffer
+	workspace string
+	url       string // HTTP only
+	notes     chan mcp.JSONRPCNotification
+}
+
+type serverOpts struct {
+	http   bool
+	config string // JSON config; empty: none
+	env    []string
+	args   []string
+	token  string // bearer token the HTTP client sends
+}
+
+func serverEnv(fake *fakeopenai.Server, extra []string) []string {
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + os.Getenv("HOME"),
+		"OPENAI_API_KEY=test-key",
+		"MCP_SUBAGENT_MODEL=fake-model",
+	}
+	if fake != nil {
+		env = append(env, "OPENAI_BASE_URL="+fake.URL())
+	}
+	return append(env, extra...)
+}
+
+// start runs the binary against fake over stdio or HTTP and connects an
+// mcp-go client with the legacy handshake real clients use.
+func start(t *testing.T, fake *fakeopenai.Server, o serverOpts) *instance {
+	t.Helper()
+	ws := t.TempDir()
+	if real, err := filepath.EvalSymlinks(ws); err == nil {
+		ws = real
+	}
+	args := append([]string{"serve", "--log-format", "json", "--log-level", "debug"}, o.args...)
+	if o.config != "" {
+		p := filepath.Join(t.TempDir(), "config.json")
+		if err := os.WriteFile(p, []byte(o.config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config", p)
+	}
+	s := &instance{stderr: &syncBuffer{}, workspace: ws, notes: make(chan mcp.JSONRPCNotification, 1000)}
+	env := serverEnv(fake, o.env)
+	if !o.http {
+		tr := transport.NewStdioWithOptions(binary, env, args,
+			transport.WithCommandStderrWriter(s.stderr),
+			transport.WithCommandFunc(func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
+				cmd := exec.CommandContext(ctx, command, args...)
+				cmd.Env, cmd.Dir = env, ws
+				return cmd, nil
+			}))
+		if err := tr.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s.client = client.NewClient(tr)
+		if err := s.client.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		cmd := exec.Command(binary, append(args, "--http", "127.0.0.1:0")...)
+		cmd.Env, cmd.Dir = env, ws
+		pr, pw := io.Pipe()
+		cmd.Stderr = io.MultiWriter(s.stderr, pw)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+			pw.Close()
+		})
+		urlc := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(pr)
+			for sc.Scan() {
+				var line struct {
+					URL string `json:"url"`
+				}
+				if json.Unmarshal(sc.Bytes(), &line) == nil && line.URL != "" {
+					urlc <- line.URL
+					break
+				}
+			}
+			_, _ = io.Copy(io.Discard, pr)
+		}()
+		select {
+		case s.url = <-urlc:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("the HTTP server did not report its address; stderr:\n%s", s.stderr)
+		}
+		var opts []transport.StreamableHTTPCOption
+		if o.token != "" {
+			opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + o.token}))
+		}
+		c, err := client.NewStreamableHttpClient(s.url, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s.client = c
+	}
+	t.Cleanup(func() { s.client.Close() })
+	s.client.OnNotification(func(n mcp.JSONRPCNotification) {
+		select {
+		case s.notes <- n:
+		default:
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "e2e", Version: "1"}
+	if _, err := s.client.Initialize(ctx, init); err != nil {
+		t.Fatalf("initialize: %v; stderr:\n%s", err, s.stderr)
+	}
+	return s
+}
+
+// call invokes a tool and fails the test on a protocol error.
+func (s *instance) call(t *testing.T, ctx context.Context, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = name
+	req.Params.Arguments = args
+	res, err := s.client.CallTool(ctx, req)
+	if err != nil {
+		t.Fatalf("call %s: %v; stderr:\n%s", name, err, s.stderr)
+	}
+	return res
+}
+
+func text(r *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range r.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// foreground decodes a subagent result's structuredContent.
+type foreground struct {
+	Kind       string          `json:"kind"`
+	AgentID    string          `json:"agent_id"`
+	StopReason string          `json:"stop_reason"`
+	Output     string          `json:"output"`
+	Structured json.RawMessage `json:"structured"`
+	Diagnostic string          `json:"diagnostic"`
+	Usage      struct {
+		InputTokens  int64 `json:"input_tokens"`
+		OutputTokens int64 `json:"output_tokens"`
+	} `json:"usage"`
+}
+
+func structured(t *testing.T, r *mcp.CallToolResult) foreground {
+	t.Helper()
+	var raw []byte
+	var err error
+	if r.RawStructuredContent != nil {
+		raw = r.RawStructuredContent
+	} else if raw, err = json.Marshal(r.StructuredContent); err != nil {
+		t.Fatal(err)
+	}
+	var fg foreground
+	if err := json.Unmarshal(raw, &fg); err != nil {
+		t.Fatalf("structuredContent %s: %v", raw, err)
+	}
+	return fg
+}
+
+// transports runs f over stdio and over HTTP.
+func transports(t *testing.T, f func(t *testing.T, http bool)) {
+	for _, http := range []bool{false, true} {
+		name := "stdio"
+		if http {
+			name = "http"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f(t, http)
+		})
+	}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,83 @@
+// Command mcp-subagent is an MCP server that lets a model client delegate
+// work to child agents.
+//
+//	mcp-subagent serve                 # stdio
+//	mcp-subagent serve --http 127.0.0.1:8765
+//	mcp-subagent version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		args = []string{"serve"}
+	}
+	switch args[0] {
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "mcp-subagent", version)
+		return 0
+	case "serve":
+	case "help", "-h", "--help":
+		fmt.Fprint(stderr, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "mcp-subagent: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o serveOptions
+	fs.StringVar(&o.httpAddr, "http", "", "serve streamable HTTP at `ADDR`/mcp instead of stdio (loopback unless tokens are configured)")
+	fs.StringVar(&o.configPath, "config", "", "JSON config `FILE` (schema: schemas/config.json)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.logFormat, "log-format", "auto", "log format: auto (tint on a terminal, JSON otherwise), text, json")
+	fs.StringVar(&o.principal, "principal", "local", "the principal a stdio client acts as")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "mcp-subagent serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	log, err := newLogger(stderr, o.logLevel, o.logFormat)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcp-subagent:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, o, stdin, stdout, log); err != nil {
+		log.Error("server stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+const usage = `Usage:
+  mcp-subagent serve [--http ADDR] [--config FILE] [--log-level LEVEL] [--log-format FORMAT] [--principal NAME]
+  mcp-subagent version
+
+Environment (when the config does not say otherwise):
+  OPENAI_BASE_URL, OPENAI_API_KEY   the OpenAI-compatible chat API for in-process children
+  MCP_SUBAGENT_MODEL                the model name
+  DEEPSEEK_API_KEY                  use DeepSeek's API when OPENAI_API_KEY is not set
+`

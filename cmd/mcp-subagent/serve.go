@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/tools"
+)
+
+type serveOptions struct {
+	httpAddr, configPath, logLevel, logFormat, principal string
+}
+
+// llmFromEnv resolves the chat API: the config first, then OPENAI_BASE_URL /
+// OPENAI_API_KEY / MCP_SUBAGENT_MODEL, then DeepSeek's endpoint when only
+// DEEPSEEK_API_KEY is set.
+func llmFromEnv(c LLMConfig) llm.Config {
+	cfg := llm.Config{BaseURL: c.BaseURL, Model: c.Model}
+	if c.APIKeyEnv != "" {
+		cfg.APIKey = os.Getenv(c.APIKeyEnv)
+	}
+	if c.MaxRetries != nil {
+		cfg.MaxRetries = *c.MaxRetries
+	}
+	deepseek := os.Getenv("OPENAI_API_KEY") == "" && os.Getenv("DEEPSEEK_API_KEY") != ""
+	if cfg.APIKey == "" && c.APIKeyEnv == "" {
+		cfg.APIKey = os.Getenv("OPENAI_API_KEY")
+		if deepseek {
+			cfg.APIKey = os.Getenv("DEEPSEEK_API_KEY")
+		}
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = os.Getenv("OPENAI_BASE_URL")
+		if cfg.BaseURL == "" && deepseek {
+			cfg.BaseURL = "https://api.deepseek.com/v1"
+		}
+		if cfg.BaseURL == "" {
+			cfg.BaseURL = "https://api.openai.com/v1"
+		}
+	}
+	if cfg.Model == "" {
+		cfg.Model = os.Getenv("MCP_SUBAGENT_MODEL")
+		if cfg.Model == "" && deepseek {
+			cfg.Model = "deepseek-chat"
+		}
+		if cfg.Model == "" {
+			cfg.Model = "gpt-4.1-mini"
+		}
+	}
+	return cfg
+}
+
+func serve(ctx context.Context, o serveOptions, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
+	cfg, err := loadConfig(o.configPath)
+	if err != nil {
+		return err
+	}
+	var listener net.Listener
+	if o.httpAddr != "" {
+		// Refuse an unguarded public address before anything starts.
+		if !isLoopbackAddr(o.httpAddr) && len(cfg.HTTP.Tokens) == 0 {
+			return fmt.Errorf("--http %s is not a loopback address: configure http.tokens in the config file to serve it, or bind 127.0.0.1", o.httpAddr)
+		}
+		if listener, err = net.Listen("tcp", o.httpAddr); err != nil {
+			return fmt.Errorf("--http %s: %w", o.httpAddr, err)
+		}
+	}
+
+	mgr := manager.New(manager.Options{MaxDepth: cfg.MaxDepth, Logger: log.With("component", "manager")})
+	lc := llmFromEnv(cfg.LLM)
+	if lc.APIKey == "" {
+		log.Warn("no API key for the chat API: set OPENAI_API_KEY (or DEEPSEEK_API_KEY); in-process children will fail until then", "base_url", lc.BaseURL)
+	}
+	client := llm.NewOpenAI(lc)
+	var ts *tools.Server
+	delegation := func(self manager.ParentRef) []agent.Tool {
+		if ts == nil {
+			return nil
+		}
+		return ts.AgentTools(self)
+	}
+	sopts := spawn.Options{Client: client, Model: lc.Model, Persona: cfg.Persona, Shell: cfg.Shell,
+		MaxSteps: cfg.LLM.MaxSteps, MaxTokens: cfg.LLM.MaxTokens, DelegationTools: delegation, Logger: log}
+	for _, p := range []manager.Provider{spawn.New(sopts), spawn.NewFork(sopts)} {
+		if err := mgr.Register(p); err != nil {
+			return err
+		}
+	}
+	ts, err = tools.New(mgr, tools.Options{Roots: cfg.Roots, DefaultProvider: cfg.DefaultProvider, Logger: log.With("component", "tools")})
+	if err != nil {
+		return err
+	}
+	ms := server.NewMCPServer("mcp-subagent", version,
+		server.WithToolCapabilities(false), server.WithLogging(), server.WithRecovery())
+	ts.Register(ms)
+
+	defer func() {
+		// Give runs a moment to wind down; the transports have cancelled
+		// their calls, which aborts foreground runs.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = mgr.Close(cctx)
+	}()
+
+	if listener == nil {
+		log.Info("serving MCP over stdio", "version", version, "principal", o.principal)
+		ss := server.NewStdioServer(ms)
+		ss.SetErrorLogger(slog.NewLogLogger(log.Handler(), slog.LevelError))
+		// Foreground subagent calls block for minutes: a pool this size keeps
+		// several of them from stalling the read loop.
+		for _, opt := range []server.StdioOption{
+			server.WithWorkerPoolSize(100), server.WithQueueSize(1000),
+			server.WithStdioContextFunc(func(ctx context.Context) context.Context {
+				return tools.WithPrincipal(ctx, o.principal)
+			}),
+		} {
+			opt(ss)
+		}
+		err := ss.Listen(ctx, stdin, stdout)
+		if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+			return nil
+		}
+		return err
+	}
+	return serveHTTP(ctx, listener, ms, cfg.HTTP, log)
+}
+
+type principalCtxKey struct{}
+
+func serveHTTP(ctx context.Context, ln net.Listener, ms *server.MCPServer, hc HTTPConfig, log *slog.Logger) error {
+	streamable := server.NewStreamableHTTPServer(ms,
+		server.WithEndpointPath("/mcp"),
+		server.WithStreamableHTTPLogger(log.With("component", "http")),
+		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+			p, _ := r.Context().Value(principalCtxKey{}).(string)
+			return tools.WithPrincipal(ctx, p)
+		}))
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", guard(streamable, hc))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Info("serving MCP over streamable HTTP", "version", version, "url", "http://"+ln.Addr().String()+"/mcp")
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = streamable.Shutdown(sctx)
+	_ = srv.Shutdown(sctx)
+	return nil
+}
+
+// guard checks the Origin header and, when tokens are configured, the
+// bearer token, and marks the request with its principal.
+func guard(next http.Handler, hc HTTPConfig) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, hc.AllowedOrigins) {
+			http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
+			return
+		}
+		principal := "local"
+		if len(hc.Tokens) > 0 {
+			principal = ""
+			auth := r.Header.Get("Authorization")
+			if tok, ok := strings.CutPrefix(auth, "Bearer "); ok {
+				for _, t := range hc.Tokens {
+					if subtle.ConstantTimeCompare([]byte(tok), []byte(t.Token)) == 1 {
+						principal = t.Principal
+					}
+				}
+			}
+			if principal == "" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-subagent"`)
+				http.Error(w, "Unauthorized: a valid bearer token is required", http.StatusUnauthorized)
+				return
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalCtxKey{}, principal)))
+	})
+}
+
+func originAllowed(origin string, allowed []string) bool {
+	for _, a := range allowed {
+		if strings.EqualFold(a, origin) {
+			return true
+		}
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	return isLoopbackAddr(u.Host)
+}
+
+func isLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

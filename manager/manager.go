@@ -1,0 +1,409 @@
+package manager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"sync"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+)
+
+// DefaultMaxDepth is the deployment's depth cap when Options leaves it zero.
+const DefaultMaxDepth = 3
+
+// Options configures a Manager. Zero values mean the defaults given.
+type Options struct {
+	// MaxDepth is the deployment's absolute depth cap; zero: DefaultMaxDepth.
+	MaxDepth int
+	// Logger receives the manager's logs; nil: discarded.
+	Logger *slog.Logger
+}
+
+// EventType names a lifecycle event.
+type EventType string
+
+const (
+	EventStart EventType = "subagent/start"
+	EventEnd   EventType = "subagent/end"
+)
+
+// Event is an observe-only lifecycle event.
+type Event struct {
+	Type       EventType
+	RunID      string
+	Provider   string
+	Local      bool
+	StopReason agent.StopReason // end events only
+	Output     string           // end events only: the last assistant message
+}
+
+// ProviderInfo describes a registered provider.
+type ProviderInfo struct {
+	Name                  string
+	Capabilities          Capabilities
+	InheritsParentContext bool
+	Description           string
+}
+
+// Manager owns every child's lifecycle. Build one in main and pass it down.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+
+	mu        sync.Mutex
+	providers map[string]Provider
+	order     []string
+	listeners map[int]func(Event)
+	nextL     int
+	runs      map[string]*handle
+	closed    bool
+	wg        sync.WaitGroup // one per live run's watcher
+}
+
+// New returns a manager with no providers.
+func New(opts Options) *Manager {
+	if opts.MaxDepth <= 0 {
+		opts.MaxDepth = DefaultMaxDepth
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{opts: opts, log: log, providers: map[string]Provider{},
+		listeners: map[int]func(Event){}, runs: map[string]*handle{}}
+}
+
+// MaxDepth returns the deployment's depth cap.
+func (m *Manager) MaxDepth() int { return m.opts.MaxDepth }
+
+// Register adds a provider under its name.
+func (m *Manager) Register(p Provider) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	name := p.Name()
+	if name == "" {
+		return newErr(CodeInvalidRequest, "a provider needs a non-empty name")
+	}
+	if _, dup := m.providers[name]; dup {
+		return &Error{Code: CodeDuplicateProvider, Provider: name,
+			Message: fmt.Sprintf("a provider named %q is already registered", name)}
+	}
+	m.providers[name] = p
+	m.order = append(m.order, name)
+	return nil
+}
+
+// Remove unregisters a provider: new starts are refused; accepted runs go on.
+func (m *Manager) Remove(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.providers, name)
+	for i, n := range m.order {
+		if n == name {
+			m.order = append(m.order[:i:i], m.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// Providers lists the registered providers in registration order.
+func (m *Manager) Providers() []ProviderInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]ProviderInfo, 0, len(m.order))
+	for _, n := range m.order {
+		p := m.providers[n]
+		info := ProviderInfo{Name: n, Capabilities: p.Capabilities(), InheritsParentContext: p.InheritsParentContext()}
+		if d, ok := p.(Describer); ok {
+			info.Description = d.Description()
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+// Subscribe registers fn for lifecycle events. Events are observe-only: a
+// listener's panic is recovered and logged and never reaches the run.
+func (m *Manager) Subscribe(fn func(Event)) (cancel func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := m.nextL
+	m.nextL++
+	m.listeners[id] = fn
+	return func() {
+		m.mu.Lock()
+		delete(m.listeners, id)
+		m.mu.Unlock()
+	}
+}
+
+func (m *Manager) emit(e Event) {
+	m.mu.Lock()
+	ls := make([]func(Event), 0, len(m.listeners))
+	for _, l := range m.listeners {
+		ls = append(ls, l)
+	}
+	m.mu.Unlock()
+	for _, l := range ls {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					m.log.Error("subagent event listener panicked", "event", e.Type, "panic", r)
+				}
+			}()
+			l(e)
+		}()
+	}
+}
+
+// Validate checks req against the named provider without starting anything.
+// It fills in the request's derived fields (ID excepted) and returns the
+// provider.
+func (m *Manager) validate(name string, req *StartRequest) (Provider, error) {
+	m.mu.Lock()
+	p, ok := m.providers[name]
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, newErr(CodeDraining, "the server is shutting down; no new subagents start")
+	}
+	if !ok {
+		return nil, &Error{Code: CodeNoProvider, Provider: name,
+			Message: fmt.Sprintf("no provider named %q; available: %s", name, m.names())}
+	}
+	caps := p.Capabilities()
+	unsupported := func(field string) error {
+		return &Error{Code: CodeUnsupportedCapability, Provider: name,
+			Message: fmt.Sprintf("provider %q does not support %s; remove it or choose another provider", name, field)}
+	}
+	if len(req.OutputSchema) > 0 {
+		if !caps.OutputSchema {
+			return nil, unsupported("output_schema")
+		}
+		if err := checkObjectSchema(req.OutputSchema); err != nil {
+			return nil, &Error{Code: CodeInvalidRequest, Provider: name, Message: "output_schema: " + err.Error()}
+		}
+	}
+	if req.MaxDepth != nil && !caps.DepthLimit {
+		return nil, unsupported("max_depth")
+	}
+	if req.ToolFilter != nil {
+		if !caps.ToolFilter {
+			return nil, unsupported("tool_filter")
+		}
+		if err := checkFilter(p, req.ToolFilter); err != nil {
+			return nil, &Error{Code: CodeInvalidRequest, Provider: name, Message: err.Error()}
+		}
+	}
+	if req.Persona != "" && !caps.Persona {
+		return nil, unsupported("persona")
+	}
+	if req.Prompt == "" {
+		return nil, &Error{Code: CodeInvalidRequest, Provider: name, Message: "prompt must not be empty"}
+	}
+	if req.Cwd == "" {
+		req.Cwd = req.Parent.Cwd
+	}
+	// Depth: the child is one deeper than its caller, under the smallest cap
+	// of the deployment, every ancestor's request and this request.
+	if req.Parent.Depth < 0 || req.Parent.Depth >= math.MaxInt32 {
+		return nil, newErr(CodeDepthExceeded, "subagent depth %d is out of range", req.Parent.Depth)
+	}
+	depth := req.Parent.Depth + 1
+	limit := m.opts.MaxDepth
+	if c := req.Parent.DepthCap; c > 0 && c < limit {
+		limit = c
+	}
+	if depth > limit {
+		return nil, &Error{Code: CodeDepthExceeded, Provider: name,
+			Message: fmt.Sprintf("subagent depth %d exceeds maxDepth %d", depth, limit)}
+	}
+	if req.MaxDepth != nil {
+		if *req.MaxDepth < 0 {
+			return nil, &Error{Code: CodeInvalidRequest, Provider: name, Message: "max_depth must not be negative"}
+		}
+		if *req.MaxDepth < depth {
+			return nil, &Error{Code: CodeDepthExceeded, Provider: name,
+				Message: fmt.Sprintf("subagent depth %d exceeds maxDepth %d", depth, *req.MaxDepth)}
+		}
+		if *req.MaxDepth < limit {
+			limit = *req.MaxDepth
+		}
+	}
+	req.Depth, req.DepthCap = depth, limit
+	return p, nil
+}
+
+func checkObjectSchema(raw json.RawMessage) error {
+	_, err := agent.ResolveObjectSchema(raw)
+	return err
+}
+
+func checkFilter(p Provider, f *ToolFilter) error {
+	if (f.Allow == nil) == (f.Deny == nil) {
+		return fmt.Errorf("tool_filter needs exactly one of allow or deny")
+	}
+	namer, ok := p.(ToolNamer)
+	if !ok {
+		return nil
+	}
+	known := map[string]bool{}
+	for _, n := range namer.ToolNames() {
+		known[n] = true
+	}
+	var unknown []string
+	for _, n := range append(append([]string(nil), f.Allow...), f.Deny...) {
+		if !known[n] {
+			unknown = append(unknown, n)
+		}
+	}
+	if len(unknown) > 0 {
+		names := namer.ToolNames()
+		sort.Strings(names)
+		return fmt.Errorf("tool_filter names unknown tools %q; known tools: %q", unknown, names)
+	}
+	return nil
+}
+
+func (m *Manager) names() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.order) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%q", m.order)
+}
+
+// NewID returns a fresh child id.
+func NewID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "agent-" + hex.EncodeToString(b[:])
+}
+
+// Start validates req against the named provider and starts a one-shot run.
+// It returns once the run is ready; ctx governs the run's whole life.
+func (m *Manager) Start(ctx context.Context, name string, req StartRequest) (Run, error) {
+	p, err := m.validate(name, &req)
+	if err != nil {
+		return nil, err
+	}
+	req.ID = NewID()
+	run, err := p.Start(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &Error{Code: CodeCancelled, Provider: name, Message: "the start was cancelled", Err: err}
+		}
+		return nil, err
+	}
+	h := &handle{Run: run, m: m, provider: name}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		run.Dispose()
+		return nil, newErr(CodeDraining, "the server is shutting down; no new subagents start")
+	}
+	m.runs[run.ID()] = h
+	m.wg.Add(1)
+	m.mu.Unlock()
+	m.emit(Event{Type: EventStart, RunID: run.ID(), Provider: name, Local: run.Agent() != nil})
+	go h.watch()
+	return h, nil
+}
+
+// RunOnce starts a one-shot run, waits for its result and disposes it.
+func (m *Manager) RunOnce(ctx context.Context, name string, req StartRequest) (string, Result, error) {
+	run, err := m.Start(ctx, name, req)
+	if err != nil {
+		return "", Result{}, err
+	}
+	defer run.Dispose()
+	<-run.Done()
+	res, err := run.Result()
+	return run.ID(), res, err
+}
+
+// Close refuses new starts and waits for accepted runs to end or ctx to
+// expire; runs still going when ctx expires are disposed.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	m.mu.Lock()
+	live := make([]*handle, 0, len(m.runs))
+	for _, h := range m.runs {
+		live = append(live, h)
+	}
+	m.mu.Unlock()
+	for _, h := range live {
+		h.Dispose()
+	}
+	<-done
+	return nil
+}
+
+// handle wraps a provider's run to emit the end event and bound the
+// diagnostic.
+type handle struct {
+	Run
+	m        *Manager
+	provider string
+	once     sync.Once
+}
+
+func (h *handle) watch() {
+	defer h.m.wg.Done()
+	<-h.Run.Done()
+	res, err := h.Result()
+	h.m.mu.Lock()
+	delete(h.m.runs, h.ID())
+	h.m.mu.Unlock()
+	e := Event{Type: EventEnd, RunID: h.ID(), Provider: h.provider, Local: h.Agent() != nil,
+		StopReason: res.StopReason, Output: res.Output}
+	if err != nil {
+		e.StopReason = agent.StopError
+	}
+	h.m.emit(e)
+}
+
+func (h *handle) Result() (Result, error) {
+	res, err := h.Run.Result()
+	res.Diagnostic = truncateUTF8(res.Diagnostic, MaxDiagnostic)
+	switch res.StopReason {
+	case agent.StopCompleted, agent.StopAborted, agent.StopError, agent.StopMaxTokens, agent.StopRefusal:
+	default:
+		// Unknown stop reasons are failures.
+		if res.Diagnostic == "" {
+			res.Diagnostic = fmt.Sprintf("the provider reported unknown stop reason %q", res.StopReason)
+		}
+		res.StopReason = agent.StopError
+	}
+	return res, err
+}
+
+func (h *handle) Dispose() { h.once.Do(h.Run.Dispose) }
+
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ell = "…"
+	cut := n - len(ell)
+	for cut > 0 && (s[cut]&0xC0) == 0x80 {
+		cut--
+	}
+	return s[:cut] + ell
+}

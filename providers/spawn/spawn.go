@@ -1,0 +1,203 @@
+// Package spawn provides the in-process providers: spawn, a fresh agent loop
+// over an OpenAI-compatible chat API, and fork, the same loop seeded with
+// the parent's completed turns.
+//
+// Children get the workspace tools confined to their cwd, the delegation
+// tools the deployment wires in (so nesting works, with depth enforced by
+// the manager), and, with an output schema, the structured_output tool. The
+// tool filter applies to all of them: a filtered tool is absent from what
+// the model is shown and refuses to run. A persona shadows the deployment
+// persona for that child only.
+package spawn
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/agent/workspace"
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+)
+
+// Options configures a provider. Zero values mean the defaults given.
+type Options struct {
+	Name    string     // zero: "spawn" (or "fork")
+	Client  llm.Client // required
+	Model   string     // zero: the client's default
+	Persona string     // the deployment persona; zero: none
+	Shell   bool       // give children run_shell
+	// MaxSteps bounds the model calls of one turn; zero: agent.DefaultMaxSteps.
+	MaxSteps  int
+	MaxTokens int64
+	// DelegationTools returns the delegation tools for a child, which calls
+	// them as self. Nil: children cannot delegate.
+	DelegationTools func(self manager.ParentRef) []agent.Tool
+	Logger          *slog.Logger
+}
+
+// Provider runs in-process children.
+type Provider struct {
+	opts Options
+	fork bool
+}
+
+var (
+	_ manager.Provider  = (*Provider)(nil)
+	_ manager.ToolNamer = (*Provider)(nil)
+)
+
+// New returns the spawn provider.
+func New(opts Options) *Provider {
+	if opts.Name == "" {
+		opts.Name = "spawn"
+	}
+	return &Provider{opts: opts}
+}
+
+// NewFork returns the fork provider: children start from the parent's
+// completed turns, so they need an in-process parent with a journal.
+func NewFork(opts Options) *Provider {
+	if opts.Name == "" {
+		opts.Name = "fork"
+	}
+	return &Provider{opts: opts, fork: true}
+}
+
+func (p *Provider) Name() string { return p.opts.Name }
+
+func (p *Provider) Capabilities() manager.Capabilities {
+	return manager.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
+}
+
+func (p *Provider) InheritsParentContext() bool { return p.fork }
+
+func (p *Provider) Description() string {
+	if p.fork {
+		return "an in-process agent that starts with a copy of your conversation so far (your completed turns)"
+	}
+	return "a fresh in-process agent with workspace tools (read, list, search, write) in its cwd"
+}
+
+// ToolNames lists every tool a child of this provider can have.
+func (p *Provider) ToolNames() []string {
+	names := workspace.Names(p.opts.Shell)
+	if p.opts.DelegationTools != nil {
+		for _, t := range p.opts.DelegationTools(manager.ParentRef{}) {
+			names = append(names, t.Def().Name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// basePrompt is given to every child, before the persona.
+const basePrompt = "You are a delegated subagent. Your parent gave you a task; do it with the tools you have, then answer with your result as your final message. Your permission scope was fixed when you were started: you cannot widen it."
+
+func (p *Provider) Start(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var seed []agent.Event
+	if p.fork {
+		if req.Parent.Journal == nil {
+			return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
+				Message: "fork needs an in-process parent with a conversation to copy; a root MCP client has none, so use spawn instead"}
+		}
+		seed = req.Parent.Journal.CompletedPrefix()
+	}
+	journal, err := agent.NewJournal(seed)
+	if err != nil {
+		return nil, fmt.Errorf("fork seed: %w", err)
+	}
+	ws, err := workspace.Tools(workspace.Options{Root: req.Cwd, Shell: p.opts.Shell})
+	if err != nil {
+		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
+	}
+	tools := ws
+	if p.opts.DelegationTools != nil {
+		tools = append(tools, p.opts.DelegationTools(req.Self(journal))...)
+	}
+	if req.ToolFilter != nil {
+		kept := tools[:0:0]
+		for _, t := range tools {
+			if req.ToolFilter.Keeps(t.Def().Name) {
+				kept = append(kept, t)
+			}
+		}
+		tools = kept
+	}
+	persona := p.opts.Persona
+	if req.Persona != "" {
+		persona = req.Persona
+	}
+	system := basePrompt
+	if persona != "" {
+		system += "\n\n" + persona
+	}
+	a, err := agent.New(agent.Config{Client: p.opts.Client, Model: p.opts.Model, System: system, Tools: tools,
+		MaxSteps: p.opts.MaxSteps, MaxTokens: p.opts.MaxTokens, OutputSchema: req.OutputSchema, Journal: journal})
+	if err != nil {
+		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: err.Error()}
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	r := &run{id: req.ID, agent: a, cancel: cancel, done: make(chan struct{})}
+	var unsub func()
+	if req.Progress != nil {
+		unsub = journal.Subscribe(progressNotes(req.Progress))
+	}
+	go func() {
+		defer close(r.done)
+		if unsub != nil {
+			defer unsub()
+		}
+		tr := a.RunTurn(runCtx, req.Prompt, agent.SourceUser)
+		r.res = manager.Result{Output: tr.Output, Structured: tr.Structured, Diagnostic: tr.Diagnostic,
+			StopReason: tr.StopReason, Usage: manager.Usage{InputTokens: tr.Usage.InputTokens, OutputTokens: tr.Usage.OutputTokens}}
+	}()
+	return r, nil
+}
+
+// progressNotes turns journal events into short notes.
+func progressNotes(send func(string)) func(agent.Event) {
+	return func(e agent.Event) {
+		if e.Kind != agent.EventMessage || e.Message == nil || e.Message.Role != llm.RoleAssistant {
+			return
+		}
+		if len(e.Message.ToolCalls) == 0 {
+			send("answered")
+			return
+		}
+		names := make([]string, len(e.Message.ToolCalls))
+		for i, c := range e.Message.ToolCalls {
+			names[i] = c.Name
+		}
+		send("calling " + strings.Join(names, ", "))
+	}
+}
+
+type run struct {
+	id     string
+	agent  *agent.Agent
+	cancel context.CancelFunc
+	done   chan struct{}
+	res    manager.Result
+	once   sync.Once
+}
+
+func (r *run) ID() string                      { return r.id }
+func (r *run) Agent() *agent.Agent             { return r.agent }
+func (r *run) Done() <-chan struct{}           { return r.done }
+func (r *run) Result() (manager.Result, error) { <-r.done; return r.res, nil }
+
+// Dispose aborts the turn if it still runs and waits for it to end.
+func (r *run) Dispose() {
+	r.once.Do(func() {
+		r.cancel()
+		<-r.done
+	})
+}

@@ -1,0 +1,16 @@
+// Package schemas embeds the JSON Schemas the server validates against: the
+// tools' inputs and the configuration file.
+package schemas
+
+import _ "embed"
+
+// SubagentInput is the input schema of the subagent tool. Its provider
+// property gets the registered providers as an enum when the tool is built.
+//
+//go:embed subagent.input.json
+var SubagentInput []byte
+
+// Config is the schema of the --config file.
+//
+//go:embed config.json
+var Config []byte

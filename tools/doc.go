@@ -1,0 +1,18 @@
+// Package tools owns the MCP surface: the tool definitions, their input
+// validation, the caller's identity, and the mapping from the manager's
+// results to MCP tool results.
+//
+// The same handlers serve every caller: a root MCP client (identified by the
+// transport: "local" over stdio, a token's principal over HTTP) and an
+// in-process child agent, which calls them in Go through AgentTools. The
+// caller's identity never comes from arguments.
+//
+// A completed run is a result with structuredContent; any other stop reason
+// is a result with isError, carrying the diagnostic and the partial output.
+// A bad argument is a tool error naming the field; the server keeps serving.
+// Progress notes sent while a foreground run works may be dropped; the
+// result never is.
+//
+// The package knows nothing of vendors: it sees providers only through the
+// manager.
+package tools
