@@ -42,6 +42,9 @@ type Event struct {
 // It is safe for concurrent use; listeners run synchronously on Append and
 // must not block.
 type Journal struct {
+	// notifyMu is taken before mu is released in Append, so listeners see
+	// events in sequence order even when Appends race.
+	notifyMu  sync.Mutex
 	mu        sync.Mutex
 	events    []Event
 	listeners map[int]func(Event)
@@ -70,7 +73,9 @@ func (j *Journal) Append(e Event) Event {
 	for _, l := range j.listeners {
 		ls = append(ls, l)
 	}
+	j.notifyMu.Lock()
 	j.mu.Unlock()
+	defer j.notifyMu.Unlock()
 	for _, l := range ls {
 		l(e)
 	}

@@ -23,6 +23,12 @@ type Options struct {
 	MaxDepth int
 	// Logger receives the manager's logs; nil: discarded.
 	Logger *slog.Logger
+	// Store keeps continuable children; nil: only one-shot runs work, and
+	// listing is unavailable.
+	Store Store
+	// OnNotice, when set, is told of every notice queued for a root
+	// principal (to push it to connected sessions). It must not block.
+	OnNotice func(principal string, n Notice)
 }
 
 // EventType names a lifecycle event.
@@ -63,7 +69,14 @@ type Manager struct {
 	nextL     int
 	runs      map[string]*handle
 	closed    bool
-	wg        sync.WaitGroup // one per live run's watcher
+	wg        sync.WaitGroup // one per live run's watcher and per activation
+
+	store      Store
+	ctx        context.Context // activations live under it; Close cancels it
+	cancel     context.CancelFunc
+	live       map[string]*activation
+	resumeMu   sync.Mutex // serialises cold resumes
+	pendingSig map[string]chan struct{}
 }
 
 // New returns a manager with no providers.
@@ -75,8 +88,10 @@ func New(opts Options) *Manager {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{opts: opts, log: log, providers: map[string]Provider{},
-		listeners: map[int]func(Event){}, runs: map[string]*handle{}}
+		listeners: map[int]func(Event){}, runs: map[string]*handle{},
+		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}}
 }
 
 // MaxDepth returns the deployment's depth cap.
@@ -329,12 +344,15 @@ func (m *Manager) RunOnce(ctx context.Context, name string, req StartRequest) (s
 	return run.ID(), res, err
 }
 
-// Close refuses new starts and waits for accepted runs to end or ctx to
-// expire; runs still going when ctx expires are disposed.
+// Close refuses new starts, stops every resident continuable child (their
+// turns end aborted; their active marks stay so the next start announces
+// them, as after a crash), and waits for accepted one-shot runs to end or
+// ctx to expire; runs still going when ctx expires are disposed.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()
+	m.cancel()
 	done := make(chan struct{})
 	go func() { m.wg.Wait(); close(done) }()
 	select {

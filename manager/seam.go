@@ -12,10 +12,12 @@ import (
 type Capabilities struct{ OutputSchema, DepthLimit, ToolFilter, Persona bool }
 
 // ToolFilter restricts a child's tools: Allow keeps only the named tools,
-// Deny removes the named tools. Exactly one of them is set.
+// Deny removes the named tools. Exactly one of them is set. An empty,
+// non-nil Allow keeps no tool; omitzero keeps it in the JSON, so a stored
+// filter does not come back as "keep everything".
 type ToolFilter struct {
-	Allow []string `json:"allow,omitempty"`
-	Deny  []string `json:"deny,omitempty"`
+	Allow []string `json:"allow,omitzero"`
+	Deny  []string `json:"deny,omitzero"`
 }
 
 // Keeps reports whether the filter lets the tool named name through.
@@ -140,4 +142,41 @@ type ToolNamer interface {
 // tool's description.
 type Describer interface {
 	Description() string
+}
+
+// Continuable is implemented by providers that can run continuable
+// children. Having it is the capability. The provider only contributes data
+// (creation inputs) and the driver that runs one turn; activation,
+// residency, settlement, ownership and persistence are the manager's.
+type Continuable interface {
+	// PrepareContinuable supplies a new child's creation inputs. req has
+	// been validated and carries the child's ID and depth.
+	PrepareContinuable(ctx context.Context, req StartRequest) (CreationInputs, error)
+	// NewDriver builds the driver that runs a child's turns from its
+	// persisted descriptor and journal, for a new child and a cold resume
+	// alike.
+	NewDriver(ctx context.Context, req DriverRequest) (Driver, error)
+}
+
+// CreationInputs are what a provider supplies for a new continuable child.
+type CreationInputs struct {
+	Seed    []agent.Event // the journal the child starts from (fork)
+	Session string        // an external agent's session handle
+	Model   string        // the model the child runs on, for the descriptor
+}
+
+// DriverRequest is what a provider gets to build a driver.
+type DriverRequest struct {
+	Header     Header
+	Descriptor Descriptor
+	Journal    *agent.Journal // rebuilt from the store; the driver appends to it
+	Self       ParentRef      // the child as a caller of delegation tools
+}
+
+// Driver runs a continuable child's turns. RunTurn records everything in
+// Journal; cancelling ctx ends the turn aborted.
+type Driver interface {
+	RunTurn(ctx context.Context, input, source string) agent.TurnResult
+	Journal() *agent.Journal
+	Close() error
 }

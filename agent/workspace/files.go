@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 )
@@ -199,12 +200,8 @@ func (w *workspace) listDir(ctx context.Context, a args) (string, error) {
 		name := e.Name()
 		if e.IsDir() {
 			name += "/"
-		} else if e.Type()&fs.ModeSymlink != 0 {
-			// Stat through the root: a link leading outside fails and is
-			// listed as a plain name.
-			if st, err := r.Stat(filepath.Join(rel, e.Name())); err == nil && st.IsDir() {
-				name += "/"
-			}
+		} else if e.Type()&fs.ModeSymlink != 0 && w.isDirInside(r, filepath.Join(rel, e.Name())) {
+			name += "/"
 		}
 		if out.Len()+len(name)+1 > w.maxOutput {
 			fmt.Fprintf(&out, "[listing truncated at %s: %d of %d entries shown]", size(w.maxOutput), i, len(entries))
@@ -214,6 +211,17 @@ func (w *workspace) listDir(ctx context.Context, a args) (string, error) {
 		out.WriteByte('\n')
 	}
 	return strings.TrimSuffix(out.String(), "\n"), nil
+}
+
+// isDirInside reports whether rel, relative to the real root, leads to a
+// directory inside the workspace. A link leading outside does not.
+func (w *workspace) isDirInside(r *os.Root, rel string) bool {
+	real, _, err := w.resolve(rel)
+	if err != nil {
+		return false
+	}
+	st, err := r.Stat(real)
+	return err == nil && st.IsDir()
 }
 
 // ---- write_file ----
@@ -250,6 +258,9 @@ func (w *workspace) writeFile(ctx context.Context, a args) (string, error) {
 	dir = filepath.Clean(dir)
 	if dir != "." {
 		if err := r.MkdirAll(dir, 0o755); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				err = syscall.ENOTDIR // a file where a directory should be
+			}
 			return "", fsError("create the parent directories of", arg, err)
 		}
 	}

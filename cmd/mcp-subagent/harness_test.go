@@ -106,7 +106,7 @@ func serverEnv(fake *fakeopenai.Server, extra []string) []string {
 
 // start runs the binary against fake over stdio or HTTP and connects an
 // mcp-go client with the legacy handshake real clients use.
-func start(t *testing.T, fake *fakeopenai.Server, o serverOpts) *instance {
+func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 	t.Helper()
 	ws := t.TempDir()
 	if real, err := filepath.EvalSymlinks(ws); err == nil {
@@ -208,7 +208,7 @@ func start(t *testing.T, fake *fakeopenai.Server, o serverOpts) *instance {
 }
 
 // call invokes a tool and fails the test on a protocol error.
-func (s *instance) call(t *testing.T, ctx context.Context, name string, args map[string]any) *mcp.CallToolResult {
+func (s *instance) call(t testing.TB, ctx context.Context, name string, args map[string]any) *mcp.CallToolResult {
 	t.Helper()
 	req := mcp.CallToolRequest{}
 	req.Params.Name = name

@@ -104,8 +104,9 @@ type Server struct {
 	ts *httptest.Server
 	h  Handler
 
-	mu   sync.Mutex
-	reqs []Request
+	mu     sync.Mutex
+	reqs   []Request
+	served []time.Duration
 }
 
 // New starts a fake server answering chat requests with h. A nil h answers
@@ -139,6 +140,15 @@ func (s *Server) Requests() []Request {
 	out := make([]Request, len(s.reqs))
 	copy(out, s.reqs)
 	return out
+}
+
+// Served returns, for every chat request answered so far, the time the
+// fake spent in its handler (reading the body to writing the last byte):
+// the model's own time, which benchmarks subtract from round trips.
+func (s *Server) Served() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Duration(nil), s.served...)
 }
 
 // Close shuts the server down, cutting open connections.
@@ -271,6 +281,12 @@ func decodeRequest(body []byte) (Request, bool, error) {
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	t0 := time.Now()
+	defer func() {
+		s.mu.Lock()
+		s.served = append(s.served, time.Since(t0))
+		s.mu.Unlock()
+	}()
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "reading body: "+err.Error())

@@ -47,8 +47,9 @@ type Provider struct {
 }
 
 var (
-	_ manager.Provider  = (*Provider)(nil)
-	_ manager.ToolNamer = (*Provider)(nil)
+	_ manager.Provider    = (*Provider)(nil)
+	_ manager.ToolNamer   = (*Provider)(nil)
+	_ manager.Continuable = (*Provider)(nil)
 )
 
 // New returns the spawn provider.
@@ -98,51 +99,70 @@ func (p *Provider) ToolNames() []string {
 // basePrompt is given to every child, before the persona.
 const basePrompt = "You are a delegated subagent. Your parent gave you a task; do it with the tools you have, then answer with your result as your final message. Your permission scope was fixed when you were started: you cannot widen it."
 
-func (p *Provider) Start(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var seed []agent.Event
-	if p.fork {
-		if req.Parent.Journal == nil {
-			return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
-				Message: "fork needs an in-process parent with a conversation to copy; a root MCP client has none, so use spawn instead"}
-		}
-		seed = req.Parent.Journal.CompletedPrefix()
-	}
-	journal, err := agent.NewJournal(seed)
-	if err != nil {
-		return nil, fmt.Errorf("fork seed: %w", err)
-	}
-	ws, err := workspace.Tools(workspace.Options{Root: req.Cwd, Shell: p.opts.Shell})
+// build assembles a child agent: workspace tools in cwd, delegation tools
+// for self, the filter over all of them, the persona over the deployment's.
+func (p *Provider) build(cwd string, filter *manager.ToolFilter, persona string, schema []byte, journal *agent.Journal, self manager.ParentRef) (*agent.Agent, error) {
+	ws, err := workspace.Tools(workspace.Options{Root: cwd, Shell: p.opts.Shell})
 	if err != nil {
 		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
 	}
 	tools := ws
 	if p.opts.DelegationTools != nil {
-		tools = append(tools, p.opts.DelegationTools(req.Self(journal))...)
+		tools = append(tools, p.opts.DelegationTools(self)...)
 	}
-	if req.ToolFilter != nil {
+	if filter != nil {
 		kept := tools[:0:0]
 		for _, t := range tools {
-			if req.ToolFilter.Keeps(t.Def().Name) {
+			if filter.Keeps(t.Def().Name) {
 				kept = append(kept, t)
 			}
 		}
 		tools = kept
 	}
-	persona := p.opts.Persona
-	if req.Persona != "" {
-		persona = req.Persona
+	if persona == "" {
+		persona = p.opts.Persona
 	}
 	system := basePrompt
 	if persona != "" {
 		system += "\n\n" + persona
 	}
 	a, err := agent.New(agent.Config{Client: p.opts.Client, Model: p.opts.Model, System: system, Tools: tools,
-		MaxSteps: p.opts.MaxSteps, MaxTokens: p.opts.MaxTokens, OutputSchema: req.OutputSchema, Journal: journal})
+		MaxSteps: p.opts.MaxSteps, MaxTokens: p.opts.MaxTokens, OutputSchema: schema, Journal: journal})
 	if err != nil {
 		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: err.Error()}
+	}
+	return a, nil
+}
+
+// seed returns the journal a new child starts from: empty for spawn, the
+// parent's completed turns for fork.
+func (p *Provider) seed(parent manager.ParentRef) ([]agent.Event, error) {
+	if !p.fork {
+		return nil, nil
+	}
+	if parent.Journal == nil {
+		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
+			Message: "fork needs an in-process parent with a conversation to copy; a root MCP client has none, so use spawn instead"}
+	}
+	return parent.Journal.CompletedPrefix(), nil
+}
+
+// Start runs a one-shot child: one turn, then disposed.
+func (p *Provider) Start(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	seed, err := p.seed(req.Parent)
+	if err != nil {
+		return nil, err
+	}
+	journal, err := agent.NewJournal(seed)
+	if err != nil {
+		return nil, fmt.Errorf("fork seed: %w", err)
+	}
+	a, err := p.build(req.Cwd, req.ToolFilter, req.Persona, req.OutputSchema, journal, req.Self(journal))
+	if err != nil {
+		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	r := &run{id: req.ID, agent: a, cancel: cancel, done: make(chan struct{})}
@@ -161,6 +181,29 @@ func (p *Provider) Start(ctx context.Context, req manager.StartRequest) (manager
 	}()
 	return r, nil
 }
+
+// PrepareContinuable supplies a new continuable child's seed and model.
+func (p *Provider) PrepareContinuable(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+	seed, err := p.seed(req.Parent)
+	if err != nil {
+		return manager.CreationInputs{}, err
+	}
+	return manager.CreationInputs{Seed: seed, Model: p.opts.Model}, nil
+}
+
+// NewDriver rebuilds a child from its descriptor and journal.
+func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
+	d := req.Descriptor
+	a, err := p.build(req.Header.Cwd, d.ToolFilter, d.Persona, d.OutputSchema, req.Journal, req.Self)
+	if err != nil {
+		return nil, err
+	}
+	return driver{a}, nil
+}
+
+type driver struct{ *agent.Agent }
+
+func (driver) Close() error { return nil }
 
 // progressNotes turns journal events into short notes.
 func progressNotes(send func(string)) func(agent.Event) {

@@ -1,0 +1,52 @@
+// Package workspace is the small file and shell tool set of in-process
+// children: read_file, list_dir, search and write_file, plus run_shell when
+// the deployment enables it (DESIGN.md §6). [Tools] builds the tools for one
+// working directory, the root; [Names] lists their names so that a tool
+// filter can be validated before a child starts.
+//
+// # Confinement
+//
+// The file tools reach nothing outside the root:
+//
+//   - Every path argument is relative to the root; an absolute path is
+//     accepted only if it lies inside it. Paths are cleaned lexically first,
+//     so "a/../b" is "b" and "../x" is refused.
+//   - Symbolic links are resolved (the longest existing prefix of the path,
+//     with filepath.EvalSymlinks) and the real location must lie inside the
+//     real root. Links between places inside the root work, relative or
+//     absolute; a link leading out is refused for reading, listing,
+//     searching and writing, including writing through it and creating a
+//     file under a linked directory.
+//   - The operations themselves go through an [os.Root] on the real root,
+//     which refuses escapes by construction, so a path changed between the
+//     check and its use still cannot leave the root. search does not follow
+//     symbolic links while walking.
+//   - What os.Root does not prevent is not prevented here either: mount
+//     points and bind mounts inside the root, and hard links to outside
+//     files made by someone else.
+//
+// run_shell is not confined: it starts /bin/sh -c in the root, with the
+// server's privileges, and the command may go anywhere the server can. It is
+// off unless [Options].Shell is set. What it does guarantee: the shell leads
+// its own process group; on timeout, cancellation, and also when the shell
+// exits, the whole group is killed, so no background process it started
+// outlives the call (one that moves itself to another group escapes this).
+// The shell is always waited for (no zombie), and on Linux the group is
+// killed before the shell is reaped, so the group id cannot have been
+// reused. Environment variables whose names suggest credentials are not
+// passed to it.
+//
+// # What the model sees
+//
+// Arguments are decoded strictly against the advertised JSON Schema (the
+// schema and the decoder are built from one description): unknown fields,
+// wrong types and missing required fields are errors naming the field.
+// Errors say what went wrong and what to do instead, in terms of the
+// model's own path argument; they never contain the host path of the root.
+// Output is bounded: read_file by MaxReadBytes, cut at a line boundary
+// with a note giving the offset_line to continue from; list_dir, search
+// (also at 200 matches) and run_shell by MaxOutputBytes, each with a note.
+//
+// The tools hold no state between calls (each call opens the root afresh)
+// and are safe for concurrent use.
+package workspace

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os/exec"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+)
+
+// percentiles reports the median and p99 of ds in milliseconds.
+func percentiles(b *testing.B, prefix string, ds []time.Duration) {
+	if len(ds) == 0 {
+		return
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	at := func(q float64) float64 {
+		i := int(q * float64(len(ds)-1))
+		return float64(ds[i].Microseconds()) / 1000
+	}
+	b.ReportMetric(at(0.5), prefix+"-p50-ms")
+	b.ReportMetric(at(0.99), prefix+"-p99-ms")
+}
+
+// BenchmarkStartToInitialize measures from exec of the server to the
+// initialize response on stdout.
+func BenchmarkStartToInitialize(b *testing.B) {
+	var ds []time.Duration
+	for b.Loop() {
+		cmd := exec.Command(binary, "serve", "--log-level", "error")
+		cmd.Env = serverEnv(nil, nil)
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		t0 := time.Now()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.WriteString(stdin, initBody+"\n"); err != nil {
+			b.Fatal(err)
+		}
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil {
+			b.Fatalf("no initialize response: %v", err)
+		}
+		ds = append(ds, time.Since(t0))
+		if len(line) < 20 {
+			b.Fatalf("response %q", line)
+		}
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	percentiles(b, "start", ds)
+}
+
+// BenchmarkDelegationOverheadStdio measures one foreground delegation over
+// stdio (client → server → child → fake model → back) minus the time the
+// fake model spent serving its request: what mcp-subagent itself adds.
+func BenchmarkDelegationOverheadStdio(b *testing.B) {
+	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done"}))
+	defer fake.Close()
+	s := start(b, fake, serverOpts{args: []string{"--log-level", "error"}})
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "subagent"
+	req.Params.Arguments = map[string]any{"description": "bench", "prompt": "go"}
+	ctx := context.Background()
+	// Warm up connections.
+	for range 20 {
+		if _, err := s.client.CallTool(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var overhead, total []time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		before := len(fake.Served())
+		t0 := time.Now()
+		res, err := s.client.CallTool(ctx, req)
+		rt := time.Since(t0)
+		if err != nil || res.IsError {
+			b.Fatalf("call: %v %v", err, res)
+		}
+		served := fake.Served()[before:]
+		model := time.Duration(0)
+		for _, d := range served {
+			model += d
+		}
+		overhead = append(overhead, rt-model)
+		total = append(total, rt)
+	}
+	b.StopTimer()
+	percentiles(b, "overhead", overhead)
+	percentiles(b, "roundtrip", total)
+}

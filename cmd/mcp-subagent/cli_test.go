@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+)
+
+const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+func post(t *testing.T, url string, headers map[string]string) int {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(initBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestHTTPBearerTokens(t *testing.T) {
+	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "hi alice"}))
+	defer fake.Close()
+	const token = "alice-secret-token-0123456789"
+	s := start(t, fake, serverOpts{http: true, token: token,
+		config: `{"http":{"tokens":[{"principal":"alice","token_env":"ALICE_TOKEN"}]}}`,
+		env:    []string{"ALICE_TOKEN=" + token}})
+	// The client with the token got through initialize in start; a call works.
+	res := s.call(t, testCtx(t), "subagent", map[string]any{"description": "greet", "prompt": "hello"})
+	if res.IsError || text(res) != "hi alice" {
+		t.Fatalf("call with token: %v %q", res.IsError, text(res))
+	}
+	for name, h := range map[string]map[string]string{
+		"no token":    nil,
+		"bad token":   {"Authorization": "Bearer not-the-token-at-all-000"},
+		"wrong shape": {"Authorization": "Basic " + token},
+	} {
+		if code := post(t, s.url, h); code != http.StatusUnauthorized {
+			t.Errorf("%s: status %d, want 401", name, code)
+		}
+	}
+}
+
+func TestHTTPOriginChecked(t *testing.T) {
+	s := start(t, nil, serverOpts{http: true})
+	if code := post(t, s.url, map[string]string{"Origin": "https://evil.example"}); code != http.StatusForbidden {
+		t.Errorf("foreign origin: status %d, want 403", code)
+	}
+	if code := post(t, s.url, map[string]string{"Origin": "http://localhost:5173"}); code != http.StatusOK {
+		t.Errorf("loopback origin: status %d, want 200", code)
+	}
+	if code := post(t, s.url, nil); code != http.StatusOK {
+		t.Errorf("no origin: status %d, want 200", code)
+	}
+}
+
+// runBinary runs the server with args and returns its exit code and stderr.
+func runBinary(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = serverEnv(nil, env)
+	cmd.Dir = t.TempDir()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cmd.Stdin = strings.NewReader("")
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%v did not exit; stderr:\n%s", args, stderr.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	return code, stderr.String()
+}
+
+func TestStartRefusals(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"non-loopback without tokens", []string{"serve", "--http", "0.0.0.0:0"}, "configure http.tokens"},
+		{"config not JSON", []string{"serve", "--config", write("a.json", "{")}, "not valid JSON"},
+		{"config unknown field", []string{"serve", "--config", write("b.json", `{"max_dept": 2}`)}, `max_dept`},
+		{"config wrong type", []string{"serve", "--config", write("c.json", `{"llm": {"model": 5}}`)}, `llm.model`},
+		{"config token too short", []string{"serve", "--config", write("d.json", `{"http":{"tokens":[{"principal":"a","token":"short"}]}}`)}, `"http.tokens`},
+		{"config missing", []string{"serve", "--config", filepath.Join(dir, "nope.json")}, "nope.json"},
+		{"bad log level", []string{"serve", "--log-level", "loud"}, "--log-level"},
+		{"unknown command", []string{"frobnicate"}, "unknown command"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stderr := runBinary(t, nil, tc.args...)
+			if code == 0 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want non-zero and %q", code, stderr, tc.want)
+			}
+		})
+	}
+}
+
+func TestVersionAndStdoutDiscipline(t *testing.T) {
+	out, err := exec.Command(binary, "version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "mcp-subagent ") {
+		t.Fatalf("version: %q %v", out, err)
+	}
+	// serve on stdio with stdin closed at once: it exits cleanly and writes
+	// nothing to stdout (logs go to stderr).
+	cmd := exec.Command(binary, "serve")
+	cmd.Env = serverEnv(nil, nil)
+	cmd.Stdin = strings.NewReader("")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("serve with closed stdin: %v; stderr:\n%s", err, stderr.String())
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("stdout got %q; it belongs to the protocol", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "serving MCP over stdio") {
+		t.Errorf("stderr = %q", stderr.String())
+	}
+}

@@ -1,0 +1,383 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+)
+
+// Address is the caller's address as a parent: its agent id, or its
+// principal's address for a root caller.
+func (p ParentRef) Address() string {
+	if p.AgentID != "" {
+		return p.AgentID
+	}
+	return PrincipalAddress(p.Principal)
+}
+
+// Started is what StartContinuable hands back.
+type Started struct {
+	ChildID   string
+	MessageID string
+	// Outcome receives the first turn's outcome when the start asked to
+	// wait for it (see WaitTurn).
+	waiter *waiter
+}
+
+// StartContinuable starts a continuable child and submits its first
+// prompt. It returns the moment the inbox admits the prompt; the child's id
+// is committed to the store first. A failure before admission returns no id
+// and leaves nothing behind. wait registers the caller to receive the first
+// turn's outcome in band (see Started.Wait).
+func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRequest, wait bool) (*Started, error) {
+	p, err := m.validate(name, &req)
+	if err != nil {
+		return nil, err
+	}
+	cp, ok := p.(Continuable)
+	if !ok {
+		return nil, &Error{Code: CodeInvalidRequest, Provider: name,
+			Message: fmt.Sprintf("provider %q cannot run continuable (background) children; run it in the foreground", name)}
+	}
+	if m.store == nil {
+		return nil, newErr(CodePersistenceUnavailable, "continuable children need a session store; none is configured")
+	}
+	req.ID = NewID()
+	in, err := cp.PrepareContinuable(ctx, req)
+	if err != nil {
+		return nil, startErr(ctx, name, err)
+	}
+	journal, err := agent.NewJournal(in.Seed)
+	if err != nil {
+		return nil, &Error{Code: CodeInvalidRequest, Provider: name, Message: "the provider's seed breaks the journal invariants", Err: err}
+	}
+	hdr := Header{ID: req.ID, Parent: req.Parent.Address(), Principal: req.Parent.Principal, Depth: req.Depth,
+		DepthCap: req.DepthCap, Mode: ModeContinuable, Provider: name, Label: req.Label, Cwd: req.Cwd,
+		CreatedAt: time.Now().UTC(), SeedLen: int64(len(in.Seed))}
+	desc := Descriptor{Version: DescriptorVersion, Mode: ModeContinuable, Provider: name, Label: req.Label,
+		Model: in.Model, Persona: req.Persona, ToolFilter: req.ToolFilter, OutputSchema: req.OutputSchema, Session: in.Session}
+	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: req.Self(journal)})
+	if err != nil {
+		return nil, startErr(ctx, name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		_ = drv.Close()
+		return nil, startErr(ctx, name, err)
+	}
+	// Commit before the id is handed out.
+	if err := m.store.CreateChild(hdr, desc); err != nil {
+		_ = drv.Close()
+		return nil, &Error{Code: CodePersistenceUnavailable, Provider: name, Message: "recording the child failed", Err: err}
+	}
+	if len(in.Seed) > 0 {
+		if err := m.store.AppendEvents(hdr.ID, in.Seed); err != nil {
+			_ = drv.Close()
+			return nil, &Error{Code: CodePersistenceUnavailable, Provider: name, Message: "recording the child's seed failed", Err: err}
+		}
+	}
+	a, err := m.activate(hdr, desc, drv, req.Parent.AgentID)
+	if err != nil {
+		_ = drv.Close()
+		return nil, err
+	}
+	msgID, w, _, ok := a.admit(req.Prompt, agent.SourceUser, wait)
+	if !ok {
+		return nil, newErr(CodeDraining, "the child closed before it took its first message")
+	}
+	m.emit(Event{Type: EventStart, RunID: hdr.ID, Provider: name, Local: true})
+	return &Started{ChildID: hdr.ID, MessageID: msgID, waiter: w}, nil
+}
+
+func startErr(ctx context.Context, provider string, err error) error {
+	if ctx.Err() != nil {
+		return &Error{Code: CodeCancelled, Provider: provider, Message: "the start was cancelled", Err: err}
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return &Error{Code: CodeInvalidRequest, Provider: provider, Message: err.Error(), Err: err}
+}
+
+// activate makes a child resident: registers it, records its ownership by
+// the live parent agent (if any), marks it active in the store, wires the
+// journal to the store, and starts its goroutine.
+func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID string) (*activation, error) {
+	a := &activation{m: m, hdr: hdr, desc: desc, driver: drv, wake: make(chan struct{}),
+		owned: map[string]*activation{}, waiters: map[string]*waiter{}, released: make(chan struct{})}
+	if cp, ok, _ := m.store.Checkpoint(hdr.ID); ok {
+		a.usage = cp.Usage
+	}
+	if err := m.store.SetActive(hdr.ID, true); err != nil {
+		return nil, &Error{Code: CodePersistenceUnavailable, Message: "marking the child active failed", Err: err}
+	}
+	drv.Journal().Subscribe(func(e agent.Event) {
+		if err := m.store.AppendEvents(hdr.ID, []agent.Event{e}); err != nil {
+			m.log.Error("persisting a journal event failed", "agent_id", hdr.ID, "seq", e.Seq, "err", err)
+		}
+	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, newErr(CodeDraining, "the server is shutting down; no new subagents start")
+	}
+	if _, dup := m.live[hdr.ID]; dup {
+		return nil, newErr(CodeInvalidRequest, "subagent %s is already resident", hdr.ID)
+	}
+	a.ctx = m.ctx
+	if parentID != "" {
+		if pa := m.live[parentID]; pa != nil {
+			pa.mu.Lock()
+			if !pa.settling {
+				pa.owned[hdr.ID] = a
+				a.parent = pa
+			}
+			pa.mu.Unlock()
+		}
+	}
+	m.live[hdr.ID] = a
+	m.wg.Add(1)
+	go a.run()
+	return a, nil
+}
+
+// Wait waits for the first turn's outcome if the start asked for it. It
+// returns ok false when ctx ends first; the child goes on, and its outcome
+// then reaches the parent as the settlement notice.
+func (s *Started) Wait(ctx context.Context, m *Manager) (Result, bool) {
+	return m.waitTurn(ctx, s.ChildID, s.waiter)
+}
+
+func (m *Manager) waitTurn(ctx context.Context, childID string, w *waiter) (Result, bool) {
+	if w == nil {
+		return Result{}, false
+	}
+	select {
+	case res := <-w.ch:
+		return res, true
+	case <-ctx.Done():
+	}
+	// Give up the wait; if the outcome arrived meanwhile, take it.
+	m.mu.Lock()
+	a := m.live[childID]
+	m.mu.Unlock()
+	if a != nil {
+		a.mu.Lock()
+		for id, x := range a.waiters {
+			if x == w {
+				delete(a.waiters, id)
+			}
+		}
+		a.mu.Unlock()
+	}
+	select {
+	case res := <-w.ch:
+		return res, true
+	default:
+		return Result{}, false
+	}
+}
+
+// Route says how a follow-up reached its child.
+type Route string
+
+const (
+	RouteQueued  Route = "queued"  // behind the turn in flight
+	RouteWoken   Route = "woken"   // the idle resident child took it at once
+	RouteResumed Route = "resumed" // the child was rebuilt from the store
+)
+
+// Sent is what Followup hands back.
+type Sent struct {
+	MessageID string
+	Route     Route
+	ChildID   string
+	waiter    *waiter
+}
+
+// Wait waits for the outcome of the turn that handles the message.
+func (s *Sent) Wait(ctx context.Context, m *Manager) (Result, bool) {
+	return m.waitTurn(ctx, s.ChildID, s.waiter)
+}
+
+// Followup sends a message to a continuable child; only its exact direct
+// parent may. The child runs it as a turn: behind the current one if it is
+// running, at once if it is resident and idle, or after a cold resume from
+// the store. The caller's ctx governs only lookup and admission.
+func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, content string, wait bool) (*Sent, error) {
+	if content == "" {
+		return nil, newErr(CodeInvalidRequest, "message must not be empty")
+	}
+	if m.store == nil {
+		return nil, newErr(CodePersistenceUnavailable, "continuable children need a session store; none is configured")
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, &Error{Code: CodeCancelled, Message: "the send was cancelled", Err: err}
+		}
+		hdr, err := m.header(childID)
+		if err != nil {
+			return nil, err
+		}
+		if hdr.Parent != caller.Address() {
+			return nil, &Error{Code: CodeUnauthorized, AgentID: childID,
+				Message: fmt.Sprintf("only the direct parent of subagent %s may send it messages", childID)}
+		}
+		m.mu.Lock()
+		a := m.live[childID]
+		m.mu.Unlock()
+		if a != nil {
+			id, w, route, ok := a.admit(content, agent.SourceUser, wait)
+			if ok {
+				return &Sent{MessageID: id, Route: Route(route), ChildID: childID, waiter: w}, nil
+			}
+			// Settling: wait for the release, then resume it cold.
+			select {
+			case <-a.released:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		a, err = m.resume(ctx, hdr, caller)
+		if err != nil {
+			if errors.Is(err, errResident) {
+				continue
+			}
+			return nil, err
+		}
+		id, w, _, ok := a.admit(content, agent.SourceUser, wait)
+		if ok {
+			return &Sent{MessageID: id, Route: RouteResumed, ChildID: childID, waiter: w}, nil
+		}
+	}
+	return nil, &Error{Code: CodeNotResumable, AgentID: childID, Message: fmt.Sprintf("subagent %s is busy settling; send again", childID)}
+}
+
+var errResident = errors.New("already resident")
+
+// header reads a child's header, live or stored.
+func (m *Manager) header(childID string) (Header, error) {
+	m.mu.Lock()
+	a := m.live[childID]
+	m.mu.Unlock()
+	if a != nil {
+		return a.hdr, nil
+	}
+	h, err := m.store.Header(childID)
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return h, &Error{Code: CodeNotResumable, AgentID: childID, Err: err,
+				Message: fmt.Sprintf("subagent %q cannot be resumed: its stored record is corrupt; do not retry send_message with this id", childID)}
+		}
+		return h, &Error{Code: CodeNotResumable, AgentID: childID, Err: err,
+			Message: fmt.Sprintf("subagent %q is unavailable", childID)}
+	}
+	return h, nil
+}
+
+// resume rebuilds a stored child: a new activation from its journal and
+// descriptor, without asking the provider for anything new.
+func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*activation, error) {
+	m.resumeMu.Lock()
+	defer m.resumeMu.Unlock()
+	m.mu.Lock()
+	_, resident := m.live[hdr.ID]
+	m.mu.Unlock()
+	if resident {
+		return nil, errResident
+	}
+	notResumable := func(why string, err error) error {
+		return &Error{Code: CodeNotResumable, AgentID: hdr.ID, Err: err,
+			Message: fmt.Sprintf("subagent %q cannot be resumed (%s); do not retry send_message with this id", hdr.ID, why)}
+	}
+	desc, err := m.store.Descriptor(hdr.ID)
+	if err != nil {
+		return nil, notResumable("its descriptor is unreadable", err)
+	}
+	events, err := m.store.Events(hdr.ID)
+	if err != nil {
+		return nil, notResumable("its journal is unreadable", err)
+	}
+	events, closing := closeOpenTurn(events)
+	journal, err := agent.NewJournal(events)
+	if err != nil {
+		return nil, notResumable("its journal breaks the invariants", err)
+	}
+	if len(closing) > 0 {
+		if err := m.store.AppendEvents(hdr.ID, closing); err != nil {
+			return nil, &Error{Code: CodePersistenceUnavailable, AgentID: hdr.ID, Message: "closing the interrupted turn failed", Err: err}
+		}
+	}
+	m.mu.Lock()
+	p := m.providers[desc.Provider]
+	m.mu.Unlock()
+	cp, ok := p.(Continuable)
+	if !ok {
+		return nil, notResumable(fmt.Sprintf("its provider %q is not registered or cannot continue children", desc.Provider), nil)
+	}
+	self := ParentRef{Principal: hdr.Principal, AgentID: hdr.ID, Depth: hdr.Depth, DepthCap: hdr.DepthCap, Cwd: hdr.Cwd, Journal: journal}
+	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self})
+	if err != nil {
+		return nil, notResumable("its provider could not rebuild it", err)
+	}
+	a, err := m.activate(hdr, desc, drv, caller.AgentID)
+	if err != nil {
+		_ = drv.Close()
+		return nil, err
+	}
+	// Notices that reached the child while it was cold ride with its next turn.
+	if notes, err := m.store.TakeNotices(hdr.ID); err == nil {
+		for _, n := range notes {
+			a.inject(n.Text, n.Source)
+		}
+	}
+	m.log.Info("subagent resumed", "agent_id", hdr.ID, "events", len(events))
+	return a, nil
+}
+
+// closeOpenTurn ends a turn a crash left open: every pending tool call is
+// answered and the turn ends aborted, so the journal is replayable.
+func closeOpenTurn(events []agent.Event) (all, closing []agent.Event) {
+	open := -1
+	for i, e := range events {
+		switch e.Kind {
+		case agent.EventTurnStart:
+			open = i
+		case agent.EventTurnEnd:
+			open = -1
+		}
+	}
+	if open < 0 {
+		return events, nil
+	}
+	turn := events[open].Turn
+	pending := []string{}
+	answered := map[string]bool{}
+	for _, e := range events[open:] {
+		if e.Message == nil {
+			continue
+		}
+		for _, tc := range e.Message.ToolCalls {
+			pending = append(pending, tc.ID)
+		}
+		if e.Message.ToolCallID != "" {
+			answered[e.Message.ToolCallID] = true
+		}
+	}
+	seq := int64(len(events))
+	now := time.Now().UTC()
+	for _, id := range pending {
+		if answered[id] {
+			continue
+		}
+		closing = append(closing, agent.Event{Seq: seq, Kind: agent.EventMessage, Time: now, Turn: turn,
+			Message: toolMessage(id, "not run: the server stopped while this turn ran")})
+		seq++
+	}
+	closing = append(closing, agent.Event{Seq: seq, Kind: agent.EventTurnEnd, Time: now, Turn: turn,
+		StopReason: agent.StopAborted, Diagnostic: "the server stopped while this turn ran"})
+	return append(events, closing...), closing
+}

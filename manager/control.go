@@ -1,0 +1,438 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/llm"
+)
+
+func toolMessage(callID, text string) *llm.Message {
+	return &llm.Message{Role: llm.RoleTool, ToolCallID: callID, Content: text}
+}
+
+// release removes a from the manager and from its owning parent. A notice
+// (when given) goes into the owning parent's inbox in the same critical
+// section that drops the ownership, so the parent can never settle between
+// the two and miss it.
+func (m *Manager) release(a *activation, notice *inboxMsg) {
+	delivered := false
+	if pa := a.parent; pa != nil {
+		pa.mu.Lock()
+		if notice != nil && !pa.settling {
+			pa.inbox = append(pa.inbox, *notice)
+			pa.parked = false
+			delivered = true
+		}
+		delete(pa.owned, a.hdr.ID)
+		pa.signal()
+		pa.mu.Unlock()
+		if delivered {
+			m.signalAddr(pa.hdr.ID)
+		}
+	}
+	if notice != nil && !delivered {
+		m.deliver(a.hdr.Parent, a.hdr.Principal, a.hdr.ID, notice.source, notice.text)
+	}
+	m.mu.Lock()
+	if m.live[a.hdr.ID] == a {
+		delete(m.live, a.hdr.ID)
+	}
+	m.mu.Unlock()
+}
+
+// deliver hands a notice or report to a parent address: a live parent agent
+// gets it in its inbox as a turn; a stored agent gets it with its next
+// activation; a root principal gets it in band on its next call, with a
+// push to its connected sessions.
+func (m *Manager) deliver(parentAddr, principal, childID, source, text string) {
+	m.mu.Lock()
+	pa := m.live[parentAddr]
+	m.mu.Unlock()
+	if pa != nil {
+		if _, _, _, ok := pa.admit(text, source, false); ok {
+			m.signalAddr(parentAddr)
+			return
+		}
+	}
+	n := Notice{ChildID: childID, Source: source, Text: text, Time: time.Now().UTC()}
+	if err := m.store.AddNotice(parentAddr, n); err != nil {
+		m.log.Error("storing a notice failed", "to", parentAddr, "child", childID, "err", err)
+	}
+	if hook := m.opts.OnNotice; hook != nil && parentAddr == PrincipalAddress(principal) {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					m.log.Error("notice hook panicked", "panic", r)
+				}
+			}()
+			hook(principal, n)
+		}()
+	}
+	m.signalAddr(parentAddr)
+}
+
+// signalAddr wakes callers waiting for something pending at addr.
+func (m *Manager) signalAddr(addr string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ch, ok := m.pendingSig[addr]; ok {
+		close(ch)
+		delete(m.pendingSig, addr)
+	}
+}
+
+func (m *Manager) pendingChan(addr string) <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch, ok := m.pendingSig[addr]
+	if !ok {
+		ch = make(chan struct{})
+		m.pendingSig[addr] = ch
+	}
+	return ch
+}
+
+// flush writes the child's projection checkpoint; events are persisted as
+// they happen. A failed flush is logged, not fatal: a later list then folds
+// the journal instead.
+func (m *Manager) flush(a *activation) {
+	a.mu.Lock()
+	cp := Checkpoint{Seq: int64(a.driver.Journal().Len()), Mode: a.hdr.Mode, Label: a.hdr.Label, Usage: a.usage, Stop: a.last.StopReason}
+	a.mu.Unlock()
+	if err := m.store.SetCheckpoint(a.hdr.ID, cp); err != nil {
+		m.log.Warn("final flush of a child failed; listings fold its journal instead", "agent_id", a.hdr.ID, "err", err)
+	}
+}
+
+// Interrupt stops a child's current turn and parks the rest of its queue;
+// its descendants keep running and the next message sent wakes the queue.
+// The caller must be the child's direct parent or a live ancestor agent. A
+// missing, one-shot or settled target is an accepted no-op.
+func (m *Manager) Interrupt(caller ParentRef, childID string) error {
+	m.mu.Lock()
+	a := m.live[childID]
+	m.mu.Unlock()
+	if a == nil {
+		if m.store == nil {
+			return nil
+		}
+		h, err := m.store.Header(childID)
+		if err != nil {
+			return nil // missing: a no-op
+		}
+		if h.Parent != caller.Address() && !m.isStoredAncestor(caller.AgentID, h) {
+			return unauthorizedInterrupt(childID)
+		}
+		return nil // settled: a no-op
+	}
+	if caller.AgentID == childID {
+		return &Error{Code: CodeUnauthorized, AgentID: childID, Message: "an agent cannot interrupt itself; finish your turn instead"}
+	}
+	if a.hdr.Parent != caller.Address() && !isLiveAncestor(a, caller.AgentID) {
+		return unauthorizedInterrupt(childID)
+	}
+	a.interrupt()
+	m.log.Info("subagent interrupted", "agent_id", childID, "by", caller.Address())
+	return nil
+}
+
+func unauthorizedInterrupt(id string) error {
+	return &Error{Code: CodeUnauthorized, AgentID: id,
+		Message: fmt.Sprintf("you may interrupt only your own descendants; %s is not one of them", id)}
+}
+
+func isLiveAncestor(a *activation, agentID string) bool {
+	if agentID == "" {
+		return false
+	}
+	for p := a.parent; p != nil; p = p.parent {
+		if p.hdr.ID == agentID {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Manager) isStoredAncestor(agentID string, h Header) bool {
+	if agentID == "" {
+		return false
+	}
+	for i := 0; i < 64 && h.Parent != "" && h.Parent != PrincipalAddress(h.Principal); i++ {
+		if h.Parent == agentID {
+			return true
+		}
+		next, err := m.store.Header(h.Parent)
+		if err != nil {
+			return false
+		}
+		h = next
+	}
+	return false
+}
+
+// Delivery says how a report reaches the parent.
+type Delivery string
+
+const (
+	DeliveryQuiet    Delivery = "quiet"     // injected, no parent turn of its own
+	DeliveryNextStep Delivery = "next-step" // an ordinary parent turn
+)
+
+// ReportFrom delivers a live child's report to its persisted parent. It
+// does not end the child's turn.
+func (m *Manager) ReportFrom(caller ParentRef, content string, delivery Delivery) (string, error) {
+	m.mu.Lock()
+	a := m.live[caller.AgentID]
+	m.mu.Unlock()
+	if caller.AgentID == "" || a == nil {
+		return "", &Error{Code: CodeUnauthorized, Message: "only a running continuable subagent can report to its parent"}
+	}
+	text := reportText(a.hdr.ID, content)
+	if a.hdr.Parent == PrincipalAddress(a.hdr.Principal) {
+		m.deliver(a.hdr.Parent, a.hdr.Principal, a.hdr.ID, agent.SourceReport, text)
+		return newMessageID(), nil
+	}
+	m.mu.Lock()
+	pa := m.live[a.hdr.Parent]
+	m.mu.Unlock()
+	if pa == nil {
+		return "", &Error{Code: CodeParentUnavailable, AgentID: a.hdr.ID,
+			Message: "your parent is not running, so the report cannot be delivered; put the result in your final answer instead"}
+	}
+	var id string
+	var ok bool
+	if delivery == DeliveryQuiet {
+		id, ok = pa.inject(text, agent.SourceReport)
+	} else {
+		id, _, _, ok = pa.admit(text, agent.SourceReport, false)
+	}
+	if !ok {
+		return "", &Error{Code: CodeParentUnavailable, AgentID: a.hdr.ID, Message: "your parent is finishing and cannot take the report"}
+	}
+	m.signalAddr(a.hdr.Parent)
+	return id, nil
+}
+
+// TakeNotices removes and returns what is pending for a root principal.
+func (m *Manager) TakeNotices(principal string) []Notice {
+	if m.store == nil {
+		return nil
+	}
+	ns, err := m.store.TakeNotices(PrincipalAddress(principal))
+	if err != nil {
+		m.log.Error("reading pending notices failed", "principal", principal, "err", err)
+	}
+	return ns
+}
+
+// WaitNotices blocks until something is pending for a root principal or
+// ctx ends, then takes it.
+func (m *Manager) WaitNotices(ctx context.Context, principal string) []Notice {
+	addr := PrincipalAddress(principal)
+	for {
+		ch := m.pendingChan(addr)
+		if ns := m.TakeNotices(principal); len(ns) > 0 {
+			return ns
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return m.TakeNotices(principal)
+		}
+	}
+}
+
+// WaitSignal blocks until something is delivered to addr or ctx ends.
+func (m *Manager) WaitSignal(ctx context.Context, addr string) {
+	select {
+	case <-m.pendingChan(addr):
+	case <-ctx.Done():
+	}
+}
+
+// Row is one entry of a listing: a child, or a diagnostic for a child that
+// cannot be read.
+type Row struct {
+	Kind      string    `json:"kind"` // "child" or "diagnostic"
+	ID        string    `json:"id"`
+	Label     string    `json:"label,omitempty"`
+	Status    string    `json:"status,omitempty"` // running, idle, ready
+	Provider  string    `json:"provider,omitempty"`
+	Parent    string    `json:"parent,omitempty"`
+	Depth     int       `json:"depth,omitempty"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	Usage     *Usage    `json:"usage,omitempty"`
+	Reason    string    `json:"reason,omitempty"` // corrupt, unavailable
+}
+
+// ListChildren lists the caller's direct continuable children, live state
+// merged over the store, in creation order. It never loads, resumes or
+// queries a child: a live child reads no journal; a stored child reads its
+// checkpoint when it is current, else folds its journal once.
+func (m *Manager) ListChildren(caller ParentRef) ([]Row, error) {
+	return m.list(caller.Address(), false)
+}
+
+// ListDescendants lists the caller's whole subtree.
+func (m *Manager) ListDescendants(caller ParentRef) ([]Row, error) {
+	return m.list(caller.Address(), true)
+}
+
+func (m *Manager) list(root string, deep bool) ([]Row, error) {
+	if m.store == nil {
+		return nil, newErr(CodeControlUnavailable, "listing needs a session store; none is configured")
+	}
+	var rows []Row
+	queue := []string{root}
+	seen := map[string]bool{}
+	for len(queue) > 0 {
+		addr := queue[0]
+		queue = queue[1:]
+		hdrs, corrupt, err := m.store.Children(addr)
+		if err != nil {
+			return nil, &Error{Code: CodeControlUnavailable, Message: "reading the session store failed", Err: err}
+		}
+		bad := map[string]bool{}
+		for _, id := range corrupt {
+			bad[id] = true
+		}
+		for _, h := range hdrs {
+			if seen[h.ID] {
+				continue
+			}
+			seen[h.ID] = true
+			if bad[h.ID] {
+				rows = append(rows, Row{Kind: "diagnostic", ID: h.ID, Reason: "corrupt"})
+				continue
+			}
+			rows = append(rows, m.row(h))
+			if deep {
+				queue = append(queue, h.ID)
+			}
+		}
+	}
+	if !deep {
+		return rows, nil
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt.Before(rows[j].CreatedAt) })
+	return rows, nil
+}
+
+// row projects one child: the three-step ladder.
+func (m *Manager) row(h Header) Row {
+	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt}
+	m.mu.Lock()
+	a := m.live[h.ID]
+	m.mu.Unlock()
+	if a != nil { // live: zero journal reads
+		r.Status = a.status()
+		a.mu.Lock()
+		u := a.usage
+		a.mu.Unlock()
+		r.Usage = &u
+		return r
+	}
+	r.Status = "ready"
+	if _, err := m.store.Descriptor(h.ID); err != nil {
+		return diagnostic(h.ID, err)
+	}
+	cp, ok, err := m.store.Checkpoint(h.ID)
+	if err == nil && ok {
+		if n, err := m.store.JournalLen(h.ID); err == nil && n <= cp.Seq {
+			r.Usage = &cp.Usage
+			return r
+		}
+	}
+	events, err := m.store.Events(h.ID)
+	if err != nil {
+		return diagnostic(h.ID, err)
+	}
+	u := foldUsage(events)
+	r.Usage = &u
+	if err := m.store.SetCheckpoint(h.ID, Checkpoint{Seq: int64(len(events)), Mode: h.Mode, Label: h.Label, Usage: u}); err != nil {
+		m.log.Debug("caching a checkpoint failed", "agent_id", h.ID, "err", err)
+	}
+	return r
+}
+
+func diagnostic(id string, err error) Row {
+	reason := "unavailable"
+	if errors.Is(err, ErrCorrupt) {
+		reason = "corrupt"
+	}
+	return Row{Kind: "diagnostic", ID: id, Reason: reason}
+}
+
+func foldUsage(events []agent.Event) Usage {
+	var u Usage
+	for _, e := range events {
+		if e.Usage != nil {
+			u.InputTokens += e.Usage.InputTokens
+			u.OutputTokens += e.Usage.OutputTokens
+		}
+	}
+	return u
+}
+
+// Recover finds the children a crash (or a shutdown) left active, closes
+// their interrupted turns so they can be resumed, and announces each ended
+// epoch to its parent. Call it once after the providers are registered.
+func (m *Manager) Recover() error {
+	if m.store == nil {
+		return nil
+	}
+	ids, err := m.store.Active()
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		h, err := m.store.Header(id)
+		if err != nil {
+			m.log.Error("an active child cannot be read; leaving it", "agent_id", id, "err", err)
+			continue
+		}
+		events, err := m.store.Events(id)
+		if err != nil {
+			m.log.Error("an active child's journal cannot be read; leaving it", "agent_id", id, "err", err)
+			_ = m.store.SetActive(id, false)
+			continue
+		}
+		all, closing := closeOpenTurn(events)
+		if len(closing) > 0 {
+			if err := m.store.AppendEvents(id, closing); err != nil {
+				m.log.Error("closing an interrupted turn failed", "agent_id", id, "err", err)
+				continue
+			}
+		}
+		last := lastOutcome(all)
+		if err := m.store.SetActive(id, false); err != nil {
+			m.log.Error("clearing an active mark failed", "agent_id", id, "err", err)
+			continue
+		}
+		m.deliver(h.Parent, h.Principal, id, agent.SourceSettled, settlementText(id, last))
+		m.log.Info("recovered a child left active", "agent_id", id, "closed_turn", len(closing) > 0)
+	}
+	return nil
+}
+
+// lastOutcome reads how the journal's last turn ended and its last
+// assistant message.
+func lastOutcome(events []agent.Event) Result {
+	var r Result
+	for _, e := range events {
+		switch {
+		case e.Kind == agent.EventTurnStart:
+			r.Output = ""
+		case e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == llm.RoleAssistant && e.Message.Content != "":
+			r.Output = e.Message.Content
+		case e.Kind == agent.EventTurnEnd:
+			r.StopReason, r.Diagnostic = e.StopReason, e.Diagnostic
+		}
+	}
+	return r
+}

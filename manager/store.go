@@ -1,0 +1,120 @@
+package manager
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+)
+
+// Mode is how a child runs.
+type Mode string
+
+const (
+	ModeOneShot     Mode = "one-shot"
+	ModeContinuable Mode = "continuable"
+)
+
+// Header is a child's persisted identity: who its parent is, how deep it
+// sits, where it works. Written once when the child is created; never
+// lowered or rewritten by a resume.
+type Header struct {
+	ID string `json:"id"`
+	// Parent is the direct parent's address: an agent id, or "principal:<name>"
+	// for a root principal (see PrincipalAddress).
+	Parent    string    `json:"parent"`
+	Principal string    `json:"principal"` // the root principal of the lineage
+	Depth     int       `json:"depth"`
+	DepthCap  int       `json:"depth_cap"`
+	Mode      Mode      `json:"mode"`
+	Provider  string    `json:"provider"`
+	Label     string    `json:"label"`
+	Cwd       string    `json:"cwd"`
+	CreatedAt time.Time `json:"created_at"`
+	SeedLen   int64     `json:"seed_len"` // journal events copied from a fork parent
+}
+
+// PrincipalAddress is the parent address of a root principal's children.
+func PrincipalAddress(principal string) string { return "principal:" + principal }
+
+// DescriptorVersion is the version of Descriptor this build writes and reads.
+const DescriptorVersion = 1
+
+// Descriptor records how a child was created; it is the only input for a
+// cold resume. Unknown versions or fields make it corrupt.
+type Descriptor struct {
+	Version      int             `json:"version"`
+	Mode         Mode            `json:"mode"`
+	Provider     string          `json:"provider"`
+	Label        string          `json:"label"`
+	Model        string          `json:"model,omitempty"`
+	Persona      string          `json:"persona,omitempty"`
+	ToolFilter   *ToolFilter     `json:"tool_filter,omitempty"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Session is an external agent's session handle (a Codex thread id, a
+	// Claude Code session id, an ACP session id); empty for in-process
+	// children.
+	Session string `json:"session,omitempty"`
+}
+
+// Checkpoint is a cached projection of a child for listing: valid while
+// Seq is at least the journal length it was computed at.
+type Checkpoint struct {
+	Seq   int64            `json:"seq"` // journal length when computed
+	Mode  Mode             `json:"mode"`
+	Label string           `json:"label"`
+	Usage Usage            `json:"usage"`
+	Stop  agent.StopReason `json:"stop,omitempty"` // how the last epoch ended
+}
+
+// Notice is a message waiting for a root principal: a report or a
+// settlement notice, delivered once.
+type Notice struct {
+	Seq     int64     `json:"seq"` // assigned by the store, per principal
+	ChildID string    `json:"child_id"`
+	Source  string    `json:"source"` // agent.SourceReport or agent.SourceSettled
+	Text    string    `json:"text"`
+	Time    time.Time `json:"time"`
+}
+
+// Store persists children. Every method is safe for concurrent use. Methods
+// that hand an id to a caller return only after the write is committed.
+//
+// The interface is narrow on purpose: a shared store for several servers
+// (etcd) must be able to implement it.
+type Store interface {
+	// CreateChild commits a new child's header, descriptor and index entry.
+	CreateChild(h Header, d Descriptor) error
+	// AppendEvents appends events to a child's journal; their Seq must
+	// continue the stored journal without gaps.
+	AppendEvents(childID string, events []agent.Event) error
+	// Header, Descriptor and Events read one child. A child whose bytes do
+	// not decode yields an error wrapping ErrCorrupt.
+	Header(childID string) (Header, error)
+	Descriptor(childID string) (Descriptor, error)
+	Events(childID string) ([]agent.Event, error)
+	// JournalLen returns the number of stored events without reading them.
+	JournalLen(childID string) (int64, error)
+	// Children lists the headers of a parent address's direct children in
+	// creation order, reading no journal. A header that does not decode is
+	// returned as a Header with only ID set, and its id in corrupt.
+	Children(parent string) (headers []Header, corrupt []string, err error)
+	// Checkpoint and SetCheckpoint read and write a child's projection cache.
+	Checkpoint(childID string) (Checkpoint, bool, error)
+	SetCheckpoint(childID string, c Checkpoint) error
+	// AddNotice queues a notice for a principal; TakeNotices removes and
+	// returns all queued notices in order.
+	AddNotice(principal string, n Notice) error
+	TakeNotices(principal string) ([]Notice, error)
+	// SetActive marks a child as having a live activation (true) or not;
+	// Active lists the marked ones. A crash leaves the mark set, which is
+	// how the next start finds the epochs it must close and announce.
+	SetActive(childID string, active bool) error
+	Active() ([]string, error)
+	// Close releases the store.
+	Close() error
+}
+
+// ErrCorrupt marks persisted bytes that do not decode.
+var ErrCorrupt = errors.New("persisted child data is corrupt")

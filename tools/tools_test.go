@@ -1,0 +1,179 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+)
+
+// plainProvider supports no start capability and answers every prompt
+// with a fixed text.
+type plainProvider struct{ started int }
+
+func (p *plainProvider) Name() string                       { return "plain" }
+func (p *plainProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
+func (p *plainProvider) InheritsParentContext() bool        { return false }
+func (p *plainProvider) Start(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
+	p.started++
+	done := make(chan struct{})
+	close(done)
+	return &doneRun{id: req.ID, done: done, res: manager.Result{Output: "plain says hi", StopReason: agent.StopCompleted}}, nil
+}
+
+type doneRun struct {
+	id   string
+	done chan struct{}
+	res  manager.Result
+}
+
+func (r *doneRun) ID() string                      { return r.id }
+func (r *doneRun) Agent() *agent.Agent             { return nil }
+func (r *doneRun) Done() <-chan struct{}           { return r.done }
+func (r *doneRun) Result() (manager.Result, error) { return r.res, nil }
+func (r *doneRun) Dispose()                        {}
+
+// serveHTTP serves the tools of a manager with p registered over real
+// streamable HTTP and returns a connected mcp-go client.
+func serveHTTP(t *testing.T, p manager.Provider) *client.Client {
+	t.Helper()
+	mgr := manager.New(manager.Options{})
+	if err := mgr.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := New(mgr, Options{Roots: []string{t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := server.NewMCPServer("test", "1", server.WithToolCapabilities(false))
+	ts.Register(ms)
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(ms))
+	t.Cleanup(hs.Close)
+	c, err := client.NewStreamableHttpClient(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func callSubagent(t *testing.T, c *client.Client, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "subagent"
+	req.Params.Arguments = args
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestUnsupportedCapabilityOverHTTP(t *testing.T) {
+	p := &plainProvider{}
+	c := serveHTTP(t, p)
+	cases := []struct {
+		field string
+		value any
+	}{
+		{"output_schema", map[string]any{"type": "object"}},
+		{"max_depth", 2},
+		{"tool_filter", map[string]any{"deny": []string{"x"}}},
+		{"persona", "a pirate"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.field, func(t *testing.T) {
+			res := callSubagent(t, c, map[string]any{"description": "d", "prompt": "p", tc.field: tc.value})
+			got := resultText(res)
+			if !res.IsError || !strings.Contains(got, "UNSUPPORTED_CAPABILITY") || !strings.Contains(got, tc.field) || !strings.Contains(got, `"plain"`) {
+				t.Errorf("result = %v %q, want UNSUPPORTED_CAPABILITY naming %s and the provider", res.IsError, got, tc.field)
+			}
+		})
+	}
+	if p.started != 0 {
+		t.Errorf("the provider was started %d times for refused requests", p.started)
+	}
+	res := callSubagent(t, c, map[string]any{"description": "d", "prompt": "p"})
+	if res.IsError || resultText(res) != "plain says hi" {
+		t.Errorf("plain request = %v %q", res.IsError, resultText(res))
+	}
+}
+
+func TestToolListing(t *testing.T) {
+	c := serveHTTP(t, &plainProvider{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lt, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lt.Tools) != 1 || lt.Tools[0].Name != "subagent" {
+		t.Fatalf("tools = %+v; only working tools may be published", lt.Tools)
+	}
+	tool := lt.Tools[0]
+	if a := tool.Annotations; a.ReadOnlyHint == nil || *a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint {
+		t.Errorf("annotations = %+v", a)
+	}
+	if !strings.Contains(tool.Description, "plain") || !strings.Contains(tool.Description, "supports none") {
+		t.Errorf("description does not list the provider and its capabilities: %s", tool.Description)
+	}
+	raw, _ := json.Marshal(tool.InputSchema)
+	if tool.RawInputSchema != nil {
+		raw = tool.RawInputSchema
+	}
+	if !strings.Contains(string(raw), `"enum":["plain"]`) {
+		t.Errorf("input schema does not enumerate providers: %s", raw)
+	}
+}
+
+func TestResolveCwd(t *testing.T) {
+	root := t.TempDir()
+	s := &Server{roots: []string{root}}
+	child := manager.ParentRef{AgentID: "agent-1", Cwd: root + "/sub"}
+	cases := []struct {
+		name    string
+		caller  manager.ParentRef
+		cwd     string
+		wantErr string
+	}{
+		{"root default", manager.ParentRef{Cwd: root}, "", ""},
+		{"root outside", manager.ParentRef{Cwd: root}, "/", "outside the server's allowed roots"},
+		{"root dotdot", manager.ParentRef{Cwd: root}, "..", "outside the server's allowed roots"},
+		{"child wider than parent", child, root, "never wider than its parent's"},
+	}
+	if err := mkdir(root + "/sub"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.resolveCwd(tc.caller, tc.cwd)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func mkdir(p string) error { return os.MkdirAll(p, 0o755) }
