@@ -37,6 +37,9 @@ type activation struct {
 	parent *activation // the owning parent's activation; nil for a root parent
 	ctx    context.Context
 
+	persist     *persister
+	unsubscribe func()
+
 	mu         sync.Mutex
 	wake       chan struct{} // closed and replaced to wake run
 	inbox      []inboxMsg

@@ -83,6 +83,17 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 		_ = drv.Close()
 		return nil, err
 	}
+	if req.Progress != nil {
+		// Progress covers the first turn, which the caller waits for.
+		var unsub func()
+		notes := agent.ProgressNotes(req.Progress)
+		unsub = drv.Journal().Subscribe(func(e agent.Event) {
+			notes(e)
+			if e.Kind == agent.EventTurnEnd {
+				unsub()
+			}
+		})
+	}
 	msgID, w, _, ok := a.admit(req.Prompt, agent.SourceUser, wait)
 	if !ok {
 		return nil, newErr(CodeDraining, "the child closed before it took its first message")
@@ -114,11 +125,6 @@ func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID str
 	if err := m.store.SetActive(hdr.ID, true); err != nil {
 		return nil, &Error{Code: CodePersistenceUnavailable, Message: "marking the child active failed", Err: err}
 	}
-	drv.Journal().Subscribe(func(e agent.Event) {
-		if err := m.store.AppendEvents(hdr.ID, []agent.Event{e}); err != nil {
-			m.log.Error("persisting a journal event failed", "agent_id", hdr.ID, "seq", e.Seq, "err", err)
-		}
-	})
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -127,6 +133,8 @@ func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID str
 	if _, dup := m.live[hdr.ID]; dup {
 		return nil, newErr(CodeInvalidRequest, "subagent %s is already resident", hdr.ID)
 	}
+	a.persist = newPersister(m.store, hdr.ID, m.log)
+	a.unsubscribe = drv.Journal().Subscribe(a.persist.add)
 	a.ctx = m.ctx
 	if parentID != "" {
 		if pa := m.live[parentID]; pa != nil {

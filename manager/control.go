@@ -101,6 +101,8 @@ func (m *Manager) pendingChan(addr string) <-chan struct{} {
 // they happen. A failed flush is logged, not fatal: a later list then folds
 // the journal instead.
 func (m *Manager) flush(a *activation) {
+	a.unsubscribe()
+	a.persist.close()
 	a.mu.Lock()
 	cp := Checkpoint{Seq: int64(a.driver.Journal().Len()), Mode: a.hdr.Mode, Label: a.hdr.Label, Usage: a.usage, Stop: a.last.StopReason}
 	a.mu.Unlock()

@@ -55,6 +55,7 @@ type ProviderInfo struct {
 	Capabilities          Capabilities
 	InheritsParentContext bool
 	Description           string
+	Continuable           bool // it can run background, continuable children
 }
 
 // Manager owns every child's lifecycle. Build one in main and pass it down.
@@ -93,6 +94,10 @@ func New(opts Options) *Manager {
 		listeners: map[int]func(Event){}, runs: map[string]*handle{},
 		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}}
 }
+
+// Persistent reports whether the manager has a session store, which
+// continuable children need.
+func (m *Manager) Persistent() bool { return m.store != nil }
 
 // MaxDepth returns the deployment's depth cap.
 func (m *Manager) MaxDepth() int { return m.opts.MaxDepth }
@@ -138,6 +143,7 @@ func (m *Manager) Providers() []ProviderInfo {
 		if d, ok := p.(Describer); ok {
 			info.Description = d.Description()
 		}
+		_, info.Continuable = p.(Continuable)
 		out = append(out, info)
 	}
 	return out

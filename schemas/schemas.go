@@ -10,6 +10,18 @@ import _ "embed"
 //go:embed subagent.input.json
 var SubagentInput []byte
 
+// Inputs of the control tools.
+var (
+	//go:embed send_message.input.json
+	SendMessageInput []byte
+	//go:embed interrupt_agent.input.json
+	InterruptAgentInput []byte
+	//go:embed list_agents.input.json
+	ListAgentsInput []byte
+	//go:embed report.input.json
+	ReportInput []byte
+)
+
 // Config is the schema of the --config file.
 //
 //go:embed config.json

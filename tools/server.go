@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -18,13 +19,6 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/schemas"
 )
 
-// Manager is what the tools need of the manager.
-type Manager interface {
-	Providers() []manager.ProviderInfo
-	MaxDepth() int
-	Start(ctx context.Context, provider string, req manager.StartRequest) (manager.Run, error)
-}
-
 // Options configures a Server. Zero values mean the defaults given.
 type Options struct {
 	// Roots are the directories a root caller's cwd may lie in; the first is
@@ -33,24 +27,48 @@ type Options struct {
 	// DefaultProvider is used when a call names none; zero: the first
 	// registered provider.
 	DefaultProvider string
-	Logger          *slog.Logger
+	// DefaultWaitSeconds bounds a foreground wait when the call gives no
+	// wait_seconds; zero: no bound.
+	DefaultWaitSeconds float64
+	Logger             *slog.Logger
 }
 
 // Server holds the tool handlers. Build it after the providers are
 // registered: the subagent tool's schema lists them.
 type Server struct {
-	mgr      Manager
-	opts     Options
-	log      *slog.Logger
-	roots    []string // absolute, symlinks resolved
-	subagent *schemas.Validator
-	schema   json.RawMessage // subagent input schema with the provider enum
-	mcp      *server.MCPServer
+	mgr   *manager.Manager
+	opts  Options
+	log   *slog.Logger
+	roots []string // absolute, symlinks resolved
+	tools []*tool
+	mcp   *server.MCPServer
+
+	mu       sync.Mutex
+	sessions map[string]map[string]bool // principal → MCP session ids seen
+}
+
+// tool is one tool: its definition and its handler, shared by MCP callers
+// and in-process agents.
+type tool struct {
+	name        string
+	description string
+	schema      json.RawMessage
+	validator   *schemas.Validator
+	annotations mcp.ToolAnnotation
+	rootToo     bool // published to root MCP clients (report is child-only)
+	handle      func(ctx context.Context, c call) *mcp.CallToolResult
+}
+
+// call is one invocation: who calls, with what, and how to report progress.
+type call struct {
+	caller   manager.ParentRef
+	args     any
+	progress func(string) // nil without a progress token
 }
 
 // New builds the tool handlers over mgr.
-func New(mgr Manager, opts Options) (*Server, error) {
-	s := &Server{mgr: mgr, opts: opts, log: opts.Logger}
+func New(mgr *manager.Manager, opts Options) (*Server, error) {
+	s := &Server{mgr: mgr, opts: opts, log: opts.Logger, sessions: map[string]map[string]bool{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -87,19 +105,55 @@ func New(mgr Manager, opts Options) (*Server, error) {
 	if !found {
 		return nil, fmt.Errorf("default provider %q is not registered", s.opts.DefaultProvider)
 	}
-	schema, err := subagentSchema(providers)
+	subSchema, err := subagentSchema(providers)
 	if err != nil {
 		return nil, err
 	}
-	s.schema = schema
-	if s.subagent, err = schemas.Compile("arguments for subagent", schema); err != nil {
-		return nil, err
+	defs := []struct {
+		name, desc string
+		schema     []byte
+		readOnly   bool
+		rootToo    bool
+		handle     func(context.Context, call) *mcp.CallToolResult
+	}{
+		{"subagent", s.subagentDescription(), subSchema, false, true, s.subagent},
+		{"send_message", sendMessageDescription, schemas.SendMessageInput, false, true, s.sendMessage},
+		{"interrupt_agent", interruptDescription, schemas.InterruptAgentInput, false, true, s.interrupt},
+		{"list_agents", listAgentsDescription, schemas.ListAgentsInput, true, true, s.listAgents},
+		{"report", reportDescription, schemas.ReportInput, false, false, s.report},
+	}
+	for _, d := range defs {
+		if !mgr.Persistent() && d.name != "subagent" {
+			continue // control tools need the session store: publish only tools that work
+		}
+		raw, err := stripSchemaKeyword(d.schema)
+		if err != nil {
+			return nil, fmt.Errorf("%s schema: %w", d.name, err)
+		}
+		v, err := schemas.Compile("arguments for "+d.name, raw)
+		if err != nil {
+			return nil, err
+		}
+		s.tools = append(s.tools, &tool{name: d.name, description: d.desc, schema: raw, validator: v, rootToo: d.rootToo,
+			handle: d.handle, annotations: mcp.ToolAnnotation{
+				ReadOnlyHint: mcp.ToBoolPtr(d.readOnly), DestructiveHint: mcp.ToBoolPtr(false),
+				IdempotentHint: mcp.ToBoolPtr(d.readOnly), OpenWorldHint: mcp.ToBoolPtr(d.name == "subagent"),
+			}})
 	}
 	return s, nil
 }
 
+func stripSchemaKeyword(raw []byte) (json.RawMessage, error) {
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "$schema")
+	return json.Marshal(m)
+}
+
 // subagentSchema is the embedded input schema with the providers as an enum.
-func subagentSchema(providers []manager.ProviderInfo) (json.RawMessage, error) {
+func subagentSchema(providers []manager.ProviderInfo) ([]byte, error) {
 	var m map[string]any
 	if err := json.Unmarshal(schemas.SubagentInput, &m); err != nil {
 		return nil, err
@@ -109,80 +163,108 @@ func subagentSchema(providers []manager.ProviderInfo) (json.RawMessage, error) {
 		names[i] = p.Name
 	}
 	m["properties"].(map[string]any)["provider"].(map[string]any)["enum"] = names
-	delete(m, "$schema")
 	return json.Marshal(m)
 }
 
-// Register adds the tools to an MCP server.
+// Register adds the root-facing tools to an MCP server.
 func (s *Server) Register(ms *server.MCPServer) {
 	s.mcp = ms
-	tool := mcp.NewToolWithRawSchema("subagent", s.subagentDescription(), s.schema)
-	tool.Annotations = mcp.ToolAnnotation{
-		Title:           "Delegate to a subagent",
-		ReadOnlyHint:    mcp.ToBoolPtr(false),
-		DestructiveHint: mcp.ToBoolPtr(false),
-		IdempotentHint:  mcp.ToBoolPtr(false),
-		OpenWorldHint:   mcp.ToBoolPtr(true),
+	for _, t := range s.tools {
+		if !t.rootToo {
+			continue
+		}
+		def := mcp.NewToolWithRawSchema(t.name, t.description, t.schema)
+		def.Annotations = t.annotations
+		ms.AddTool(def, s.mcpHandler(t))
 	}
-	ms.AddTool(tool, s.handleSubagent)
 }
 
-func (s *Server) subagentDescription() string {
-	var b strings.Builder
-	b.WriteString("Delegate a task to a child agent and wait for its final answer. The child works on its own with its own tools in a working directory inside yours, and does not see your conversation unless its provider says so; put everything it needs in `prompt`. ")
-	b.WriteString("The call returns the child's last message (and `structured` when you gave an `output_schema` and the child met it). A child that did not complete (cancelled, out of tokens, declined, failed) is an error result with a diagnostic and its partial output, never a half answer. ")
-	b.WriteString("Children may delegate further, up to the depth cap (" + fmt.Sprint(s.mgr.MaxDepth()) + " by default). Several calls may run at once.\n\nProviders:")
-	for _, p := range s.mgr.Providers() {
-		fmt.Fprintf(&b, "\n- %s", p.Name)
-		if p.Name == s.opts.DefaultProvider {
-			b.WriteString(" (default)")
+// mcpHandler adapts a tool for a root MCP client: the caller comes from the
+// transport; pending notices for the principal ride along with the result.
+func (s *Server) mcpHandler(t *tool) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		caller := s.rootCaller(ctx)
+		s.rememberSession(ctx, caller.Principal)
+		c := call{caller: caller, args: req.GetArguments()}
+		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
+			c.progress = s.progressSender(ctx, req.Params.Meta.ProgressToken)
 		}
-		if p.Description != "" {
-			b.WriteString(": " + p.Description)
-		}
-		var caps []string
-		c := p.Capabilities
-		for _, f := range []struct {
-			on   bool
-			name string
-		}{{c.OutputSchema, "output_schema"}, {c.DepthLimit, "max_depth"}, {c.ToolFilter, "tool_filter"}, {c.Persona, "persona"}} {
-			if f.on {
-				caps = append(caps, f.name)
-			}
-		}
-		if len(caps) > 0 {
-			b.WriteString(" [supports " + strings.Join(caps, ", ") + "]")
-		} else {
-			b.WriteString(" [supports none of output_schema, max_depth, tool_filter, persona]")
-		}
-		if p.InheritsParentContext {
-			b.WriteString(" The child sees your completed turns; only agents with a conversation (not an MCP client) can use it.")
+		res := t.handle(ctx, c)
+		appendNotices(res, s.mgr.TakeNotices(caller.Principal))
+		return res, nil
+	}
+}
+
+// appendNotices delivers a principal's pending notices in band, each under
+// a heading naming its source kind.
+func appendNotices(res *mcp.CallToolResult, ns []manager.Notice) {
+	for _, n := range ns {
+		res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf("[%s from %s]\n%s", n.Source, n.ChildID, n.Text)))
+	}
+}
+
+func (s *Server) rememberSession(ctx context.Context, principal string) {
+	cs := server.ClientSessionFromContext(ctx)
+	if cs == nil || cs.SessionID() == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions[principal] == nil {
+		s.sessions[principal] = map[string]bool{}
+	}
+	s.sessions[principal][cs.SessionID()] = true
+}
+
+// PushNotice sends a notice for a principal to its connected sessions as an
+// MCP log notification. It is advisory: the notice is still delivered once,
+// in band, with the principal's next tool result.
+func (s *Server) PushNotice(principal string, n manager.Notice) {
+	if s.mcp == nil {
+		return
+	}
+	s.mu.Lock()
+	var ids []string
+	for id := range s.sessions[principal] {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		err := s.mcp.SendNotificationToSpecificClient(id, "notifications/message", map[string]any{
+			"level":  "info",
+			"logger": "mcp-subagent",
+			"data":   map[string]any{"source": n.Source, "agent_id": n.ChildID, "text": n.Text},
+		})
+		if err != nil {
+			s.log.Debug("pushing a notice failed", "session", id, "err", err)
+			s.mu.Lock()
+			delete(s.sessions[principal], id)
+			s.mu.Unlock()
 		}
 	}
-	return b.String()
 }
 
 // AgentTools returns the delegation tools for an in-process child that
 // calls them as self. They run the same handlers as MCP calls.
 func (s *Server) AgentTools(self manager.ParentRef) []agent.Tool {
-	return []agent.Tool{&agentTool{s: s, self: self}}
+	out := make([]agent.Tool, 0, len(s.tools))
+	for _, t := range s.tools {
+		out = append(out, &agentTool{t: t, self: self})
+	}
+	return out
 }
 
 type agentTool struct {
-	s    *Server
+	t    *tool
 	self manager.ParentRef
 }
 
-func (t *agentTool) Def() llm.ToolDef {
-	return llm.ToolDef{Name: "subagent", Description: t.s.subagentDescription(), Parameters: t.s.schema}
+func (a *agentTool) Def() llm.ToolDef {
+	return llm.ToolDef{Name: a.t.name, Description: a.t.description, Parameters: a.t.schema}
 }
 
-func (t *agentTool) Call(ctx context.Context, args json.RawMessage) (string, error) {
-	var v any
-	if err := json.Unmarshal(args, &v); err != nil {
-		return "", fmt.Errorf("invalid arguments for subagent: %v", err)
-	}
-	res := t.s.subagentCall(ctx, t.self, v, nil)
+func (a *agentTool) Call(ctx context.Context, args json.RawMessage) (string, error) {
+	res := a.t.handle(ctx, call{caller: a.self, args: args})
 	return resultText(res), nil
 }
 
@@ -195,4 +277,12 @@ func resultText(r *mcp.CallToolResult) string {
 		}
 	}
 	return strings.Join(parts, "\n")
+}
+
+// decode validates a call's arguments into dst.
+func (t *tool) decode(c call, dst any) *mcp.CallToolResult {
+	if err := t.validator.Decode(c.args, dst); err != nil {
+		return mcp.NewToolResultError("Error: " + err.Error())
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -18,14 +19,16 @@ import (
 
 // subagentArgs is the subagent tool's input.
 type subagentArgs struct {
-	Description  string              `json:"description"`
-	Prompt       string              `json:"prompt"`
-	Provider     string              `json:"provider,omitempty"`
-	OutputSchema json.RawMessage     `json:"output_schema,omitempty"`
-	MaxDepth     *int                `json:"max_depth,omitempty"`
-	ToolFilter   *manager.ToolFilter `json:"tool_filter,omitempty"`
-	Persona      string              `json:"persona,omitempty"`
-	Cwd          string              `json:"cwd,omitempty"`
+	Description     string              `json:"description"`
+	Prompt          string              `json:"prompt"`
+	Provider        string              `json:"provider,omitempty"`
+	RunInBackground bool                `json:"run_in_background,omitempty"`
+	WaitSeconds     float64             `json:"wait_seconds,omitempty"`
+	OutputSchema    json.RawMessage     `json:"output_schema,omitempty"`
+	MaxDepth        *int                `json:"max_depth,omitempty"`
+	ToolFilter      *manager.ToolFilter `json:"tool_filter,omitempty"`
+	Persona         string              `json:"persona,omitempty"`
+	Cwd             string              `json:"cwd,omitempty"`
 }
 
 // Foreground is the structuredContent of a finished foreground run.
@@ -39,12 +42,21 @@ type Foreground struct {
 	Usage      manager.Usage    `json:"usage"`
 }
 
-func (s *Server) handleSubagent(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	var progress func(string)
-	if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
-		progress = s.progressSender(ctx, req.Params.Meta.ProgressToken)
+// Handle is the structuredContent of a child handed back before its answer.
+type Handle struct {
+	Kind      string `json:"kind"` // "continuable"
+	AgentID   string `json:"agent_id"`
+	MessageID string `json:"message_id,omitempty"`
+	Status    string `json:"status,omitempty"` // "running" when a wait ran out
+}
+
+func (s *Server) tool(name string) *tool {
+	for _, t := range s.tools {
+		if t.name == name {
+			return t
+		}
 	}
-	return s.subagentCall(ctx, s.rootCaller(ctx), req.GetArguments(), progress), nil
+	return nil
 }
 
 // progressSender sends MCP progress notifications for token. Sending never
@@ -71,13 +83,15 @@ func (s *Server) progressSender(ctx context.Context, token mcp.ProgressToken) fu
 	}
 }
 
-// subagentCall runs one foreground delegation for caller.
-func (s *Server) subagentCall(ctx context.Context, caller manager.ParentRef, rawArgs any, progress func(string)) *mcp.CallToolResult {
+// subagent starts a child: in the foreground it waits for the answer (or
+// for wait_seconds, then hands back a handle); in the background it hands
+// back the handle at once.
+func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	var in subagentArgs
-	if err := s.subagent.Decode(rawArgs, &in); err != nil {
-		return mcp.NewToolResultError("Error: " + err.Error())
+	if bad := s.tool("subagent").decode(c, &in); bad != nil {
+		return bad
 	}
-	cwd, err := s.resolveCwd(caller, in.Cwd)
+	cwd, err := s.resolveCwd(c.caller, in.Cwd)
 	if err != nil {
 		return mcp.NewToolResultError("Error: INVALID_REQUEST: " + err.Error())
 	}
@@ -86,17 +100,81 @@ func (s *Server) subagentCall(ctx context.Context, caller manager.ParentRef, raw
 		provider = s.opts.DefaultProvider
 	}
 	sr := manager.StartRequest{
-		Label: in.Description, Prompt: in.Prompt, Parent: caller, Cwd: cwd,
+		Label: in.Description, Prompt: in.Prompt, Parent: c.caller, Cwd: cwd,
 		OutputSchema: in.OutputSchema, MaxDepth: in.MaxDepth, ToolFilter: in.ToolFilter,
-		Persona: in.Persona, Progress: progress,
+		Persona: in.Persona, Progress: c.progress,
 	}
+	continuable := s.mgr.Persistent() && s.providerInfo(provider).Continuable
+	if in.RunInBackground && !continuable {
+		if !s.mgr.Persistent() {
+			return mcp.NewToolResultError("Error: PERSISTENCE_UNAVAILABLE: background children need the session store, which this server runs without; run in the foreground")
+		}
+		if s.providerInfo(provider).Name != "" {
+			return mcp.NewToolResultError(fmt.Sprintf("Error: INVALID_REQUEST: field \"run_in_background\": provider %q runs only foreground children", provider))
+		}
+	}
+	if !continuable {
+		return s.oneShot(ctx, provider, sr)
+	}
+	if in.RunInBackground {
+		sr.Progress = nil
+	}
+	st, err := s.mgr.StartContinuable(ctx, provider, sr, !in.RunInBackground)
+	if err != nil {
+		return errorResult(err)
+	}
+	if c.progress != nil {
+		c.progress("started " + st.ChildID)
+	}
+	if in.RunInBackground {
+		s.log.Info("subagent started in the background", "agent_id", st.ChildID, "provider", provider)
+		return handleResult(Handle{Kind: "continuable", AgentID: st.ChildID, MessageID: st.MessageID},
+			fmt.Sprintf("started subagent %s in the background. You will get a notice when it settles; use send_message to give it more work, list_agents to see it.", st.ChildID))
+	}
+	wait := in.WaitSeconds
+	if wait == 0 {
+		wait = s.opts.DefaultWaitSeconds
+	}
+	wctx, cancel := ctx, context.CancelFunc(func() {})
+	if wait > 0 {
+		wctx, cancel = context.WithTimeout(ctx, time.Duration(wait*float64(time.Second)))
+	}
+	defer cancel()
+	res, ok := st.Wait(wctx, s.mgr)
+	if !ok {
+		if ctx.Err() != nil {
+			// The client cancelled: stop the child's turn, answer aborted.
+			_ = s.mgr.Interrupt(c.caller, st.ChildID)
+			s.log.Info("subagent run ended", "agent_id", st.ChildID, "provider", provider, "stop_reason", agent.StopAborted, "why", "the client cancelled the call")
+			return foregroundResult(st.ChildID, manager.Result{StopReason: agent.StopAborted, Diagnostic: "the client cancelled the call"})
+		}
+		return handleResult(Handle{Kind: "continuable", AgentID: st.ChildID, MessageID: st.MessageID, Status: "running"},
+			fmt.Sprintf("subagent %s is still running after %gs; it goes on in the background. You will get a notice when it settles.", st.ChildID, wait))
+	}
+	s.log.Info("subagent run ended", "agent_id", st.ChildID, "provider", provider,
+		"stop_reason", res.StopReason, "input_tokens", res.Usage.InputTokens, "output_tokens", res.Usage.OutputTokens)
+	return foregroundResult(st.ChildID, res)
+}
+
+func (s *Server) providerInfo(name string) manager.ProviderInfo {
+	for _, p := range s.mgr.Providers() {
+		if p.Name == name {
+			return p
+		}
+	}
+	return manager.ProviderInfo{}
+}
+
+// oneShot runs a child on a provider without continuable support: one
+// turn, then disposed.
+func (s *Server) oneShot(ctx context.Context, provider string, sr manager.StartRequest) *mcp.CallToolResult {
 	run, err := s.mgr.Start(ctx, provider, sr)
 	if err != nil {
 		return errorResult(err)
 	}
 	defer run.Dispose()
-	if progress != nil {
-		progress("started " + run.ID())
+	if sr.Progress != nil {
+		sr.Progress("started " + run.ID())
 	}
 	<-run.Done()
 	res, err := run.Result()
@@ -107,6 +185,10 @@ func (s *Server) subagentCall(ctx context.Context, caller manager.ParentRef, raw
 	s.log.Info("subagent run ended", "agent_id", run.ID(), "provider", provider,
 		"stop_reason", res.StopReason, "input_tokens", res.Usage.InputTokens, "output_tokens", res.Usage.OutputTokens)
 	return foregroundResult(run.ID(), res)
+}
+
+func handleResult(h Handle, text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, StructuredContent: h}
 }
 
 // errorResult words a seam error for the model: code and sentence.

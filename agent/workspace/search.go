@@ -188,17 +188,17 @@ func (res *searchResult) file(ctx context.Context, r *os.Root, p string, re *reg
 func (res *searchResult) String(pattern, arg string) string {
 	var skipped []string
 	if res.binary > 0 {
-		skipped = append(skipped, fmt.Sprintf("%d binary files skipped", res.binary))
+		skipped = append(skipped, plural(res.binary, "binary file")+" skipped")
 	}
 	if res.unreadable > 0 {
-		skipped = append(skipped, fmt.Sprintf("%d entries could not be read", res.unreadable))
+		skipped = append(skipped, plural(res.unreadable, "entry")+" could not be read")
 	}
 	if res.tooLong > 0 {
-		skipped = append(skipped, fmt.Sprintf("%d files searched only up to a line longer than %s", res.tooLong, size(maxSearchLine)))
+		skipped = append(skipped, plural(res.tooLong, "file")+fmt.Sprintf(" searched only up to a line longer than %s", size(maxSearchLine)))
 	}
 	var b strings.Builder
 	if res.matches == 0 && res.full == "" {
-		fmt.Fprintf(&b, "no matches for %q in %d files under %q", pattern, res.files, arg)
+		fmt.Fprintf(&b, "no matches for %q in %s under %q", pattern, plural(res.files, "file"), arg)
 	} else {
 		b.WriteString(res.out.String())
 		if res.full != "" {
@@ -212,4 +212,15 @@ func (res *searchResult) String(pattern, arg string) string {
 		fmt.Fprintf(&b, "(%s)", strings.Join(skipped, "; "))
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// plural renders "1 file", "2 files", "3 entries".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "y") {
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(noun, "y"))
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

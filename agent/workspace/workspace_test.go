@@ -153,8 +153,10 @@ func TestReadFileReturnsTextInsideTheWorkspace(t *testing.T) {
 		{"binary refused", obj{"path": "bin.dat"}, "", "binary"},
 		{"missing file", obj{"path": "nope.txt"}, "", `cannot read "nope.txt": it does not exist in the workspace`},
 		{"empty file", obj{"path": "empty.txt"}, "(the file is empty)", ""},
+		{"fifo refused without blocking", obj{"path": "fifo"}, "", `cannot read "fifo": it is not a regular file`},
 	}
 	must(t, os.WriteFile(filepath.Join(f.root, "empty.txt"), nil, 0o644))
+	must(t, syscall.Mkfifo(filepath.Join(f.root, "fifo"), 0o644))
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := f.call(t, t.Context(), "read_file", tc.args)
@@ -224,20 +226,34 @@ func TestEscapesAreRefused(t *testing.T) {
 }
 
 func TestSymlinkSwappedInAfterTheCheckIsStillRefused(t *testing.T) {
-	// The check and the operation are separate; os.Root must catch an
-	// escape the check could not have seen.
+	// resolve checks a path, then os.Root uses it. A directory replaced by
+	// a link leading out in between must still not be followed.
 	f := newFixture(t, Options{})
 	w, err := newWorkspace(Options{Root: f.root})
 	must(t, err)
+	victim := filepath.Join(f.root, "victim")
+	must(t, os.Mkdir(victim, 0o755))
+	must(t, os.WriteFile(filepath.Join(victim, "secret.txt"), []byte("inside"), 0o644))
+	rel, _, err := w.resolve("victim/secret.txt")
+	must(t, err)
+	must(t, os.RemoveAll(victim))
+	must(t, os.Symlink(f.outside, victim))
+
 	r, err := w.openRoot()
 	must(t, err)
 	defer r.Close()
-	_, err = r.Open("link_out/secret.txt")
-	if !isEscape(err) {
-		t.Fatalf("os.Root opened through a link out: %v", err)
+	_, rerr := r.Open(rel)
+	_, werr := r.OpenFile(filepath.Join("victim", "new.txt"), os.O_WRONLY|os.O_CREATE, 0o644)
+	for _, err := range []error{rerr, werr} {
+		if !isEscape(err) {
+			t.Fatalf("os.Root followed a link out: %v", err)
+		}
+		if got := fsError("read", "victim/secret.txt", err).Error(); !strings.Contains(got, "outside the workspace root") || strings.Contains(got, f.outside) {
+			t.Fatalf("escape worded as %q", got)
+		}
 	}
-	if got := fsError("read", "link_out/secret.txt", err).Error(); !strings.Contains(got, "outside the workspace root") {
-		t.Fatalf("escape worded as %q", got)
+	if _, err := os.Stat(filepath.Join(f.outside, "new.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a file was created outside: %v", err)
 	}
 }
 
@@ -277,7 +293,7 @@ func TestSearchFindsMatchesAsPathLineText(t *testing.T) {
 		wantErr string
 	}{
 		{"whole workspace skips binary, .git and symlinks", obj{"pattern": "beta"},
-			"a.txt:2: beta\nsub/deep/c.txt:1: deep beta\n(1 binary files skipped)", ""},
+			"a.txt:2: beta\nsub/deep/c.txt:1: deep beta\n(1 binary file skipped)", ""},
 		{"case-insensitive RE2", obj{"pattern": `(?i)BETA\w*`, "path": "sub"},
 			"sub/b.go:3: func BetaHandler() {}\nsub/deep/c.txt:1: deep beta", ""},
 		{"glob on base name", obj{"pattern": "beta", "glob": "*.txt"},
@@ -387,10 +403,11 @@ func TestWriteFileWritesInsideTheWorkspace(t *testing.T) {
 
 func TestConcurrentWritesAndReadsNeverSeePartialFiles(t *testing.T) {
 	f := newFixture(t, Options{})
-	big := func(c byte) string { return strings.Repeat(string(c), 100<<10) }
+	const n = 32 << 10
+	big := func(c byte) string { return strings.Repeat(string(c), n) }
 	must(t, os.WriteFile(filepath.Join(f.root, "race.txt"), []byte(big('a')), 0o644))
 	var wg sync.WaitGroup
-	for i := range 8 {
+	for i := range 4 {
 		wg.Go(func() {
 			c := byte('a' + i)
 			for range 10 {
@@ -403,7 +420,7 @@ func TestConcurrentWritesAndReadsNeverSeePartialFiles(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if len(got) != 100<<10 || strings.Count(got, got[:1]) != len(got) {
+				if len(got) != n || strings.Count(got, got[:1]) != len(got) {
 					t.Errorf("read a partial or mixed file of %d bytes", len(got))
 					return
 				}

@@ -33,7 +33,7 @@ func percentiles(b *testing.B, prefix string, ds []time.Duration) {
 func BenchmarkStartToInitialize(b *testing.B) {
 	var ds []time.Duration
 	for b.Loop() {
-		cmd := exec.Command(binary, "serve", "--log-level", "error")
+		cmd := exec.Command(binary, "serve", "--log-level", "error", "--data-dir", b.TempDir())
 		cmd.Env = serverEnv(nil, nil)
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()

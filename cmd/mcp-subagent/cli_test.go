@@ -75,6 +75,9 @@ func runBinary(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if len(args) > 0 && args[0] == "serve" {
+		args = append(args, "--data-dir", t.TempDir())
+	}
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = serverEnv(nil, env)
 	cmd.Dir = t.TempDir()
@@ -132,7 +135,7 @@ func TestVersionAndStdoutDiscipline(t *testing.T) {
 	}
 	// serve on stdio with stdin closed at once: it exits cleanly and writes
 	// nothing to stdout (logs go to stderr).
-	cmd := exec.Command(binary, "serve")
+	cmd := exec.Command(binary, "serve", "--data-dir", t.TempDir())
 	cmd.Env = serverEnv(nil, nil)
 	cmd.Stdin = strings.NewReader("")
 	var stdout, stderr strings.Builder

@@ -15,6 +15,8 @@ type Config struct {
 	Roots           []string   `json:"roots,omitempty"`
 	DefaultProvider string     `json:"default_provider,omitempty"`
 	Shell           bool       `json:"shell,omitempty"`
+	DataDir         string     `json:"data_dir,omitempty"`
+	WaitSeconds     float64    `json:"wait_seconds,omitempty"`
 	LLM             LLMConfig  `json:"llm"`
 	HTTP            HTTPConfig `json:"http"`
 }

@@ -338,7 +338,16 @@ func TestClientCancelAborts(t *testing.T) {
 		if err := <-errc; err == nil {
 			t.Fatal("the cancelled call returned no error")
 		}
-		if !waitFor(time.Second, func() bool { return strings.Contains(s.stderr.String(), `"stop_reason":"aborted"`) }) {
+		// The child's own turn (not just the call) must end aborted.
+		turnAborted := func() bool {
+			for _, line := range strings.Split(s.stderr.String(), "\n") {
+				if strings.Contains(line, `"msg":"turn ended"`) && strings.Contains(line, `"stop_reason":"aborted"`) {
+					return true
+				}
+			}
+			return false
+		}
+		if !waitFor(time.Second, turnAborted) {
 			t.Fatalf("the run did not end aborted within a second of the cancel; stderr:\n%s", s.stderr)
 		}
 		t.Logf("aborted %v after the cancel", time.Since(cancelled))

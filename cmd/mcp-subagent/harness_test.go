@@ -79,6 +79,7 @@ type instance struct {
 	client    *client.Client
 	stderr    *syncBuffer
 	workspace string
+	dataDir   string
 	url       string // HTTP only
 	notes     chan mcp.JSONRPCNotification
 }
@@ -89,6 +90,9 @@ type serverOpts struct {
 	env    []string
 	args   []string
 	token  string // bearer token the HTTP client sends
+	// dataDir and workspace reuse a previous instance's (for restarts);
+	// empty: fresh temporary directories.
+	dataDir, workspace string
 }
 
 func serverEnv(fake *fakeopenai.Server, extra []string) []string {
@@ -112,7 +116,11 @@ func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 	if real, err := filepath.EvalSymlinks(ws); err == nil {
 		ws = real
 	}
-	args := append([]string{"serve", "--log-format", "json", "--log-level", "debug"}, o.args...)
+	dataDir := o.dataDir
+	if dataDir == "" {
+		dataDir = t.TempDir()
+	}
+	args := append([]string{"serve", "--log-format", "json", "--log-level", "debug", "--data-dir", dataDir}, o.args...)
 	if o.config != "" {
 		p := filepath.Join(t.TempDir(), "config.json")
 		if err := os.WriteFile(p, []byte(o.config), 0o600); err != nil {
@@ -120,7 +128,10 @@ func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 		}
 		args = append(args, "--config", p)
 	}
-	s := &instance{stderr: &syncBuffer{}, workspace: ws, notes: make(chan mcp.JSONRPCNotification, 1000)}
+	if o.workspace != "" {
+		ws = o.workspace
+	}
+	s := &instance{stderr: &syncBuffer{}, workspace: ws, dataDir: dataDir, notes: make(chan mcp.JSONRPCNotification, 1000)}
 	env := serverEnv(fake, o.env)
 	if !o.http {
 		tr := transport.NewStdioWithOptions(binary, env, args,

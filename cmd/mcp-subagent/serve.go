@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,12 +20,26 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 type serveOptions struct {
-	httpAddr, configPath, logLevel, logFormat, principal string
+	httpAddr, configPath, dataDir, logLevel, logFormat, principal string
+}
+
+// defaultDataDir is $XDG_STATE_HOME/mcp-subagent, or
+// ~/.local/state/mcp-subagent.
+func defaultDataDir() (string, error) {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "mcp-subagent"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no data directory: set --data-dir, XDG_STATE_HOME or HOME")
+	}
+	return filepath.Join(home, ".local", "state", "mcp-subagent"), nil
 }
 
 // llmFromEnv resolves the chat API: the config first, then OPENAI_BASE_URL /
@@ -82,13 +97,32 @@ func serve(ctx context.Context, o serveOptions, stdin io.Reader, stdout io.Write
 		}
 	}
 
-	mgr := manager.New(manager.Options{MaxDepth: cfg.MaxDepth, Logger: log.With("component", "manager")})
+	dataDir := o.dataDir
+	if dataDir == "" {
+		dataDir = cfg.DataDir
+	}
+	if dataDir == "" {
+		if dataDir, err = defaultDataDir(); err != nil {
+			return err
+		}
+	}
+	store, err := persist.Open(dataDir, persist.Options{Logger: log.With("component", "persist")})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	var ts *tools.Server
+	mgr := manager.New(manager.Options{MaxDepth: cfg.MaxDepth, Logger: log.With("component", "manager"), Store: store,
+		OnNotice: func(principal string, n manager.Notice) {
+			if ts != nil {
+				ts.PushNotice(principal, n)
+			}
+		}})
 	lc := llmFromEnv(cfg.LLM)
 	if lc.APIKey == "" {
 		log.Warn("no API key for the chat API: set OPENAI_API_KEY (or DEEPSEEK_API_KEY); in-process children will fail until then", "base_url", lc.BaseURL)
 	}
 	client := llm.NewOpenAI(lc)
-	var ts *tools.Server
 	delegation := func(self manager.ParentRef) []agent.Tool {
 		if ts == nil {
 			return nil
@@ -102,9 +136,14 @@ func serve(ctx context.Context, o serveOptions, stdin io.Reader, stdout io.Write
 			return err
 		}
 	}
-	ts, err = tools.New(mgr, tools.Options{Roots: cfg.Roots, DefaultProvider: cfg.DefaultProvider, Logger: log.With("component", "tools")})
+	ts, err = tools.New(mgr, tools.Options{Roots: cfg.Roots, DefaultProvider: cfg.DefaultProvider,
+		DefaultWaitSeconds: cfg.WaitSeconds, Logger: log.With("component", "tools")})
 	if err != nil {
 		return err
+	}
+	// Children a crash or a shutdown left active are closed and announced.
+	if err := mgr.Recover(); err != nil {
+		return fmt.Errorf("recovering children from %s: %w", dataDir, err)
 	}
 	ms := server.NewMCPServer("mcp-subagent", version,
 		server.WithToolCapabilities(false), server.WithLogging(), server.WithRecovery())

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
@@ -168,7 +167,7 @@ func (p *Provider) Start(ctx context.Context, req manager.StartRequest) (manager
 	r := &run{id: req.ID, agent: a, cancel: cancel, done: make(chan struct{})}
 	var unsub func()
 	if req.Progress != nil {
-		unsub = journal.Subscribe(progressNotes(req.Progress))
+		unsub = journal.Subscribe(agent.ProgressNotes(req.Progress))
 	}
 	go func() {
 		defer close(r.done)
@@ -204,24 +203,6 @@ func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (ma
 type driver struct{ *agent.Agent }
 
 func (driver) Close() error { return nil }
-
-// progressNotes turns journal events into short notes.
-func progressNotes(send func(string)) func(agent.Event) {
-	return func(e agent.Event) {
-		if e.Kind != agent.EventMessage || e.Message == nil || e.Message.Role != llm.RoleAssistant {
-			return
-		}
-		if len(e.Message.ToolCalls) == 0 {
-			send("answered")
-			return
-		}
-		names := make([]string, len(e.Message.ToolCalls))
-		for i, c := range e.Message.ToolCalls {
-			names[i] = c.Name
-		}
-		send("calling " + strings.Join(names, ", "))
-	}
-}
 
 type run struct {
 	id     string

@@ -1,0 +1,116 @@
+package persist
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+)
+
+// The decoders below read bytes from disk. They never panic, accept exactly
+// one JSON object (no trailing data, no bare null), and return an error for
+// anything else; the store wraps that error with manager.ErrCorrupt.
+
+// decodeObject decodes exactly one JSON object from b into v.
+func decodeObject(b []byte, v any, strict bool) error {
+	trimmed := bytes.TrimLeft(b, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return errors.New("not a JSON object")
+	}
+	if !strict {
+		// Unmarshal already refuses anything after the one value.
+		return json.Unmarshal(b, v)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// decodeEvent decodes one journal event. Unknown fields are tolerated (a
+// later build may add some); an event without a kind is not an event.
+func decodeEvent(b []byte) (agent.Event, error) {
+	var e agent.Event
+	if err := decodeObject(b, &e, false); err != nil {
+		return agent.Event{}, err
+	}
+	if e.Kind == "" {
+		return agent.Event{}, errors.New("event has no kind")
+	}
+	if e.Seq < 0 {
+		return agent.Event{}, fmt.Errorf("event has negative sequence %d", e.Seq)
+	}
+	return e, nil
+}
+
+// decodeHeader decodes a child's header. Unknown fields are tolerated; a
+// header without an id is not a header.
+func decodeHeader(b []byte) (manager.Header, error) {
+	var h manager.Header
+	if err := decodeObject(b, &h, false); err != nil {
+		return manager.Header{}, err
+	}
+	if h.ID == "" {
+		return manager.Header{}, errors.New("header has no id")
+	}
+	return h, nil
+}
+
+// decodeDescriptor decodes a descriptor strictly: unknown fields and any
+// version but manager.DescriptorVersion are refused, because a descriptor is
+// the only input of a cold resume and must not be half understood.
+func decodeDescriptor(b []byte) (manager.Descriptor, error) {
+	var d manager.Descriptor
+	if err := decodeObject(b, &d, true); err != nil {
+		return manager.Descriptor{}, err
+	}
+	if d.Version != manager.DescriptorVersion {
+		return manager.Descriptor{}, fmt.Errorf("descriptor version %d is unknown (this build reads %d)", d.Version, manager.DescriptorVersion)
+	}
+	return d, nil
+}
+
+// decodeCheckpoint decodes a projection checkpoint.
+func decodeCheckpoint(b []byte) (manager.Checkpoint, error) {
+	var c manager.Checkpoint
+	if err := decodeObject(b, &c, false); err != nil {
+		return manager.Checkpoint{}, err
+	}
+	return c, nil
+}
+
+// decodeNotice decodes a principal's queued notice.
+func decodeNotice(b []byte) (manager.Notice, error) {
+	var n manager.Notice
+	if err := decodeObject(b, &n, false); err != nil {
+		return manager.Notice{}, err
+	}
+	return n, nil
+}
+
+// seqKey is the 8-byte big-endian key of a journal event or notice, so that
+// bbolt's byte order is numeric order.
+func seqKey(seq uint64) []byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], seq)
+	return k[:]
+}
+
+// parentKey is an index key under by_parent: created-at as 8-byte big-endian
+// Unix nanoseconds with the sign bit flipped (so times before 1970 still sort
+// first), followed by the child id.
+func parentKey(createdAtNanos int64, id string) []byte {
+	k := make([]byte, 8, 8+len(id))
+	binary.BigEndian.PutUint64(k, uint64(createdAtNanos)^(1<<63))
+	return append(k, id...)
+}

@@ -1,0 +1,83 @@
+// Package persist is the durable manager.Store: every child's header,
+// descriptor and journal, the index of children by parent, projection
+// checkpoints, the active marks that let a restart find interrupted epochs,
+// and root principals' undelivered notices — all in one bbolt file,
+// FileName, inside the data directory.
+//
+// # Opening
+//
+// Open creates the data directory (mode 0700) and opens the file with a
+// bounded lock wait (Options.LockTimeout, default 2s; bbolt's own zero would
+// wait forever). One process owns a directory at a time: a second process,
+// or a second Open in the same process, fails with a *LockedError
+// (errors.Is(err, ErrLocked)) whose message names the directory and suggests
+// --data-dir. A file written by another layout version is refused, not
+// migrated.
+//
+// # Layout
+//
+// Top-level buckets, all created by Open:
+//
+//	meta         "format" → "1" (FormatVersion)
+//	children     child id → header JSON (manager.Header)
+//	descriptors  child id → descriptor JSON (manager.Descriptor, strict)
+//	journals     child id → nested bucket: seq (8-byte big-endian) → event JSON (agent.Event)
+//	by_parent    parent address → nested bucket:
+//	             created_at Unix nanos (8-byte big-endian, sign bit flipped) ‖ child id → empty
+//	checkpoints  child id → checkpoint JSON (manager.Checkpoint)
+//	notices      principal → nested bucket: seq (8-byte big-endian, from the
+//	             bucket's NextSequence, starting at 1) → notice JSON (manager.Notice)
+//	active       child id → empty
+//
+// Children reads one by_parent bucket and one children key per child; it
+// never opens a journal. Its order is created_at, ties broken by child id.
+// JournalLen reads the journal's last key only.
+//
+// # Guarantees
+//
+//   - Every method that writes returns only after its transaction has
+//     committed, and bbolt fsyncs the file on every commit: an id returned
+//     after CreateChild survives a crash. CreateChild writes header,
+//     descriptor, an empty journal and the index entry in one transaction;
+//     AppendEvents writes all of its events or none; TakeNotices returns
+//     and deletes a principal's notices in one transaction, so each notice
+//     is handed out once.
+//   - AppendEvents refuses events whose Seq does not continue the stored
+//     journal. Events re-checks on the way out that keys run from 0 without
+//     gaps and that each event's Seq is its key.
+//   - Bytes that do not decode — a header, a journal event, a descriptor
+//     with an unknown version or an unknown field — yield an error wrapping
+//     manager.ErrCorrupt that names the child and the part. An unknown child
+//     yields ErrNotFound, never ErrCorrupt. Children never fails for one bad
+//     child: it returns manager.Header{ID: id} and lists the id as corrupt.
+//     One bad part does not hide a child's healthy parts.
+//   - Nothing returned aliases bbolt's memory: values are decoded (copied)
+//     inside the transaction, so callers may keep and modify them freely.
+//   - All methods are safe for concurrent use. Reads run on snapshots and
+//     do not wait for writers; writers are serialized by bbolt.
+//
+// # Caveats
+//
+//   - Each write transaction costs one fsync (milliseconds on most disks),
+//     and writes are serialized: append a turn's events in one call, not
+//     one call per event.
+//   - Checkpoints are a cache: a stored checkpoint that does not decode is
+//     logged and reported as absent, so the caller recomputes it. A queued
+//     notice that does not decode is logged at error level and dropped
+//     during TakeNotices; the others are delivered.
+//   - JournalLen trusts the last key; a gap inside a journal is found by
+//     Events, not by JournalLen. The store checks sequence numbers only;
+//     turn structure is agent.Validate's business.
+//   - Decoding is checked; bbolt's own page structure is not. A file damaged
+//     below the value level may make bbolt return errors or panic.
+//   - Nothing is deleted yet: the file grows with every child and event, and
+//     bbolt reuses freed pages but never shrinks the file (compact it offline
+//     with the bbolt CLI while the server is stopped).
+//   - The lock is flock(2) on the file; on network file systems that do not
+//     honour it, two processes could open the same directory.
+//   - Header times must lie within the years 1678–2262 (Unix nanoseconds)
+//     and be set; a header with a zero CreatedAt is refused.
+//   - The file belongs to one machine. Sharing children between servers is
+//     a different manager.Store (DESIGN §10: etcd), which persist/storetest
+//     is there to hold to the same contract.
+package persist

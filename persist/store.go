@@ -1,0 +1,656 @@
+package persist
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+)
+
+var _ manager.Store = (*Store)(nil)
+
+// FileName is the name of the database file inside the data directory.
+const FileName = "mcp-subagent.db"
+
+// FormatVersion is the layout version this build writes into the meta bucket
+// and the only one it opens.
+const FormatVersion = 1
+
+// DefaultLockTimeout is how long Open waits for the file lock when
+// Options.LockTimeout is zero.
+const DefaultLockTimeout = 2 * time.Second
+
+// Bucket and key names; see the package doc for the layout.
+var (
+	bucketMeta        = []byte("meta")
+	bucketChildren    = []byte("children")
+	bucketDescriptors = []byte("descriptors")
+	bucketJournals    = []byte("journals")
+	bucketByParent    = []byte("by_parent")
+	bucketCheckpoints = []byte("checkpoints")
+	bucketNotices     = []byte("notices")
+	bucketActive      = []byte("active")
+
+	keyFormat = []byte("format")
+
+	topBuckets = [][]byte{bucketMeta, bucketChildren, bucketDescriptors, bucketJournals,
+		bucketByParent, bucketCheckpoints, bucketNotices, bucketActive}
+)
+
+// ErrNotFound is returned (wrapped, naming the id) by every per-child method
+// for an id the store does not hold. It is not manager.ErrCorrupt.
+var ErrNotFound = errors.New("no such child")
+
+// ErrExists is returned (wrapped) by CreateChild for an id already stored.
+var ErrExists = errors.New("child already exists")
+
+// ErrLocked is matched (errors.Is) by the error Open returns when another
+// process, or another Store in this process, holds the data directory.
+var ErrLocked = errors.New("data directory is locked")
+
+// Options configures Open. Zero values mean the defaults given.
+type Options struct {
+	// LockTimeout bounds the wait for the database file's lock; zero:
+	// DefaultLockTimeout. It is never unbounded: bbolt's zero waits forever.
+	LockTimeout time.Duration
+	// Logger receives the store's logs (corrupt records skipped while
+	// listing or taking notices); nil: discarded.
+	Logger *slog.Logger
+}
+
+// Store is the bbolt-backed manager.Store. It is safe for concurrent use.
+type Store struct {
+	db   *bolt.DB
+	dir  string
+	path string
+	log  *slog.Logger
+}
+
+// LockedError is the error Open returns when the data directory is in use.
+// errors.Is(err, ErrLocked) holds for it.
+type LockedError struct {
+	Dir     string
+	Timeout time.Duration
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("data directory %s is in use by another mcp-subagent process (lock not acquired within %s); stop it or use --data-dir", e.Dir, e.Timeout)
+}
+
+// Is reports whether target is ErrLocked.
+func (e *LockedError) Is(target error) bool { return target == ErrLocked }
+
+// Open creates dir (mode 0700) if needed and opens dir/FileName, waiting at
+// most opts.LockTimeout for its lock. A directory held by another process
+// (or another open Store) yields a *LockedError naming the directory.
+func Open(dir string, opts Options) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("persist: data directory must not be empty")
+	}
+	if opts.LockTimeout < 0 {
+		return nil, fmt.Errorf("persist: LockTimeout must not be negative, got %s", opts.LockTimeout)
+	}
+	if opts.LockTimeout == 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("persist: create data directory %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, FileName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, &LockedError{Dir: dir, Timeout: opts.LockTimeout}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("persist: open %s: %w", path, err)
+	}
+	if err := db.Update(initLayout); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("persist: %s: %w", path, err)
+	}
+	log.Debug("store opened", "path", path)
+	return &Store{db: db, dir: dir, path: path, log: log}, nil
+}
+
+// initLayout creates the top-level buckets and checks the format version.
+func initLayout(tx *bolt.Tx) error {
+	for _, name := range topBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	meta := tx.Bucket(bucketMeta)
+	want := []byte(fmt.Sprint(FormatVersion))
+	switch got := meta.Get(keyFormat); {
+	case got == nil:
+		return meta.Put(keyFormat, want)
+	case string(got) != string(want):
+		return fmt.Errorf("store format %q is not the format %s this build reads", got, want)
+	}
+	return nil
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close releases the database and its lock. Calling it again is a no-op.
+func (s *Store) Close() error { return s.db.Close() }
+
+// top returns a top-level bucket; initLayout creates them all, so a missing
+// one means the file was damaged.
+func top(tx *bolt.Tx, name []byte) (*bolt.Bucket, error) {
+	b := tx.Bucket(name)
+	if b == nil {
+		return nil, fmt.Errorf("persist: bucket %s is missing: %w", name, manager.ErrCorrupt)
+	}
+	return b, nil
+}
+
+func notFound(id string) error { return fmt.Errorf("persist: child %q: %w", id, ErrNotFound) }
+
+func corrupt(id, part string, cause error) error {
+	return fmt.Errorf("persist: child %q %s: %w: %w", id, part, manager.ErrCorrupt, cause)
+}
+
+// requireChild returns ErrNotFound unless the children bucket holds id.
+func requireChild(tx *bolt.Tx, id string) error {
+	children, err := top(tx, bucketChildren)
+	if err != nil {
+		return err
+	}
+	if id == "" || children.Get([]byte(id)) == nil {
+		return notFound(id)
+	}
+	return nil
+}
+
+var (
+	minCreatedAt = time.Unix(0, math.MinInt64)
+	maxCreatedAt = time.Unix(0, math.MaxInt64)
+)
+
+// validateNew checks a new child's header and descriptor.
+func validateNew(h manager.Header, d manager.Descriptor) error {
+	switch {
+	case h.ID == "":
+		return errors.New("persist: header id must not be empty")
+	case h.Parent == "":
+		return fmt.Errorf("persist: child %q: header parent must not be empty", h.ID)
+	case h.CreatedAt.IsZero():
+		return fmt.Errorf("persist: child %q: header created_at must be set", h.ID)
+	case h.CreatedAt.Before(minCreatedAt) || h.CreatedAt.After(maxCreatedAt):
+		return fmt.Errorf("persist: child %q: header created_at %s is outside the years 1678-2262", h.ID, h.CreatedAt)
+	case d.Version != manager.DescriptorVersion:
+		return fmt.Errorf("persist: child %q: descriptor version %d is not %d", h.ID, d.Version, manager.DescriptorVersion)
+	}
+	return nil
+}
+
+// CreateChild commits h, d, an empty journal and the parent index entry in
+// one transaction. It refuses an id already stored (ErrExists), an empty id
+// or parent, a zero created_at, and a descriptor version other than
+// manager.DescriptorVersion.
+func (s *Store) CreateChild(h manager.Header, d manager.Descriptor) error {
+	if err := validateNew(h, d); err != nil {
+		return err
+	}
+	hb, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("persist: child %q: encode header: %w", h.ID, err)
+	}
+	db, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("persist: child %q: encode descriptor: %w", h.ID, err)
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return putChild(tx, h, hb, db) })
+}
+
+// putChild writes one validated, encoded child into tx. Bulk loaders call it
+// many times in one transaction.
+func putChild(tx *bolt.Tx, h manager.Header, hb, db []byte) error {
+	id := []byte(h.ID)
+	children, err := top(tx, bucketChildren)
+	if err != nil {
+		return err
+	}
+	if children.Get(id) != nil {
+		return fmt.Errorf("persist: child %q: %w", h.ID, ErrExists)
+	}
+	descriptors, err := top(tx, bucketDescriptors)
+	if err != nil {
+		return err
+	}
+	journals, err := top(tx, bucketJournals)
+	if err != nil {
+		return err
+	}
+	byParent, err := top(tx, bucketByParent)
+	if err != nil {
+		return err
+	}
+	if err := children.Put(id, hb); err != nil {
+		return err
+	}
+	if err := descriptors.Put(id, db); err != nil {
+		return err
+	}
+	// A leftover journal under an id with no header (only possible by
+	// hand-editing the file) is replaced, never adopted.
+	if journals.Bucket(id) != nil {
+		if err := journals.DeleteBucket(id); err != nil {
+			return err
+		}
+	}
+	if _, err := journals.CreateBucket(id); err != nil {
+		return fmt.Errorf("persist: child %q: create journal: %w", h.ID, err)
+	}
+	idx, err := byParent.CreateBucketIfNotExists([]byte(h.Parent))
+	if err != nil {
+		return fmt.Errorf("persist: child %q: index under parent %q: %w", h.ID, h.Parent, err)
+	}
+	return idx.Put(parentKey(h.CreatedAt.UnixNano(), h.ID), nil)
+}
+
+// journal returns a stored child's journal bucket.
+func journal(tx *bolt.Tx, id string) (*bolt.Bucket, error) {
+	if err := requireChild(tx, id); err != nil {
+		return nil, err
+	}
+	journals, err := top(tx, bucketJournals)
+	if err != nil {
+		return nil, err
+	}
+	j := journals.Bucket([]byte(id))
+	if j == nil {
+		return nil, corrupt(id, "journal", errors.New("journal bucket is missing"))
+	}
+	return j, nil
+}
+
+// journalLen reads the journal length from its last key.
+func journalLen(id string, j *bolt.Bucket) (int64, error) {
+	k, _ := j.Cursor().Last()
+	if k == nil {
+		return 0, nil
+	}
+	if len(k) != 8 {
+		return 0, corrupt(id, "journal", fmt.Errorf("key of %d bytes", len(k)))
+	}
+	last := binary.BigEndian.Uint64(k)
+	if last >= math.MaxInt64 {
+		return 0, corrupt(id, "journal", fmt.Errorf("sequence %d out of range", last))
+	}
+	return int64(last) + 1, nil
+}
+
+// AppendEvents appends events to the child's journal in one transaction:
+// all of them or none. The first event's Seq must equal the stored journal
+// length and each next one must follow without a gap.
+func (s *Store) AppendEvents(childID string, events []agent.Event) error {
+	encoded := make([][]byte, len(events))
+	for i, e := range events {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("persist: child %q: encode event %d: %w", childID, e.Seq, err)
+		}
+		encoded[i] = b
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		j, err := journal(tx, childID)
+		if err != nil {
+			return err
+		}
+		n, err := journalLen(childID, j)
+		if err != nil {
+			return err
+		}
+		for i, e := range events {
+			if want := n + int64(i); e.Seq != want {
+				return fmt.Errorf("persist: child %q: event sequence %d does not continue the journal (next is %d)", childID, e.Seq, want)
+			}
+			if e.Kind == "" {
+				return fmt.Errorf("persist: child %q: event %d has no kind", childID, e.Seq)
+			}
+			if err := j.Put(seqKey(uint64(e.Seq)), encoded[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Header returns the child's header.
+func (s *Store) Header(childID string) (manager.Header, error) {
+	var h manager.Header
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if err := requireChild(tx, childID); err != nil {
+			return err
+		}
+		children, _ := top(tx, bucketChildren)
+		var err error
+		h, err = headerOf(childID, children.Get([]byte(childID)))
+		return err
+	})
+	return h, err
+}
+
+// headerOf decodes a stored header and checks it belongs to id.
+func headerOf(id string, b []byte) (manager.Header, error) {
+	h, err := decodeHeader(b)
+	if err != nil {
+		return manager.Header{}, corrupt(id, "header", err)
+	}
+	if h.ID != id {
+		return manager.Header{}, corrupt(id, "header", fmt.Errorf("header names child %q", h.ID))
+	}
+	return h, nil
+}
+
+// Descriptor returns the child's descriptor. Unknown fields or an unknown
+// version make it corrupt.
+func (s *Store) Descriptor(childID string) (manager.Descriptor, error) {
+	var d manager.Descriptor
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if err := requireChild(tx, childID); err != nil {
+			return err
+		}
+		descriptors, err := top(tx, bucketDescriptors)
+		if err != nil {
+			return err
+		}
+		b := descriptors.Get([]byte(childID))
+		if b == nil {
+			return corrupt(childID, "descriptor", errors.New("descriptor is missing"))
+		}
+		if d, err = decodeDescriptor(b); err != nil {
+			return corrupt(childID, "descriptor", err)
+		}
+		return nil
+	})
+	return d, err
+}
+
+// Events returns the child's whole journal. A key that is not the next
+// sequence, or an event whose Seq differs from its key, makes it corrupt.
+func (s *Store) Events(childID string) ([]agent.Event, error) {
+	var events []agent.Event
+	err := s.db.View(func(tx *bolt.Tx) error {
+		j, err := journal(tx, childID)
+		if err != nil {
+			return err
+		}
+		n, err := journalLen(childID, j)
+		if err != nil {
+			return err
+		}
+		events = make([]agent.Event, 0, n)
+		c := j.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			want := int64(len(events))
+			if len(k) != 8 || int64(binary.BigEndian.Uint64(k)) != want {
+				return corrupt(childID, "journal", fmt.Errorf("expected sequence %d, found key %x", want, k))
+			}
+			if v == nil {
+				return corrupt(childID, "journal", fmt.Errorf("sequence %d is a bucket, not an event", want))
+			}
+			e, err := decodeEvent(v)
+			if err != nil {
+				return corrupt(childID, fmt.Sprintf("journal event %d", want), err)
+			}
+			if e.Seq != want {
+				return corrupt(childID, "journal", fmt.Errorf("key %d holds event with sequence %d", want, e.Seq))
+			}
+			events = append(events, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return events, nil
+}
+
+// JournalLen returns the number of stored events without decoding them.
+func (s *Store) JournalLen(childID string) (int64, error) {
+	var n int64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		j, err := journal(tx, childID)
+		if err != nil {
+			return err
+		}
+		n, err = journalLen(childID, j)
+		return err
+	})
+	return n, err
+}
+
+// Children returns the headers of parent's direct children ordered by
+// created_at (ties by id), from the by_parent index and the children bucket;
+// no journal is read. A header that is missing or does not decode is
+// returned as manager.Header{ID: id} and its id is listed in corrupt; one bad
+// child never fails the call.
+func (s *Store) Children(parent string) (headers []manager.Header, corruptIDs []string, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		byParent, err := top(tx, bucketByParent)
+		if err != nil {
+			return err
+		}
+		children, err := top(tx, bucketChildren)
+		if err != nil {
+			return err
+		}
+		if parent == "" {
+			return nil
+		}
+		idx := byParent.Bucket([]byte(parent))
+		if idx == nil {
+			return nil
+		}
+		c := idx.Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if len(k) <= 8 {
+				s.log.Warn("skipping malformed index key", "parent", parent, "key", fmt.Sprintf("%x", k))
+				continue
+			}
+			id := string(k[8:])
+			h, err := headerOf(id, children.Get(k[8:]))
+			if err == nil && h.Parent != parent {
+				err = corrupt(id, "header", fmt.Errorf("indexed under %q but names parent %q", parent, h.Parent))
+			}
+			if err != nil {
+				s.log.Warn("listing a corrupt child", "parent", parent, "child", id, "err", err)
+				headers = append(headers, manager.Header{ID: id})
+				corruptIDs = append(corruptIDs, id)
+				continue
+			}
+			headers = append(headers, h)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return headers, corruptIDs, nil
+}
+
+// Checkpoint returns the child's projection checkpoint, if one is stored. A
+// checkpoint is a cache: one that does not decode is logged and reported as
+// absent, so the caller recomputes it from the journal.
+func (s *Store) Checkpoint(childID string) (manager.Checkpoint, bool, error) {
+	var (
+		cp manager.Checkpoint
+		ok bool
+	)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if err := requireChild(tx, childID); err != nil {
+			return err
+		}
+		checkpoints, err := top(tx, bucketCheckpoints)
+		if err != nil {
+			return err
+		}
+		b := checkpoints.Get([]byte(childID))
+		if b == nil {
+			return nil
+		}
+		if cp, err = decodeCheckpoint(b); err != nil {
+			s.log.Warn("ignoring a corrupt checkpoint", "child", childID, "err", err)
+			cp = manager.Checkpoint{}
+			return nil
+		}
+		ok = true
+		return nil
+	})
+	return cp, ok, err
+}
+
+// SetCheckpoint replaces the child's projection checkpoint.
+func (s *Store) SetCheckpoint(childID string, c manager.Checkpoint) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("persist: child %q: encode checkpoint: %w", childID, err)
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if err := requireChild(tx, childID); err != nil {
+			return err
+		}
+		checkpoints, err := top(tx, bucketCheckpoints)
+		if err != nil {
+			return err
+		}
+		return checkpoints.Put([]byte(childID), b)
+	})
+}
+
+// AddNotice queues n for principal. The store assigns n.Seq (per principal,
+// increasing, never reused, whatever the caller set) and n.Time when zero.
+func (s *Store) AddNotice(principal string, n manager.Notice) error {
+	if principal == "" {
+		return errors.New("persist: notice principal must not be empty")
+	}
+	if n.Time.IsZero() {
+		n.Time = time.Now().UTC()
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		notices, err := top(tx, bucketNotices)
+		if err != nil {
+			return err
+		}
+		q, err := notices.CreateBucketIfNotExists([]byte(principal))
+		if err != nil {
+			return fmt.Errorf("persist: notices of %q: %w", principal, err)
+		}
+		seq, err := q.NextSequence()
+		if err != nil {
+			return err
+		}
+		if seq > math.MaxInt64 {
+			return fmt.Errorf("persist: notices of %q: sequence exhausted", principal)
+		}
+		n.Seq = int64(seq)
+		b, err := json.Marshal(n)
+		if err != nil {
+			return fmt.Errorf("persist: notices of %q: encode: %w", principal, err)
+		}
+		return q.Put(seqKey(seq), b)
+	})
+}
+
+// TakeNotices removes and returns every notice queued for principal, in the
+// order they were added, in one transaction: a notice is returned once. A
+// queued notice that does not decode is logged and dropped with the rest.
+func (s *Store) TakeNotices(principal string) ([]manager.Notice, error) {
+	var out []manager.Notice
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		notices, err := top(tx, bucketNotices)
+		if err != nil {
+			return err
+		}
+		if principal == "" {
+			return nil
+		}
+		q := notices.Bucket([]byte(principal))
+		if q == nil {
+			return nil
+		}
+		var keys [][]byte
+		c := q.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			keys = append(keys, append([]byte(nil), k...))
+			if v == nil {
+				continue
+			}
+			n, err := decodeNotice(v)
+			if err != nil {
+				s.log.Error("dropping a corrupt notice", "principal", principal, "key", fmt.Sprintf("%x", k), "err", err)
+				continue
+			}
+			out = append(out, n)
+		}
+		// Keep the bucket (and with it the sequence) so Seq is never reused.
+		for _, k := range keys {
+			if err := q.Delete(k); err != nil && !errors.Is(err, bolterrors.ErrIncompatibleValue) {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SetActive sets (true) or clears (false) the child's live-activation mark.
+func (s *Store) SetActive(childID string, active bool) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if err := requireChild(tx, childID); err != nil {
+			return err
+		}
+		marks, err := top(tx, bucketActive)
+		if err != nil {
+			return err
+		}
+		if active {
+			return marks.Put([]byte(childID), nil)
+		}
+		return marks.Delete([]byte(childID))
+	})
+}
+
+// Active returns the ids of marked children in byte order of their ids.
+func (s *Store) Active() ([]string, error) {
+	var ids []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		marks, err := top(tx, bucketActive)
+		if err != nil {
+			return err
+		}
+		return marks.ForEach(func(k, _ []byte) error {
+			ids = append(ids, string(k))
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}

@@ -1,0 +1,157 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+)
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// Sent is the structuredContent of send_message.
+type Sent struct {
+	MessageID string        `json:"message_id"`
+	Route     manager.Route `json:"route"`
+	AgentID   string        `json:"agent_id"`
+	Outcome   *TurnOutcome  `json:"outcome,omitempty"`
+}
+
+// TurnOutcome is how a waited-for turn ended.
+type TurnOutcome struct {
+	StopReason agent.StopReason `json:"stop_reason"`
+	Output     string           `json:"output"`
+	Structured any              `json:"structured,omitempty"`
+	Diagnostic string           `json:"diagnostic,omitempty"`
+	Usage      manager.Usage    `json:"usage"`
+}
+
+func (s *Server) sendMessage(ctx context.Context, c call) *mcp.CallToolResult {
+	var in struct {
+		SubagentID  string  `json:"subagent_id"`
+		Message     string  `json:"message"`
+		WaitSeconds float64 `json:"wait_seconds,omitempty"`
+	}
+	if bad := s.tool("send_message").decode(c, &in); bad != nil {
+		return bad
+	}
+	sent, err := s.mgr.Followup(ctx, c.caller, in.SubagentID, in.Message, in.WaitSeconds > 0)
+	if err != nil {
+		return errorResult(err)
+	}
+	out := Sent{MessageID: sent.MessageID, Route: sent.Route, AgentID: in.SubagentID}
+	text := fmt.Sprintf("message %s queued as the next turn for subagent %s (%s).", sent.MessageID, in.SubagentID, sent.Route)
+	if in.WaitSeconds <= 0 {
+		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, StructuredContent: out}
+	}
+	wctx, cancel := context.WithTimeout(ctx, seconds(in.WaitSeconds))
+	defer cancel()
+	res, ok := sent.Wait(wctx, s.mgr)
+	if !ok {
+		text += fmt.Sprintf(" Its turn is still running after %gs; you will get a notice when it settles.", in.WaitSeconds)
+		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, StructuredContent: out}
+	}
+	out.Outcome = &TurnOutcome{StopReason: res.StopReason, Output: res.Output, Diagnostic: res.Diagnostic, Usage: res.Usage}
+	if res.Structured != nil {
+		out.Outcome.Structured = res.Structured
+	}
+	if res.StopReason != agent.StopCompleted {
+		r := foregroundResult(in.SubagentID, res)
+		r.StructuredContent = out
+		return r
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(res.Output)}, StructuredContent: out}
+}
+
+func (s *Server) interrupt(ctx context.Context, c call) *mcp.CallToolResult {
+	var in struct {
+		AgentID string `json:"agent_id"`
+	}
+	if bad := s.tool("interrupt_agent").decode(c, &in); bad != nil {
+		return bad
+	}
+	if err := s.mgr.Interrupt(c.caller, in.AgentID); err != nil {
+		return errorResult(err)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("interrupt requested for agent " + in.AgentID)},
+		StructuredContent: map[string]any{"accepted": true}}
+}
+
+func (s *Server) listAgents(ctx context.Context, c call) *mcp.CallToolResult {
+	var in struct {
+		Scope       string  `json:"scope,omitempty"`
+		WaitSeconds float64 `json:"wait_seconds,omitempty"`
+	}
+	if bad := s.tool("list_agents").decode(c, &in); bad != nil {
+		return bad
+	}
+	var notes []manager.Notice
+	if in.WaitSeconds > 0 {
+		wctx, cancel := context.WithTimeout(ctx, seconds(in.WaitSeconds))
+		if c.caller.AgentID == "" {
+			notes = s.mgr.WaitNotices(wctx, c.caller.Principal)
+		} else {
+			s.mgr.WaitSignal(wctx, c.caller.Address())
+		}
+		cancel()
+	}
+	var rows []manager.Row
+	var err error
+	if in.Scope == "descendants" {
+		rows, err = s.mgr.ListDescendants(c.caller)
+	} else {
+		rows, err = s.mgr.ListChildren(c.caller)
+	}
+	if err != nil {
+		return errorResult(err)
+	}
+	var b strings.Builder
+	if len(rows) == 0 {
+		b.WriteString("(no subagents)")
+	}
+	for i, r := range rows {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if r.Kind == "diagnostic" {
+			fmt.Fprintf(&b, "%s [%s] — cannot be read", r.ID, r.Reason)
+			continue
+		}
+		fmt.Fprintf(&b, "%s [%s] — %s (provider %s, depth %d", r.ID, r.Status, r.Label, r.Provider, r.Depth)
+		if r.Usage != nil {
+			fmt.Fprintf(&b, ", %d in / %d out tokens", r.Usage.InputTokens, r.Usage.OutputTokens)
+		}
+		b.WriteByte(')')
+	}
+	if rows == nil {
+		rows = []manager.Row{}
+	}
+	res := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(b.String())}, StructuredContent: map[string]any{"agents": rows}}
+	appendNotices(res, notes)
+	return res
+}
+
+func (s *Server) report(ctx context.Context, c call) *mcp.CallToolResult {
+	var in struct {
+		Output   string `json:"output"`
+		Delivery string `json:"delivery,omitempty"`
+	}
+	if bad := s.tool("report").decode(c, &in); bad != nil {
+		return bad
+	}
+	d := manager.DeliveryNextStep
+	if in.Delivery == string(manager.DeliveryQuiet) {
+		d = manager.DeliveryQuiet
+	}
+	id, err := s.mgr.ReportFrom(c.caller, in.Output, d)
+	if err != nil {
+		return errorResult(err)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("reported to your parent; keep working, and give your final answer as your last message")},
+		StructuredContent: map[string]any{"message_id": id}}
+}
