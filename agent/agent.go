@@ -137,15 +137,31 @@ func (a *Agent) ToolDefs() []llm.ToolDef { return append([]llm.ToolDef(nil), a.d
 // model and runs the tools it asks for until it answers. Cancelling ctx ends
 // the turn with StopAborted. The journal stays balanced whatever happens.
 func (a *Agent) RunTurn(ctx context.Context, input string, source string) TurnResult {
+	return a.RunTurnWith(ctx, []Input{{Text: input, Source: source}})
+}
+
+// Input is one user-side message of a turn and its source kind.
+type Input struct {
+	Text   string
+	Source string // SourceUser (default), SourceReport, SourceSettled
+}
+
+// RunTurnWith runs one turn whose user side is several messages, each
+// recorded with its own source kind (a quiet report riding along with a
+// follow-up stays a report).
+func (a *Agent) RunTurnWith(ctx context.Context, inputs []Input) TurnResult {
 	a.turnMu.Lock()
 	defer a.turnMu.Unlock()
-	if source == "" {
-		source = SourceUser
-	}
 	turn := a.nextTurn()
 	a.journal.Append(Event{Kind: EventTurnStart, Turn: turn})
-	a.journal.Append(Event{Kind: EventMessage, Turn: turn, Source: source,
-		Message: &llm.Message{Role: llm.RoleUser, Content: input}})
+	for _, in := range inputs {
+		source := in.Source
+		if source == "" {
+			source = SourceUser
+		}
+		a.journal.Append(Event{Kind: EventMessage, Turn: turn, Source: source,
+			Message: &llm.Message{Role: llm.RoleUser, Content: in.Text}})
+	}
 	res := a.loop(ctx, turn)
 	a.journal.Append(Event{Kind: EventTurnEnd, Turn: turn, StopReason: res.StopReason, Diagnostic: res.Diagnostic})
 	return res
@@ -197,6 +213,7 @@ func (a *Agent) loop(ctx context.Context, turn int) TurnResult {
 		res.Usage = res.Usage.Add(resp.Usage)
 		msg := resp.Message
 		msg.Role = llm.RoleAssistant
+		msg.ToolCalls = uniqueCallIDs(msg.ToolCalls, step)
 		u := resp.Usage
 		a.journal.Append(Event{Kind: EventMessage, Turn: turn, Message: &msg, Usage: &u})
 		if strings.TrimSpace(msg.Content) != "" {
@@ -242,6 +259,44 @@ func (a *Agent) loop(ctx context.Context, turn int) TurnResult {
 		return res
 	}
 	return fail(StopError, fmt.Sprintf("the turn reached its limit of %d model calls", a.cfg.MaxSteps))
+}
+
+// uniqueCallIDs returns calls with every id non-empty and unique within the
+// answer. The llm.Client contract does not promise that, and some servers
+// repeat or omit ids; two calls sharing an id would leave a journal whose
+// answers Validate cannot pair with their calls (so it could neither seed a
+// fork nor be resumed). Ids that are already fine are kept.
+func uniqueCallIDs(calls []llm.ToolCall, step int) []llm.ToolCall {
+	// taken holds the ids kept as they are: the first use of each.
+	taken := make(map[string]bool, len(calls))
+	keep := make([]bool, len(calls))
+	renamed := false
+	for i, c := range calls {
+		if c.ID != "" && !taken[c.ID] {
+			taken[c.ID], keep[i] = true, true
+		} else {
+			renamed = true
+		}
+	}
+	if !renamed {
+		return calls
+	}
+	out := append([]llm.ToolCall(nil), calls...)
+	for i := range out {
+		if keep[i] {
+			continue
+		}
+		base := out[i].ID
+		if base == "" {
+			base = "call"
+		}
+		id := fmt.Sprintf("%s_%d_%d", base, step, i)
+		for taken[id] {
+			id += "_"
+		}
+		out[i].ID, taken[id] = id, true
+	}
+	return out
 }
 
 // answerUnrun records a result for tool calls that will not run, so the

@@ -68,6 +68,11 @@ func TestTurnOutcomes(t *testing.T) {
 		{name: "a refusal is refusal with the refusal text",
 			steps:      []step{answer(llm.Message{Refusal: "I can't help with that."}, llm.FinishRefusal)},
 			wantReason: agent.StopRefusal, wantOutput: "I can't help with that.", wantDiag: "I can't help with that.", wantCalls: 1},
+		{name: "a refusal with tool calls answers them unrun",
+			steps:      []step{answer(llm.Message{Refusal: "No.", ToolCalls: []llm.ToolCall{tc("c1", "echo", `{}`)}}, llm.FinishRefusal)},
+			tools:      []agent.Tool{constTool("echo", "must not run")},
+			wantReason: agent.StopRefusal, wantOutput: "No.", wantDiag: "No.",
+			wantResults: []string{"not run: the model declined"}, wantCalls: 1},
 		{name: "a content filter stop is refusal",
 			steps:      []step{answer(llm.Message{Content: "Sure, here"}, llm.FinishContentFilter)},
 			wantReason: agent.StopRefusal, wantOutput: "Sure, here", wantDiag: "content filter", wantCalls: 1},
@@ -506,5 +511,56 @@ func TestConcurrentTurnsDoNotInterleave(t *testing.T) {
 	evs := checkJournal(t, ag.Journal())
 	if len(evs) != 16 {
 		t.Errorf("%d events, want 16", len(evs))
+	}
+}
+
+// The llm.Client contract does not promise unique call ids, and servers
+// repeat or omit them; the journal must still pair every answer with one
+// call, or it can no longer seed a fork or be resumed (NewJournal refuses
+// it).
+func TestToolCallsSharingOrLackingAnIDStillLeaveAValidJournal(t *testing.T) {
+	tests := []struct {
+		name  string
+		calls []llm.ToolCall
+		kept  []int // calls whose id must stay as the model sent it
+	}{
+		{"two calls with the same id", []llm.ToolCall{tc("call_0", "echo", `{"n":1}`), tc("call_0", "echo", `{"n":2}`)}, []int{0}},
+		{"two calls without an id", []llm.ToolCall{tc("", "echo", `{"n":1}`), tc("", "echo", `{"n":2}`)}, nil},
+		{"a missing id next to one that looks generated", []llm.ToolCall{tc("", "echo", `{"n":1}`), tc("call_0_0", "echo", `{"n":2}`), tc("call_0_0", "echo", `{"n":3}`)}, []int{1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			echo := funcTool{name: "echo", fn: func(_ context.Context, a json.RawMessage) (string, error) { return string(a), nil }}
+			client := script(call("", tt.calls...), say("done"))
+			ag := newAgent(t, agent.Config{Client: client, Tools: []agent.Tool{echo}})
+			if res := ag.RunTurn(context.Background(), "go", ""); res.StopReason != agent.StopCompleted {
+				t.Fatalf("turn ended %q: %s", res.StopReason, res.Diagnostic)
+			}
+			evs := checkJournal(t, ag.Journal())
+			if _, err := agent.NewJournal(ag.Journal().CompletedPrefix()); err != nil {
+				t.Fatalf("the journal cannot seed a fork: %v", err)
+			}
+			// Each call got its own answer, in call order, with its own result.
+			var asst *llm.Message
+			for _, e := range evs {
+				if e.Message != nil && len(e.Message.ToolCalls) > 0 {
+					asst = e.Message
+				}
+			}
+			results := toolResults(evs)
+			if asst == nil || len(results) != len(tt.calls) {
+				t.Fatalf("%d results for %d calls", len(results), len(tt.calls))
+			}
+			for i, r := range results {
+				if r.ToolCallID != asst.ToolCalls[i].ID || r.Content != tt.calls[i].Arguments {
+					t.Errorf("result %d = %+v, want the answer to call %+v", i, r, asst.ToolCalls[i])
+				}
+			}
+			for _, i := range tt.kept {
+				if asst.ToolCalls[i].ID != tt.calls[i].ID {
+					t.Errorf("call %d's id %q was changed to %q", i, tt.calls[i].ID, asst.ToolCalls[i].ID)
+				}
+			}
+		})
 	}
 }

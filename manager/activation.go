@@ -140,19 +140,16 @@ func (a *activation) run() {
 			a.settle()
 			return
 		}
-		input := msg.text
-		if len(injects) > 0 {
-			var b strings.Builder
-			for _, in := range injects {
-				b.WriteString(in.text + "\n\n")
-			}
-			input = b.String() + input
+		inputs := make([]agent.Input, 0, len(injects)+1)
+		for _, in := range injects {
+			inputs = append(inputs, agent.Input{Text: in.text, Source: in.source})
 		}
+		inputs = append(inputs, agent.Input{Text: msg.text, Source: msg.source})
 		ctx, cancel := context.WithCancelCause(a.ctx)
 		a.mu.Lock()
 		a.turnCancel = cancel
 		a.mu.Unlock()
-		tr := a.driver.RunTurn(ctx, input, msg.source)
+		tr := a.driver.RunTurn(ctx, inputs)
 		cancel(nil)
 		res := resultOf(tr)
 		a.finishTurn(msg.id, res)
@@ -210,12 +207,9 @@ func (a *activation) settle() {
 	// next() settles only with an empty inbox, so no waiter is left.
 	last, inBand := a.last, a.lastInBand
 	a.mu.Unlock()
-	m.flush(a)
+	m.flush(a, true)
 	if err := a.driver.Close(); err != nil {
 		m.log.Warn("closing a child's driver failed", "agent_id", a.hdr.ID, "err", err)
-	}
-	if err := m.store.SetActive(a.hdr.ID, false); err != nil {
-		m.log.Error("clearing a child's active mark failed; it will be announced again after a restart", "agent_id", a.hdr.ID, "err", err)
 	}
 	var notice *inboxMsg
 	if !inBand {
@@ -229,7 +223,7 @@ func (a *activation) settle() {
 // shutdown stops an activation as the server stops: no notice; the active
 // mark stays, so the next start closes the epoch and announces it.
 func (a *activation) shutdown() {
-	a.m.flush(a)
+	a.m.flush(a, false)
 	_ = a.driver.Close()
 	a.m.release(a, nil)
 	close(a.released)

@@ -22,10 +22,13 @@ func (p ParentRef) Address() string {
 type Started struct {
 	ChildID   string
 	MessageID string
-	// Outcome receives the first turn's outcome when the start asked to
-	// wait for it (see WaitTurn).
-	waiter *waiter
+	waiter    *waiter
+	persist   *persister
 }
+
+// Committed waits until the child's record is committed; call it before
+// handing the id to anyone.
+func (s *Started) Committed() error { return s.persist.committed() }
 
 // StartContinuable starts a continuable child and submits its first
 // prompt. It returns the moment the inbox admits the prompt; the child's id
@@ -67,18 +70,10 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 		_ = drv.Close()
 		return nil, startErr(ctx, name, err)
 	}
-	// Commit before the id is handed out.
-	if err := m.store.CreateChild(hdr, desc); err != nil {
-		_ = drv.Close()
-		return nil, &Error{Code: CodePersistenceUnavailable, Provider: name, Message: "recording the child failed", Err: err}
-	}
-	if len(in.Seed) > 0 {
-		if err := m.store.AppendEvents(hdr.ID, in.Seed); err != nil {
-			_ = drv.Close()
-			return nil, &Error{Code: CodePersistenceUnavailable, Provider: name, Message: "recording the child's seed failed", Err: err}
-		}
-	}
-	a, err := m.activate(hdr, desc, drv, req.Parent.AgentID)
+	// The record (and the seed) is committed by the child's writer, ahead of
+	// its journal; the id is handed out only once it is (Started.Committed).
+	create := &NewChild{Header: hdr, Descriptor: desc}
+	a, err := m.activate(hdr, desc, drv, req.Parent.AgentID, create)
 	if err != nil {
 		_ = drv.Close()
 		return nil, err
@@ -94,12 +89,17 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 			}
 		})
 	}
-	msgID, w, _, ok := a.admit(req.Prompt, agent.SourceUser, wait)
-	if !ok {
-		return nil, newErr(CodeDraining, "the child closed before it took its first message")
-	}
+	msgID, w, _, _ := a.admit(req.Prompt, agent.SourceUser, wait)
+	go a.run()
 	m.emit(Event{Type: EventStart, RunID: hdr.ID, Provider: name, Local: true})
-	return &Started{ChildID: hdr.ID, MessageID: msgID, waiter: w}, nil
+	st := &Started{ChildID: hdr.ID, MessageID: msgID, waiter: w, persist: a.persist}
+	if !wait {
+		// The id goes to the caller now: commit first.
+		if err := st.Committed(); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
 }
 
 func startErr(ctx context.Context, provider string, err error) error {
@@ -114,16 +114,22 @@ func startErr(ctx context.Context, provider string, err error) error {
 }
 
 // activate makes a child resident: registers it, records its ownership by
-// the live parent agent (if any), marks it active in the store, wires the
-// journal to the store, and starts its goroutine.
-func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID string) (*activation, error) {
+// the live parent agent (if any), marks it active in the store and wires
+// the journal to the store. The caller admits the first message, then
+// calls start: an activation started with an empty inbox would settle at
+// once.
+// create is a new child's record, committed by its writer first; nil for a
+// resumed child, which is marked active here instead.
+func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID string, create *NewChild) (*activation, error) {
 	a := &activation{m: m, hdr: hdr, desc: desc, driver: drv, wake: make(chan struct{}),
 		owned: map[string]*activation{}, waiters: map[string]*waiter{}, released: make(chan struct{})}
 	if cp, ok, _ := m.store.Checkpoint(hdr.ID); ok {
 		a.usage = cp.Usage
 	}
-	if err := m.store.SetActive(hdr.ID, true); err != nil {
-		return nil, &Error{Code: CodePersistenceUnavailable, Message: "marking the child active failed", Err: err}
+	if create == nil { // a new child is marked by CreateChild
+		if err := m.store.SetActive(hdr.ID, true); err != nil {
+			return nil, &Error{Code: CodePersistenceUnavailable, Message: "marking the child active failed", Err: err}
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -133,7 +139,13 @@ func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID str
 	if _, dup := m.live[hdr.ID]; dup {
 		return nil, newErr(CodeInvalidRequest, "subagent %s is already resident", hdr.ID)
 	}
-	a.persist = newPersister(m.store, hdr.ID, m.log)
+	a.persist = newPersister(m.store, hdr.ID, m.log, create)
+	if create != nil {
+		// A fork's seed is already in the journal: it goes out with the record.
+		for _, e := range drv.Journal().Events() {
+			a.persist.add(e)
+		}
+	}
 	a.unsubscribe = drv.Journal().Subscribe(a.persist.add)
 	a.ctx = m.ctx
 	if parentID != "" {
@@ -148,7 +160,6 @@ func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID str
 	}
 	m.live[hdr.ID] = a
 	m.wg.Add(1)
-	go a.run()
 	return a, nil
 }
 
@@ -256,10 +267,9 @@ func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, conte
 			}
 			return nil, err
 		}
-		id, w, _, ok := a.admit(content, agent.SourceUser, wait)
-		if ok {
-			return &Sent{MessageID: id, Route: RouteResumed, ChildID: childID, waiter: w}, nil
-		}
+		id, w, _, _ := a.admit(content, agent.SourceUser, wait)
+		go a.run()
+		return &Sent{MessageID: id, Route: RouteResumed, ChildID: childID, waiter: w}, nil
 	}
 	return nil, &Error{Code: CodeNotResumable, AgentID: childID, Message: fmt.Sprintf("subagent %s is busy settling; send again", childID)}
 }
@@ -331,7 +341,7 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 	if err != nil {
 		return nil, notResumable("its provider could not rebuild it", err)
 	}
-	a, err := m.activate(hdr, desc, drv, caller.AgentID)
+	a, err := m.activate(hdr, desc, drv, caller.AgentID, nil)
 	if err != nil {
 		_ = drv.Close()
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -97,18 +98,22 @@ func (m *Manager) pendingChan(addr string) <-chan struct{} {
 	return ch
 }
 
-// flush writes the child's projection checkpoint; events are persisted as
-// they happen. A failed flush is logged, not fatal: a later list then folds
-// the journal instead.
-func (m *Manager) flush(a *activation) {
+// flush drains the child's journal writer and writes its projection
+// checkpoint; settled also clears its active mark (in one commit where the
+// store can). A failed flush is logged, not fatal: a later list folds the
+// journal instead, and a mark left set makes the next start announce the
+// epoch again.
+func (m *Manager) flush(a *activation, settled bool) {
 	a.unsubscribe()
-	a.persist.close()
 	a.mu.Lock()
 	cp := Checkpoint{Seq: int64(a.driver.Journal().Len()), Mode: a.hdr.Mode, Label: a.hdr.Label, Usage: a.usage, Stop: a.last.StopReason}
 	a.mu.Unlock()
-	if err := m.store.SetCheckpoint(a.hdr.ID, cp); err != nil {
-		m.log.Warn("final flush of a child failed; listings fold its journal instead", "agent_id", a.hdr.ID, "err", err)
+	if settled {
+		a.persist.flush(&cp)
+	} else if err := m.store.SetCheckpoint(a.hdr.ID, cp); err != nil {
+		m.log.Warn("writing a child's checkpoint failed", "agent_id", a.hdr.ID, "err", err)
 	}
+	a.persist.close()
 }
 
 // Interrupt stops a child's current turn and parks the rest of its queue;
@@ -295,43 +300,74 @@ func (m *Manager) list(root string, deep bool) ([]Row, error) {
 	for len(queue) > 0 {
 		addr := queue[0]
 		queue = queue[1:]
-		hdrs, corrupt, err := m.store.Children(addr)
+		ls, err := m.listings(addr)
 		if err != nil {
 			return nil, &Error{Code: CodeControlUnavailable, Message: "reading the session store failed", Err: err}
 		}
-		bad := map[string]bool{}
-		for _, id := range corrupt {
-			bad[id] = true
-		}
-		for _, h := range hdrs {
-			if seen[h.ID] {
+		rows = slices.Grow(rows, len(ls))
+		for _, l := range ls {
+			if seen[l.Header.ID] {
 				continue
 			}
-			seen[h.ID] = true
-			if bad[h.ID] {
-				rows = append(rows, Row{Kind: "diagnostic", ID: h.ID, Reason: "corrupt"})
+			seen[l.Header.ID] = true
+			if l.Corrupt {
+				rows = append(rows, Row{Kind: "diagnostic", ID: l.Header.ID, Reason: "corrupt"})
 				continue
 			}
-			rows = append(rows, m.row(h))
+			rows = append(rows, m.row(l))
 			if deep {
-				queue = append(queue, h.ID)
+				queue = append(queue, l.Header.ID)
 			}
 		}
 	}
-	if !deep {
-		return rows, nil
+	if deep {
+		sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt.Before(rows[j].CreatedAt) })
 	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt.Before(rows[j].CreatedAt) })
 	return rows, nil
 }
 
-// row projects one child: the three-step ladder.
-func (m *Manager) row(h Header) Row {
+// listings reads a parent's children: in one read where the store can,
+// else a header list plus per-child reads.
+func (m *Manager) listings(parent string) ([]Listing, error) {
+	if l, ok := m.store.(Lister); ok {
+		return l.Listings(parent)
+	}
+	hdrs, corrupt, err := m.store.Children(parent)
+	if err != nil {
+		return nil, err
+	}
+	bad := map[string]bool{}
+	for _, id := range corrupt {
+		bad[id] = true
+	}
+	out := make([]Listing, 0, len(hdrs))
+	for _, h := range hdrs {
+		l := Listing{Header: h, Corrupt: bad[h.ID]}
+		if !l.Corrupt {
+			if _, err := m.store.Descriptor(h.ID); errors.Is(err, ErrCorrupt) {
+				l.Corrupt = true
+			}
+			if cp, ok, err := m.store.Checkpoint(h.ID); err == nil && ok {
+				l.Checkpoint = &cp
+			}
+			l.JournalLen, _ = m.store.JournalLen(h.ID)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// row projects one child on the three-step ladder: a live child reads its
+// activation (no journal read); a stored child its checkpoint when the
+// sequence gate passes; otherwise its journal is folded once and the
+// checkpoint cached.
+func (m *Manager) row(l Listing) Row {
+	h := l.Header
 	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt}
 	m.mu.Lock()
 	a := m.live[h.ID]
 	m.mu.Unlock()
-	if a != nil { // live: zero journal reads
+	if a != nil {
 		r.Status = a.status()
 		a.mu.Lock()
 		u := a.usage
@@ -340,15 +376,10 @@ func (m *Manager) row(h Header) Row {
 		return r
 	}
 	r.Status = "ready"
-	if _, err := m.store.Descriptor(h.ID); err != nil {
-		return diagnostic(h.ID, err)
-	}
-	cp, ok, err := m.store.Checkpoint(h.ID)
-	if err == nil && ok {
-		if n, err := m.store.JournalLen(h.ID); err == nil && n <= cp.Seq {
-			r.Usage = &cp.Usage
-			return r
-		}
+	if cp := l.Checkpoint; cp != nil && l.JournalLen <= cp.Seq {
+		u := cp.Usage
+		r.Usage = &u
+		return r
 	}
 	events, err := m.store.Events(h.ID)
 	if err != nil {

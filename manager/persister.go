@@ -7,37 +7,60 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 )
 
-// persister writes a child's journal events to the store in order, off the
-// turn's path: the agent never waits for a disk sync, and events that pile
-// up during one sync go out together in the next. Ids handed to callers do
-// not depend on it (they are committed synchronously); a crash can lose at
-// most the events of the last few milliseconds.
+// persister is a child's only writer. It commits the child's record, its
+// journal events and its settlement in order, off the turn's path: the
+// agent never waits for a disk sync, and whatever piles up during one sync
+// goes out in the next commit. Ids handed to callers wait for the record's
+// commit (committed); a crash can lose at most the events of the last few
+// milliseconds.
 type persister struct {
 	store Store
 	id    string
 	log   *slog.Logger
 
 	mu      sync.Mutex
-	pending []agent.Event
+	pending ChildWrite
 	kick    chan struct{} // buffered 1
-	drained *sync.Cond    // broadcast when pending empties
+	drained *sync.Cond    // broadcast after each commit
 	writing bool
 	closed  bool
 	done    chan struct{}
+
+	created   chan struct{} // closed once the record is committed
+	createErr error
 }
 
-func newPersister(store Store, id string, log *slog.Logger) *persister {
-	p := &persister{store: store, id: id, log: log, kick: make(chan struct{}, 1), done: make(chan struct{})}
+// newPersister starts a child's writer. create, when non-nil, is the new
+// child's record, committed first.
+func newPersister(store Store, id string, log *slog.Logger, create *NewChild) *persister {
+	p := &persister{store: store, id: id, log: log, kick: make(chan struct{}, 1), done: make(chan struct{}),
+		created: make(chan struct{})}
 	p.drained = sync.NewCond(&p.mu)
+	if create != nil {
+		p.pending.Create = create
+		p.kick <- struct{}{}
+	} else {
+		close(p.created)
+	}
 	go p.loop()
 	return p
+}
+
+// committed waits until the child's record is committed.
+func (p *persister) committed() error {
+	<-p.created
+	return p.createErr
 }
 
 // add queues an event; it is the journal listener and never blocks on I/O.
 func (p *persister) add(e agent.Event) {
 	p.mu.Lock()
-	p.pending = append(p.pending, e)
+	p.pending.Events = append(p.pending.Events, e)
 	p.mu.Unlock()
+	p.poke()
+}
+
+func (p *persister) poke() {
 	select {
 	case p.kick <- struct{}{}:
 	default:
@@ -49,9 +72,9 @@ func (p *persister) loop() {
 	for range p.kick {
 		for {
 			p.mu.Lock()
-			batch := p.pending
-			p.pending = nil
-			if len(batch) == 0 {
+			w := p.pending
+			p.pending = ChildWrite{}
+			if w.Create == nil && len(w.Events) == 0 && w.Settle == nil {
 				p.writing = false
 				p.drained.Broadcast()
 				closed := p.closed
@@ -63,35 +86,40 @@ func (p *persister) loop() {
 			}
 			p.writing = true
 			p.mu.Unlock()
-			if err := p.store.AppendEvents(p.id, batch); err != nil {
-				p.log.Error("persisting journal events failed", "agent_id", p.id, "from_seq", batch[0].Seq, "events", len(batch), "err", err)
+			err := writeChild(p.store, p.id, w)
+			if w.Create != nil {
+				if err != nil {
+					p.createErr = &Error{Code: CodePersistenceUnavailable, AgentID: p.id, Message: "recording the child failed", Err: err}
+				}
+				close(p.created)
+			}
+			if err != nil {
+				p.log.Error("persisting a child failed", "agent_id", p.id, "events", len(w.Events), "settle", w.Settle != nil, "err", err)
 			}
 		}
 	}
 }
 
-// flush waits until every queued event has been written.
-func (p *persister) flush() {
+// flush waits until everything queued so far is committed; with settle it
+// first queues the final checkpoint (and the clearing of the active mark).
+func (p *persister) flush(settle *Checkpoint) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for len(p.pending) > 0 || p.writing {
-		select {
-		case p.kick <- struct{}{}:
-		default:
-		}
+	if settle != nil {
+		p.pending.Settle = settle
+	}
+	for p.pending.Create != nil || len(p.pending.Events) > 0 || p.pending.Settle != nil || p.writing {
+		p.poke()
 		p.drained.Wait()
 	}
 }
 
-// close flushes and stops the writer.
+// close stops the writer once it is drained.
 func (p *persister) close() {
-	p.flush()
+	p.flush(nil)
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	p.poke()
 	<-p.done
 }

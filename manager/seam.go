@@ -174,9 +174,10 @@ type DriverRequest struct {
 }
 
 // Driver runs a continuable child's turns. RunTurn records everything in
-// Journal; cancelling ctx ends the turn aborted.
+// Journal, each input as its own user-side message with its source kind;
+// cancelling ctx ends the turn aborted.
 type Driver interface {
-	RunTurn(ctx context.Context, input, source string) agent.TurnResult
+	RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnResult
 	Journal() *agent.Journal
 	Close() error
 }

@@ -84,7 +84,8 @@ type Notice struct {
 // The interface is narrow on purpose: a shared store for several servers
 // (etcd) must be able to implement it.
 type Store interface {
-	// CreateChild commits a new child's header, descriptor and index entry.
+	// CreateChild commits a new child's header, descriptor and index entry,
+	// and marks it active (a new child is resident).
 	CreateChild(h Header, d Descriptor) error
 	// AppendEvents appends events to a child's journal; their Seq must
 	// continue the stored journal without gaps.
@@ -118,3 +119,76 @@ type Store interface {
 
 // ErrCorrupt marks persisted bytes that do not decode.
 var ErrCorrupt = errors.New("persisted child data is corrupt")
+
+// Listing is one child of a parent as a store reads it for a listing, in
+// the same read: the header, the checkpoint if one is stored, and the
+// journal's length (the checkpoint's sequence gate).
+type Listing struct {
+	Header Header // ID always set
+	// Corrupt is true when the header or the descriptor bytes do not decode.
+	Corrupt    bool
+	Checkpoint *Checkpoint // nil when none is stored (or it does not decode)
+	JournalLen int64
+}
+
+// Lister is an optional Store ability: a parent's children with their
+// checkpoints in one read, so a listing of many children costs one
+// transaction, not several per child.
+type Lister interface {
+	Listings(parent string) ([]Listing, error)
+}
+
+// Settler is an optional Store ability: write a child's final checkpoint
+// and clear its active mark in one commit.
+type Settler interface {
+	Settle(childID string, cp Checkpoint) error
+}
+
+// ChildWrite is several writes for one child, applied in this order:
+// create the child (marking it active), append events, settle (final
+// checkpoint, active mark cleared).
+type ChildWrite struct {
+	Create *NewChild
+	Events []agent.Event
+	Settle *Checkpoint
+}
+
+// NewChild is a child's creation record.
+type NewChild struct {
+	Header     Header
+	Descriptor Descriptor
+}
+
+// Batcher is an optional Store ability: apply a ChildWrite in one commit,
+// so a child's writer pays one disk sync for whatever piled up.
+type Batcher interface {
+	WriteChild(childID string, w ChildWrite) error
+}
+
+// writeChild applies w with one commit where the store can, else with one
+// call per part.
+func writeChild(s Store, id string, w ChildWrite) error {
+	if b, ok := s.(Batcher); ok {
+		return b.WriteChild(id, w)
+	}
+	if w.Create != nil {
+		if err := s.CreateChild(w.Create.Header, w.Create.Descriptor); err != nil {
+			return err
+		}
+	}
+	if len(w.Events) > 0 {
+		if err := s.AppendEvents(id, w.Events); err != nil {
+			return err
+		}
+	}
+	if w.Settle != nil {
+		if st, ok := s.(Settler); ok {
+			return st.Settle(id, *w.Settle)
+		}
+		if err := s.SetCheckpoint(id, *w.Settle); err != nil {
+			return err
+		}
+		return s.SetActive(id, false)
+	}
+	return nil
+}

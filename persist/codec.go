@@ -80,15 +80,6 @@ func decodeDescriptor(b []byte) (manager.Descriptor, error) {
 	return d, nil
 }
 
-// decodeCheckpoint decodes a projection checkpoint.
-func decodeCheckpoint(b []byte) (manager.Checkpoint, error) {
-	var c manager.Checkpoint
-	if err := decodeObject(b, &c, false); err != nil {
-		return manager.Checkpoint{}, err
-	}
-	return c, nil
-}
-
 // decodeNotice decodes a principal's queued notice.
 func decodeNotice(b []byte) (manager.Notice, error) {
 	var n manager.Notice

@@ -266,7 +266,15 @@ func putChild(tx *bolt.Tx, h manager.Header, hb, db []byte) error {
 	if err != nil {
 		return fmt.Errorf("persist: child %q: index under parent %q: %w", h.ID, h.Parent, err)
 	}
-	return idx.Put(parentKey(h.CreatedAt.UnixNano(), h.ID), nil)
+	if err := idx.Put(parentKey(h.CreatedAt.UnixNano(), h.ID), encodeIndexRecord(h, db)); err != nil {
+		return err
+	}
+	// A new child is resident: marked active in the same commit.
+	marks, err := top(tx, bucketActive)
+	if err != nil {
+		return err
+	}
+	return marks.Put(id, nil)
 }
 
 // journal returns a stored child's journal bucket.
@@ -305,36 +313,46 @@ func journalLen(id string, j *bolt.Bucket) (int64, error) {
 // all of them or none. The first event's Seq must equal the stored journal
 // length and each next one must follow without a gap.
 func (s *Store) AppendEvents(childID string, events []agent.Event) error {
+	encoded, err := encodeEvents(childID, events)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return appendEvents(tx, childID, events, encoded) })
+}
+
+func encodeEvents(childID string, events []agent.Event) ([][]byte, error) {
 	encoded := make([][]byte, len(events))
 	for i, e := range events {
 		b, err := json.Marshal(e)
 		if err != nil {
-			return fmt.Errorf("persist: child %q: encode event %d: %w", childID, e.Seq, err)
+			return nil, fmt.Errorf("persist: child %q: encode event %d: %w", childID, e.Seq, err)
 		}
 		encoded[i] = b
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		j, err := journal(tx, childID)
-		if err != nil {
+	return encoded, nil
+}
+
+func appendEvents(tx *bolt.Tx, childID string, events []agent.Event, encoded [][]byte) error {
+	j, err := journal(tx, childID)
+	if err != nil {
+		return err
+	}
+	n, err := journalLen(childID, j)
+	if err != nil {
+		return err
+	}
+	for i, e := range events {
+		if want := n + int64(i); e.Seq != want {
+			return fmt.Errorf("persist: child %q: event sequence %d does not continue the journal (next is %d)", childID, e.Seq, want)
+		}
+		if e.Kind == "" {
+			return fmt.Errorf("persist: child %q: event %d has no kind", childID, e.Seq)
+		}
+		if err := j.Put(seqKey(uint64(e.Seq)), encoded[i]); err != nil {
 			return err
 		}
-		n, err := journalLen(childID, j)
-		if err != nil {
-			return err
-		}
-		for i, e := range events {
-			if want := n + int64(i); e.Seq != want {
-				return fmt.Errorf("persist: child %q: event sequence %d does not continue the journal (next is %d)", childID, e.Seq, want)
-			}
-			if e.Kind == "" {
-				return fmt.Errorf("persist: child %q: event %d has no kind", childID, e.Seq)
-			}
-			if err := j.Put(seqKey(uint64(e.Seq)), encoded[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // Header returns the child's header.
@@ -524,10 +542,7 @@ func (s *Store) Checkpoint(childID string) (manager.Checkpoint, bool, error) {
 
 // SetCheckpoint replaces the child's projection checkpoint.
 func (s *Store) SetCheckpoint(childID string, c manager.Checkpoint) error {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return fmt.Errorf("persist: child %q: encode checkpoint: %w", childID, err)
-	}
+	b := encodeCheckpoint(c)
 	return s.db.Update(func(tx *bolt.Tx) error {
 		if err := requireChild(tx, childID); err != nil {
 			return err

@@ -148,8 +148,14 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 			s.log.Info("subagent run ended", "agent_id", st.ChildID, "provider", provider, "stop_reason", agent.StopAborted, "why", "the client cancelled the call")
 			return foregroundResult(st.ChildID, manager.Result{StopReason: agent.StopAborted, Diagnostic: "the client cancelled the call"})
 		}
+		if err := st.Committed(); err != nil {
+			return errorResult(err)
+		}
 		return handleResult(Handle{Kind: "continuable", AgentID: st.ChildID, MessageID: st.MessageID, Status: "running"},
 			fmt.Sprintf("subagent %s is still running after %gs; it goes on in the background. You will get a notice when it settles.", st.ChildID, wait))
+	}
+	if err := st.Committed(); err != nil {
+		return errorResult(err)
 	}
 	s.log.Info("subagent run ended", "agent_id", st.ChildID, "provider", provider,
 		"stop_reason", res.StopReason, "input_tokens", res.Usage.InputTokens, "output_tokens", res.Usage.OutputTokens)

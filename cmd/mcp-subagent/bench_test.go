@@ -64,9 +64,13 @@ func BenchmarkStartToInitialize(b *testing.B) {
 // stdio (client → server → child → fake model → back) minus the time the
 // fake model spent serving its request: what mcp-subagent itself adds.
 func BenchmarkDelegationOverheadStdio(b *testing.B) {
+	benchDelegation(b)
+}
+
+func benchDelegation(b *testing.B, args ...string) {
 	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done"}))
 	defer fake.Close()
-	s := start(b, fake, serverOpts{args: []string{"--log-level", "error"}})
+	s := start(b, fake, serverOpts{args: append([]string{"--log-level", "error"}, args...)})
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "subagent"
 	req.Params.Arguments = map[string]any{"description": "bench", "prompt": "go"}
@@ -98,4 +102,11 @@ func BenchmarkDelegationOverheadStdio(b *testing.B) {
 	b.StopTimer()
 	percentiles(b, "overhead", overhead)
 	percentiles(b, "roundtrip", total)
+}
+
+// BenchmarkDelegationOverheadStdioEphemeral is the same delegation on a
+// server without a session store (--ephemeral): one-shot children, no disk
+// syncs, the core path's own cost.
+func BenchmarkDelegationOverheadStdioEphemeral(b *testing.B) {
+	benchDelegation(b, "--ephemeral")
 }

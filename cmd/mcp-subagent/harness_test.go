@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -120,7 +121,11 @@ func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
-	args := append([]string{"serve", "--log-format", "json", "--log-level", "debug", "--data-dir", dataDir}, o.args...)
+	args := []string{"serve", "--log-format", "json", "--log-level", "debug"}
+	if !slices.Contains(o.args, "--ephemeral") {
+		args = append(args, "--data-dir", dataDir)
+	}
+	args = append(args, o.args...)
 	if o.config != "" {
 		p := filepath.Join(t.TempDir(), "config.json")
 		if err := os.WriteFile(p, []byte(o.config), 0o600); err != nil {

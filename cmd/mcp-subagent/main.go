@@ -46,6 +46,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.httpAddr, "http", "", "serve streamable HTTP at `ADDR`/mcp instead of stdio (loopback unless tokens are configured)")
 	fs.StringVar(&o.configPath, "config", "", "JSON config `FILE` (schema: schemas/config.json)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "`DIR` for the session store (default $XDG_STATE_HOME/mcp-subagent)")
+	fs.BoolVar(&o.ephemeral, "ephemeral", false, "run without a session store: foreground one-shot children only; send_message, interrupt_agent, list_agents and background children are unavailable")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "auto", "log format: auto (tint on a terminal, JSON otherwise), text, json")
 	fs.StringVar(&o.principal, "principal", "local", "the principal a stdio client acts as")
@@ -74,7 +75,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 const usage = `Usage:
-  mcp-subagent serve [--http ADDR] [--config FILE] [--data-dir DIR] [--log-level LEVEL] [--log-format FORMAT] [--principal NAME]
+  mcp-subagent serve [--http ADDR] [--config FILE] [--data-dir DIR | --ephemeral] [--log-level LEVEL] [--log-format FORMAT] [--principal NAME]
   mcp-subagent version
 
 Environment (when the config does not say otherwise):

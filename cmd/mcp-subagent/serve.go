@@ -27,6 +27,7 @@ import (
 
 type serveOptions struct {
 	httpAddr, configPath, dataDir, logLevel, logFormat, principal string
+	ephemeral                                                     bool
 }
 
 // defaultDataDir is $XDG_STATE_HOME/mcp-subagent, or
@@ -97,20 +98,26 @@ func serve(ctx context.Context, o serveOptions, stdin io.Reader, stdout io.Write
 		}
 	}
 
+	// The session store keeps continuable children; --ephemeral runs
+	// without one: foreground one-shot children only, control tools hidden.
+	var store manager.Store
 	dataDir := o.dataDir
-	if dataDir == "" {
-		dataDir = cfg.DataDir
-	}
-	if dataDir == "" {
-		if dataDir, err = defaultDataDir(); err != nil {
+	if !o.ephemeral {
+		if dataDir == "" {
+			dataDir = cfg.DataDir
+		}
+		if dataDir == "" {
+			if dataDir, err = defaultDataDir(); err != nil {
+				return err
+			}
+		}
+		st, err := persist.Open(dataDir, persist.Options{Logger: log.With("component", "persist")})
+		if err != nil {
 			return err
 		}
+		defer st.Close()
+		store = st
 	}
-	store, err := persist.Open(dataDir, persist.Options{Logger: log.With("component", "persist")})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
 	var ts *tools.Server
 	mgr := manager.New(manager.Options{MaxDepth: cfg.MaxDepth, Logger: log.With("component", "manager"), Store: store,
 		OnNotice: func(principal string, n manager.Notice) {

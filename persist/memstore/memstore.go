@@ -135,6 +135,7 @@ func (s *Store) CreateChild(h manager.Header, d manager.Descriptor) error {
 	idx := s.byParent[h.Parent]
 	i, _ := slices.BinarySearchFunc(idx, e, compareEntries)
 	s.byParent[h.Parent] = slices.Insert(idx, i, e)
+	s.active[h.ID] = true // a new child is resident
 	return nil
 }
 

@@ -165,8 +165,8 @@ func testCreateRead(t *testing.T, s manager.Store) {
 	if _, ok, err := s.Checkpoint("c1"); err != nil || ok {
 		t.Errorf("Checkpoint of a new child: ok=%v err=%v; want absent", ok, err)
 	}
-	if act, err := s.Active(); err != nil || len(act) != 0 {
-		t.Errorf("Active = %v, %v; want none", act, err)
+	if act, err := s.Active(); err != nil || !reflect.DeepEqual(act, []string{"c1"}) {
+		t.Errorf("Active = %v, %v; want [c1]: a new child is active", act, err)
 	}
 	hs, corrupt, err := s.Children(h.Parent)
 	if err != nil || len(corrupt) != 0 || len(hs) != 1 || !sameHeader(hs[0], h) {
@@ -291,8 +291,8 @@ func testUnknownChild(t *testing.T, s manager.Store) {
 	check("SetCheckpoint", s.SetCheckpoint(id, manager.Checkpoint{Seq: 1}))
 	check("SetActive", s.SetActive(id, true))
 	check("SetActive(false)", s.SetActive(id, false))
-	if act, _ := s.Active(); len(act) != 0 {
-		t.Errorf("Active = %v after refused marks", act)
+	if act, _ := s.Active(); !reflect.DeepEqual(act, []string{"known"}) {
+		t.Errorf("Active = %v after refused marks, want only the created child", act)
 	}
 	if hs, corrupt, err := s.Children("nobody"); err != nil || len(hs)+len(corrupt) != 0 {
 		t.Errorf("Children of an unknown parent = %v, %v, %v; want empty, nil", hs, corrupt, err)
@@ -509,6 +509,12 @@ func testNotices(t *testing.T, s manager.Store) {
 func testActive(t *testing.T, s manager.Store) {
 	for i, id := range []string{"b", "a", "c"} {
 		mustCreate(t, s, header(id, "p", time.Duration(i)))
+	}
+	if got, err := s.Active(); err != nil || !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
+		t.Errorf("Active after CreateChild = %v, %v; want [a b c]: new children are active", got, err)
+	}
+	if err := s.SetActive("c", false); err != nil {
+		t.Fatal(err)
 	}
 	for _, id := range []string{"b", "a", "a"} {
 		if err := s.SetActive(id, true); err != nil {

@@ -200,9 +200,13 @@ func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (ma
 	return driver{a}, nil
 }
 
-type driver struct{ *agent.Agent }
+type driver struct{ a *agent.Agent }
 
-func (driver) Close() error { return nil }
+func (d driver) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnResult {
+	return d.a.RunTurnWith(ctx, inputs)
+}
+func (d driver) Journal() *agent.Journal { return d.a.Journal() }
+func (driver) Close() error              { return nil }
 
 type run struct {
 	id     string

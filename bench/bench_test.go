@@ -1,0 +1,280 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/persist"
+	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+)
+
+// countingStore counts journal reads, to show listing reads none for live
+// children.
+type countingStore struct {
+	manager.Store
+	eventReads atomic.Int64
+}
+
+func (c *countingStore) Events(id string) ([]agent.Event, error) {
+	c.eventReads.Add(1)
+	return c.Store.Events(id)
+}
+
+// The optional abilities pass through, so the manager takes its fast paths.
+func (c *countingStore) Listings(parent string) ([]manager.Listing, error) {
+	return c.Store.(manager.Lister).Listings(parent)
+}
+
+func (c *countingStore) WriteChild(id string, w manager.ChildWrite) error {
+	return c.Store.(manager.Batcher).WriteChild(id, w)
+}
+
+func openStore(tb testing.TB) *countingStore {
+	st, err := persist.Open(tb.TempDir(), persist.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	return &countingStore{Store: st}
+}
+
+func newManager(tb testing.TB, store manager.Store, client llm.Client) *manager.Manager {
+	m := manager.New(manager.Options{Store: store})
+	if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "fake-model"})); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = m.Close(context.Background()) })
+	return m
+}
+
+var root = manager.ParentRef{Principal: "bench"}
+
+// seedChildren writes n settled children of the root with a few events
+// each, and checkpoints, as a long-running server would have.
+func seedChildren(tb testing.TB, st manager.Store, n int) {
+	now := time.Now().UTC()
+	for i := range n {
+		id := fmt.Sprintf("agent-%016d", i)
+		h := manager.Header{ID: id, Parent: root.Address(), Principal: root.Principal, Depth: 1, DepthCap: 3,
+			Mode: manager.ModeContinuable, Provider: "spawn", Label: "child " + strconv.Itoa(i), Cwd: os.TempDir(),
+			CreatedAt: now.Add(time.Duration(i))}
+		d := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn", Label: h.Label}
+		if err := st.CreateChild(h, d); err != nil {
+			tb.Fatal(err)
+		}
+		evs := turnEvents(0, 1)
+		if err := st.AppendEvents(id, evs); err != nil {
+			tb.Fatal(err)
+		}
+		if err := st.SetActive(id, false); err != nil {
+			tb.Fatal(err)
+		}
+		if err := st.SetCheckpoint(id, manager.Checkpoint{Seq: int64(len(evs)), Mode: h.Mode, Label: h.Label}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// turnEvents returns n complete turns starting at sequence from.
+func turnEvents(from int64, n int) []agent.Event {
+	var evs []agent.Event
+	seq := from
+	add := func(e agent.Event) {
+		e.Seq = seq
+		e.Time = time.Now().UTC()
+		seq++
+		evs = append(evs, e)
+	}
+	for t := 1; t <= n; t++ {
+		add(agent.Event{Kind: agent.EventTurnStart, Turn: t})
+		add(agent.Event{Kind: agent.EventMessage, Turn: t, Source: agent.SourceUser, Message: &llm.Message{Role: llm.RoleUser, Content: "question " + strconv.Itoa(t)}})
+		add(agent.Event{Kind: agent.EventMessage, Turn: t, Message: &llm.Message{Role: llm.RoleAssistant, Content: "answer " + strconv.Itoa(t)}, Usage: &llm.Usage{InputTokens: 10, OutputTokens: 5}})
+		add(agent.Event{Kind: agent.EventTurnEnd, Turn: t, StopReason: agent.StopCompleted})
+	}
+	return evs
+}
+
+func fakeClient(tb testing.TB, h fakeopenai.Handler) (*fakeopenai.Server, llm.Client) {
+	fake := fakeopenai.New(h)
+	tb.Cleanup(fake.Close)
+	return fake, llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", Model: "fake-model", RetryBaseDelay: time.Millisecond})
+}
+
+// BenchmarkListChildren10k lists 10,000 stored children of one parent:
+// one read transaction, checkpoints current, no journal read.
+func BenchmarkListChildren10k(b *testing.B) {
+	st := openStore(b)
+	seedChildren(b, st, 10_000)
+	_, client := fakeClient(b, fakeopenai.Script(fakeopenai.Reply{Text: "ok"}))
+	m := newManager(b, st, client)
+	st.eventReads.Store(0)
+	for b.Loop() {
+		rows, err := m.ListChildren(root)
+		if err != nil || len(rows) != 10_000 {
+			b.Fatalf("%d rows, %v", len(rows), err)
+		}
+	}
+	b.ReportMetric(float64(st.eventReads.Load())/float64(b.N), "journal-reads/op")
+}
+
+// BenchmarkListLiveChildren lists 200 resident children (each mid-turn on
+// a blocked model) and counts journal reads: live rows read none.
+func BenchmarkListLiveChildren(b *testing.B) {
+	st := openStore(b)
+	release := make(chan struct{})
+	_, client := fakeClient(b, func(int, fakeopenai.Request) fakeopenai.Reply {
+		<-release
+		return fakeopenai.Reply{Text: "done"}
+	})
+	m := newManager(b, st, client)
+	defer close(release)
+	const n = 200
+	for i := range n {
+		req := manager.StartRequest{Label: "live", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: b.TempDir()}
+		if _, err := m.StartContinuable(context.Background(), "spawn", req, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st.eventReads.Store(0)
+	for b.Loop() {
+		rows, err := m.ListChildren(root)
+		if err != nil || len(rows) != n {
+			b.Fatalf("%d rows, %v", len(rows), err)
+		}
+		for _, r := range rows {
+			if r.Status != "running" {
+				b.Fatalf("row %+v is not running", r)
+			}
+		}
+	}
+	if reads := st.eventReads.Load(); reads != 0 {
+		b.Fatalf("listing live children read %d journals", reads)
+	}
+	b.ReportMetric(0, "journal-reads/op")
+}
+
+// BenchmarkColdResume10k resumes a stored child with 10,000 journal events
+// (2,500 turns): from send_message to the child rebuilt and the message
+// admitted.
+func BenchmarkColdResume10k(b *testing.B) {
+	st := openStore(b)
+	_, client := fakeClient(b, fakeopenai.Script(fakeopenai.Reply{Text: "ok", Delay: time.Hour}))
+	m := newManager(b, st, client)
+	for b.Loop() {
+		b.StopTimer()
+		id := manager.NewID()
+		h := manager.Header{ID: id, Parent: root.Address(), Principal: root.Principal, Depth: 1, DepthCap: 3,
+			Mode: manager.ModeContinuable, Provider: "spawn", Label: "long", Cwd: b.TempDir(), CreatedAt: time.Now().UTC()}
+		d := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn", Label: "long"}
+		if err := st.CreateChild(h, d); err != nil {
+			b.Fatal(err)
+		}
+		if err := st.AppendEvents(id, turnEvents(0, 2500)); err != nil {
+			b.Fatal(err)
+		}
+		if err := st.SetActive(id, false); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		sent, err := m.Followup(context.Background(), root, id, "one more thing", false)
+		if err != nil || sent.Route != manager.RouteResumed {
+			b.Fatalf("followup: %+v %v", sent, err)
+		}
+		b.StopTimer()
+		_ = m.Interrupt(root, id)
+		b.StartTimer()
+	}
+}
+
+func rssPeakKiB() int64 {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return n
+		}
+	}
+	return -1
+}
+
+// BenchmarkConcurrentBackground1000 starts 1,000 background children at
+// once against a fake model answering after 50 ms, waits until every one
+// has settled (its notice delivered), and checks that no goroutine is left.
+func BenchmarkConcurrentBackground1000(b *testing.B) {
+	const n = 1000
+	for b.Loop() {
+		b.StopTimer()
+		base := runtime.NumGoroutine()
+		st := openStore(b)
+		_, client := fakeClient(b, fakeopenai.Script(fakeopenai.Reply{Text: "done", Delay: 50 * time.Millisecond}))
+		m := manager.New(manager.Options{Store: st})
+		if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "fake-model"})); err != nil {
+			b.Fatal(err)
+		}
+		cwd := b.TempDir()
+		b.StartTimer()
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req := manager.StartRequest{Label: "bulk", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: cwd}
+				if _, err := m.StartContinuable(context.Background(), "spawn", req, false); err != nil {
+					b.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		started := time.Since(t0)
+		settled := 0
+		deadline := time.Now().Add(2 * time.Minute)
+		for settled < n && time.Now().Before(deadline) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			settled += len(m.WaitNotices(ctx, root.Principal))
+			cancel()
+		}
+		elapsed := time.Since(t0)
+		b.StopTimer()
+		if settled != n {
+			b.Fatalf("%d of %d children settled", settled, n)
+		}
+		if err := m.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		st.Close()
+		http.DefaultClient.CloseIdleConnections()
+		ok := false
+		for range 100 {
+			if runtime.NumGoroutine() <= base+2 {
+				ok = true
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !ok {
+			b.Fatalf("%d goroutines after settlement, %d before", runtime.NumGoroutine(), base)
+		}
+		b.ReportMetric(float64(started.Milliseconds()), "start-all-ms")
+		b.ReportMetric(float64(elapsed.Milliseconds()), "all-settled-ms")
+		b.ReportMetric(float64(rssPeakKiB())/1024, "peak-rss-MiB")
+		b.ReportMetric(float64(runtime.NumGoroutine()-base), "goroutines-left")
+		b.StartTimer()
+	}
+}

@@ -1,0 +1,1271 @@
+package main
+
+// End-to-end tests of continuable children (DESIGN §4, §5): the real
+// binary, a real mcp-go client, and the fake chat model. Every agent's model
+// requests are routed by the text of that agent's own prompt.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/persist"
+)
+
+// ---- structuredContent shapes --------------------------------------------
+
+type handleSC struct {
+	Kind      string `json:"kind"`
+	AgentID   string `json:"agent_id"`
+	MessageID string `json:"message_id"`
+	Status    string `json:"status"`
+}
+
+type sentSC struct {
+	MessageID string `json:"message_id"`
+	Route     string `json:"route"`
+	AgentID   string `json:"agent_id"`
+	Outcome   *struct {
+		StopReason string `json:"stop_reason"`
+		Output     string `json:"output"`
+		Diagnostic string `json:"diagnostic"`
+	} `json:"outcome"`
+}
+
+type rowSC struct {
+	Kind     string `json:"kind"`
+	ID       string `json:"id"`
+	Label    string `json:"label"`
+	Status   string `json:"status"`
+	Provider string `json:"provider"`
+	Parent   string `json:"parent"`
+	Depth    int    `json:"depth"`
+	Reason   string `json:"reason"`
+}
+
+// decodeSC decodes a result's structuredContent into v.
+func decodeSC(t testing.TB, r *mcp.CallToolResult, v any) {
+	t.Helper()
+	raw := []byte(r.RawStructuredContent)
+	if raw == nil {
+		var err error
+		if raw, err = json.Marshal(r.StructuredContent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("structuredContent %s: %v", raw, err)
+	}
+}
+
+// ---- tool-call helpers ---------------------------------------------------
+
+// startBackground starts a background child and checks the handle. It also
+// returns the notices that rode in band with the result (a fast child may
+// report or settle before the call's result is written).
+func startBackground(t testing.TB, s *instance, ctx context.Context, desc, prompt string) (handleSC, []string) {
+	t.Helper()
+	res := s.call(t, ctx, "subagent", map[string]any{"description": desc, "prompt": prompt, "run_in_background": true})
+	if res.IsError {
+		t.Fatalf("background start: %s", text(res))
+	}
+	var h handleSC
+	decodeSC(t, res, &h)
+	if h.Kind != "continuable" || !strings.HasPrefix(h.AgentID, "agent-") || h.MessageID == "" {
+		t.Fatalf("background handle = %+v", h)
+	}
+	return h, notices(res, "")
+}
+
+func callSend(t testing.TB, s *instance, ctx context.Context, id, msg string, wait float64) (*mcp.CallToolResult, sentSC) {
+	t.Helper()
+	args := map[string]any{"subagent_id": id, "message": msg}
+	if wait > 0 {
+		args["wait_seconds"] = wait
+	}
+	res := s.call(t, ctx, "send_message", args)
+	var out sentSC
+	if !res.IsError || res.StructuredContent != nil || res.RawStructuredContent != nil {
+		decodeSC(t, res, &out)
+	}
+	return res, out
+}
+
+// callList calls list_agents; args may be nil.
+func callList(t testing.TB, s *instance, ctx context.Context, args map[string]any) (*mcp.CallToolResult, []rowSC) {
+	t.Helper()
+	if args == nil {
+		args = map[string]any{}
+	}
+	res := s.call(t, ctx, "list_agents", args)
+	if res.IsError {
+		t.Fatalf("list_agents: %s", text(res))
+	}
+	var out struct {
+		Agents []rowSC `json:"agents"`
+	}
+	decodeSC(t, res, &out)
+	return res, out.Agents
+}
+
+func rowOf(rows []rowSC, id string) (rowSC, bool) {
+	for _, r := range rows {
+		if r.ID == id {
+			return r, true
+		}
+	}
+	return rowSC{}, false
+}
+
+// notices returns the in-band notices of a tool result with the given
+// source kind ("" for all): each is one text item under the heading
+// "[<source> from <child id>]".
+func notices(r *mcp.CallToolResult, source string) []string {
+	var out []string
+	for _, c := range r.Content {
+		tc, ok := c.(mcp.TextContent)
+		if !ok {
+			continue
+		}
+		if source == "" && (strings.HasPrefix(tc.Text, "[subagent-report from ") || strings.HasPrefix(tc.Text, "[subagent-settled from ")) {
+			out = append(out, tc.Text)
+		} else if source != "" && strings.HasPrefix(tc.Text, "["+source+" from ") {
+			out = append(out, tc.Text)
+		}
+	}
+	return out
+}
+
+func filterNotices(ns []string, source string) []string {
+	var out []string
+	for _, n := range ns {
+		if strings.HasPrefix(n, "["+source+" from ") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// awaitNotices waits with list_agents (wait_seconds) until cond holds for
+// the notices collected so far (starting with initial), or d passes; it
+// returns all of them.
+func awaitNotices(t testing.TB, s *instance, ctx context.Context, d time.Duration, initial []string, cond func([]string) bool) []string {
+	t.Helper()
+	got := append([]string(nil), initial...)
+	deadline := time.Now().Add(d)
+	for !cond(got) && time.Now().Before(deadline) {
+		res, _ := callList(t, s, ctx, map[string]any{"wait_seconds": 1})
+		got = append(got, notices(res, "")...)
+	}
+	return got
+}
+
+func countWith(ns []string, sub string) int {
+	n := 0
+	for _, x := range ns {
+		if strings.Contains(x, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+// ---- fake-model helpers --------------------------------------------------
+
+// firstUser is the content of a request's first user message: the prompt of
+// the agent that sent it (for spawn children).
+func firstUser(r fakeopenai.Request) string {
+	for _, m := range r.Messages {
+		if m.Role == "user" {
+			return m.Content
+		}
+	}
+	return ""
+}
+
+// turnStart reports whether the request is the first model call of a turn.
+func turnStart(r fakeopenai.Request) bool {
+	return len(r.Messages) > 0 && r.Messages[len(r.Messages)-1].Role == "user"
+}
+
+// turnInput is what a turn-starting request brings: its trailing user
+// messages (one, or several when deliveries ride along), joined.
+func turnInput(r fakeopenai.Request) string {
+	i := len(r.Messages)
+	for i > 0 && r.Messages[i-1].Role == "user" {
+		i--
+	}
+	var parts []string
+	for _, m := range r.Messages[i:] {
+		parts = append(parts, m.Content)
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// toolResults counts the tool results of the current turn.
+func toolResults(r fakeopenai.Request) int {
+	n := 0
+	for i := len(r.Messages) - 1; i >= 0 && r.Messages[i].Role != "user"; i-- {
+		if r.Messages[i].Role == "tool" {
+			n++
+		}
+	}
+	return n
+}
+
+// lastCall is the name of the latest tool the model called.
+func lastCall(r fakeopenai.Request) string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if tc := r.Messages[i].ToolCalls; len(tc) > 0 {
+			return tc[len(tc)-1].Name
+		}
+	}
+	return ""
+}
+
+func callTool(name string, args map[string]any) fakeopenai.Reply {
+	b, _ := json.Marshal(args)
+	return fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{Name: name, Arguments: string(b)}}}
+}
+
+// nonSystem is a request's conversation without the system prompt.
+func nonSystem(r fakeopenai.Request) []fakeopenai.Message {
+	var out []fakeopenai.Message
+	for _, m := range r.Messages {
+		if m.Role != "system" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+type convMsg struct{ role, content string }
+
+// sameConversation compares a request's conversation with want, by role and
+// content.
+func sameConversation(got []fakeopenai.Message, want []convMsg) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if got[i].Role != want[i].role || got[i].Content != want[i].content {
+			return false
+		}
+	}
+	return true
+}
+
+func dumpConversation(ms []fakeopenai.Message) string {
+	var b strings.Builder
+	for _, m := range ms {
+		fmt.Fprintf(&b, "  %s: %q", m.Role, m.Content)
+		for _, tc := range m.ToolCalls {
+			fmt.Fprintf(&b, " call %s(%s)", tc.Name, tc.Arguments)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// requestsWhere returns the recorded requests for which f holds.
+func requestsWhere(fake *fakeopenai.Server, f func(fakeopenai.Request) bool) []fakeopenai.Request {
+	var out []fakeopenai.Request
+	for _, r := range fake.Requests() {
+		if f(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// releaseGate is a channel a test releases once (also at cleanup, so a blocked
+// fake handler never holds up the fake's Close).
+type releaseGate struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func newGate() *releaseGate  { return &releaseGate{ch: make(chan struct{})} }
+func (g *releaseGate) open() { g.once.Do(func() { close(g.ch) }) }
+func (g *releaseGate) wait(d time.Duration) bool {
+	select {
+	case <-g.ch:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+var agentIDRe = regexp.MustCompile(`agent-[0-9a-f]{16}`)
+
+// ---- harness extensions --------------------------------------------------
+
+// serverProc is a server process the test owns, so it can kill it.
+type serverProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *serverProc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// stop asks the process to stop (SIGTERM) and waits, killing it after 10s.
+func (p *serverProc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.kill()
+	}
+}
+
+// startHTTPProc is start over HTTP, but hands back the process.
+func startHTTPProc(t *testing.T, fake *fakeopenai.Server, o serverOpts) (*instance, *serverProc) {
+	t.Helper()
+	ws := o.workspace
+	if ws == "" {
+		ws = t.TempDir()
+		if real, err := filepath.EvalSymlinks(ws); err == nil {
+			ws = real
+		}
+	}
+	dataDir := o.dataDir
+	if dataDir == "" {
+		dataDir = t.TempDir()
+	}
+	args := []string{"serve", "--log-format", "json", "--log-level", "debug", "--data-dir", dataDir, "--http", "127.0.0.1:0"}
+	s := &instance{stderr: &syncBuffer{}, workspace: ws, dataDir: dataDir, notes: make(chan mcp.JSONRPCNotification, 1000)}
+	cmd := exec.Command(binary, args...)
+	cmd.Env, cmd.Dir = serverEnv(fake, o.env), ws
+	pr, pw := io.Pipe()
+	cmd.Stderr = io.MultiWriter(s.stderr, pw)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serverProc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); pw.Close(); close(p.done) }()
+	t.Cleanup(p.stop)
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			var line struct {
+				URL string `json:"url"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.URL != "" {
+				urlc <- line.URL
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	select {
+	case s.url = <-urlc:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the HTTP server did not report its address; stderr:\n%s", s.stderr)
+	}
+	s.client = connectHTTP(t, s.url, o.token, s.stderr).client
+	return s, p
+}
+
+// connectHTTP connects one more client (with its own bearer token) to a
+// running HTTP server. stderr is the server's, for failure messages.
+func connectHTTP(t *testing.T, url, token string, stderr *syncBuffer) *instance {
+	t.Helper()
+	var opts []transport.StreamableHTTPCOption
+	if token != "" {
+		opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
+	}
+	c, err := client.NewStreamableHttpClient(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "e2e", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatalf("initialize: %v; stderr:\n%s", err, stderr)
+	}
+	return &instance{client: c, stderr: stderr, url: url, notes: make(chan mcp.JSONRPCNotification, 1)}
+}
+
+// openStore opens a stopped server's store.
+func openStore(t *testing.T, dataDir string) *persist.Store {
+	t.Helper()
+	st, err := persist.Open(dataDir, persist.Options{})
+	if err != nil {
+		t.Fatalf("opening the store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// turnEndedAborted reports whether the server logged an aborted turn of id.
+func turnEndedAborted(stderr string, id string) bool {
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.Contains(line, `"msg":"turn ended"`) && strings.Contains(line, `"stop_reason":"aborted"`) && strings.Contains(line, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// ---- 1 -------------------------------------------------------------------
+
+func TestBackgroundStartReturnsAtOnceAndSettlesWithOneNotice(t *testing.T) {
+	transports(t, func(t *testing.T, http bool) {
+		release := newGate()
+		var arrived atomic.Int32
+		fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+			arrived.Add(1)
+			release.wait(20 * time.Second)
+			return fakeopenai.Reply{Text: "All done: the report is written."}
+		})
+		defer fake.Close()
+		defer release.open()
+		s := start(t, fake, serverOpts{http: http})
+		ctx := testCtx(t)
+
+		t0 := time.Now()
+		h, early := startBackground(t, s, ctx, "write the report", "Write the report.")
+		if len(early) != 0 {
+			t.Errorf("notices before the child settled: %q", early)
+		}
+		if d := time.Since(t0); d > time.Second {
+			t.Errorf("the background start took %v; it must return at once", d)
+		}
+		if !waitFor(5*time.Second, func() bool { return arrived.Load() == 1 }) {
+			t.Fatal("the child never called the model")
+		}
+		res, rows := callList(t, s, ctx, nil)
+		if r, ok := rowOf(rows, h.AgentID); !ok || r.Kind != "child" || r.Status != "running" || r.Label != "write the report" ||
+			r.Provider != "spawn" || r.Depth != 1 || r.Parent != "principal:local" {
+			t.Errorf("row while the turn runs = %+v (found %v); rows %+v", r, ok, rows)
+		}
+		if ns := notices(res, ""); len(ns) != 0 {
+			t.Errorf("notices before the child settled: %q", ns)
+		}
+
+		release.open()
+		t1 := time.Now()
+		res, _ = callList(t, s, ctx, map[string]any{"wait_seconds": 8})
+		if d := time.Since(t1); d > 5*time.Second {
+			t.Errorf("list_agents with wait_seconds returned after %v; it should return when the notice is pending", d)
+		}
+		settled := notices(res, "subagent-settled")
+		if len(settled) != 1 {
+			t.Fatalf("settlement notices in band = %q; result:\n%s", settled, text(res))
+		}
+		n := settled[0]
+		for _, want := range []string{"[subagent-settled from " + h.AgentID + "]",
+			"Background subagent " + h.AgentID + " finished and will do no further work",
+			"All done: the report is written."} {
+			if !strings.Contains(n, want) {
+				t.Errorf("notice lacks %q:\n%s", want, n)
+			}
+		}
+
+		var again []string
+		ready := waitFor(3*time.Second, func() bool {
+			res, rows := callList(t, s, ctx, nil)
+			again = append(again, notices(res, "")...)
+			r, _ := rowOf(rows, h.AgentID)
+			return r.Status == "ready"
+		})
+		if !ready {
+			_, rows := callList(t, s, ctx, nil)
+			t.Errorf("after settlement the child is not listed ready: %+v", rows)
+		}
+		res = s.call(t, ctx, "list_agents", map[string]any{"scope": "descendants"})
+		again = append(again, notices(res, "")...)
+		if len(again) != 0 {
+			t.Errorf("the notice was delivered again: %q", again)
+		}
+	})
+}
+
+// ---- 2 -------------------------------------------------------------------
+
+func TestFollowupsQueuedDuringATurnRunInOrderOneTurnEach(t *testing.T) {
+	release := newGate()
+	var arrived atomic.Int32
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		arrived.Add(1)
+		lu := req.LastUserText()
+		if lu == "first task" {
+			release.wait(20 * time.Second)
+		}
+		return fakeopenai.Reply{Text: "answer to " + lu}
+	})
+	defer fake.Close()
+	defer release.open()
+	s := start(t, fake, serverOpts{})
+	ctx := testCtx(t)
+
+	h, _ := startBackground(t, s, ctx, "queue some work", "first task")
+	if !waitFor(5*time.Second, func() bool { return arrived.Load() == 1 }) {
+		t.Fatal("the child never called the model")
+	}
+	inputs := []string{"first task", "follow-up 1", "follow-up 2", "follow-up 3"}
+	ids := map[string]bool{h.MessageID: true}
+	for _, m := range inputs[1:] {
+		res, sent := callSend(t, s, ctx, h.AgentID, m, 0)
+		if res.IsError {
+			t.Fatalf("send_message %q: %s", m, text(res))
+		}
+		if sent.Route != "queued" || sent.MessageID == "" || ids[sent.MessageID] {
+			t.Errorf("send_message %q = %+v, want route queued and a fresh message id", m, sent)
+		}
+		ids[sent.MessageID] = true
+		if sent.Outcome != nil {
+			t.Errorf("send_message without wait_seconds returned an outcome: %+v", sent.Outcome)
+		}
+	}
+	if n := arrived.Load(); n != 1 {
+		t.Errorf("%d model requests while the first turn ran; follow-ups must wait behind it", n)
+	}
+	release.open()
+	// The epoch settles after the fourth turn; its notice says so.
+	got := awaitNotices(t, s, ctx, 8*time.Second, nil, func(ns []string) bool { return len(filterNotices(ns, "subagent-settled")) > 0 })
+	if len(filterNotices(got, "subagent-settled")) != 1 || !strings.Contains(got[0], "answer to follow-up 3") {
+		t.Errorf("settlement notices = %q, want one closing with the last answer", got)
+	}
+
+	reqs := fake.Requests()
+	if len(reqs) != 4 {
+		t.Fatalf("%d model requests, want exactly 4 (one turn per message)", len(reqs))
+	}
+	var want []convMsg
+	for k, r := range reqs {
+		want = append(want, convMsg{"user", inputs[k]})
+		if got := nonSystem(r); !sameConversation(got, want) {
+			t.Errorf("request %d conversation:\n%swant the previous turns and then %q", k, dumpConversation(got), inputs[k])
+		}
+		want = append(want, convMsg{"assistant", "answer to " + inputs[k]})
+	}
+
+	res, sent := callSend(t, s, ctx, h.AgentID, "follow-up 4", 10)
+	if res.IsError || sent.Outcome == nil {
+		t.Fatalf("send_message with wait_seconds: %s (%+v)", text(res), sent)
+	}
+	if sent.Outcome.Output != "answer to follow-up 4" || sent.Outcome.StopReason != "completed" || text(res) != "answer to follow-up 4" {
+		t.Errorf("outcome = %+v, text %q", sent.Outcome, text(res))
+	}
+	reqs = fake.Requests()
+	if len(reqs) != 5 || !sameConversation(nonSystem(reqs[4]), append(want, convMsg{"user", "follow-up 4"})) {
+		t.Errorf("%d requests; the last conversation:\n%s", len(reqs), dumpConversation(nonSystem(reqs[len(reqs)-1])))
+	}
+}
+
+// ---- 3 -------------------------------------------------------------------
+
+func TestInterruptAbortsTheTurnAndParksTheQueueUntilTheNextSend(t *testing.T) {
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		lu := req.LastUserText()
+		if lu == "A: take forever" {
+			return fakeopenai.Reply{Text: "too late", Delay: 30 * time.Second}
+		}
+		return fakeopenai.Reply{Text: "answer to " + lu}
+	})
+	defer fake.Close()
+	s := start(t, fake, serverOpts{})
+	ctx := testCtx(t)
+	h, _ := startBackground(t, s, ctx, "slow worker", "A: take forever")
+	if !waitFor(5*time.Second, func() bool { return len(fake.Requests()) == 1 }) {
+		t.Fatal("the child never called the model")
+	}
+	res, sent := callSend(t, s, ctx, h.AgentID, "B", 0)
+	if res.IsError || sent.Route != "queued" {
+		t.Fatalf("send B: %s %+v", text(res), sent)
+	}
+	res = s.call(t, ctx, "interrupt_agent", map[string]any{"agent_id": h.AgentID})
+	if res.IsError {
+		t.Fatalf("interrupt_agent: %s", text(res))
+	}
+	var acc struct {
+		Accepted bool `json:"accepted"`
+	}
+	decodeSC(t, res, &acc)
+	if !acc.Accepted {
+		t.Errorf("interrupt_agent structuredContent = %+v", res.StructuredContent)
+	}
+	interrupted := time.Now()
+	if !waitFor(2*time.Second, func() bool { return turnEndedAborted(s.stderr.String(), h.AgentID) }) {
+		t.Errorf("the interrupted turn did not end aborted within 2s")
+	}
+	idle := waitFor(2*time.Second, func() bool {
+		_, rows := callList(t, s, ctx, nil)
+		r, _ := rowOf(rows, h.AgentID)
+		return r.Status == "idle"
+	})
+	if !idle {
+		_, rows := callList(t, s, ctx, nil)
+		t.Errorf("after the interrupt the child is not idle: %+v", rows)
+	}
+	// The parked queue waits: B is not run on its own.
+	time.Sleep(time.Until(interrupted.Add(1200 * time.Millisecond)))
+	if reqs := requestsWhere(fake, func(r fakeopenai.Request) bool { return r.LastUserText() == "B" }); len(reqs) != 0 {
+		t.Fatalf("B ran after the interrupt without a new message")
+	}
+	res, _ = callList(t, s, ctx, nil)
+	if ns := notices(res, ""); len(ns) != 0 {
+		t.Errorf("an interrupted, resident child produced notices: %q", ns)
+	}
+
+	res, sent = callSend(t, s, ctx, h.AgentID, "C", 10)
+	if res.IsError || sent.Outcome == nil {
+		t.Fatalf("send C with wait: %s %+v", text(res), sent)
+	}
+	if sent.Route != "woken" {
+		t.Errorf("route = %q, want woken (the child is resident and idle)", sent.Route)
+	}
+	if sent.Outcome.Output != "answer to C" || sent.Outcome.StopReason != "completed" {
+		t.Errorf("outcome = %+v, want C's answer", sent.Outcome)
+	}
+	reqs := fake.Requests()
+	var order []string
+	for _, r := range reqs {
+		order = append(order, r.LastUserText())
+	}
+	if strings.Join(order, "|") != "A: take forever|B|C" {
+		t.Errorf("turn order = %q, want A, then B, then C", order)
+	}
+	if len(reqs) == 3 {
+		want := []convMsg{{"user", "A: take forever"}, {"user", "B"}, {"assistant", "answer to B"}, {"user", "C"}}
+		if got := nonSystem(reqs[2]); !sameConversation(got, want) {
+			t.Errorf("C's request:\n%s", dumpConversation(got))
+		}
+	}
+}
+
+// ---- 4 -------------------------------------------------------------------
+
+func TestReportReachesTheParentWithItsSourceKind(t *testing.T) {
+	t.Run("root parent in band", func(t *testing.T) {
+		transports(t, func(t *testing.T, http bool) {
+			finish := newGate()
+			fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+				if turnStart(req) {
+					return callTool("report", map[string]any{"output": "halfway there"})
+				}
+				finish.wait(20 * time.Second)
+				return fakeopenai.Reply{Text: "done"}
+			})
+			defer fake.Close()
+			defer finish.open()
+			s := start(t, fake, serverOpts{http: http})
+			ctx := testCtx(t)
+			h, early := startBackground(t, s, ctx, "long task", "Work on it and report progress.")
+
+			got := awaitNotices(t, s, ctx, 8*time.Second, early, func(ns []string) bool { return len(ns) > 0 })
+			reports := filterNotices(got, "subagent-report")
+			if len(reports) != 1 || len(got) != 1 {
+				t.Fatalf("in-band notices = %q, want exactly the report; requests:\n%s\nstderr:\n%s", got, dumpAll(fake), s.stderr)
+			}
+			want := "[subagent-report from " + h.AgentID + "]\nBackground subagent " + h.AgentID + " reported:\nhalfway there"
+			if reports[0] != want {
+				t.Errorf("report = %q, want %q", reports[0], want)
+			}
+			waitFor(5*time.Second, func() bool { return len(fake.Requests()) >= 2 })
+			if reqs := fake.Requests(); len(reqs) < 2 {
+				t.Errorf("the report ended the child's turn: %d model requests", len(reqs))
+			} else if tr, _ := reqs[1].LastToolResult(); !strings.Contains(tr, "reported to your parent") {
+				t.Errorf("the child's report tool answered %q", tr)
+			}
+
+			finish.open()
+			got = awaitNotices(t, s, ctx, 8*time.Second, nil, func(ns []string) bool { return len(filterNotices(ns, "subagent-settled")) > 0 })
+			res, _ := callList(t, s, ctx, nil)
+			got = append(got, notices(res, "")...)
+			settled := filterNotices(got, "subagent-settled")
+			if len(settled) != 1 || len(got) != 1 {
+				t.Fatalf("notices after the report = %q, want exactly one settlement notice", got)
+			}
+			if !strings.Contains(settled[0], "finished and will do no further work") || !strings.Contains(settled[0], "Its closing message:\ndone") ||
+				strings.Contains(settled[0], "halfway there") {
+				t.Errorf("settlement notice = %q", settled[0])
+			}
+		})
+	})
+
+	// nested runs a depth-1 foreground child that starts a background
+	// grandchild and waits for it with list_agents; the grandchild reports
+	// according to gcScript, then answers "gc done".
+	type nestedRun struct {
+		childID, gcID    string
+		childTurns       []string // the input of each of the child's turns
+		listWoke         time.Duration
+		childJournal     []agent.Event
+		childJournalErr  error
+		rootSettleNotice []string
+	}
+	nested := func(t *testing.T, gcScript []map[string]any) nestedRun {
+		listCalled := newGate()
+		var mu sync.Mutex
+		var firstReportAt, childAfterList time.Time
+		fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+			switch firstUser(req) {
+			case "child task":
+				if turnStart(req) {
+					if req.LastUserText() == "child task" {
+						return callTool("subagent", map[string]any{"description": "grandchild work", "prompt": "grandchild task", "run_in_background": true})
+					}
+					return fakeopenai.Reply{Text: "ack"}
+				}
+				switch lastCall(req) {
+				case "subagent":
+					defer listCalled.open()
+					return callTool("list_agents", map[string]any{"wait_seconds": 8})
+				case "list_agents":
+					mu.Lock()
+					childAfterList = time.Now()
+					mu.Unlock()
+					return fakeopenai.Reply{Text: "child turn 1 done"}
+				}
+			case "grandchild task":
+				k := toolResults(req)
+				if k == 0 {
+					// Report only once the child is waiting in list_agents.
+					listCalled.wait(10 * time.Second)
+					time.Sleep(300 * time.Millisecond)
+				}
+				if k < len(gcScript) {
+					if k == 0 {
+						mu.Lock()
+						firstReportAt = time.Now()
+						mu.Unlock()
+					}
+					return callTool("report", gcScript[k])
+				}
+				return fakeopenai.Reply{Text: "gc done"}
+			}
+			return fakeopenai.Reply{Text: "unexpected request"}
+		})
+		t.Cleanup(fake.Close)
+		t.Cleanup(listCalled.open)
+		s := start(t, fake, serverOpts{})
+		ctx := testCtx(t)
+		res := s.call(t, ctx, "subagent", map[string]any{"description": "delegate and wait", "prompt": "child task"})
+		if res.IsError {
+			t.Fatalf("foreground child: %s", text(res))
+		}
+		fg := structured(t, res)
+		if fg.Kind != "foreground" || fg.Output != "child turn 1 done" {
+			t.Fatalf("foreground result = %+v", fg)
+		}
+		r := nestedRun{childID: fg.AgentID}
+		// The child's epoch ends after the grandchild's notice; its own
+		// settlement then reaches the root.
+		r.rootSettleNotice = filterNotices(awaitNotices(t, s, ctx, 8*time.Second, notices(res, ""), func(ns []string) bool {
+			return countWith(ns, "subagent-settled from "+r.childID) > 0
+		}), "subagent-settled")
+		for _, q := range fake.Requests() {
+			if firstUser(q) == "child task" && turnStart(q) {
+				r.childTurns = append(r.childTurns, turnInput(q))
+			}
+			if firstUser(q) == "child task" && lastCall(q) == "subagent" {
+				if id := agentIDRe.FindString(q.Messages[len(q.Messages)-1].Content); id != "" {
+					r.gcID = id
+				}
+			}
+		}
+		mu.Lock()
+		r.listWoke = childAfterList.Sub(firstReportAt)
+		mu.Unlock()
+		// list_agents (wait_seconds 8) must return once a report is pending.
+		if r.listWoke < 0 || r.listWoke > 4*time.Second {
+			t.Errorf("the child's list_agents returned %v after the grandchild's first report; it should wake when the report is pending", r.listWoke)
+		}
+		if len(r.rootSettleNotice) != 1 {
+			t.Errorf("the child's settlement notices at the root = %q, want one", r.rootSettleNotice)
+		}
+		if r.gcID == "" {
+			t.Fatalf("the child never got a grandchild id; requests:\n%s", dumpAll(fake))
+		}
+		// Stop the server and read the child's journal.
+		s.client.Close()
+		st := openStore(t, s.dataDir)
+		r.childJournal, r.childJournalErr = st.Events(r.childID)
+		return r
+	}
+
+	t.Run("nested next-step makes a turn, quiet rides along", func(t *testing.T) {
+		t.Parallel()
+		r := nested(t, []map[string]any{
+			{"output": "gc quiet note", "delivery": "quiet"},
+			{"output": "gc progress", "delivery": "next-step"},
+		})
+		quiet := "Background subagent " + r.gcID + " reported:\ngc quiet note"
+		progress := "Background subagent " + r.gcID + " reported:\ngc progress"
+		settled := "Background subagent " + r.gcID + " finished and will do no further work"
+		if len(r.childTurns) != 3 {
+			t.Fatalf("the child ran %d turns, want 3 (prompt, next-step report, grandchild's settlement): %q", len(r.childTurns), r.childTurns)
+		}
+		if r.childTurns[0] != "child task" {
+			t.Errorf("turn 1 = %q", r.childTurns[0])
+		}
+		if !strings.Contains(r.childTurns[1], progress) {
+			t.Errorf("turn 2 = %q, want the next-step report %q", r.childTurns[1], progress)
+		}
+		if !strings.Contains(r.childTurns[1], quiet) {
+			t.Errorf("the quiet report did not ride along with the child's next turn: turn 2 = %q", r.childTurns[1])
+		}
+		if !strings.Contains(r.childTurns[2], settled) {
+			t.Errorf("turn 3 = %q, want the grandchild's settlement notice", r.childTurns[2])
+		}
+		for _, tt := range r.childTurns {
+			if strings.TrimSpace(tt) == quiet {
+				t.Errorf("the quiet report got a turn of its own")
+			}
+		}
+		checkJournalSources(t, r.childJournal, r.childJournalErr, map[string]string{
+			"gc progress": agent.SourceReport, "gc quiet note": agent.SourceReport,
+			"finished and will do no further work": agent.SourceSettled, "child task": agent.SourceUser,
+		})
+	})
+
+	t.Run("nested quiet report riding with a settlement notice keeps its source kind", func(t *testing.T) {
+		t.Parallel()
+		r := nested(t, []map[string]any{{"output": "gc quiet note", "delivery": "quiet"}})
+		quiet := "Background subagent " + r.gcID + " reported:\ngc quiet note"
+		if len(r.childTurns) != 2 {
+			t.Fatalf("the child ran %d turns, want 2 (prompt, grandchild's settlement; the quiet report makes none): %q", len(r.childTurns), r.childTurns)
+		}
+		if !strings.Contains(r.childTurns[1], quiet) {
+			t.Errorf("the quiet report did not ride along with the child's next turn: %q", r.childTurns[1])
+		}
+		// Principle 4: the child's words and the runtime's are stored under
+		// different source kinds, never merged into one message.
+		checkJournalSources(t, r.childJournal, r.childJournalErr, map[string]string{
+			"gc quiet note": agent.SourceReport, "finished and will do no further work": agent.SourceSettled,
+		})
+	})
+}
+
+func dumpAll(fake *fakeopenai.Server) string {
+	var b strings.Builder
+	for i, r := range fake.Requests() {
+		fmt.Fprintf(&b, "request %d:\n%s", i, dumpConversation(nonSystem(r)))
+	}
+	return b.String()
+}
+
+// checkJournalSources checks that the journal is valid and that every user
+// message containing a key is stored with that key's source kind.
+func checkJournalSources(t *testing.T, events []agent.Event, err error, want map[string]string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("reading the child's journal: %v", err)
+	}
+	if err := agent.Validate(events); err != nil {
+		t.Errorf("the child's journal breaks the invariants: %v", err)
+	}
+	for key, source := range want {
+		found := false
+		for _, e := range events {
+			if e.Kind != agent.EventMessage || e.Message == nil || e.Message.Role != "user" || !strings.Contains(e.Message.Content, key) {
+				continue
+			}
+			found = true
+			if e.Source != source {
+				t.Errorf("journal event %d holding %q has source kind %q, want %q; its content:\n%s", e.Seq, key, e.Source, source, e.Message.Content)
+			}
+		}
+		if !found {
+			t.Errorf("no user message in the child's journal holds %q", key)
+		}
+	}
+}
+
+// ---- 5 -------------------------------------------------------------------
+
+func TestStrangersCannotInterruptOrMessageAnothersChild(t *testing.T) {
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		if req.LastUserText() == "alice's long task" {
+			return fakeopenai.Reply{Text: "slow", Delay: 30 * time.Second}
+		}
+		return fakeopenai.Reply{Text: "answer to " + req.LastUserText()}
+	})
+	defer fake.Close()
+	const aliceTok, bobTok = "alice-secret-token-0123456789", "bob-secret-token-0123456789ab"
+	alice := start(t, fake, serverOpts{http: true, token: aliceTok,
+		config: `{"http":{"tokens":[{"principal":"alice","token_env":"ALICE_TOKEN"},{"principal":"bob","token_env":"BOB_TOKEN"}]}}`,
+		env:    []string{"ALICE_TOKEN=" + aliceTok, "BOB_TOKEN=" + bobTok}})
+	bob := connectHTTP(t, alice.url, bobTok, alice.stderr)
+	ctx := testCtx(t)
+
+	h, _ := startBackground(t, alice, ctx, "alice's work", "alice's long task")
+	if !waitFor(5*time.Second, func() bool { return len(fake.Requests()) == 1 }) {
+		t.Fatal("the child never called the model")
+	}
+	_, rows := callList(t, alice, ctx, nil)
+	if r, _ := rowOf(rows, h.AgentID); r.Parent != "principal:alice" || r.Status != "running" {
+		t.Errorf("alice's row = %+v", r)
+	}
+
+	res, _ := callSend(t, bob, ctx, h.AgentID, "bob's hijack", 0)
+	if !res.IsError || !strings.Contains(text(res), "UNAUTHORIZED") {
+		t.Errorf("bob's send_message: isError %v, %q; want UNAUTHORIZED", res.IsError, text(res))
+	}
+	res = bob.call(t, ctx, "interrupt_agent", map[string]any{"agent_id": h.AgentID})
+	if !res.IsError || !strings.Contains(text(res), "UNAUTHORIZED") {
+		t.Errorf("bob's interrupt_agent: isError %v, %q; want UNAUTHORIZED", res.IsError, text(res))
+	}
+	for _, scope := range []string{"children", "descendants"} {
+		_, rows := callList(t, bob, ctx, map[string]any{"scope": scope})
+		if _, ok := rowOf(rows, h.AgentID); ok || len(rows) != 0 {
+			t.Errorf("bob's list_agents (%s) shows %+v", scope, rows)
+		}
+	}
+	// Bob's interrupt changed nothing.
+	time.Sleep(300 * time.Millisecond)
+	_, rows = callList(t, alice, ctx, nil)
+	if r, _ := rowOf(rows, h.AgentID); r.Status != "running" || turnEndedAborted(alice.stderr.String(), h.AgentID) {
+		t.Errorf("after bob's interrupt alice's child is %+v", r)
+	}
+
+	res, sent := callSend(t, alice, ctx, h.AgentID, "alice's follow-up", 0)
+	if res.IsError || sent.Route != "queued" {
+		t.Errorf("alice's send_message: %s %+v", text(res), sent)
+	}
+	res = alice.call(t, ctx, "interrupt_agent", map[string]any{"agent_id": h.AgentID})
+	var acc struct {
+		Accepted bool `json:"accepted"`
+	}
+	if !res.IsError {
+		decodeSC(t, res, &acc)
+	}
+	if res.IsError || !acc.Accepted {
+		t.Errorf("alice's interrupt_agent: %s", text(res))
+	}
+	if !waitFor(2*time.Second, func() bool { return turnEndedAborted(alice.stderr.String(), h.AgentID) }) {
+		t.Error("alice's interrupt did not abort the turn")
+	}
+	if reqs := requestsWhere(fake, func(r fakeopenai.Request) bool { return strings.Contains(r.LastUserText(), "bob") }); len(reqs) != 0 {
+		t.Errorf("bob's message reached the child")
+	}
+}
+
+// ---- 6 -------------------------------------------------------------------
+
+func TestNestedChildrenThreeDeepAreListedAsDescendants(t *testing.T) {
+	next := map[string]string{"level 1": "level 2", "level 2": "level 3"}
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		p := firstUser(req)
+		// Delegate on the prompt's own turn only; later turns (the
+		// grandchild's settlement notice) are just acknowledged.
+		if deeper, ok := next[p]; ok && turnStart(req) && req.LastUserText() == p {
+			return callTool("subagent", map[string]any{"description": "work at " + deeper, "prompt": deeper, "run_in_background": true})
+		}
+		return fakeopenai.Reply{Text: p + " done"}
+	})
+	defer fake.Close()
+	s := start(t, fake, serverOpts{})
+	ctx := testCtx(t)
+	a, _ := startBackground(t, s, ctx, "work at level 1", "level 1")
+
+	// The ids each parent was handed, read from the tool results.
+	idFrom := func(prompt string) string {
+		for _, r := range fake.Requests() {
+			if firstUser(r) == prompt && lastCall(r) == "subagent" {
+				if tr, ok := r.LastToolResult(); ok {
+					return agentIDRe.FindString(tr)
+				}
+			}
+		}
+		return ""
+	}
+	var b, c string
+	if !waitFor(8*time.Second, func() bool { b, c = idFrom("level 1"), idFrom("level 2"); return b != "" && c != "" }) {
+		t.Fatalf("the nested starts did not happen; requests:\n%s", dumpAll(fake))
+	}
+	var rows []rowSC
+	waitFor(3*time.Second, func() bool {
+		_, rows = callList(t, s, ctx, map[string]any{"scope": "descendants"})
+		return len(rows) == 3
+	})
+	want := []rowSC{
+		{Kind: "child", ID: a.AgentID, Label: "work at level 1", Parent: "principal:local", Depth: 1, Provider: "spawn"},
+		{Kind: "child", ID: b, Label: "work at level 2", Parent: a.AgentID, Depth: 2, Provider: "spawn"},
+		{Kind: "child", ID: c, Label: "work at level 3", Parent: b, Depth: 3, Provider: "spawn"},
+	}
+	if len(rows) != 3 {
+		t.Fatalf("descendants = %+v, want 3 rows", rows)
+	}
+	for i, w := range want {
+		g := rows[i]
+		g.Status = ""
+		if g != w {
+			t.Errorf("descendant %d = %+v, want %+v", i, rows[i], w)
+		}
+		if s := rows[i].Status; s != "running" && s != "idle" && s != "ready" {
+			t.Errorf("descendant %d status %q", i, s)
+		}
+	}
+	_, rows = callList(t, s, ctx, map[string]any{"scope": "children"})
+	if len(rows) != 1 || rows[0].ID != a.AgentID {
+		t.Errorf("children = %+v, want only %s", rows, a.AgentID)
+	}
+	_, rows = callList(t, s, ctx, nil)
+	if len(rows) != 1 || rows[0].ID != a.AgentID {
+		t.Errorf("default scope = %+v, want only %s", rows, a.AgentID)
+	}
+}
+
+// ---- 7 -------------------------------------------------------------------
+
+func TestForkChildSeesCompletedTurnsNotTheTurnInFlight(t *testing.T) {
+	const (
+		remember = "remember the word PAPAYA"
+		noted    = "Noted: PAPAYA."
+		inFlight = "now ask a fork which word it was"
+		forkTask = "fork: which word did I ask you to remember?"
+	)
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		switch req.LastUserText() {
+		case remember:
+			return fakeopenai.Reply{Text: noted}
+		case inFlight:
+			if turnStart(req) {
+				return callTool("subagent", map[string]any{"provider": "fork", "description": "ask a fork", "prompt": forkTask})
+			}
+			out, _ := req.LastToolResult()
+			return fakeopenai.Reply{Text: "the fork said: " + out}
+		case forkTask:
+			return fakeopenai.Reply{Text: "The word is PAPAYA."}
+		}
+		return fakeopenai.Reply{Text: "unexpected"}
+	})
+	defer fake.Close()
+	s := start(t, fake, serverOpts{})
+	ctx := testCtx(t)
+
+	t.Run("from an agent", func(t *testing.T) {
+		p, early := startBackground(t, s, ctx, "remember a word", remember)
+		got := awaitNotices(t, s, ctx, 8*time.Second, early, func(ns []string) bool { return countWith(ns, p.AgentID) > 0 })
+		if countWith(got, noted) != 1 {
+			t.Fatalf("P's first epoch notices = %q", got)
+		}
+		res, sent := callSend(t, s, ctx, p.AgentID, inFlight, 15)
+		if res.IsError || sent.Outcome == nil {
+			t.Fatalf("send_message: %s %+v\nrequests:\n%s", text(res), sent, dumpAll(fake))
+		}
+		if sent.Outcome.Output != "the fork said: The word is PAPAYA." {
+			t.Errorf("P's answer = %q", sent.Outcome.Output)
+		}
+		forks := requestsWhere(fake, func(r fakeopenai.Request) bool { return r.LastUserText() == forkTask })
+		if len(forks) != 1 {
+			t.Fatalf("%d fork requests", len(forks))
+		}
+		conv := nonSystem(forks[0])
+		if !sameConversation(conv, []convMsg{{"user", remember}, {"assistant", noted}, {"user", forkTask}}) {
+			t.Errorf("the fork's first request:\n%swant P's completed turn and then the fork's prompt", dumpConversation(conv))
+		}
+		for _, m := range conv {
+			if strings.Contains(m.Content, inFlight) || len(m.ToolCalls) > 0 {
+				t.Errorf("the fork saw P's turn in flight: %s %q %v", m.Role, m.Content, m.ToolCalls)
+			}
+		}
+	})
+
+	t.Run("from the root client", func(t *testing.T) {
+		before := len(fake.Requests())
+		for _, bg := range []bool{false, true} {
+			res := s.call(t, ctx, "subagent", map[string]any{"provider": "fork", "description": "fork from root", "prompt": "anything", "run_in_background": bg})
+			if !res.IsError {
+				t.Errorf("fork from the root (background %v) was accepted: %s", bg, text(res))
+				continue
+			}
+			if got := text(res); !strings.Contains(got, "fork") || !strings.Contains(got, "conversation") {
+				t.Errorf("fork from the root (background %v): %q does not explain that fork needs an agent with a conversation", bg, got)
+			}
+		}
+		if n := len(fake.Requests()); n != before {
+			t.Errorf("a refused fork reached the model")
+		}
+		_, rows := callList(t, s, ctx, nil)
+		for _, r := range rows {
+			if r.Label == "fork from root" {
+				t.Errorf("a refused fork left a child behind: %+v", r)
+			}
+		}
+	})
+}
+
+// ---- 8 -------------------------------------------------------------------
+
+func TestCrashMidTurnLeavesAResumableChild(t *testing.T) {
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		switch req.LastUserText() {
+		case "first task":
+			return fakeopenai.Reply{Text: "first answer"}
+		case "second task":
+			return fakeopenai.Reply{Text: "never", Delay: 60 * time.Second}
+		}
+		return fakeopenai.Reply{Text: "answer to " + req.LastUserText()}
+	})
+	defer fake.Close()
+	s, proc := startHTTPProc(t, fake, serverOpts{})
+	ctx := testCtx(t)
+	h, early := startBackground(t, s, ctx, "survive a crash", "first task")
+	if got := awaitNotices(t, s, ctx, 8*time.Second, early, func(ns []string) bool { return len(ns) > 0 }); countWith(got, "first answer") != 1 {
+		t.Fatalf("first epoch notices = %q", got)
+	}
+	res, sent := callSend(t, s, ctx, h.AgentID, "second task", 0)
+	if res.IsError || sent.Route != "resumed" {
+		t.Fatalf("second task: %s %+v", text(res), sent)
+	}
+	if !waitFor(5*time.Second, func() bool {
+		return len(requestsWhere(fake, func(r fakeopenai.Request) bool { return r.LastUserText() == "second task" })) == 1
+	}) {
+		t.Fatal("the second turn never reached the model")
+	}
+	// Journal events are written off the turn's path; the package documents
+	// that a crash may lose the last few milliseconds. Give them that.
+	time.Sleep(300 * time.Millisecond)
+	proc.kill()
+
+	s2 := start(t, fake, serverOpts{dataDir: s.dataDir, workspace: s.workspace})
+	res, rows := callList(t, s2, ctx, nil)
+	if r, ok := rowOf(rows, h.AgentID); !ok || r.Kind != "child" || r.Status != "ready" {
+		t.Errorf("after the crash the child is %+v (found %v), want ready", r, ok)
+	}
+	settled := notices(res, "subagent-settled")
+	if len(settled) != 1 || !strings.Contains(settled[0], "Background subagent "+h.AgentID+" was stopped before it finished") {
+		t.Errorf("in-band notices on the first call after the restart = %q (all content %q)", settled, text(res))
+	}
+	res, sent = callSend(t, s2, ctx, h.AgentID, "resume please", 10)
+	if res.IsError || sent.Outcome == nil {
+		t.Fatalf("resume: %s %+v", text(res), sent)
+	}
+	if sent.Route != "resumed" || sent.Outcome.Output != "answer to resume please" {
+		t.Errorf("resume = %+v, outcome %+v", sent, sent.Outcome)
+	}
+	if ns := notices(res, "subagent-settled"); countWith(ns, "was stopped before it finished") != 0 {
+		t.Errorf("the crash notice was delivered again: %q", ns)
+	}
+	resumed := requestsWhere(fake, func(r fakeopenai.Request) bool { return r.LastUserText() == "resume please" })
+	if len(resumed) != 1 {
+		t.Fatalf("%d requests for the resumed turn", len(resumed))
+	}
+	want := []convMsg{{"user", "first task"}, {"assistant", "first answer"}, {"user", "second task"}, {"user", "resume please"}}
+	if got := nonSystem(resumed[0]); !sameConversation(got, want) {
+		t.Errorf("the resumed turn's request:\n%swant the whole history", dumpConversation(got))
+	}
+
+	s2.client.Close() // stops the stdio server
+	st := openStore(t, s.dataDir)
+	events, err := st.Events(h.AgentID)
+	if err != nil {
+		t.Fatalf("reading the journal: %v", err)
+	}
+	if err := agent.Validate(events); err != nil {
+		t.Errorf("the journal after crash and resume breaks the invariants: %v", err)
+	}
+	var stops []agent.StopReason
+	for _, e := range events {
+		if e.Kind == agent.EventTurnEnd {
+			stops = append(stops, e.StopReason)
+		}
+	}
+	if fmt.Sprint(stops) != "[completed aborted completed]" {
+		t.Errorf("turn outcomes in the journal = %v, want [completed aborted completed]", stops)
+	}
+	if hdr, err := st.Header(h.AgentID); err != nil || hdr.Depth != 1 || hdr.Parent != "principal:local" {
+		t.Errorf("header = %+v, %v", hdr, err)
+	}
+	if active, err := st.Active(); err != nil || len(active) != 0 {
+		t.Errorf("active marks after a clean stop = %v, %v", active, err)
+	}
+}
+
+// ---- 9 -------------------------------------------------------------------
+
+func TestCorruptDescriptorIsListedAsDiagnosticAndNotResumable(t *testing.T) {
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		return fakeopenai.Reply{Text: "answer to " + req.LastUserText()}
+	})
+	defer fake.Close()
+	s := start(t, fake, serverOpts{})
+	ctx := testCtx(t)
+	bad, early1 := startBackground(t, s, ctx, "will be corrupted", "task one")
+	good, early2 := startBackground(t, s, ctx, "stays healthy", "task two")
+	got := awaitNotices(t, s, ctx, 8*time.Second, append(early1, early2...), func(ns []string) bool { return len(filterNotices(ns, "subagent-settled")) >= 2 })
+	if countWith(got, bad.AgentID) != 1 || countWith(got, good.AgentID) != 1 {
+		t.Fatalf("settlement notices = %q", got)
+	}
+	s.client.Close() // stops the stdio server
+
+	db, err := bolt.Open(filepath.Join(s.dataDir, persist.FileName), 0o600, &bolt.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("descriptors"))
+		if b == nil || b.Get([]byte(bad.AgentID)) == nil {
+			return fmt.Errorf("no descriptor stored for %s", bad.AgentID)
+		}
+		return b.Put([]byte(bad.AgentID), []byte(`{"version":1,"mode":"contin`))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s2 := start(t, fake, serverOpts{dataDir: s.dataDir, workspace: s.workspace})
+	for _, scope := range []string{"children", "descendants"} {
+		res, rows := callList(t, s2, ctx, map[string]any{"scope": scope})
+		if len(rows) != 2 {
+			t.Fatalf("%s: rows = %+v, want 2", scope, rows)
+		}
+		if r, _ := rowOf(rows, bad.AgentID); r.Kind != "diagnostic" || r.Reason != "corrupt" {
+			t.Errorf("%s: corrupt child's row = %+v, want a diagnostic row with reason corrupt", scope, r)
+		}
+		if r, _ := rowOf(rows, good.AgentID); r.Kind != "child" || r.Status != "ready" || r.Label != "stays healthy" {
+			t.Errorf("%s: healthy sibling's row = %+v", scope, r)
+		}
+		if !strings.Contains(text(res), bad.AgentID+" [corrupt]") {
+			t.Errorf("%s: list text = %q", scope, text(res))
+		}
+	}
+	res, _ := callSend(t, s2, ctx, bad.AgentID, "are you there?", 5)
+	if !res.IsError || !strings.Contains(text(res), "NOT_RESUMABLE") {
+		t.Errorf("send_message to the corrupt child: isError %v, %q; want NOT_RESUMABLE", res.IsError, text(res))
+	}
+	if n := len(requestsWhere(fake, func(r fakeopenai.Request) bool { return r.LastUserText() == "are you there?" })); n != 0 {
+		t.Errorf("the corrupt child ran a turn")
+	}
+	res, sent := callSend(t, s2, ctx, good.AgentID, "still fine?", 10)
+	if res.IsError || sent.Outcome == nil || sent.Outcome.Output != "answer to still fine?" {
+		t.Errorf("the healthy sibling did not resume: %s %+v", text(res), sent)
+	}
+}

@@ -1,0 +1,157 @@
+package persist
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"math"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+)
+
+// Listing reads many children at once, so the two records it reads per
+// child are binary, not JSON: the by_parent index entry's value (what a
+// row shows, plus a checksum of the descriptor bytes) and the checkpoint.
+// Both decoders refuse anything malformed and never panic.
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+const indexRecordVersion = 1
+
+// indexRecord is the value of a by_parent entry: enough of the header to
+// list the child without decoding it, and the descriptor's checksum so a
+// listing notices mangled descriptor bytes without decoding them.
+type indexRecord struct {
+	depth     int64
+	mode      string
+	provider  string
+	label     string
+	descCRC   uint32
+	createdAt int64 // Unix nanoseconds
+}
+
+func encodeIndexRecord(h manager.Header, descriptor []byte) []byte {
+	b := make([]byte, 0, 32+len(h.Mode)+len(h.Provider)+len(h.Label))
+	b = append(b, indexRecordVersion)
+	b = binary.AppendVarint(b, int64(h.Depth))
+	b = binary.BigEndian.AppendUint32(b, checksum(descriptor))
+	b = binary.BigEndian.AppendUint64(b, uint64(h.CreatedAt.UnixNano()))
+	b = appendString(b, string(h.Mode))
+	b = appendString(b, h.Provider)
+	b = appendString(b, h.Label)
+	return b
+}
+
+var errMalformed = errors.New("malformed binary record")
+
+func decodeIndexRecord(b []byte) (indexRecord, error) {
+	var r indexRecord
+	if len(b) < 1 || b[0] != indexRecordVersion {
+		return r, errMalformed
+	}
+	b = b[1:]
+	d, n := binary.Varint(b)
+	if n <= 0 || d < 0 || d > math.MaxInt32 {
+		return r, errMalformed
+	}
+	b = b[n:]
+	if len(b) < 12 {
+		return r, errMalformed
+	}
+	r.depth = d
+	r.descCRC = binary.BigEndian.Uint32(b)
+	r.createdAt = int64(binary.BigEndian.Uint64(b[4:]))
+	b = b[12:]
+	var err error
+	if r.mode, b, err = readString(b); err != nil {
+		return r, err
+	}
+	if r.provider, b, err = readString(b); err != nil {
+		return r, err
+	}
+	if r.label, b, err = readString(b); err != nil {
+		return r, err
+	}
+	if len(b) != 0 {
+		return r, errMalformed
+	}
+	return r, nil
+}
+
+const checkpointVersion = 1
+
+// encodeCheckpoint is the checkpoint's binary form.
+func encodeCheckpoint(c manager.Checkpoint) []byte {
+	b := make([]byte, 0, 48+len(c.Mode)+len(c.Label)+len(c.Stop))
+	b = append(b, checkpointVersion)
+	b = binary.AppendVarint(b, c.Seq)
+	b = binary.AppendVarint(b, c.Usage.InputTokens)
+	b = binary.AppendVarint(b, c.Usage.OutputTokens)
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(c.Usage.CostUSD))
+	b = appendString(b, string(c.Mode))
+	b = appendString(b, c.Label)
+	b = appendString(b, string(c.Stop))
+	return b
+}
+
+// decodeCheckpoint decodes a projection checkpoint.
+func decodeCheckpoint(b []byte) (manager.Checkpoint, error) {
+	var c manager.Checkpoint
+	if len(b) < 1 || b[0] != checkpointVersion {
+		return c, errMalformed
+	}
+	b = b[1:]
+	var vals [3]int64
+	for i := range vals {
+		v, n := binary.Varint(b)
+		if n <= 0 || v < 0 {
+			return manager.Checkpoint{}, errMalformed
+		}
+		vals[i], b = v, b[n:]
+	}
+	if len(b) < 8 {
+		return manager.Checkpoint{}, errMalformed
+	}
+	cost := math.Float64frombits(binary.BigEndian.Uint64(b))
+	if math.IsNaN(cost) || math.IsInf(cost, 0) || cost < 0 {
+		return manager.Checkpoint{}, errMalformed
+	}
+	b = b[8:]
+	var mode, label, stop string
+	var err error
+	if mode, b, err = readString(b); err != nil {
+		return manager.Checkpoint{}, err
+	}
+	if label, b, err = readString(b); err != nil {
+		return manager.Checkpoint{}, err
+	}
+	if stop, b, err = readString(b); err != nil {
+		return manager.Checkpoint{}, err
+	}
+	if len(b) != 0 {
+		return manager.Checkpoint{}, errMalformed
+	}
+	c.Seq = vals[0]
+	c.Usage = manager.Usage{InputTokens: vals[1], OutputTokens: vals[2], CostUSD: cost}
+	c.Mode, c.Label, c.Stop = manager.Mode(mode), label, agent.StopReason(stop)
+	return c, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func readString(b []byte) (string, []byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return "", nil, errMalformed
+	}
+	return string(b[k : k+int(n)]), b[k+int(n):], nil
+}
+
+func unixTime(nanos int64) time.Time { return time.Unix(0, nanos).UTC() }

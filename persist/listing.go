@@ -1,0 +1,150 @@
+package persist
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mcp-subagent/mcp-subagent/manager"
+)
+
+var (
+	_ manager.Lister  = (*Store)(nil)
+	_ manager.Settler = (*Store)(nil)
+	_ manager.Batcher = (*Store)(nil)
+)
+
+// Listings reads a parent's children for a listing in one transaction,
+// decoding no JSON: each index entry's binary record (what a row shows),
+// the descriptor's bytes checked against the record's checksum, the binary
+// checkpoint and the journal's length. Headers are not read: a listing's
+// Header carries only the fields a row shows (ID, Parent, Depth, Mode,
+// Provider, Label, CreatedAt). A child whose record or descriptor is
+// mangled comes back with Corrupt set; the others are unaffected.
+func (s *Store) Listings(parent string) ([]manager.Listing, error) {
+	out := make([]manager.Listing, 0, 256)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		byParent, err := top(tx, bucketByParent)
+		if err != nil {
+			return err
+		}
+		descriptors, err := top(tx, bucketDescriptors)
+		if err != nil {
+			return err
+		}
+		checkpoints, err := top(tx, bucketCheckpoints)
+		if err != nil {
+			return err
+		}
+		journals, err := top(tx, bucketJournals)
+		if err != nil {
+			return err
+		}
+		idx := byParent.Bucket([]byte(parent))
+		if parent == "" || idx == nil {
+			return nil
+		}
+		c := idx.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if len(k) <= 8 {
+				s.log.Warn("skipping malformed index key", "parent", parent, "key", fmt.Sprintf("%x", k))
+				continue
+			}
+			id := k[8:]
+			l := manager.Listing{Header: manager.Header{ID: string(id), Parent: parent}}
+			rec, err := decodeIndexRecord(v)
+			if err == nil {
+				if d := descriptors.Get(id); d == nil || checksum(d) != rec.descCRC {
+					err = errors.New("descriptor bytes do not match their checksum")
+				}
+			}
+			if err != nil {
+				s.log.Warn("listing a corrupt child", "parent", parent, "child", string(id), "err", err)
+				l.Corrupt = true
+				out = append(out, l)
+				continue
+			}
+			l.Header.Depth, l.Header.Mode, l.Header.Provider, l.Header.Label = int(rec.depth), manager.Mode(rec.mode), rec.provider, rec.label
+			l.Header.CreatedAt = unixTime(rec.createdAt)
+			if b := checkpoints.Get(id); b != nil {
+				if cp, err := decodeCheckpoint(b); err == nil {
+					l.Checkpoint = &cp
+				}
+			}
+			if j := journals.Bucket(id); j != nil {
+				if n, err := journalLen(string(id), j); err == nil {
+					l.JournalLen = n
+				}
+			}
+			out = append(out, l)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Settle writes a child's final checkpoint and clears its active mark in
+// one commit.
+func (s *Store) Settle(childID string, cp manager.Checkpoint) error {
+	return s.WriteChild(childID, manager.ChildWrite{Settle: &cp})
+}
+
+// WriteChild applies a child's pending writes (create, events, settle) in
+// one commit: one disk sync for whatever piled up.
+func (s *Store) WriteChild(childID string, w manager.ChildWrite) error {
+	var hb, db, cb []byte
+	var err error
+	if c := w.Create; c != nil {
+		if c.Header.ID != childID {
+			return fmt.Errorf("persist: child %q: create names %q", childID, c.Header.ID)
+		}
+		if err := validateNew(c.Header, c.Descriptor); err != nil {
+			return err
+		}
+		if hb, err = json.Marshal(c.Header); err != nil {
+			return err
+		}
+		if db, err = json.Marshal(c.Descriptor); err != nil {
+			return err
+		}
+	}
+	encoded, err := encodeEvents(childID, w.Events)
+	if err != nil {
+		return err
+	}
+	if w.Settle != nil {
+		cb = encodeCheckpoint(*w.Settle)
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if w.Create != nil {
+			if err := putChild(tx, w.Create.Header, hb, db); err != nil {
+				return err
+			}
+		}
+		if len(w.Events) > 0 {
+			if err := appendEvents(tx, childID, w.Events, encoded); err != nil {
+				return err
+			}
+		}
+		if w.Settle == nil {
+			return nil
+		}
+		if err := requireChild(tx, childID); err != nil {
+			return err
+		}
+		checkpoints, err := top(tx, bucketCheckpoints)
+		if err != nil {
+			return err
+		}
+		if err := checkpoints.Put([]byte(childID), cb); err != nil {
+			return err
+		}
+		marks, err := top(tx, bucketActive)
+		if err != nil {
+			return err
+		}
+		return marks.Delete([]byte(childID))
+	})
+}
