@@ -15,6 +15,10 @@ const (
 	EventTurnStart EventKind = "turn/start"
 	EventMessage   EventKind = "message"
 	EventTurnEnd   EventKind = "turn/end"
+	// EventSession records an external agent's session handle (a Codex
+	// thread id, a Claude Code session id, an ACP session id) as soon as it
+	// is known, so a cold resume continues the same external session.
+	EventSession EventKind = "session"
 )
 
 // Source kinds of user-side messages. They keep the runtime's words apart
@@ -36,6 +40,18 @@ type Event struct {
 	Usage      *llm.Usage   `json:"usage,omitempty"`  // assistant messages only
 	StopReason StopReason   `json:"stop_reason,omitempty"`
 	Diagnostic string       `json:"diagnostic,omitempty"`
+	Session    string       `json:"session,omitempty"` // session events only
+}
+
+// LastSession returns the latest external session handle recorded in
+// events, or "".
+func LastSession(events []Event) string {
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Kind == EventSession {
+			return events[i].Session
+		}
+	}
+	return ""
 }
 
 // Journal is an agent's append-only, sequenced record of its conversation.
@@ -178,6 +194,10 @@ func Validate(events []Event) error {
 					return fmt.Errorf("journal event %d answers unknown tool call %q", i, e.Message.ToolCallID)
 				}
 				delete(pending, e.Message.ToolCallID)
+			}
+		case EventSession:
+			if e.Session == "" {
+				return fmt.Errorf("journal event %d records an empty session", i)
 			}
 		default:
 			return fmt.Errorf("journal event %d has unknown kind %q", i, e.Kind)

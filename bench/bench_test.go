@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"runtime"
 	"strconv"
@@ -222,7 +221,8 @@ func BenchmarkConcurrentBackground1000(b *testing.B) {
 		b.StopTimer()
 		base := runtime.NumGoroutine()
 		st := openStore(b)
-		_, client := fakeClient(b, fakeopenai.Script(fakeopenai.Reply{Text: "done", Delay: 50 * time.Millisecond}))
+		fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done", Delay: 50 * time.Millisecond}))
+		client := llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", Model: "fake-model"})
 		m := manager.New(manager.Options{Store: st})
 		if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "fake-model"})); err != nil {
 			b.Fatal(err)
@@ -259,7 +259,7 @@ func BenchmarkConcurrentBackground1000(b *testing.B) {
 			b.Fatal(err)
 		}
 		st.Close()
-		http.DefaultClient.CloseIdleConnections()
+		fake.Close() // ends the keep-alive connections and their goroutines
 		ok := false
 		for range 100 {
 			if runtime.NumGoroutine() <= base+2 {

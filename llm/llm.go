@@ -42,11 +42,14 @@ type ToolDef struct {
 type Usage struct {
 	InputTokens  int64 `json:"input_tokens"`
 	OutputTokens int64 `json:"output_tokens"`
+	// CostUSD is what the calls cost, where the agent reports it (external
+	// CLIs do; the chat API does not).
+	CostUSD float64 `json:"cost_usd,omitempty"`
 }
 
 // Add returns the sum of u and v.
 func (u Usage) Add(v Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens, CostUSD: u.CostUSD + v.CostUSD}
 }
 
 // FinishReason says why the model stopped producing a message.

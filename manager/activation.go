@@ -158,7 +158,7 @@ func (a *activation) run() {
 
 func resultOf(tr agent.TurnResult) Result {
 	return Result{Output: tr.Output, Structured: tr.Structured, Diagnostic: truncateUTF8(tr.Diagnostic, MaxDiagnostic),
-		StopReason: tr.StopReason, Usage: Usage{InputTokens: tr.Usage.InputTokens, OutputTokens: tr.Usage.OutputTokens}}
+		StopReason: tr.StopReason, Usage: Usage{InputTokens: tr.Usage.InputTokens, OutputTokens: tr.Usage.OutputTokens, CostUSD: tr.Usage.CostUSD}}
 }
 
 func (a *activation) finishTurn(msgID string, res Result) {

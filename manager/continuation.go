@@ -62,10 +62,14 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 		CreatedAt: time.Now().UTC(), SeedLen: int64(len(in.Seed))}
 	desc := Descriptor{Version: DescriptorVersion, Mode: ModeContinuable, Provider: name, Label: req.Label,
 		Model: in.Model, Persona: req.Persona, ToolFilter: req.ToolFilter, OutputSchema: req.OutputSchema, Session: in.Session}
-	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: req.Self(journal)})
+	cb, revoke := m.callback(req.Self(journal))
+	req.Callback = cb
+	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: req.Self(journal), Callback: cb})
 	if err != nil {
+		revoke()
 		return nil, startErr(ctx, name, err)
 	}
+	drv = revokingDriver{drv, revoke}
 	if err := ctx.Err(); err != nil {
 		_ = drv.Close()
 		return nil, startErr(ctx, name, err)
@@ -337,10 +341,13 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 		return nil, notResumable(fmt.Sprintf("its provider %q is not registered or cannot continue children", desc.Provider), nil)
 	}
 	self := ParentRef{Principal: hdr.Principal, AgentID: hdr.ID, Depth: hdr.Depth, DepthCap: hdr.DepthCap, Cwd: hdr.Cwd, Journal: journal}
-	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self})
+	cb, revoke := m.callback(self)
+	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb})
 	if err != nil {
+		revoke()
 		return nil, notResumable("its provider could not rebuild it", err)
 	}
+	drv = revokingDriver{drv, revoke}
 	a, err := m.activate(hdr, desc, drv, caller.AgentID, nil)
 	if err != nil {
 		_ = drv.Close()
@@ -398,4 +405,29 @@ func closeOpenTurn(events []agent.Event) (all, closing []agent.Event) {
 	closing = append(closing, agent.Event{Seq: seq, Kind: agent.EventTurnEnd, Time: now, Turn: turn,
 		StopReason: agent.StopAborted, Diagnostic: "the server stopped while this turn ran"})
 	return append(events, closing...), closing
+}
+
+// callback mints a child's callback endpoint, if the deployment offers one.
+func (m *Manager) callback(self ParentRef) (Callback, func()) {
+	if m.opts.Callback == nil {
+		return Callback{}, func() {}
+	}
+	cb, revoke := m.opts.Callback(self)
+	if revoke == nil {
+		revoke = func() {}
+	}
+	return cb, revoke
+}
+
+// revokingDriver revokes the child's callback endpoint when its activation
+// closes the driver (settlement or shutdown).
+type revokingDriver struct {
+	Driver
+	revoke func()
+}
+
+func (d revokingDriver) Close() error {
+	err := d.Driver.Close()
+	d.revoke()
+	return err
 }

@@ -407,6 +407,7 @@ func foldUsage(events []agent.Event) Usage {
 		if e.Usage != nil {
 			u.InputTokens += e.Usage.InputTokens
 			u.OutputTokens += e.Usage.OutputTokens
+			u.CostUSD += e.Usage.CostUSD
 		}
 	}
 	return u

@@ -29,6 +29,9 @@ type Options struct {
 	// OnNotice, when set, is told of every notice queued for a root
 	// principal (to push it to connected sessions). It must not block.
 	OnNotice func(principal string, n Notice)
+	// Callback, when set, mints the endpoint external children use to reach
+	// this server back; nil: none is offered.
+	Callback CallbackFunc
 }
 
 // EventType names a lifecycle event.
@@ -316,14 +319,16 @@ func (m *Manager) Start(ctx context.Context, name string, req StartRequest) (Run
 		return nil, err
 	}
 	req.ID = NewID()
+	revoke := m.mintCallback(&req, nil)
 	run, err := p.Start(ctx, req)
 	if err != nil {
+		revoke()
 		if ctx.Err() != nil {
 			return nil, &Error{Code: CodeCancelled, Provider: name, Message: "the start was cancelled", Err: err}
 		}
 		return nil, err
 	}
-	h := &handle{Run: run, m: m, provider: name}
+	h := &handle{Run: run, m: m, provider: name, revoke: revoke}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -385,6 +390,7 @@ type handle struct {
 	Run
 	m        *Manager
 	provider string
+	revoke   func()
 	once     sync.Once
 }
 
@@ -418,7 +424,26 @@ func (h *handle) Result() (Result, error) {
 	return res, err
 }
 
-func (h *handle) Dispose() { h.once.Do(h.Run.Dispose) }
+func (h *handle) Dispose() {
+	h.once.Do(func() {
+		h.Run.Dispose()
+		h.revoke()
+	})
+}
+
+// mintCallback gives req (a one-shot start) a callback endpoint bound to
+// the child; the returned func revokes it.
+func (m *Manager) mintCallback(req *StartRequest, journal *agent.Journal) func() {
+	if m.opts.Callback == nil {
+		return func() {}
+	}
+	cb, revoke := m.opts.Callback(req.Self(journal))
+	req.Callback = cb
+	if revoke == nil {
+		revoke = func() {}
+	}
+	return revoke
+}
 
 func truncateUTF8(s string, n int) string {
 	if len(s) <= n {

@@ -72,10 +72,23 @@ type StartRequest struct {
 	Progress func(note string)
 
 	// Set by the manager before the provider is called.
-	ID       string // the child's id; a local run's ID equals it
-	Depth    int    // the child's depth (parent's + 1)
-	DepthCap int    // the absolute cap for the child's own delegations
+	ID       string   // the child's id; a local run's ID equals it
+	Depth    int      // the child's depth (parent's + 1)
+	DepthCap int      // the absolute cap for the child's own delegations
+	Callback Callback // how an external child reaches this server back
 }
+
+// Callback is how an external child reaches this server back as an MCP
+// client (to report, list and delegate further): streamable HTTP on
+// loopback with a bearer token bound to that child and revoked when its
+// activation (or one-shot run) ends. Zero when the deployment offers none.
+type Callback struct {
+	URL   string // e.g. http://127.0.0.1:PORT/mcp
+	Token string // send as "Authorization: Bearer <Token>"
+}
+
+// CallbackFunc mints a Callback for a child acting as self; revoke ends it.
+type CallbackFunc func(self ParentRef) (cb Callback, revoke func())
 
 // Self is the ParentRef a child started by req uses for its own delegations.
 func (r StartRequest) Self(journal *agent.Journal) ParentRef {
@@ -171,6 +184,7 @@ type DriverRequest struct {
 	Descriptor Descriptor
 	Journal    *agent.Journal // rebuilt from the store; the driver appends to it
 	Self       ParentRef      // the child as a caller of delegation tools
+	Callback   Callback       // how an external child reaches this server back
 }
 
 // Driver runs a continuable child's turns. RunTurn records everything in
