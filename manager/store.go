@@ -101,7 +101,11 @@ type Store interface {
 	// creation order, reading no journal. A header that does not decode is
 	// returned as a Header with only ID set, and its id in corrupt.
 	Children(parent string) (headers []Header, corrupt []string, err error)
-	// Checkpoint and SetCheckpoint read and write a child's projection cache.
+	// Checkpoint and SetCheckpoint read and write a child's projection
+	// cache. A store keeps only a current checkpoint: SetCheckpoint with a
+	// Seq other than the journal's length stores nothing, and an append
+	// drops the stored one; so a checkpoint read back always passes the
+	// sequence gate.
 	Checkpoint(childID string) (Checkpoint, bool, error)
 	SetCheckpoint(childID string, c Checkpoint) error
 	// AddNotice queues a notice for a principal; TakeNotices removes and

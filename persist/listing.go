@@ -18,13 +18,13 @@ var (
 
 // Listings reads a parent's children for a listing in one transaction,
 // decoding no JSON: each index entry's binary record (what a row shows),
-// the descriptor's bytes checked against the record's checksum, the binary
-// checkpoint and the journal's length. Headers are not read: a listing's
+// the descriptor's bytes checked against the record's checksum, and the
+// binary checkpoint (current by construction). Headers are not read: a listing's
 // Header carries only the fields a row shows (ID, Parent, Depth, Mode,
 // Provider, Label, CreatedAt). A child whose record or descriptor is
 // mangled comes back with Corrupt set; the others are unaffected.
 func (s *Store) Listings(parent string) ([]manager.Listing, error) {
-	out := make([]manager.Listing, 0, 256)
+	var out []manager.Listing
 	err := s.db.View(func(tx *bolt.Tx) error {
 		byParent, err := top(tx, bucketByParent)
 		if err != nil {
@@ -38,15 +38,16 @@ func (s *Store) Listings(parent string) ([]manager.Listing, error) {
 		if err != nil {
 			return err
 		}
-		journals, err := top(tx, bucketJournals)
-		if err != nil {
-			return err
-		}
 		idx := byParent.Bucket([]byte(parent))
 		if parent == "" || idx == nil {
 			return nil
 		}
 		c := idx.Cursor()
+		n := 0
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			n++
+		}
+		out = make([]manager.Listing, 0, n)
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if len(k) <= 8 {
 				s.log.Warn("skipping malformed index key", "parent", parent, "key", fmt.Sprintf("%x", k))
@@ -68,14 +69,12 @@ func (s *Store) Listings(parent string) ([]manager.Listing, error) {
 			}
 			l.Header.Depth, l.Header.Mode, l.Header.Provider, l.Header.Label = int(rec.depth), manager.Mode(rec.mode), rec.provider, rec.label
 			l.Header.CreatedAt = unixTime(rec.createdAt)
+			// A stored checkpoint is current (appends drop it), so its Seq is
+			// the journal's length: no journal is opened here.
 			if b := checkpoints.Get(id); b != nil {
 				if cp, err := decodeCheckpoint(b); err == nil {
 					l.Checkpoint = &cp
-				}
-			}
-			if j := journals.Bucket(id); j != nil {
-				if n, err := journalLen(string(id), j); err == nil {
-					l.JournalLen = n
+					l.JournalLen = cp.Seq
 				}
 			}
 			out = append(out, l)
@@ -131,14 +130,7 @@ func (s *Store) WriteChild(childID string, w manager.ChildWrite) error {
 		if w.Settle == nil {
 			return nil
 		}
-		if err := requireChild(tx, childID); err != nil {
-			return err
-		}
-		checkpoints, err := top(tx, bucketCheckpoints)
-		if err != nil {
-			return err
-		}
-		if err := checkpoints.Put([]byte(childID), cb); err != nil {
+		if err := putCheckpoint(tx, childID, *w.Settle, cb); err != nil {
 			return err
 		}
 		marks, err := top(tx, bucketActive)

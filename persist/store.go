@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -352,7 +355,17 @@ func appendEvents(tx *bolt.Tx, childID string, events []agent.Event, encoded [][
 			return err
 		}
 	}
-	return nil
+	if len(events) == 0 {
+		return nil
+	}
+	// A checkpoint is current only while the journal has not grown: an
+	// append drops it, so a stored checkpoint always passes the sequence
+	// gate and a listing never opens a journal to check it.
+	checkpoints, err := top(tx, bucketCheckpoints)
+	if err != nil {
+		return err
+	}
+	return checkpoints.Delete([]byte(childID))
 }
 
 // Header returns the child's header.
@@ -409,7 +422,9 @@ func (s *Store) Descriptor(childID string) (manager.Descriptor, error) {
 // Events returns the child's whole journal. A key that is not the next
 // sequence, or an event whose Seq differs from its key, makes it corrupt.
 func (s *Store) Events(childID string) ([]agent.Event, error) {
-	var events []agent.Event
+	// The bytes are copied out in the transaction and decoded after it, on
+	// every core: decoding is nearly all of a cold resume's cost.
+	var raw [][]byte
 	err := s.db.View(func(tx *bolt.Tx) error {
 		j, err := journal(tx, childID)
 		if err != nil {
@@ -419,29 +434,64 @@ func (s *Store) Events(childID string) ([]agent.Event, error) {
 		if err != nil {
 			return err
 		}
-		events = make([]agent.Event, 0, n)
+		raw = make([][]byte, 0, n)
 		c := j.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
-			want := int64(len(events))
+			want := int64(len(raw))
 			if len(k) != 8 || int64(binary.BigEndian.Uint64(k)) != want {
 				return corrupt(childID, "journal", fmt.Errorf("expected sequence %d, found key %x", want, k))
 			}
 			if v == nil {
 				return corrupt(childID, "journal", fmt.Errorf("sequence %d is a bucket, not an event", want))
 			}
-			e, err := decodeEvent(v)
-			if err != nil {
-				return corrupt(childID, fmt.Sprintf("journal event %d", want), err)
-			}
-			if e.Seq != want {
-				return corrupt(childID, "journal", fmt.Errorf("key %d holds event with sequence %d", want, e.Seq))
-			}
-			events = append(events, e)
+			raw = append(raw, bytes.Clone(v))
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	return decodeEvents(childID, raw)
+}
+
+// decodeEvents decodes a journal's events in parallel chunks and checks
+// each holds its own sequence number.
+func decodeEvents(childID string, raw [][]byte) ([]agent.Event, error) {
+	events := make([]agent.Event, len(raw))
+	workers := runtime.GOMAXPROCS(0)
+	if len(raw) < 256 {
+		workers = 1
+	}
+	chunk := (len(raw) + workers - 1) / max(workers, 1)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		lo, hi := w*chunk, min((w+1)*chunk, len(raw))
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				e, err := decodeEvent(raw[i])
+				if err != nil {
+					errs[w] = corrupt(childID, fmt.Sprintf("journal event %d", i), err)
+					return
+				}
+				if e.Seq != int64(i) {
+					errs[w] = corrupt(childID, "journal", fmt.Errorf("key %d holds event with sequence %d", i, e.Seq))
+					return
+				}
+				events[i] = e
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
 	}
 	return events, nil
 }
@@ -543,16 +593,7 @@ func (s *Store) Checkpoint(childID string) (manager.Checkpoint, bool, error) {
 // SetCheckpoint replaces the child's projection checkpoint.
 func (s *Store) SetCheckpoint(childID string, c manager.Checkpoint) error {
 	b := encodeCheckpoint(c)
-	return s.db.Update(func(tx *bolt.Tx) error {
-		if err := requireChild(tx, childID); err != nil {
-			return err
-		}
-		checkpoints, err := top(tx, bucketCheckpoints)
-		if err != nil {
-			return err
-		}
-		return checkpoints.Put([]byte(childID), b)
-	})
+	return s.db.Update(func(tx *bolt.Tx) error { return putCheckpoint(tx, childID, c, b) })
 }
 
 // AddNotice queues n for principal. The store assigns n.Seq (per principal,
@@ -668,4 +709,25 @@ func (s *Store) Active() ([]string, error) {
 		return nil, err
 	}
 	return ids, nil
+}
+
+// putCheckpoint stores a checkpoint only if it is current: its Seq equals
+// the journal's length (a stale one is a cache miss, silently dropped).
+func putCheckpoint(tx *bolt.Tx, childID string, c manager.Checkpoint, b []byte) error {
+	j, err := journal(tx, childID)
+	if err != nil {
+		return err
+	}
+	n, err := journalLen(childID, j)
+	if err != nil {
+		return err
+	}
+	if c.Seq != n {
+		return nil
+	}
+	checkpoints, err := top(tx, bucketCheckpoints)
+	if err != nil {
+		return err
+	}
+	return checkpoints.Put([]byte(childID), b)
 }

@@ -88,7 +88,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 	if err := s.AppendEvents("c1", events); err != nil {
 		t.Fatal(err)
 	}
-	cp := manager.Checkpoint{Seq: 6, Mode: manager.ModeContinuable, Label: "x"}
+	cp := manager.Checkpoint{Seq: int64(len(events)), Mode: manager.ModeContinuable, Label: "x"}
 	if err := s.SetCheckpoint("c1", cp); err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +126,11 @@ func TestReopenKeepsEverything(t *testing.T) {
 	if n, err := r.JournalLen("c1"); err != nil || n != 6 {
 		t.Errorf("JournalLen after reopen = %d, %v", n, err)
 	}
-	if err := r.AppendEvents("c1", testTurn(6, "three")); err != nil {
-		t.Errorf("the journal does not continue after reopen: %v", err)
-	}
 	if c, ok, err := r.Checkpoint("c1"); err != nil || !ok || !reflect.DeepEqual(c, cp) {
 		t.Errorf("Checkpoint after reopen = %+v, %v, %v", c, ok, err)
+	}
+	if err := r.AppendEvents("c1", testTurn(6, "three")); err != nil {
+		t.Errorf("the journal does not continue after reopen: %v", err)
 	}
 	if hs, corrupt, err := r.Children(p); err != nil || len(corrupt) != 0 || len(hs) != 2 || hs[0].ID != "c1" || hs[1].ID != "c2" {
 		t.Errorf("Children after reopen = %+v, %v, %v", hs, corrupt, err)

@@ -177,6 +177,9 @@ func (s *Store) AppendEvents(childID string, events []agent.Event) error {
 		}
 	}
 	c.events = append(c.events, encoded...)
+	if len(events) > 0 {
+		c.checkpoint = nil // stale once the journal grows
+	}
 	return nil
 }
 
@@ -302,7 +305,9 @@ func (s *Store) SetCheckpoint(childID string, cp manager.Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	c.checkpoint = b
+	if cp.Seq == int64(len(c.events)) { // only a current checkpoint is kept
+		c.checkpoint = b
+	}
 	return nil
 }
 

@@ -421,7 +421,10 @@ func testChildrenOrder(t *testing.T, s manager.Store) {
 func testCheckpoints(t *testing.T, s manager.Store) {
 	mustCreate(t, s, header("c", "p", 0))
 	mustCreate(t, s, header("d", "p", time.Second))
-	cp := manager.Checkpoint{Seq: 12, Mode: manager.ModeContinuable, Label: "x",
+	if err := s.AppendEvents("c", turn(0, 1, "a")); err != nil { // 4 events
+		t.Fatal(err)
+	}
+	cp := manager.Checkpoint{Seq: 4, Mode: manager.ModeContinuable, Label: "x",
 		Usage: manager.Usage{InputTokens: 100, OutputTokens: 7, CostUSD: 0.25}, Stop: agent.StopAborted}
 	if err := s.SetCheckpoint("c", cp); err != nil {
 		t.Fatal(err)
@@ -430,7 +433,7 @@ func testCheckpoints(t *testing.T, s manager.Store) {
 	if err != nil || !ok || !reflect.DeepEqual(got, cp) {
 		t.Errorf("Checkpoint = %+v, %v, %v; want %+v", got, ok, err, cp)
 	}
-	cp2 := manager.Checkpoint{Seq: 20, Mode: manager.ModeContinuable, Label: "y"}
+	cp2 := manager.Checkpoint{Seq: 4, Mode: manager.ModeContinuable, Label: "y"}
 	if err := s.SetCheckpoint("c", cp2); err != nil {
 		t.Fatal(err)
 	}
@@ -439,6 +442,20 @@ func testCheckpoints(t *testing.T, s manager.Store) {
 	}
 	if _, ok, err := s.Checkpoint("d"); err != nil || ok {
 		t.Errorf("a sibling's checkpoint: ok=%v err=%v; want absent", ok, err)
+	}
+	// A checkpoint that is not current is a cache miss, never stored.
+	if err := s.SetCheckpoint("d", manager.Checkpoint{Seq: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.Checkpoint("d"); ok {
+		t.Error("a checkpoint ahead of the journal was stored")
+	}
+	// An append makes the stored checkpoint stale: it is dropped.
+	if err := s.AppendEvents("c", turn(4, 2, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.Checkpoint("c"); ok {
+		t.Error("a checkpoint survived a journal append")
 	}
 }
 
