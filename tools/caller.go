@@ -20,6 +20,23 @@ func Principal(ctx context.Context) string {
 	return p
 }
 
+type childKey struct{}
+
+// withChild marks ctx as a call from an external child agent that reached
+// the server back with its callback token.
+func withChild(ctx context.Context, self manager.ParentRef) context.Context {
+	return context.WithValue(ctx, childKey{}, self)
+}
+
+// caller is the identity of an MCP call: the external child its callback
+// token names, or the root principal the transport names.
+func (s *Server) caller(ctx context.Context) manager.ParentRef {
+	if self, ok := ctx.Value(childKey{}).(manager.ParentRef); ok {
+		return self
+	}
+	return s.rootCaller(ctx)
+}
+
 // rootCaller is the ParentRef of a root MCP client.
 func (s *Server) rootCaller(ctx context.Context) manager.ParentRef {
 	p := Principal(ctx)

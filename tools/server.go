@@ -2,6 +2,8 @@ package tools
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -44,7 +46,9 @@ type Server struct {
 	mcp   *server.MCPServer
 
 	mu       sync.Mutex
-	sessions map[string]map[string]bool // principal → MCP session ids seen
+	sessions map[string]map[string]bool   // principal → MCP session ids seen
+	tokens   map[string]manager.ParentRef // callback token → external child
+	cbURL    string
 }
 
 // tool is one tool: its definition and its handler, shared by MCP callers
@@ -68,7 +72,7 @@ type call struct {
 
 // New builds the tool handlers over mgr.
 func New(mgr *manager.Manager, opts Options) (*Server, error) {
-	s := &Server{mgr: mgr, opts: opts, log: opts.Logger, sessions: map[string]map[string]bool{}}
+	s := &Server{mgr: mgr, opts: opts, log: opts.Logger, sessions: map[string]map[string]bool{}, tokens: map[string]manager.ParentRef{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -166,31 +170,88 @@ func subagentSchema(providers []manager.ProviderInfo) ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// Register adds the root-facing tools to an MCP server.
+// Register adds the tools to an MCP server built with Filter as its tool
+// filter: report is listed (and callable) only for child callers.
 func (s *Server) Register(ms *server.MCPServer) {
 	s.mcp = ms
 	for _, t := range s.tools {
-		if !t.rootToo {
-			continue
-		}
 		def := mcp.NewToolWithRawSchema(t.name, t.description, t.schema)
 		def.Annotations = t.annotations
 		ms.AddTool(def, s.mcpHandler(t))
 	}
 }
 
-// mcpHandler adapts a tool for a root MCP client: the caller comes from the
-// transport; pending notices for the principal ride along with the result.
+// Filter is the MCP server's tool filter: root callers do not see the
+// child-only tools (report).
+func (s *Server) Filter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+	if _, child := ctx.Value(childKey{}).(manager.ParentRef); child {
+		return tools
+	}
+	out := tools[:0:0]
+	for _, t := range tools {
+		if tt := s.tool(t.Name); tt == nil || tt.rootToo {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// SetCallbackURL sets where external children reach the server back (the
+// callback listener's /mcp URL).
+func (s *Server) SetCallbackURL(url string) {
+	s.mu.Lock()
+	s.cbURL = url
+	s.mu.Unlock()
+}
+
+// MintCallback issues a bearer token bound to an external child; revoke
+// ends it (at the child's settlement). It is the manager's CallbackFunc.
+func (s *Server) MintCallback(self manager.ParentRef) (manager.Callback, func()) {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	tok := "mcps_" + hex.EncodeToString(b[:])
+	self.Journal = nil // an external child has no in-process journal
+	s.mu.Lock()
+	s.tokens[tok] = self
+	url := s.cbURL
+	s.mu.Unlock()
+	return manager.Callback{URL: url, Token: tok}, func() {
+		s.mu.Lock()
+		delete(s.tokens, tok)
+		s.mu.Unlock()
+	}
+}
+
+// ChildContext resolves a callback bearer token; ok is false for an
+// unknown or revoked token.
+func (s *Server) ChildContext(ctx context.Context, token string) (context.Context, bool) {
+	s.mu.Lock()
+	self, ok := s.tokens[token]
+	s.mu.Unlock()
+	if !ok {
+		return ctx, false
+	}
+	return withChild(ctx, self), true
+}
+
+// mcpHandler adapts a tool for an MCP caller: the caller comes from the
+// transport (a root principal, or an external child by its callback
+// token); a root principal's pending notices ride along with the result.
 func (s *Server) mcpHandler(t *tool) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		caller := s.rootCaller(ctx)
-		s.rememberSession(ctx, caller.Principal)
+		caller := s.caller(ctx)
+		root := caller.AgentID == ""
+		if root {
+			s.rememberSession(ctx, caller.Principal)
+		}
 		c := call{caller: caller, args: req.GetArguments()}
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 			c.progress = s.progressSender(ctx, req.Params.Meta.ProgressToken)
 		}
 		res := t.handle(ctx, c)
-		appendNotices(res, s.mgr.TakeNotices(caller.Principal))
+		if root {
+			appendNotices(res, s.mgr.TakeNotices(caller.Principal))
+		}
 		return res, nil
 	}
 }

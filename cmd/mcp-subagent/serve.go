@@ -124,6 +124,12 @@ func serve(ctx context.Context, o serveOptions, stdin io.Reader, stdout io.Write
 			if ts != nil {
 				ts.PushNotice(principal, n)
 			}
+		},
+		Callback: func(self manager.ParentRef) (manager.Callback, func()) {
+			if ts == nil {
+				return manager.Callback{}, nil
+			}
+			return ts.MintCallback(self)
 		}})
 	lc := llmFromEnv(cfg.LLM)
 	if lc.APIKey == "" {
@@ -153,8 +159,19 @@ func serve(ctx context.Context, o serveOptions, stdin io.Reader, stdout io.Write
 		return fmt.Errorf("recovering children from %s: %w", dataDir, err)
 	}
 	ms := server.NewMCPServer("mcp-subagent", version,
-		server.WithToolCapabilities(false), server.WithLogging(), server.WithRecovery())
+		server.WithToolCapabilities(false), server.WithLogging(), server.WithRecovery(),
+		server.WithToolFilter(ts.Filter))
 	ts.Register(ms)
+	if needsCallbacks(mgr) {
+		cctx, stopCallbacks := context.WithCancel(ctx)
+		url, stopped, err := serveCallbacks(cctx, ms, ts, log.With("component", "callback"))
+		if err != nil {
+			stopCallbacks()
+			return fmt.Errorf("callback listener: %w", err)
+		}
+		ts.SetCallbackURL(url)
+		defer func() { stopCallbacks(); <-stopped }()
+	}
 
 	defer func() {
 		// Give runs a moment to wind down; the transports have cancelled
@@ -267,4 +284,16 @@ func isLoopbackAddr(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// needsCallbacks reports whether any registered provider runs external
+// children, which reach the server back over the loopback callback
+// listener.
+func needsCallbacks(m *manager.Manager) bool {
+	for _, p := range m.Providers() {
+		if p.Name != "spawn" && p.Name != "fork" {
+			return true
+		}
+	}
+	return false
 }
