@@ -125,12 +125,40 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persist: open %s: %w", path, err)
 	}
-	if err := db.Update(initLayout); err != nil {
+	// A store already laid out is only read at open: no write, no disk sync
+	// on the start path.
+	if err := db.View(checkLayout); errors.Is(err, errNeedsLayout) {
+		err = db.Update(initLayout)
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("persist: %s: %w", path, err)
+		}
+	} else if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("persist: %s: %w", path, err)
 	}
 	log.Debug("store opened", "path", path)
 	return &Store{db: db, dir: dir, path: path, log: log}, nil
+}
+
+var errNeedsLayout = errors.New("store needs its layout")
+
+// checkLayout checks, read-only, that every top-level bucket exists and the
+// format version is the one this build reads.
+func checkLayout(tx *bolt.Tx) error {
+	for _, name := range topBuckets {
+		if tx.Bucket(name) == nil {
+			return errNeedsLayout
+		}
+	}
+	want := fmt.Sprint(FormatVersion)
+	switch got := tx.Bucket(bucketMeta).Get(keyFormat); {
+	case got == nil:
+		return errNeedsLayout
+	case string(got) != want:
+		return fmt.Errorf("store format %q is not the format %s this build reads", got, want)
+	}
+	return nil
 }
 
 // initLayout creates the top-level buckets and checks the format version.
