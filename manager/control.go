@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -273,8 +272,9 @@ type Row struct {
 	Parent    string    `json:"parent,omitempty"`
 	Depth     int       `json:"depth,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
-	Usage     *Usage    `json:"usage,omitempty"`
-	Reason    string    `json:"reason,omitempty"` // corrupt, unavailable
+	Usage     *Usage    `json:"usage,omitempty"`      // the child's own
+	TreeUsage *Usage    `json:"tree_usage,omitempty"` // the child's and all its descendants'
+	Reason    string    `json:"reason,omitempty"`     // corrupt, unavailable
 }
 
 // ListChildren lists the caller's direct continuable children, live state
@@ -294,9 +294,34 @@ func (m *Manager) list(root string, deep bool) ([]Row, error) {
 	if m.store == nil {
 		return nil, newErr(CodeControlUnavailable, "listing needs a session store; none is configured")
 	}
+	if !deep {
+		ls, err := m.listings(root)
+		if err != nil {
+			return nil, &Error{Code: CodeControlUnavailable, Message: "reading the session store failed", Err: err}
+		}
+		rows := make([]Row, 0, len(ls))
+		for _, l := range ls {
+			if l.Corrupt {
+				rows = append(rows, Row{Kind: "diagnostic", ID: l.Header.ID, Reason: "corrupt"})
+				continue
+			}
+			r := m.row(l)
+			r.TreeUsage = r.Usage
+			if l.HasChildren && r.Usage != nil {
+				if below, err := m.TreeUsage(r.ID); err == nil {
+					t := r.Usage.plus(below)
+					r.TreeUsage = &t
+				}
+			}
+			rows = append(rows, r)
+		}
+		return rows, nil
+	}
+	// The whole subtree, breadth first; tree usage summed bottom-up.
 	var rows []Row
+	depthOf := map[string]int{root: 0}
+	parentOf := map[string]string{}
 	queue := []string{root}
-	seen := map[string]bool{}
 	for len(queue) > 0 {
 		addr := queue[0]
 		queue = queue[1:]
@@ -304,26 +329,54 @@ func (m *Manager) list(root string, deep bool) ([]Row, error) {
 		if err != nil {
 			return nil, &Error{Code: CodeControlUnavailable, Message: "reading the session store failed", Err: err}
 		}
-		rows = slices.Grow(rows, len(ls))
 		for _, l := range ls {
-			if seen[l.Header.ID] {
+			id := l.Header.ID
+			if _, seen := depthOf[id]; seen {
 				continue
 			}
-			seen[l.Header.ID] = true
+			depthOf[id], parentOf[id] = depthOf[addr]+1, addr
 			if l.Corrupt {
-				rows = append(rows, Row{Kind: "diagnostic", ID: l.Header.ID, Reason: "corrupt"})
+				rows = append(rows, Row{Kind: "diagnostic", ID: id, Reason: "corrupt"})
 				continue
 			}
 			rows = append(rows, m.row(l))
-			if deep {
-				queue = append(queue, l.Header.ID)
-			}
+			queue = append(queue, id)
 		}
 	}
-	if deep {
-		sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt.Before(rows[j].CreatedAt) })
+	tree := make(map[string]Usage, len(rows))
+	for i := len(rows) - 1; i >= 0; i-- { // breadth-first order reversed: children before parents
+		r := &rows[i]
+		if r.Usage == nil {
+			continue
+		}
+		t := tree[r.ID].plus(*r.Usage)
+		tree[r.ID] = t
+		r.TreeUsage = &t
+		p := parentOf[r.ID]
+		tree[p] = tree[p].plus(t)
 	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt.Before(rows[j].CreatedAt) })
 	return rows, nil
+}
+
+func (u Usage) plus(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens, CostUSD: u.CostUSD + v.CostUSD}
+}
+
+// TreeUsage returns what the descendants of an agent (a child id) have
+// used so far, all levels summed.
+func (m *Manager) TreeUsage(agentID string) (Usage, error) {
+	rows, err := m.list(agentID, true)
+	if err != nil {
+		return Usage{}, err
+	}
+	var u Usage
+	for _, r := range rows {
+		if r.Usage != nil {
+			u = u.plus(*r.Usage)
+		}
+	}
+	return u, nil
 }
 
 // listings reads a parent's children: in one read where the store can,
@@ -351,6 +404,9 @@ func (m *Manager) listings(parent string) ([]Listing, error) {
 				l.Checkpoint = &cp
 			}
 			l.JournalLen, _ = m.store.JournalLen(h.ID)
+			if kids, _, err := m.store.Children(h.ID); err == nil {
+				l.HasChildren = len(kids) > 0
+			}
 		}
 		out = append(out, l)
 	}

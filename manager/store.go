@@ -130,9 +130,10 @@ var ErrCorrupt = errors.New("persisted child data is corrupt")
 type Listing struct {
 	Header Header // ID always set
 	// Corrupt is true when the header or the descriptor bytes do not decode.
-	Corrupt    bool
-	Checkpoint *Checkpoint // nil when none is stored (or it does not decode)
-	JournalLen int64
+	Corrupt     bool
+	Checkpoint  *Checkpoint // nil when none is stored (or it does not decode)
+	JournalLen  int64
+	HasChildren bool // the child has children of its own in the index
 }
 
 // Lister is an optional Store ability: a parent's children with their

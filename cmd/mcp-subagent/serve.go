@@ -144,9 +144,13 @@ func serve(ctx context.Context, o serveOptions, stdin io.Reader, stdout io.Write
 	}
 	sopts := spawn.Options{Client: client, Model: lc.Model, Persona: cfg.Persona, Shell: cfg.Shell,
 		MaxSteps: cfg.LLM.MaxSteps, MaxTokens: cfg.LLM.MaxTokens, DelegationTools: delegation, Logger: log}
-	for _, p := range []manager.Provider{spawn.New(sopts), spawn.NewFork(sopts)} {
+	external, err := externalProviders(cfg.Providers, log.With("component", "provider"))
+	if err != nil {
+		return err
+	}
+	for _, p := range append([]manager.Provider{spawn.New(sopts), spawn.NewFork(sopts)}, external...) {
 		if err := mgr.Register(p); err != nil {
-			return err
+			return fmt.Errorf("config: %w", err)
 		}
 	}
 	ts, err = tools.New(mgr, tools.Options{Roots: cfg.Roots, DefaultProvider: cfg.DefaultProvider,
@@ -162,7 +166,7 @@ func serve(ctx context.Context, o serveOptions, stdin io.Reader, stdout io.Write
 		server.WithToolCapabilities(false), server.WithLogging(), server.WithRecovery(),
 		server.WithToolFilter(ts.Filter))
 	ts.Register(ms)
-	if needsCallbacks(mgr) {
+	if len(external) > 0 { // external children reach the server back here
 		cctx, stopCallbacks := context.WithCancel(ctx)
 		url, stopped, err := serveCallbacks(cctx, ms, ts, log.With("component", "callback"))
 		if err != nil {
@@ -284,16 +288,4 @@ func isLoopbackAddr(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// needsCallbacks reports whether any registered provider runs external
-// children, which reach the server back over the loopback callback
-// listener.
-func needsCallbacks(m *manager.Manager) bool {
-	for _, p := range m.Providers() {
-		if p.Name != "spawn" && p.Name != "fork" {
-			return true
-		}
-	}
-	return false
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -32,7 +33,7 @@ type Spec struct {
 type Process struct {
 	cmd    *exec.Cmd
 	Stdin  io.WriteCloser
-	Stdout io.ReadCloser
+	Stdout io.ReadCloser // read it to EOF; close it when done
 	stderr *tail
 	done   chan struct{}
 	err    error // the Wait result, once done
@@ -67,12 +68,22 @@ func Start(s Spec) (*Process, error) {
 	if p.Stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
-	if p.Stdout, err = cmd.StdoutPipe(); err != nil {
+	// Our own pipe, not cmd.StdoutPipe: Wait closes that one as soon as the
+	// process exits, losing the last lines still unread (a CLI's final
+	// result). With an *os.File as Stdout, the read end is ours and yields
+	// everything up to EOF.
+	r, w, err := os.Pipe()
+	if err != nil {
 		return nil, err
 	}
+	cmd.Stdout = w
+	p.Stdout = r
 	if err := cmd.Start(); err != nil {
+		r.Close()
+		w.Close()
 		return nil, err
 	}
+	w.Close() // the child holds the write end now
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)

@@ -1,0 +1,176 @@
+package acp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
+)
+
+// Permission policies for the agent's session/request_permission calls.
+const (
+	PermissionDeny  = "deny"  // the default: every request is rejected and recorded in the diagnostic
+	PermissionAllow = "allow" // every request is allowed once; explicit configuration only
+)
+
+// Options configures a provider. Zero values mean the defaults given.
+type Options struct {
+	// Name is the provider's name in the registry; zero: "acp".
+	Name string
+	// Command is the agent's executable (a path, or a name looked up on the
+	// server's PATH when New runs). Required.
+	Command string
+	// Args are the agent's arguments, without the executable.
+	Args []string
+	// Env is the agent's whole environment ("KEY=value"): nothing of the
+	// server's own environment leaks into the child. Zero: an empty
+	// environment (real agents usually need at least HOME and PATH).
+	Env []string
+	// Permission is the policy for the agent's permission requests:
+	// PermissionDeny (zero) or PermissionAllow.
+	Permission string
+	// Timeout bounds one turn, starting the agent included; a turn that
+	// runs longer is cancelled and ends with StopError. Zero: no bound
+	// (interrupt and shutdown still end it).
+	Timeout time.Duration
+	// Logger receives the provider's logs; nil: discarded.
+	Logger *slog.Logger
+}
+
+// Provider runs children as Agent Client Protocol agents over stdio.
+type Provider struct {
+	opts Options
+	path string // the resolved Command
+	log  *slog.Logger
+}
+
+var (
+	_ manager.Provider    = (*Provider)(nil)
+	_ manager.Continuable = (*Provider)(nil)
+	_ manager.Describer   = (*Provider)(nil)
+)
+
+// New returns an ACP provider. It fails, naming the field, when Command is
+// missing or not found, Permission is unknown or Timeout is negative.
+func New(opts Options) (*Provider, error) {
+	if opts.Name == "" {
+		opts.Name = "acp"
+	}
+	if opts.Command == "" {
+		return nil, errors.New("acp: Options.Command is required: the ACP agent's executable")
+	}
+	path, err := exec.LookPath(opts.Command)
+	if err != nil {
+		return nil, fmt.Errorf("acp: Options.Command %q: %w", opts.Command, err)
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return nil, fmt.Errorf("acp: Options.Command %q: %w", opts.Command, err)
+	}
+	switch opts.Permission {
+	case "":
+		opts.Permission = PermissionDeny
+	case PermissionDeny, PermissionAllow:
+	default:
+		return nil, fmt.Errorf("acp: Options.Permission %q: want %q or %q", opts.Permission, PermissionDeny, PermissionAllow)
+	}
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("acp: Options.Timeout %v must not be negative", opts.Timeout)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts.Args = append([]string(nil), opts.Args...)
+	opts.Env = append([]string(nil), opts.Env...)
+	return &Provider{opts: opts, path: path, log: log.With("provider", opts.Name)}, nil
+}
+
+// Name returns the provider's registry name.
+func (p *Provider) Name() string { return p.opts.Name }
+
+// Capabilities are all false: ACP has no standard way to ask an agent for
+// an output schema, a tool filter or a persona, and an agent may nest
+// agents of its own that no depth cap of ours can see (see the package doc).
+func (p *Provider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
+
+// InheritsParentContext is false: the child starts from its prompt only.
+func (p *Provider) InheritsParentContext() bool { return false }
+
+// Description describes the provider for the tool's description.
+func (p *Provider) Description() string {
+	return fmt.Sprintf("an external Agent Client Protocol agent (%s) working in its cwd; it has its own tools, and its permission requests are %s",
+		filepath.Base(p.path), map[string]string{PermissionDeny: "denied", PermissionAllow: "allowed"}[p.opts.Permission])
+}
+
+// Start runs a one-shot child: one turn in a fresh agent process and
+// session, then disposed (the process group is stopped).
+func (p *Provider) Start(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	journal, err := agent.NewJournal(nil)
+	if err != nil {
+		return nil, err
+	}
+	d, err := p.newDriver(req.ID, req.Cwd, "", journal, req.Callback)
+	if err != nil {
+		return nil, err
+	}
+	if req.Progress != nil {
+		d.unsubscribe = journal.Subscribe(progressNotes(req.Progress))
+	}
+	return extturn.OneShot(ctx, req.ID, d, req.Prompt), nil
+}
+
+// PrepareContinuable supplies a new child's creation inputs. The ACP
+// session id is not known yet: the first turn opens the session and
+// records its id in the journal.
+func (p *Provider) PrepareContinuable(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+	if _, err := absCwd(req.Cwd); err != nil {
+		return manager.CreationInputs{}, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
+	}
+	return manager.CreationInputs{}, nil
+}
+
+// NewDriver builds the driver of a new or resumed child. It starts
+// nothing: the agent process is started by the first turn that needs it.
+func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
+	return p.newDriver(req.Header.ID, req.Header.Cwd, req.Descriptor.Session, req.Journal, req.Callback)
+}
+
+func (p *Provider) newDriver(id, cwd, session string, journal *agent.Journal, cb manager.Callback) (*driver, error) {
+	abs, err := absCwd(cwd)
+	if err != nil {
+		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
+	}
+	return &driver{p: p, id: id, cwd: abs, descSession: session, journal: journal, callback: cb,
+		log: p.log.With("agent_id", id)}, nil
+}
+
+// absCwd makes a child's working directory absolute, as session/new
+// requires; empty means the server's.
+func absCwd(cwd string) (string, error) {
+	return filepath.Abs(cwd)
+}
+
+// progressNotes turns a one-shot run's journal into short progress notes.
+func progressNotes(send func(string)) func(agent.Event) {
+	return func(e agent.Event) {
+		if e.Kind != agent.EventMessage || e.Message == nil || e.Message.Role != llm.RoleAssistant {
+			return
+		}
+		s := []rune(e.Message.Content)
+		if len(s) > 80 {
+			s = append(s[:79], '…')
+		}
+		send(string(s))
+	}
+}

@@ -1,0 +1,181 @@
+package acp
+
+import (
+	"context"
+	"sync"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+)
+
+// client is our side of one ACP connection: what the agent may call on us.
+//
+// The SDK calls SessionUpdate on the goroutine that processes every
+// notification in order, and holds each response until the notifications
+// before it are processed; its queue holds 1024 and overflow closes the
+// connection. So nothing here blocks: updates and permission outcomes are
+// appended to an unbounded queue that the turn goroutine drains, and only
+// that goroutine writes the journal.
+type client struct {
+	policy string
+	flow   *flow // told of each update handled; nil: no flow control
+
+	mu         sync.Mutex
+	items      []item
+	cancelling bool          // the turn was cancelled: permission requests get "cancelled"
+	signal     chan struct{} // buffered 1: items are waiting
+}
+
+var _ acpsdk.Client = (*client)(nil)
+
+// item is one thing the turn goroutine must record.
+type item struct {
+	session acpsdk.SessionId
+	update  *acpsdk.SessionUpdate
+	perm    *permission
+}
+
+// permission is how a permission request was answered.
+type permission struct {
+	title   string
+	outcome string // "allowed", "denied" or "cancelled"
+	option  string // the option selected, if any
+}
+
+func newClient(policy string) *client {
+	return &client{policy: policy, signal: make(chan struct{}, 1)}
+}
+
+func (c *client) push(it item) {
+	c.mu.Lock()
+	c.items = append(c.items, it)
+	c.mu.Unlock()
+	select {
+	case c.signal <- struct{}{}:
+	default:
+	}
+}
+
+// take removes and returns every waiting item.
+func (c *client) take() []item {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	its := c.items
+	c.items = nil
+	return its
+}
+
+// beginTurn clears the queue (updates outside a turn are not recorded)
+// and the cancelled state.
+func (c *client) beginTurn() {
+	c.mu.Lock()
+	c.items, c.cancelling = nil, false
+	c.mu.Unlock()
+}
+
+// cancel makes every later permission request of this turn answer
+// "cancelled", as ACP requires once session/cancel is sent.
+func (c *client) cancel() {
+	c.mu.Lock()
+	c.cancelling = true
+	c.mu.Unlock()
+}
+
+// SessionUpdate queues the update; it never blocks.
+func (c *client) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) error {
+	u := n.Update
+	c.push(item{session: n.SessionId, update: &u})
+	if c.flow != nil {
+		c.flow.handledOne()
+	}
+	return nil
+}
+
+// RequestPermission answers at once by the policy: deny selects a reject
+// option, allow an allow option; with no fitting option, or once the turn
+// is cancelled, the outcome is "cancelled". No request is left pending.
+func (c *client) RequestPermission(_ context.Context, r acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+	c.mu.Lock()
+	cancelling := c.cancelling
+	c.mu.Unlock()
+	title := toolTitle(r.ToolCall)
+	p := &permission{title: title, outcome: "cancelled"}
+	var out acpsdk.RequestPermissionOutcome
+	if !cancelling {
+		prefer := []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindRejectOnce, acpsdk.PermissionOptionKindRejectAlways}
+		verdict := "denied"
+		if c.policy == PermissionAllow {
+			prefer = []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindAllowOnce, acpsdk.PermissionOptionKindAllowAlways}
+			verdict = "allowed"
+		}
+		if id, ok := pickOption(r.Options, prefer); ok {
+			out.Selected = &acpsdk.RequestPermissionOutcomeSelected{OptionId: id}
+			p.outcome, p.option = verdict, string(id)
+		} else if verdict == "denied" {
+			// No reject option: cancelling the request denies it too.
+			p.outcome = "denied"
+		}
+	}
+	if out.Selected == nil {
+		out.Cancelled = &acpsdk.RequestPermissionOutcomeCancelled{}
+	}
+	c.push(item{session: r.SessionId, perm: p})
+	return acpsdk.RequestPermissionResponse{Outcome: out}, nil
+}
+
+// pickOption returns the first option of the most preferred kind.
+func pickOption(opts []acpsdk.PermissionOption, prefer []acpsdk.PermissionOptionKind) (acpsdk.PermissionOptionId, bool) {
+	for _, k := range prefer {
+		for _, o := range opts {
+			if o.Kind == k {
+				return o.OptionId, true
+			}
+		}
+	}
+	return "", false
+}
+
+func toolTitle(tc acpsdk.ToolCallUpdate) string {
+	if tc.Title != nil && *tc.Title != "" {
+		return *tc.Title
+	}
+	if tc.Kind != nil {
+		return string(*tc.Kind) + " " + string(tc.ToolCallId)
+	}
+	return "tool call " + string(tc.ToolCallId)
+}
+
+// The client offers no file system and no terminal (initialize advertises
+// neither), so an agent that calls these anyway gets an error: the agent
+// works in its cwd with its own tools.
+
+func (c *client) ReadTextFile(context.Context, acpsdk.ReadTextFileRequest) (acpsdk.ReadTextFileResponse, error) {
+	return acpsdk.ReadTextFileResponse{}, notOffered(acpsdk.ClientMethodFsReadTextFile)
+}
+
+func (c *client) WriteTextFile(context.Context, acpsdk.WriteTextFileRequest) (acpsdk.WriteTextFileResponse, error) {
+	return acpsdk.WriteTextFileResponse{}, notOffered(acpsdk.ClientMethodFsWriteTextFile)
+}
+
+func (c *client) CreateTerminal(context.Context, acpsdk.CreateTerminalRequest) (acpsdk.CreateTerminalResponse, error) {
+	return acpsdk.CreateTerminalResponse{}, notOffered(acpsdk.ClientMethodTerminalCreate)
+}
+
+func (c *client) KillTerminal(context.Context, acpsdk.KillTerminalRequest) (acpsdk.KillTerminalResponse, error) {
+	return acpsdk.KillTerminalResponse{}, notOffered(acpsdk.ClientMethodTerminalKill)
+}
+
+func (c *client) TerminalOutput(context.Context, acpsdk.TerminalOutputRequest) (acpsdk.TerminalOutputResponse, error) {
+	return acpsdk.TerminalOutputResponse{}, notOffered(acpsdk.ClientMethodTerminalOutput)
+}
+
+func (c *client) ReleaseTerminal(context.Context, acpsdk.ReleaseTerminalRequest) (acpsdk.ReleaseTerminalResponse, error) {
+	return acpsdk.ReleaseTerminalResponse{}, notOffered(acpsdk.ClientMethodTerminalRelease)
+}
+
+func (c *client) WaitForTerminalExit(context.Context, acpsdk.WaitForTerminalExitRequest) (acpsdk.WaitForTerminalExitResponse, error) {
+	return acpsdk.WaitForTerminalExitResponse{}, notOffered(acpsdk.ClientMethodTerminalWaitForExit)
+}
+
+func notOffered(method string) error {
+	return acpsdk.NewMethodNotFound(method)
+}

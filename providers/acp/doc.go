@@ -1,0 +1,112 @@
+// Package acp provides the acp provider: children that are Agent Client
+// Protocol agents (codex-acp, claude-agent-acp, gemini --acp, …) run as
+// child processes and driven over stdio with github.com/coder/acp-go-sdk,
+// protocol version 1.
+//
+// # What it owns
+//
+// A driver per child activation owns one agent process (in its own process
+// group, with exactly the configured environment: nothing of the server's
+// leaks in) and one ACP connection. The process is started by the first
+// turn that needs it and kept for the rest of the activation; Close closes
+// its stdin, gives it a moment to exit, then stops the whole group and
+// reaps it, so no orphan and no zombie outlives the child. The manager
+// owns everything else (activation, residency, settlement, persistence).
+//
+// # Protocol mapping
+//
+//   - initialize: protocol v1, clientCapabilities with fs and terminal
+//     false (the agent works in its cwd with its own tools; fs/* and
+//     terminal/* calls are answered "method not found").
+//     agentCapabilities.loadSession and mcpCapabilities.http are recorded.
+//   - session/new: cwd is the child's cwd made absolute; mcpServers is []
+//     or, when the deployment offers a callback and the agent accepts HTTP
+//     MCP servers, this server as {type:"http", name:"subagent", url,
+//     headers:[Authorization: Bearer <token>]}. An agent without HTTP MCP
+//     support gets [] and a warning in the log: it cannot call back. The
+//     session id goes into the journal as a session event.
+//   - session/load: on a cold resume (a new activation of a child whose
+//     journal records a session) and after the process was stopped, when
+//     the agent offers loadSession. The history it replays is discarded:
+//     the journal already holds it.
+//   - session/prompt: one per turn, the turn's inputs joined into one text
+//     block (non-user sources labelled). session/update notifications
+//     stream into the journal: agent_message_chunk text accumulates into
+//     one assistant message, flushed before each note and at the turn's
+//     end; tool_call and a tool_call_update that completes or fails become
+//     short notes ("[tool: Read file (pending)]", "[tool completed: Read
+//     file]"); usage_update's cumulative USD cost adds the turn's share to
+//     the usage, and the prompt response's token usage (where the agent
+//     sends it) adds tokens. Thoughts, plans, replayed user chunks and the
+//     other kinds are not recorded. The update handler never blocks: it
+//     appends to a queue drained by the turn's goroutine. The SDK's own
+//     queue holds 1024 notifications and closes the connection when it
+//     overflows, which a burst (a long session/load replay) does even with
+//     a handler that never blocks; so the agent's stdout is read no further
+//     while 256 updates wait to be handled, and the agent's writes wait on
+//     the pipe instead.
+//   - session/cancel: when the turn's ctx ends (interrupt, shutdown,
+//     timeout). The turn waits up to one second for the prompt's answer;
+//     an agent that does not answer has its process group stopped, and the
+//     next turn starts a new process that loads the session (or opens a
+//     new one, see below). Permission requests that arrive after the
+//     cancel are answered "cancelled".
+//
+// # Stop reasons
+//
+//	ACP stopReason        result          diagnostic
+//	end_turn              completed
+//	max_tokens            max-tokens      token limit
+//	refusal               refusal         the agent declined
+//	cancelled             aborted
+//	max_turn_requests     error           request limit per turn
+//	anything else         error           the unknown reason, quoted
+//	(interrupted)         aborted         the turn was cancelled
+//	(Options.Timeout)     error           the turn timed out
+//	(agent died/failed)   error           the error and the tail of its stderr
+//
+// The output is the last non-empty assistant message, also for a turn that
+// did not complete.
+//
+// # Permission policy
+//
+// No request is ever left pending: session/request_permission is answered
+// at once. Deny (the default) selects a reject_once option, else
+// reject_always, else answers "cancelled", and adds "denied: <tool call
+// title>" to the turn's diagnostic. Allow (explicit configuration only)
+// selects allow_once, else allow_always, else answers "cancelled". Every
+// answer is also a note in the journal.
+//
+// # Capabilities
+//
+//	OutputSchema  false  ACP has no standard output schema
+//	ToolFilter    false  ACP has no standard tool filter
+//	Persona       false  ACP has no standard system prompt
+//	DepthLimit    false  the manager enforces depth on delegations made
+//	                     through our callback, but an agent may nest
+//	                     agents of its own that no cap of ours can see
+//
+// TestCapabilitiesAreRefusedBeforeStart pins that requests needing them are
+// refused with UNSUPPORTED_CAPABILITY before any process starts. The
+// deployment's depth cap still holds for every delegation the child makes
+// through this server.
+//
+// # Continuable children and resume
+//
+// The provider is continuable. An activation keeps its process between
+// queued turns; when the child settles the process is stopped, and its next
+// activation (a follow-up, or a restart of the server) starts a new process
+// and continues the journal's session with session/load. An agent that does
+// not offer loadSession (or fails to load the session) continues in a new
+// session without its earlier conversation: the journal notes it and
+// records the new session id. Such a child is still resumable, but the
+// agent itself forgets what came before.
+//
+// # Caveats
+//
+// Cancelling the ctx of the SDK's Prompt call (v0.13.0) makes it return at
+// once and drop the agent's answer; that is why a turn sends session/cancel
+// itself and waits for the answer under its own bound. The driver sets the
+// connection's logger to the provider's, since the SDK logs to
+// slog.Default otherwise.
+package acp

@@ -1,0 +1,194 @@
+package claudecode
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
+)
+
+// DefaultName is the provider's name when Options.Name is empty.
+const DefaultName = "claude-code"
+
+// Options configures a Provider. Zero values mean the defaults given.
+type Options struct {
+	Name    string // zero: DefaultName
+	// Command is the CLI; zero: "claude". A name without a slash is looked
+	// up on the server's PATH when a child starts (or resumes).
+	Command string
+	// Args are extra arguments, placed before the provider's own flags.
+	Args []string
+	// Env is the child's whole environment: nothing of the server's own
+	// environment reaches the CLI unless it is listed here, and the provider
+	// adds nothing. The CLI needs at least HOME (or CLAUDE_CONFIG_DIR, where
+	// it keeps sessions) and its credentials (ANTHROPIC_API_KEY, …).
+	Env   []string
+	Model string // zero: the CLI's default; passed as --model
+	// PermissionMode is passed as --permission-mode; zero: "dontAsk", which
+	// denies every tool use not pre-approved, so no approval is ever left
+	// pending. Others: acceptEdits, bypassPermissions, default, plan, auto.
+	PermissionMode string
+	// Timeout bounds one turn; zero: none. A turn that runs out is stopped
+	// (its whole process group) and ends with StopError.
+	Timeout time.Duration
+	Logger  *slog.Logger // nil: discarded
+}
+
+// Provider runs Claude Code CLI children. It is safe for concurrent use.
+type Provider struct {
+	opts Options
+	log  *slog.Logger
+}
+
+var (
+	_ manager.Provider    = (*Provider)(nil)
+	_ manager.Continuable = (*Provider)(nil)
+	_ manager.Describer   = (*Provider)(nil)
+)
+
+// New returns a claude-code provider.
+func New(opts Options) *Provider {
+	if opts.Name == "" {
+		opts.Name = DefaultName
+	}
+	if opts.Command == "" {
+		opts.Command = "claude"
+	}
+	if opts.PermissionMode == "" {
+		opts.PermissionMode = "dontAsk"
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{opts: opts, log: log}
+}
+
+// Name returns the provider's registered name.
+func (p *Provider) Name() string { return p.opts.Name }
+
+// Capabilities are true only where the tests show the CLI honours them;
+// see the package documentation for the table.
+func (p *Provider) Capabilities() manager.Capabilities {
+	return manager.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
+}
+
+// InheritsParentContext is false: a child starts a fresh Claude session.
+func (p *Provider) InheritsParentContext() bool { return false }
+
+// Description describes the provider for the subagent tool.
+func (p *Provider) Description() string {
+	return "a Claude Code CLI agent (claude -p) in its cwd with Claude's own tools; it runs headless: tools that need approval are denied unless allowed"
+}
+
+// Start runs a one-shot child: one turn, not persisted by the CLI either
+// (--no-session-persistence), then disposed.
+func (p *Provider) Start(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	journal, err := agent.NewJournal(nil)
+	if err != nil {
+		return nil, err
+	}
+	d, err := p.newDriver(turnConfig{cwd: req.Cwd, model: p.opts.Model, persona: req.Persona, filter: req.ToolFilter,
+		schema: req.OutputSchema, callback: req.Callback, ephemeral: true}, journal)
+	if err != nil {
+		return nil, err
+	}
+	if req.Progress != nil {
+		d.unsubscribe = journal.Subscribe(agent.ProgressNotes(req.Progress))
+	}
+	return extturn.OneShot(ctx, req.ID, d, req.Prompt), nil
+}
+
+// PrepareContinuable supplies a new child's creation inputs: only the
+// model. The Claude session id is chosen by the first turn and recorded in
+// the journal as a session event once the CLI confirms it.
+func (p *Provider) PrepareContinuable(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+	if err := ctx.Err(); err != nil {
+		return manager.CreationInputs{}, err
+	}
+	return manager.CreationInputs{Model: p.opts.Model}, nil
+}
+
+// NewDriver builds a child's driver from its descriptor and journal, for a
+// new child and a cold resume alike: the session comes from the journal's
+// last session event, the cwd from the header.
+func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
+	d := req.Descriptor
+	model := d.Model
+	if model == "" {
+		model = p.opts.Model
+	}
+	return p.newDriver(turnConfig{cwd: req.Header.Cwd, model: model, persona: d.Persona, filter: d.ToolFilter,
+		schema: d.OutputSchema, callback: req.Callback, session: d.Session}, req.Journal)
+}
+
+// turnConfig is what every turn of one child is run with.
+type turnConfig struct {
+	cwd       string
+	model     string
+	persona   string
+	filter    *manager.ToolFilter
+	schema    json.RawMessage
+	callback  manager.Callback
+	session   string // the descriptor's session, used when the journal has none
+	ephemeral bool   // one-shot: no session kept
+}
+
+func (p *Provider) newDriver(cfg turnConfig, journal *agent.Journal) (*driver, error) {
+	path, err := exec.LookPath(p.opts.Command)
+	if err == nil {
+		// The process runs in the child's cwd, where a relative path would
+		// name another file.
+		path, err = filepath.Abs(path)
+	}
+	if err != nil {
+		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
+			Message: fmt.Sprintf("the Claude Code CLI %q was not found: %v", p.opts.Command, err), Err: err}
+	}
+	d := &driver{p: p, path: path, cfg: cfg, journal: journal}
+	if len(cfg.schema) > 0 {
+		compact, err := compactJSON(cfg.schema)
+		if err != nil {
+			return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "output_schema: " + err.Error()}
+		}
+		d.cfg.schema = compact
+		rs, err := agent.ResolveObjectSchema(compact)
+		if err != nil {
+			return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "output_schema: " + err.Error()}
+		}
+		d.resolved = rs
+	}
+	return d, nil
+}
+
+// compactJSON puts a schema on one line for the command line, keeping its
+// bytes otherwise (no number is rounded through float64).
+func compactJSON(raw json.RawMessage) (json.RawMessage, error) {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// validate checks a structured output against the child's schema.
+func validate(rs *jsonschema.Resolved, raw json.RawMessage) error {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return err
+	}
+	return rs.Validate(v)
+}

@@ -1,0 +1,284 @@
+package codex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
+)
+
+// TokenEnv is the environment variable through which a child's Codex gets
+// the bearer token for this server's MCP endpoint: Codex reads it through
+// mcp_servers.subagent.bearer_token_env_var, so the token never appears on
+// a command line.
+const TokenEnv = "MCP_SUBAGENT_TOKEN"
+
+// ServerName is the name under which a child's Codex knows this server as an
+// MCP server (its tools reach the model as subagent.<tool>).
+const ServerName = "subagent"
+
+// DefaultSandbox is the sandbox a child's commands run in when
+// Options.Sandbox is zero.
+const DefaultSandbox = "workspace-write"
+
+// Options configures a provider. Zero values mean the defaults given.
+type Options struct {
+	Name    string   // zero: "codex"
+	Command string   // the codex executable; zero: "codex" looked up on the server's PATH
+	Args    []string // extra arguments placed right after "exec" (e.g. --ignore-user-config)
+	// Env is the child's whole environment: nothing of the server's own
+	// environment leaks in. Codex needs HOME (or CODEX_HOME) and, for the npm
+	// launcher, a PATH that finds node; list them here. TokenEnv is added
+	// when the child gets a callback endpoint.
+	Env   []string
+	Model string // -m; zero: Codex's configured model
+	// Sandbox is the -s sandbox for the child's commands (read-only,
+	// workspace-write, danger-full-access); zero: DefaultSandbox.
+	Sandbox string
+	// Config holds extra -c key=value overrides (value in TOML), applied
+	// after the provider's own, so an explicit setting here wins (for
+	// example approval_policy).
+	Config []string
+	// Timeout bounds one turn; when it passes, the whole process group is
+	// stopped and the turn ends with an error. Zero: no bound.
+	Timeout time.Duration
+	Logger  *slog.Logger // nil: silent
+}
+
+// Provider runs Codex CLI children.
+type Provider struct {
+	opts Options
+	log  *slog.Logger
+}
+
+var (
+	_ manager.Provider    = (*Provider)(nil)
+	_ manager.Continuable = (*Provider)(nil)
+	_ manager.Describer   = (*Provider)(nil)
+)
+
+// New returns a codex provider.
+func New(opts Options) *Provider {
+	if opts.Name == "" {
+		opts.Name = "codex"
+	}
+	if opts.Command == "" {
+		opts.Command = "codex"
+	}
+	if opts.Sandbox == "" {
+		opts.Sandbox = DefaultSandbox
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{opts: opts, log: log}
+}
+
+// Name returns the provider's registered name.
+func (p *Provider) Name() string { return p.opts.Name }
+
+// Capabilities reports what a test shows Codex honours: output schemas
+// (--output-schema), a persona (developer_instructions), and depth (its own
+// sub-agents are switched off, so nesting goes only through this server).
+// There is no tool filter: Codex's built-in tools cannot be listed and
+// removed per child.
+func (p *Provider) Capabilities() manager.Capabilities {
+	return manager.Capabilities{OutputSchema: true, DepthLimit: true, Persona: true}
+}
+
+// InheritsParentContext is false: a Codex child starts from its prompt only.
+func (p *Provider) InheritsParentContext() bool { return false }
+
+// Description describes the provider for the subagent tool.
+func (p *Provider) Description() string {
+	return "the Codex CLI as a child agent in its cwd: it reads, edits and runs commands in Codex's sandbox (" +
+		p.opts.Sandbox + "), never waits for approval, and keeps its Codex thread across follow-ups"
+}
+
+// command resolves the executable.
+func (p *Provider) command() (string, error) {
+	path, err := exec.LookPath(p.opts.Command)
+	if err != nil {
+		return "", &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
+			Message: fmt.Sprintf("the codex command %q was not found; install @openai/codex or configure its path", p.opts.Command), Err: err}
+	}
+	return path, nil
+}
+
+// Start runs a one-shot child: one turn on a fresh, ephemeral Codex thread.
+func (p *Provider) Start(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if _, err := p.command(); err != nil {
+		return nil, err
+	}
+	journal, err := agent.NewJournal(nil)
+	if err != nil {
+		return nil, err
+	}
+	d := &driver{p: p, cwd: req.Cwd, journal: journal, callback: req.Callback, ephemeral: true,
+		model: p.opts.Model, persona: req.Persona, schema: req.OutputSchema}
+	if req.Progress != nil {
+		unsub := journal.Subscribe(progress(req.Progress))
+		run := extturn.OneShot(ctx, req.ID, d, req.Prompt)
+		go func() { <-run.Done(); unsub() }()
+		return run, nil
+	}
+	return extturn.OneShot(ctx, req.ID, d, req.Prompt), nil
+}
+
+// progress turns the journal's assistant messages into short notes.
+func progress(send func(string)) func(agent.Event) {
+	return func(e agent.Event) {
+		if e.Kind != agent.EventMessage || e.Message == nil || e.Message.Role != llm.RoleAssistant {
+			return
+		}
+		if s := e.Message.Content; strings.HasPrefix(s, "[") {
+			send(clip(strings.Trim(s, "[]"), 120))
+			return
+		}
+		send("answered")
+	}
+}
+
+// PrepareContinuable supplies a new child's creation inputs: only the
+// model. The Codex thread id is not known until the first turn starts; the
+// driver records it in the journal as a session event.
+func (p *Provider) PrepareContinuable(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+	if _, err := p.command(); err != nil {
+		return manager.CreationInputs{}, err
+	}
+	return manager.CreationInputs{Model: p.opts.Model}, nil
+}
+
+// NewDriver builds a child's driver from its header, descriptor and
+// journal, for a new child and a cold resume alike: the thread to continue
+// is the last session the journal recorded.
+func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
+	if req.Journal == nil {
+		return nil, errors.New("codex: no journal")
+	}
+	model := req.Descriptor.Model
+	if model == "" {
+		model = p.opts.Model
+	}
+	return &driver{p: p, cwd: req.Header.Cwd, journal: req.Journal, callback: req.Callback,
+		model: model, persona: req.Descriptor.Persona, schema: req.Descriptor.OutputSchema,
+		session: req.Descriptor.Session}, nil
+}
+
+// args builds the command line of one turn. The exec-level options come
+// before the resume subcommand, which takes the thread id; the prompt is
+// "-": Codex reads it from stdin.
+func (d *driver) args(session, schemaFile string) []string {
+	o := d.p.opts
+	args := []string{"exec"}
+	args = append(args, o.Args...)
+	args = append(args, "--json", "--skip-git-repo-check", "-s", o.Sandbox)
+	if d.cwd != "" {
+		args = append(args, "-C", d.cwd)
+	}
+	if d.model != "" {
+		args = append(args, "-m", d.model)
+	}
+	if d.ephemeral {
+		args = append(args, "--ephemeral")
+	}
+	cfg := []string{
+		// Headless: nothing may wait for an approval nobody can give; what
+		// the sandbox refuses comes back to the model as a failed command.
+		`approval_policy="never"`,
+		// Codex's own sub-agents would nest beyond the manager's depth cap.
+		"features.multi_agent=false",
+		"features.multi_agent_v2=false",
+	}
+	if d.persona != "" {
+		cfg = append(cfg, "developer_instructions="+tomlString(d.persona))
+	}
+	if d.callback.URL != "" {
+		cfg = append(cfg, "mcp_servers."+ServerName+".url="+tomlString(d.callback.URL))
+		if d.callback.Token != "" {
+			cfg = append(cfg, "mcp_servers."+ServerName+".bearer_token_env_var="+tomlString(TokenEnv))
+		}
+		// Under approval_policy="never" Codex refuses every MCP tool call
+		// that would need an approval; this server's own tools are
+		// pre-approved, since it authorises each call itself (the token is
+		// bound to this child; depth and ownership are the manager's).
+		cfg = append(cfg, "mcp_servers."+ServerName+`.default_tools_approval_mode="approve"`)
+	}
+	cfg = append(cfg, o.Config...)
+	for _, kv := range cfg {
+		args = append(args, "-c", kv)
+	}
+	if schemaFile != "" {
+		args = append(args, "--output-schema", schemaFile)
+	}
+	if session != "" {
+		args = append(args, "resume", session)
+	}
+	return append(args, "-")
+}
+
+// env is the child's whole environment: the configured one, plus the
+// callback token when there is an endpoint.
+func (d *driver) env() []string {
+	env := make([]string, 0, len(d.p.opts.Env)+1)
+	for _, kv := range d.p.opts.Env {
+		if strings.HasPrefix(kv, TokenEnv+"=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	if d.callback.URL != "" && d.callback.Token != "" {
+		env = append(env, TokenEnv+"="+d.callback.Token)
+	}
+	return env
+}
+
+// tomlString quotes s as a TOML basic string.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// clip bounds s to n bytes on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && (s[cut]&0xC0) == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -1,0 +1,107 @@
+// Package codex provides the codex provider: children that are runs of the
+// Codex CLI (`codex exec --json`), continued turn after turn on one Codex
+// thread with `codex exec resume <thread_id>`.
+//
+// The package owns the command line, the mapping of Codex's JSONL events to
+// the child's journal and result, and the child's process: one process
+// group per turn, nothing resident between turns. The thread lives in
+// Codex's own session files (under the child's CODEX_HOME); its id is
+// recorded in the journal as a session event the moment thread.started
+// arrives, so a follow-up, an interrupted turn's successor and a cold
+// resume after a server restart all continue the same thread.
+//
+// # Commands
+//
+//	first turn    codex exec [Args] --json --skip-git-repo-check -s SANDBOX -C CWD [-m MODEL] -c ... [--output-schema FILE] -
+//	later turns   codex exec [Args] --json --skip-git-repo-check -s SANDBOX -C CWD [-m MODEL] -c ... [--output-schema FILE] resume THREAD -
+//	one-shot run  the first form with --ephemeral (the thread is not kept)
+//
+// The exec-level options go before the resume subcommand (codex 0.171's
+// `exec resume` takes no -C or -s of its own; placed before it they apply).
+// The prompt is "-": the turn's inputs, joined by extturn.Prompt, are
+// written to stdin, which is then closed. The -c overrides the provider
+// always sets are approval_policy="never", features.multi_agent=false and
+// features.multi_agent_v2=false; with a persona, developer_instructions;
+// with a callback endpoint, mcp_servers.subagent.{url,bearer_token_env_var,
+// default_tools_approval_mode}. Options.Config follows them, so an explicit
+// setting there wins.
+//
+// # Events
+//
+//	thread.started                  the session handle (extturn SetSession)
+//	item.completed agent_message    an assistant message; the last is the output
+//	item.completed reasoning        ignored
+//	item.completed command_execution, file_change, mcp_tool_call, web_search
+//	                                a note ("ran: <command> (exit N)"); a failed or refused one
+//	                                is also a diagnostic line
+//	item.completed error, error     a diagnostic line; not terminal
+//	turn.completed                  completed; its usage is the thread's running total, so the
+//	                                turn is credited the difference from what the journal
+//	                                already counted for the thread
+//	turn.failed                     error, its message first in the diagnostic
+//	exit without either             error, with the exit status and the stderr tail
+//	interrupt (ctx cancelled)       aborted: the process group is stopped (SIGTERM, SIGKILL
+//	                                after 400ms) and reaped, well within a second
+//	Options.Timeout passed          error, group stopped likewise
+//
+// With an output schema, the final agent message must be a JSON object that
+// validates against it; it is then the result's Structured, else the turn
+// ends with an error (Output keeps the text).
+//
+// # Capabilities
+//
+//	OutputSchema  true   written to a temp file for --output-schema (Codex sends it to the model
+//	                     as a strict json_schema text format) and the answer validated here.
+//	                     TestAnOutputSchemaGoesToCodexAndItsAnswerIsStructured,
+//	                     TestRealCodexHonoursTheOutputSchema.
+//	Persona       true   -c developer_instructions=<persona>: the real CLI sends it to the model
+//	                     as a developer message. TestAPersonaBecomesDeveloperInstructions,
+//	                     TestRealCodexCompletesAFollowupAndAColdResumeOnOneThread.
+//	DepthLimit    true   Codex's own sub-agents (features multi_agent, multi_agent_v2) are off, so
+//	                     a child nests only by calling this server back, where the manager
+//	                     enforces the depth cap. The real-CLI test checks that no agent tool is
+//	                     offered to the model. Caveat: a Codex config (CODEX_HOME) that itself
+//	                     registers a delegating MCP server (this server over stdio, say) would
+//	                     open a second way to nest; a deployment must not give children one.
+//	ToolFilter    false  Codex's built-in tools cannot be listed and removed per child; a filter
+//	                     is refused before start. TestCapabilitiesAreCheckedBeforeStart.
+//
+// # Headless policy
+//
+// No approval is ever left pending: approval_policy="never" makes Codex
+// run what its sandbox (Options.Sandbox, default workspace-write: writes
+// inside the cwd only) permits and hand anything else back to the model as
+// a failed command. Each failed or refused command is a diagnostic line
+// (TestASandboxDenialIsDiagnosed). Allowing more is explicit configuration:
+// Options.Sandbox, or approval settings in Options.Config.
+//
+// Under that policy Codex refuses every MCP tool call that would need an
+// approval, including calls to this server. When the child has a callback
+// endpoint, this server is configured as the MCP server "subagent"
+// (streamable HTTP), its bearer token passed through the TokenEnv variable
+// (bearer_token_env_var: the token is never on a command line) and its
+// tools pre-approved (default_tools_approval_mode="approve"): the server
+// authorises each call itself, with a token bound to this child.
+// TestTheChildCallsThisServerBackWithItsBearerToken,
+// TestRealCodexCallsThisServerBackOverMCPWithoutAnApproval.
+//
+// # Processes
+//
+// The child's environment is Options.Env and nothing else of the server's
+// (plus TokenEnv when there is a callback), so Env must give Codex what it
+// needs: HOME or CODEX_HOME, and a PATH that finds node for the npm
+// launcher. Each turn's process runs in its own group via the proc
+// package; interrupt, timeout and server shutdown stop the whole group, and
+// a turn never returns with a member of the group still running. Stdout is
+// read to its end on a duplicate of the pipe (exec closes its own read end
+// once the process is reaped, which would lose the last lines); lines are
+// always drained, so Codex never blocks on a full pipe.
+//
+// # Caveats
+//
+// Interrupting a turn stops the process; Codex writes its session files as
+// it goes, so the next turn resumes the thread with whatever the
+// interrupted turn had recorded. A turn whose process died before
+// thread.started leaves no thread id; if no earlier turn recorded one
+// either, the next turn starts a new thread and says so in its diagnostic.
+package codex
