@@ -55,6 +55,6 @@ func serveCallbacks(ctx context.Context, ms *server.MCPServer, ts *tools.Server,
 		_ = srv.Shutdown(sctx)
 	}()
 	url = "http://" + ln.Addr().String() + "/mcp"
-	log.Info("serving callbacks for external children", "url", url)
+	log.Info("serving callbacks for external children", "callback_url", url)
 	return url, stopped, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeacp"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 )
 
@@ -28,6 +29,10 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	// Re-executed as a fake ACP agent by a configured provider.
+	if os.Getenv(fakeacp.EnvFake) == "1" {
+		os.Exit(fakeacp.Main())
+	}
 	dir, err := os.MkdirTemp("", "mcp-subagent-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

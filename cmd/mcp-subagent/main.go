@@ -65,6 +65,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcp-subagent:", err)
 		return 2
 	}
+	// A client that goes away closes our stderr too: without this, the next
+	// log line would kill the server by SIGPIPE before it can stop its
+	// children. Writes to a closed pipe return an error instead.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, o, stdin, stdout, log); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeacp"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -23,8 +24,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envFake) == "1" {
-		os.Exit(serveFake())
+	if os.Getenv(fakeacp.EnvFake) == "1" {
+		os.Exit(fakeacp.Main())
 	}
 	os.Exit(m.Run())
 }
@@ -51,12 +52,12 @@ func newFixture(t *testing.T, c fakeConfig) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, dir: t.TempDir(), cwd: t.TempDir()}
-	env := []string{envFake + "=1", envDir + "=" + f.dir}
+	env := []string{fakeacp.EnvFake + "=1", fakeacp.EnvDir + "=" + f.dir}
 	if c.load {
-		env = append(env, envLoad+"=1")
+		env = append(env, fakeacp.EnvLoad+"=1")
 	}
 	if c.http {
-		env = append(env, envHTTP+"=1")
+		env = append(env, fakeacp.EnvHTTP+"=1")
 	}
 	f.opts = Options{Command: exe, Env: env, Permission: c.permission, Timeout: c.timeout}
 	t.Cleanup(func() { f.checkGroupsGone() })
@@ -132,7 +133,7 @@ func (f *fixture) wait(w func(context.Context) (manager.Result, bool)) manager.R
 }
 
 // records reads what the fake agents were asked, in order.
-func (f *fixture) records() []record {
+func (f *fixture) records() []fakeacp.Record {
 	f.t.Helper()
 	fh, err := os.Open(filepath.Join(f.dir, "calls.jsonl"))
 	if errors.Is(err, os.ErrNotExist) {
@@ -142,11 +143,11 @@ func (f *fixture) records() []record {
 		f.t.Fatal(err)
 	}
 	defer fh.Close()
-	var out []record
+	var out []fakeacp.Record
 	sc := bufio.NewScanner(fh)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var r record
+		var r fakeacp.Record
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			f.t.Fatalf("calls.jsonl: %v", err)
 		}
@@ -155,8 +156,8 @@ func (f *fixture) records() []record {
 	return out
 }
 
-func (f *fixture) calls(method string) []record {
-	var out []record
+func (f *fixture) calls(method string) []fakeacp.Record {
+	var out []fakeacp.Record
 	for _, r := range f.records() {
 		if r.Method == method {
 			out = append(out, r)
@@ -166,7 +167,7 @@ func (f *fixture) calls(method string) []record {
 }
 
 // waitCall waits until the fakes recorded n calls of method.
-func (f *fixture) waitCall(method string, n int) []record {
+func (f *fixture) waitCall(method string, n int) []fakeacp.Record {
 	f.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -380,7 +381,7 @@ func TestTurnFollowupAndHygiene(t *testing.T) {
 				t.Errorf("the server's environment leaked into the agent: %s", kv)
 			}
 		}
-		if !slices.Contains(s.Env, envFake+"=1") {
+		if !slices.Contains(s.Env, fakeacp.EnvFake+"=1") {
 			t.Errorf("the configured environment is missing: %q", s.Env)
 		}
 	}
@@ -491,7 +492,7 @@ func TestUpdateFloodIsNotLost(t *testing.T) {
 	f := newFixture(t, fakeConfig{})
 	m := f.manager(memstore.New(), nil)
 	_, res := f.start(m, "flood")
-	if res.StopReason != agent.StopCompleted || res.Output != strings.Repeat("x", floodChunks) {
+	if res.StopReason != agent.StopCompleted || res.Output != strings.Repeat("x", fakeacp.FloodChunks) {
 		t.Fatalf("result: %s, output of %d bytes, diagnostic %q", res.StopReason, len(res.Output), res.Diagnostic)
 	}
 }
@@ -795,11 +796,11 @@ func TestLongReplayLoads(t *testing.T) {
 	m := f.manager(store, nil)
 	id, _ := f.start(m, "hello")
 	session := lastSession(t, store, id)
-	long := make([]exchange, 4000)
+	long := make([]fakeacp.Exchange, 4000)
 	for i := range long {
-		long[i] = exchange{User: "old question", Agent: "old answer"}
+		long[i] = fakeacp.Exchange{User: "old question", Agent: "old answer"}
 	}
-	(&fakeAgent{dir: f.dir}).save(session, long)
+	fakeacp.SaveSession(f.dir, session, long)
 	_, res := f.send(m, id, "again")
 	if res.StopReason != agent.StopCompleted || res.Output != "echo: again (turn 4001)" {
 		t.Fatalf("result = %+v", res)

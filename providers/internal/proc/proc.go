@@ -55,6 +55,7 @@ func Start(s Spec) (*Process, error) {
 		cmd.Env = []string{}
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setDeathSignal(cmd.SysProcAttr)
 	limit := s.StderrLimit
 	if limit <= 0 {
 		limit = 16 << 10
