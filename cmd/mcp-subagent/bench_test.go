@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,13 +30,31 @@ func percentiles(b *testing.B, prefix string, ds []time.Duration) {
 	b.ReportMetric(at(0.99), prefix+"-p99-ms")
 }
 
-// BenchmarkStartToInitialize measures from exec of the server to the
-// initialize response on stdout.
+// BenchmarkStartToInitialize measures from exec of a server to its
+// initialize response on stdout: mcp-subagent, and, when installed, a
+// Node-based MCP server as the peer baseline (MCP_SUBAGENT_PEER names its
+// command line, e.g. "node_modules/.bin/mcp-server-filesystem /tmp").
 func BenchmarkStartToInitialize(b *testing.B) {
+	b.Run("mcp-subagent", func(b *testing.B) {
+		benchStart(b, func() *exec.Cmd {
+			cmd := exec.Command(binary, "serve", "--log-level", "error", "--data-dir", b.TempDir())
+			cmd.Env = serverEnv(nil, nil)
+			return cmd
+		})
+	})
+	b.Run("node-peer", func(b *testing.B) {
+		peer := strings.Fields(os.Getenv("MCP_SUBAGENT_PEER"))
+		if len(peer) == 0 {
+			b.Skip("set MCP_SUBAGENT_PEER to a Node MCP server's command line to compare")
+		}
+		benchStart(b, func() *exec.Cmd { return exec.Command(peer[0], peer[1:]...) })
+	})
+}
+
+func benchStart(b *testing.B, newCmd func() *exec.Cmd) {
 	var ds []time.Duration
 	for b.Loop() {
-		cmd := exec.Command(binary, "serve", "--log-level", "error", "--data-dir", b.TempDir())
-		cmd.Env = serverEnv(nil, nil)
+		cmd := newCmd()
 		stdin, _ := cmd.StdinPipe()
 		stdout, _ := cmd.StdoutPipe()
 		t0 := time.Now()
@@ -53,9 +73,8 @@ func BenchmarkStartToInitialize(b *testing.B) {
 			b.Fatalf("response %q", line)
 		}
 		stdin.Close()
-		if err := cmd.Wait(); err != nil {
-			b.Fatal(err)
-		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 	}
 	percentiles(b, "start", ds)
 }
