@@ -39,5 +39,7 @@
 // Caveats: a failed final flush is logged, not fatal; a later listing then
 // folds the journal, and a mark left set makes the next start announce the
 // epoch again. A crash can lose the journal events of the last few
-// milliseconds of a turn (never a child or a message id handed out).
+// milliseconds of a turn, and messages still queued behind a running turn
+// (the inbox lives in memory; a message becomes durable when its turn
+// starts) — never a child whose id was handed out.
 package manager
