@@ -22,7 +22,7 @@ const DefaultName = "claude-code"
 
 // Options configures a Provider. Zero values mean the defaults given.
 type Options struct {
-	Name    string // zero: DefaultName
+	Name string // zero: DefaultName
 	// Command is the CLI; zero: "claude". A name without a slash is looked
 	// up on the server's PATH when a child starts (or resumes).
 	Command string

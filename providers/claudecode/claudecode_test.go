@@ -189,13 +189,24 @@ func liveMembers(pgid int) []int {
 	return live
 }
 
-// assertNoLiveMember checks, the moment a turn has ended, that every member
-// of its process group is dead: orphaned members may linger as zombies
-// until PID 1 reaps them, which is not ours to hurry.
+// assertNoLiveMember checks, once a turn has ended, that every member of
+// its process group is dead. SIGKILL has been sent to the group by then; a
+// member takes a moment to finish dying (all its threads must exit), and
+// an orphaned one then lingers as a zombie until PID 1 reaps it, which is
+// not ours to hurry.
 func assertNoLiveMember(t *testing.T, pgid int) {
 	t.Helper()
-	if live := liveMembers(pgid); len(live) > 0 {
-		t.Errorf("processes %v of group %d are alive after the turn ended", live, pgid)
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for {
+		live := liveMembers(pgid)
+		if len(live) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("processes %v of group %d are alive after the turn ended", live, pgid)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -128,8 +128,4 @@
 // filter naming "Bash(git *)" shows the model Bash and pre-approves git
 // commands, which dontAsk makes the only ones that run; under
 // bypassPermissions it is all of Bash.
-//
-// os/exec closes a pipe's read end as soon as the process exits, which
-// can drop the last lines (the result) before they are read; the reader
-// therefore works on a duplicate of the descriptor (see keepOpen).
 package claudecode

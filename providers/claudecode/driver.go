@@ -109,12 +109,7 @@ func (d *driver) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnRe
 		return t.End(agent.StopError, nil)
 	}
 	d.p.log.Debug("claude started", "pid", p.PID(), "cwd", d.cfg.cwd, "resume", resume, "session", session)
-	var out io.ReadCloser = p.Stdout
-	if dup, err := keepOpen(p.Stdout); err == nil {
-		out = dup
-	} else {
-		d.p.log.Warn("claude: reading stdout without a duplicate; lines may be lost at exit", "err", err)
-	}
+	var out io.ReadCloser = p.Stdout // proc's own pipe: readable to EOF after exit
 	prompt := extturn.Prompt(inputs)
 	go func() {
 		// A CLI that exits without reading stdin makes this fail, which is fine.

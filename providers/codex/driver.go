@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
@@ -178,7 +177,7 @@ func (tr *turn) run(ctx context.Context, prompt, session string) agent.TurnResul
 		return tr.end(agent.StopError, "starting Codex failed: "+err.Error(), "")
 	}
 	d.p.log.Debug("codex started", "pid", p.PID(), "resume", session, "cwd", d.cwd)
-	out := detach(p.Stdout)
+	out := p.Stdout // proc's own pipe: readable to EOF after exit
 
 	// The prompt goes in on stdin, then stdin is closed. The writer never
 	// outlives the process: its exit closes the pipe.
@@ -444,40 +443,4 @@ func readLines(r io.Reader, fn func(line)) {
 			return
 		}
 	}
-}
-
-// detach returns a reader of the process's stdout that stays open until it
-// is closed here. exec closes its own read end as soon as the process is
-// reaped, which would lose output still in the pipe (the last lines, which
-// carry turn.completed); a duplicate of the descriptor keeps the pipe
-// readable to its end. If the duplicate cannot be made, the original is
-// used.
-func detach(r io.ReadCloser) io.ReadCloser {
-	f, ok := r.(*os.File)
-	if !ok {
-		return r
-	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return r
-	}
-	nfd := -1
-	var derr error
-	if err := rc.Control(func(fd uintptr) {
-		n, _, errno := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_DUPFD_CLOEXEC, 0)
-		if errno != 0 {
-			derr = errno
-			return
-		}
-		nfd = int(n)
-	}); err != nil || derr != nil || nfd < 0 {
-		return r
-	}
-	// Non-blocking, so the runtime poller owns it and Close ends a Read in
-	// flight.
-	if err := syscall.SetNonblock(nfd, true); err != nil {
-		_ = syscall.Close(nfd)
-		return r
-	}
-	return os.NewFile(uintptr(nfd), "codex-stdout")
 }
