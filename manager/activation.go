@@ -62,7 +62,9 @@ func (a *activation) signal() {
 }
 
 // admit queues a message as a turn. wait registers an in-band waiter for
-// its outcome. It fails only when the activation is settling.
+// its outcome. It fails only when the activation is settling. The message
+// goes to the store through the child's writer; a caller handing its id
+// out waits for that (durable).
 func (a *activation) admit(text, source string, wait bool) (id string, w *waiter, route string, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -75,6 +77,7 @@ func (a *activation) admit(text, source string, wait bool) (id string, w *waiter
 	}
 	id = newMessageID()
 	a.inbox = append(a.inbox, inboxMsg{id: id, text: text, source: source})
+	a.persist.enqueue(QueuedMessage{ID: id, Text: text, Source: source})
 	a.parked = false // the next message sent wakes a parked queue
 	if wait {
 		w = &waiter{ch: make(chan Result, 1)}
@@ -93,6 +96,7 @@ func (a *activation) inject(text, source string) (string, bool) {
 	}
 	id := newMessageID()
 	a.injects = append(a.injects, inboxMsg{id: id, text: text, source: source})
+	a.persist.enqueue(QueuedMessage{ID: id, Text: text, Source: source, Quiet: true})
 	return id, true
 }
 
@@ -141,9 +145,12 @@ func (a *activation) run() {
 			return
 		}
 		inputs := make([]agent.Input, 0, len(injects)+1)
+		ids := make([]string, 0, len(injects)+1)
 		for _, in := range injects {
 			inputs = append(inputs, agent.Input{Text: in.text, Source: in.source})
+			ids = append(ids, in.id)
 		}
+		a.persist.claim(append(ids, msg.id)...)
 		inputs = append(inputs, agent.Input{Text: msg.text, Source: msg.source})
 		ctx, cancel := context.WithCancelCause(a.ctx)
 		a.mu.Lock()
@@ -260,3 +267,6 @@ func reportText(id, content string) string {
 }
 
 func newMessageID() string { return "msg-" + NewID()[len("agent-"):] }
+
+// durable waits until everything the activation has admitted is committed.
+func (a *activation) durable() { a.persist.flush(nil) }

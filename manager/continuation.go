@@ -26,9 +26,15 @@ type Started struct {
 	persist   *persister
 }
 
-// Committed waits until the child's record is committed; call it before
-// handing the id to anyone.
-func (s *Started) Committed() error { return s.persist.committed() }
+// Committed waits until the child's record and its first message are
+// committed; call it before handing the ids to anyone.
+func (s *Started) Committed() error {
+	if err := s.persist.committed(); err != nil {
+		return err
+	}
+	s.persist.flush(nil)
+	return nil
+}
 
 // StartContinuable starts a continuable child and submits its first
 // prompt. It returns the moment the inbox admits the prompt; the child's id
@@ -255,6 +261,7 @@ func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, conte
 		if a != nil {
 			id, w, route, ok := a.admit(content, agent.SourceUser, wait)
 			if ok {
+				a.durable() // the id is handed out: commit first
 				return &Sent{MessageID: id, Route: Route(route), ChildID: childID, waiter: w}, nil
 			}
 			// Settling: wait for the release, then resume it cold.
@@ -272,6 +279,7 @@ func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, conte
 			return nil, err
 		}
 		id, w, _, _ := a.admit(content, agent.SourceUser, wait)
+		a.durable() // the id is handed out: commit first
 		go a.run()
 		return &Sent{MessageID: id, Route: RouteResumed, ChildID: childID, waiter: w}, nil
 	}
@@ -353,7 +361,25 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 		_ = drv.Close()
 		return nil, err
 	}
-	// Notices that reached the child while it was cold ride with its next turn.
+	// Messages a crash or a settlement left in the inbox run first, in
+	// order (they are already stored); notices that reached the child while
+	// it was cold ride with its next turn.
+	if ib, ok := m.store.(Inboxer); ok {
+		queued, err := ib.Queued(hdr.ID)
+		if err != nil {
+			m.log.Error("reading a child's stored inbox failed", "agent_id", hdr.ID, "err", err)
+		}
+		a.mu.Lock()
+		for _, q := range queued {
+			msg := inboxMsg{id: q.ID, text: q.Text, source: q.Source}
+			if q.Quiet {
+				a.injects = append(a.injects, msg)
+			} else {
+				a.inbox = append(a.inbox, msg)
+			}
+		}
+		a.mu.Unlock()
+	}
 	if notes, err := m.store.TakeNotices(hdr.ID); err == nil {
 		for _, n := range notes {
 			a.inject(n.Text, n.Source)

@@ -25,6 +25,7 @@ func (m *Manager) release(a *activation, notice *inboxMsg) {
 		pa.mu.Lock()
 		if notice != nil && !pa.settling {
 			pa.inbox = append(pa.inbox, *notice)
+			pa.persist.enqueue(QueuedMessage{ID: notice.id, Text: notice.text, Source: notice.source})
 			pa.parked = false
 			delivered = true
 		}
@@ -220,6 +221,7 @@ func (m *Manager) ReportFrom(caller ParentRef, content string, delivery Delivery
 	if !ok {
 		return "", &Error{Code: CodeParentUnavailable, AgentID: a.hdr.ID, Message: "your parent is finishing and cannot take the report"}
 	}
+	pa.durable() // the id is handed out: commit first
 	m.signalAddr(a.hdr.Parent)
 	return id, nil
 }

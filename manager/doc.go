@@ -12,9 +12,13 @@
 //     the provider); so are non-object output schemas, unknown tool names
 //     in a filter and depths over the cap (DEPTH_EXCEEDED: "subagent depth
 //     N exceeds maxDepth M"; the deployment's default cap is 3).
-//   - A child's id is committed to the store before it is handed to
-//     anyone (Started.Committed). Journal events are written behind the
-//     turn by the child's own writer, in order, batched per commit.
+//   - A child's id, and a message's, is committed to the store before it
+//     is handed to anyone (Started.Committed; Followup and ReportFrom wait
+//     for their message). A queued message leaves the stored inbox in the
+//     same commit as its turn's first event, so a crash keeps one or the
+//     other; a resume runs what was left queued first, in order. Journal
+//     events are written behind the turn by the child's own writer, in
+//     order, batched per commit.
 //   - Each child has one inbox, its only turn queue; every message becomes
 //     one FIFO turn (or, for a quiet report, rides along with the next).
 //     A message never alters a turn in flight.
@@ -39,7 +43,9 @@
 // Caveats: a failed final flush is logged, not fatal; a later listing then
 // folds the journal, and a mark left set makes the next start announce the
 // epoch again. A crash can lose the journal events of the last few
-// milliseconds of a turn, and messages still queued behind a running turn
-// (the inbox lives in memory; a message becomes durable when its turn
-// starts) — never a child whose id was handed out.
+// milliseconds of a turn — never a child or a message whose id was handed
+// out. Stores without the Inboxer ability (the in-memory one) keep no
+// inbox. A child interrupted with a parked queue stays resident until its
+// parent sends again; if the server stops first, the queue waits in the
+// store for the next resume.
 package manager

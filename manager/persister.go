@@ -20,6 +20,7 @@ type persister struct {
 
 	mu      sync.Mutex
 	pending ChildWrite
+	claimed []string      // dequeues held back to ride with the next event
 	kick    chan struct{} // buffered 1
 	drained *sync.Cond    // broadcast after each commit
 	writing bool
@@ -53,11 +54,31 @@ func (p *persister) committed() error {
 }
 
 // add queues an event; it is the journal listener and never blocks on I/O.
+// Messages a turn claimed go out in the same commit as the turn's first
+// event, so a crash leaves either the queued message or its turn, never
+// neither.
 func (p *persister) add(e agent.Event) {
 	p.mu.Lock()
 	p.pending.Events = append(p.pending.Events, e)
+	p.pending.Dequeue = append(p.pending.Dequeue, p.claimed...)
+	p.claimed = nil
 	p.mu.Unlock()
 	p.poke()
+}
+
+// enqueue records a message admitted to the inbox.
+func (p *persister) enqueue(q QueuedMessage) {
+	p.mu.Lock()
+	p.pending.Enqueue = append(p.pending.Enqueue, q)
+	p.mu.Unlock()
+	p.poke()
+}
+
+// claim records that a turn took these messages; see add.
+func (p *persister) claim(ids ...string) {
+	p.mu.Lock()
+	p.claimed = append(p.claimed, ids...)
+	p.mu.Unlock()
 }
 
 func (p *persister) poke() {
@@ -74,7 +95,7 @@ func (p *persister) loop() {
 			p.mu.Lock()
 			w := p.pending
 			p.pending = ChildWrite{}
-			if w.Create == nil && len(w.Events) == 0 && w.Settle == nil {
+			if w.Create == nil && len(w.Events) == 0 && w.Settle == nil && len(w.Enqueue)+len(w.Dequeue) == 0 {
 				p.writing = false
 				p.drained.Broadcast()
 				closed := p.closed
@@ -105,10 +126,18 @@ func (p *persister) loop() {
 func (p *persister) flush(settle *Checkpoint) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return // the writer is gone (the server is stopping); nothing waits on it
+	}
 	if settle != nil {
 		p.pending.Settle = settle
 	}
-	for p.pending.Create != nil || len(p.pending.Events) > 0 || p.pending.Settle != nil || p.writing {
+	if settle != nil && len(p.claimed) > 0 { // a turn that wrote no event
+		p.pending.Dequeue = append(p.pending.Dequeue, p.claimed...)
+		p.claimed = nil
+	}
+	for p.pending.Create != nil || len(p.pending.Events) > 0 || p.pending.Settle != nil ||
+		len(p.pending.Enqueue)+len(p.pending.Dequeue) > 0 || p.writing {
 		p.poke()
 		p.drained.Wait()
 	}

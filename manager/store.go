@@ -153,9 +153,28 @@ type Settler interface {
 // create the child (marking it active), append events, settle (final
 // checkpoint, active mark cleared).
 type ChildWrite struct {
-	Create *NewChild
-	Events []agent.Event
-	Settle *Checkpoint
+	Create  *NewChild
+	Enqueue []QueuedMessage // messages admitted to the inbox
+	Dequeue []string        // ids of messages a turn has claimed
+	Events  []agent.Event
+	Settle  *Checkpoint
+}
+
+// QueuedMessage is a message admitted to a child's inbox and not yet
+// claimed by a turn. A store that keeps them (Inboxer) makes a message id
+// durable before it is handed out; a resume re-admits them in order.
+type QueuedMessage struct {
+	ID     string `json:"id"`
+	Text   string `json:"text"`
+	Source string `json:"source"`
+	Quiet  bool   `json:"quiet,omitempty"` // rides along with the next turn
+}
+
+// Inboxer is an optional Store ability: it keeps inboxes (through
+// WriteChild's Enqueue and Dequeue) and reads one back.
+type Inboxer interface {
+	Batcher
+	Queued(childID string) ([]QueuedMessage, error)
 }
 
 // NewChild is a child's creation record.
@@ -171,7 +190,8 @@ type Batcher interface {
 }
 
 // writeChild applies w with one commit where the store can, else with one
-// call per part.
+// call per part (inbox writes then need an Inboxer, and are dropped
+// without one: that store keeps no inbox).
 func writeChild(s Store, id string, w ChildWrite) error {
 	if b, ok := s.(Batcher); ok {
 		return b.WriteChild(id, w)

@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ var (
 	_ manager.Lister  = (*Store)(nil)
 	_ manager.Settler = (*Store)(nil)
 	_ manager.Batcher = (*Store)(nil)
+	_ manager.Inboxer = (*Store)(nil)
 )
 
 // Listings reads a parent's children for a listing in one transaction,
@@ -114,12 +116,23 @@ func (s *Store) WriteChild(childID string, w manager.ChildWrite) error {
 	if err != nil {
 		return err
 	}
+	queued := make([][]byte, len(w.Enqueue))
+	for i, q := range w.Enqueue {
+		if queued[i], err = json.Marshal(q); err != nil {
+			return err
+		}
+	}
 	if w.Settle != nil {
 		cb = encodeCheckpoint(*w.Settle)
 	}
 	return s.db.Update(func(tx *bolt.Tx) error {
 		if w.Create != nil {
 			if err := putChild(tx, w.Create.Header, hb, db); err != nil {
+				return err
+			}
+		}
+		if len(w.Enqueue)+len(w.Dequeue) > 0 {
+			if err := writeInbox(tx, childID, w.Enqueue, queued, w.Dequeue); err != nil {
 				return err
 			}
 		}
@@ -140,4 +153,79 @@ func (s *Store) WriteChild(childID string, w manager.ChildWrite) error {
 		}
 		return marks.Delete([]byte(childID))
 	})
+}
+
+// writeInbox appends admitted messages to a child's inbox (keyed by a
+// sequence, so the order is kept) and removes claimed ones.
+func writeInbox(tx *bolt.Tx, childID string, add []manager.QueuedMessage, encoded [][]byte, remove []string) error {
+	if err := requireChild(tx, childID); err != nil {
+		return err
+	}
+	inboxes, err := top(tx, bucketInboxes)
+	if err != nil {
+		return err
+	}
+	b, err := inboxes.CreateBucketIfNotExists([]byte(childID))
+	if err != nil {
+		return err
+	}
+	for i := range add {
+		seq, err := b.NextSequence()
+		if err != nil {
+			return err
+		}
+		if err := b.Put(seqKey(seq), encoded[i]); err != nil {
+			return err
+		}
+	}
+	if len(remove) == 0 {
+		return nil
+	}
+	gone := map[string]bool{}
+	for _, id := range remove {
+		gone[id] = true
+	}
+	var dead [][]byte
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		var q manager.QueuedMessage
+		if json.Unmarshal(v, &q) != nil || gone[q.ID] {
+			dead = append(dead, bytes.Clone(k))
+		}
+	}
+	for _, k := range dead {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Queued returns a child's inbox in admission order. An entry that does
+// not decode is skipped (and logged): a lost message, not a lost child.
+func (s *Store) Queued(childID string) ([]manager.QueuedMessage, error) {
+	var out []manager.QueuedMessage
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if err := requireChild(tx, childID); err != nil {
+			return err
+		}
+		inboxes, err := top(tx, bucketInboxes)
+		if err != nil {
+			return err
+		}
+		b := inboxes.Bucket([]byte(childID))
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			var q manager.QueuedMessage
+			if err := json.Unmarshal(v, &q); err != nil || q.ID == "" {
+				s.log.Error("dropping an inbox entry that does not decode", "child", childID, "key", fmt.Sprintf("%x", k))
+				return nil
+			}
+			out = append(out, q)
+			return nil
+		})
+	})
+	return out, err
 }

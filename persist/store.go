@@ -44,11 +44,12 @@ var (
 	bucketCheckpoints = []byte("checkpoints")
 	bucketNotices     = []byte("notices")
 	bucketActive      = []byte("active")
+	bucketInboxes     = []byte("inboxes")
 
 	keyFormat = []byte("format")
 
 	topBuckets = [][]byte{bucketMeta, bucketChildren, bucketDescriptors, bucketJournals,
-		bucketByParent, bucketCheckpoints, bucketNotices, bucketActive}
+		bucketByParent, bucketCheckpoints, bucketNotices, bucketActive, bucketInboxes}
 )
 
 // ErrNotFound is returned (wrapped, naming the id) by every per-child method

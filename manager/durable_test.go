@@ -1,0 +1,99 @@
+package manager_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/persist"
+	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+)
+
+// A message queued behind a running turn was handed an id, so it survives
+// the server going down mid-turn: the next resume runs it first, in order,
+// before the message that woke the child.
+func TestQueuedMessagesSurviveAStopAndRunFirstOnResume(t *testing.T) {
+	release := make(chan struct{})
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		if req.LastUserText() == "first" {
+			select {
+			case <-release:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		return fakeopenai.Reply{Text: "done: " + req.LastUserText()}
+	})
+	defer fake.Close()
+	defer close(release)
+	client := llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
+	st, err := persist.Open(t.TempDir(), persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	newMgr := func() *manager.Manager {
+		m := manager.New(manager.Options{Store: st})
+		if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "m"})); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Recover(); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	ctx := context.Background()
+
+	m1 := newMgr()
+	started, err := m1.StartContinuable(ctx, "spawn", manager.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; len(fake.Requests()) == 0; i++ { // the first turn is running
+		if i > 500 {
+			t.Fatal("the first turn never reached the model")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sent, err := m1.Followup(ctx, root, started.ChildID, "second", false)
+	if err != nil || sent.Route != manager.RouteQueued {
+		t.Fatalf("followup = %+v, %v; want queued", sent, err)
+	}
+	// The server stops mid-turn (as a crash would leave it: active mark and
+	// queue stored).
+	closeCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := m1.Close(closeCtx); err != nil {
+		t.Fatal(err)
+	}
+	if q, err := st.Queued(started.ChildID); err != nil || len(q) != 1 || q[0].ID != sent.MessageID || q[0].Text != "second" {
+		t.Fatalf("stored inbox after the stop = %+v, %v; want the queued message", q, err)
+	}
+
+	m2 := newMgr()
+	defer m2.Close(ctx)
+	third, err := m2.Followup(ctx, root, started.ChildID, "third", true)
+	if err != nil || third.Route != manager.RouteResumed {
+		t.Fatalf("followup after restart = %+v, %v", third, err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	res, ok := third.Wait(wctx, m2)
+	if !ok || res.Output != "done: third" {
+		t.Fatalf("third turn = %+v, %v", res, ok)
+	}
+	var order []string
+	for _, r := range fake.Requests() {
+		order = append(order, r.LastUserText())
+	}
+	want := []string{"first", "second", "third"}
+	if len(order) != 3 || order[0] != want[0] || order[1] != want[1] || order[2] != want[2] {
+		t.Errorf("model saw turns %q, want %q", order, want)
+	}
+	if q, _ := st.Queued(started.ChildID); len(q) != 0 {
+		t.Errorf("stored inbox after the turns ran = %+v, want empty", q)
+	}
+}
