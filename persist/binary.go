@@ -54,7 +54,7 @@ func decodeIndexRecord(b []byte) (indexRecord, error) {
 		return r, errMalformed
 	}
 	b = b[1:]
-	d, n := binary.Varint(b)
+	d, n := varint(b)
 	if n <= 0 || d < 0 || d > math.MaxInt32 {
 		return r, errMalformed
 	}
@@ -107,7 +107,7 @@ func decodeCheckpoint(b []byte) (manager.Checkpoint, error) {
 	b = b[1:]
 	var vals [3]int64
 	for i := range vals {
-		v, n := binary.Varint(b)
+		v, n := varint(b)
 		if n <= 0 || v < 0 {
 			return manager.Checkpoint{}, errMalformed
 		}
@@ -146,8 +146,26 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// varint and uvarint accept only the minimal encoding, so every accepted
+// record has one byte form (what the fuzz tests check).
+func varint(b []byte) (int64, int) {
+	v, n := binary.Varint(b)
+	if n > 0 && len(binary.AppendVarint(nil, v)) != n {
+		return 0, -1
+	}
+	return v, n
+}
+
+func uvarint(b []byte) (uint64, int) {
+	v, n := binary.Uvarint(b)
+	if n > 0 && len(binary.AppendUvarint(nil, v)) != n {
+		return 0, -1
+	}
+	return v, n
+}
+
 func readString(b []byte) (string, []byte, error) {
-	n, k := binary.Uvarint(b)
+	n, k := uvarint(b)
 	if k <= 0 || n > uint64(len(b)-k) {
 		return "", nil, errMalformed
 	}
