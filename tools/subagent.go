@@ -40,6 +40,9 @@ type Foreground struct {
 	Structured json.RawMessage  `json:"structured,omitempty"`
 	Diagnostic string           `json:"diagnostic,omitempty"`
 	Usage      manager.Usage    `json:"usage"`
+	// TreeUsage adds what the child's own descendants used; present only
+	// when it delegated.
+	TreeUsage *manager.Usage `json:"tree_usage,omitempty"`
 }
 
 // Handle is the structuredContent of a child handed back before its answer.
@@ -159,7 +162,15 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	}
 	s.log.Info("subagent run ended", "agent_id", st.ChildID, "provider", provider,
 		"stop_reason", res.StopReason, "input_tokens", res.Usage.InputTokens, "output_tokens", res.Usage.OutputTokens)
-	return foregroundResult(st.ChildID, res)
+	r := foregroundResult(st.ChildID, res)
+	if below, err := s.mgr.TreeUsage(st.ChildID); err == nil && below != (manager.Usage{}) {
+		fg := r.StructuredContent.(Foreground)
+		t := manager.Usage{InputTokens: res.Usage.InputTokens + below.InputTokens, OutputTokens: res.Usage.OutputTokens + below.OutputTokens,
+			CostUSD: res.Usage.CostUSD + below.CostUSD}
+		fg.TreeUsage = &t
+		r.StructuredContent = fg
+	}
+	return r
 }
 
 func (s *Server) providerInfo(name string) manager.ProviderInfo {

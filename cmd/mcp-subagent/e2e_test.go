@@ -289,6 +289,22 @@ func TestDepthExceededThroughNestedDelegation(t *testing.T) {
 		if got := text(res); got != want {
 			t.Errorf("output = %q, want %q", got, want)
 		}
+		// Usage is summed up the tree: each of the three children made two
+		// model calls of 10 in / 5 out tokens.
+		fg := structured(t, res)
+		var tree struct {
+			TreeUsage struct {
+				InputTokens int64 `json:"input_tokens"`
+			} `json:"tree_usage"`
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		if res.RawStructuredContent != nil {
+			raw = res.RawStructuredContent
+		}
+		_ = json.Unmarshal(raw, &tree)
+		if fg.Usage.InputTokens != 20 || tree.TreeUsage.InputTokens != 60 {
+			t.Errorf("usage = %d in, tree usage = %d in; want 20 and 60 (%s)", fg.Usage.InputTokens, tree.TreeUsage.InputTokens, raw)
+		}
 	})
 	t.Run("max_depth from the caller", func(t *testing.T) {
 		fake := fakeopenai.New(nestingModel)

@@ -12,8 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeacp"
 )
+
+func mcpListTools() mcp.ListToolsRequest { return mcp.ListToolsRequest{} }
 
 // fakeACPConfig configures the test binary itself as an ACP agent provider
 // named "fake" (TestMain serves the fake agent when re-executed).
@@ -131,5 +135,65 @@ func TestExternalChildProcessesEndOnShutdown(t *testing.T) {
 	}
 	if !waitFor(15*time.Second, func() bool { return groupGone(pids[0]) }) {
 		t.Errorf("the child's process group (pgid %d, grandchild %d) outlived the server; stderr:\n%s", pids[0], pids[1], s.stderr)
+	}
+}
+
+// A provider lacking a capability refuses a request needing it before
+// anything starts, through the built binary (the acp provider has none).
+func TestUnsupportedCapabilityThroughTheBinary(t *testing.T) {
+	cfg, dir := fakeACPConfig(t, "")
+	s := start(t, nil, serverOpts{config: cfg})
+	for field, value := range map[string]any{
+		"output_schema": map[string]any{"type": "object"},
+		"max_depth":     2,
+		"tool_filter":   map[string]any{"deny": []string{"x"}},
+		"persona":       "a pirate",
+	} {
+		res := s.call(t, testCtx(t), "subagent", map[string]any{"description": "d", "prompt": "p", "provider": "fake", field: value})
+		got := text(res)
+		if !res.IsError || !strings.Contains(got, "UNSUPPORTED_CAPABILITY") || !strings.Contains(got, field) || !strings.Contains(got, `"fake"`) {
+			t.Errorf("%s: %v %q", field, res.IsError, got)
+		}
+	}
+	if n := len(acpCalls(t, dir, "start")); n != 0 {
+		t.Errorf("%d agent processes started for refused requests", n)
+	}
+}
+
+// With no providers in the config, codex and claude-code are registered
+// when their commands are on PATH.
+func TestZeroConfigRegistersCLIsOnPath(t *testing.T) {
+	bin := t.TempDir()
+	for _, name := range []string{"codex", "claude"} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := start(t, nil, serverOpts{env: []string{"PATH=" + bin + ":/usr/bin:/bin"}})
+	tools, err := s.client.ListTools(testCtx(t), mcpListTools())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var desc string
+	for _, tl := range tools.Tools {
+		if tl.Name == "subagent" {
+			desc = tl.Description
+		}
+	}
+	for _, want := range []string{"- codex", "- claude-code", "- spawn (default)"} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("subagent description lacks %q:\n%s", want, desc)
+		}
+	}
+	// And none without them.
+	s2 := start(t, nil, serverOpts{env: []string{"PATH=/usr/bin:/bin"}})
+	tools2, err := s2.client.ListTools(testCtx(t), mcpListTools())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools2.Tools {
+		if tl.Name == "subagent" && strings.Contains(tl.Description, "- codex") {
+			t.Errorf("codex registered without a codex on PATH")
+		}
 	}
 }
