@@ -47,24 +47,12 @@ func (w *workspace) readFileTool() agent.Tool {
 
 func (w *workspace) readFile(ctx context.Context, a args) (string, error) {
 	arg := a.str("path", "")
-	rel, _, err := w.resolve(arg)
+	o, err := w.openStat("read", arg)
 	if err != nil {
 		return "", err
 	}
-	r, err := w.openRoot()
-	if err != nil {
-		return "", err
-	}
-	defer r.Close()
-	f, err := r.OpenFile(rel, openReadFlags, 0)
-	if err != nil {
-		return "", fsError("read", arg, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", fsError("read", arg, err)
-	}
+	defer o.close()
+	f, fi := o.f, o.fi
 	if fi.IsDir() {
 		return "", fmt.Errorf("cannot read %q: it is a directory; use list_dir to see its entries", arg)
 	}
@@ -163,24 +151,12 @@ func (w *workspace) listDirTool() agent.Tool {
 
 func (w *workspace) listDir(ctx context.Context, a args) (string, error) {
 	arg := a.str("path", ".")
-	rel, _, err := w.resolve(arg)
+	o, err := w.openStat("list", arg)
 	if err != nil {
 		return "", err
 	}
-	r, err := w.openRoot()
-	if err != nil {
-		return "", err
-	}
-	defer r.Close()
-	f, err := r.OpenFile(rel, openReadFlags, 0)
-	if err != nil {
-		return "", fsError("list", arg, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", fsError("list", arg, err)
-	}
+	defer o.close()
+	f, fi, r, rel := o.f, o.fi, o.root, o.rel
 	if !fi.IsDir() {
 		return "", fmt.Errorf("cannot list %q: it is a file, not a directory; use read_file to read it", arg)
 	}
@@ -307,4 +283,39 @@ func (w *workspace) writeFile(ctx context.Context, a args) (string, error) {
 		return "", fsError("write", arg, err)
 	}
 	return fmt.Sprintf("wrote %d bytes to %s", len(content), display), nil
+}
+
+// opened is a path argument opened for reading inside the root.
+type opened struct {
+	root *os.Root
+	rel  string // the path relative to the real root
+	f    *os.File
+	fi   fs.FileInfo
+}
+
+func (o opened) close() { o.f.Close(); o.root.Close() }
+
+// openStat resolves a path argument, opens it for reading inside the root
+// and stats it. verb words the errors ("read", "list").
+func (w *workspace) openStat(verb, arg string) (opened, error) {
+	rel, _, err := w.resolve(arg)
+	if err != nil {
+		return opened{}, err
+	}
+	r, err := w.openRoot()
+	if err != nil {
+		return opened{}, err
+	}
+	f, err := r.OpenFile(rel, openReadFlags, 0)
+	if err != nil {
+		r.Close()
+		return opened{}, fsError(verb, arg, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		r.Close()
+		return opened{}, fsError(verb, arg, err)
+	}
+	return opened{root: r, rel: rel, f: f, fi: fi}, nil
 }
