@@ -329,6 +329,7 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 	}
 	events, err := m.store.Events(hdr.ID)
 	if err != nil {
+		m.noteCorrupt(hdr.ID, err)
 		return nil, notResumable("its journal is unreadable", err)
 	}
 	events, closing := closeOpenTurn(events)
@@ -456,4 +457,13 @@ func (d revokingDriver) Close() error {
 	err := d.Driver.Close()
 	d.revoke()
 	return err
+}
+
+// noteCorrupt remembers a child whose stored bytes failed to decode.
+func (m *Manager) noteCorrupt(id string, err error) {
+	if errors.Is(err, ErrCorrupt) {
+		m.mu.Lock()
+		m.corrupt[id] = true
+		m.mu.Unlock()
+	}
 }

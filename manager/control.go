@@ -434,6 +434,12 @@ func (m *Manager) row(l Listing) Row {
 		return r
 	}
 	r.Status = "ready"
+	m.mu.Lock()
+	bad := m.corrupt[h.ID]
+	m.mu.Unlock()
+	if bad {
+		return Row{Kind: "diagnostic", ID: h.ID, Reason: "corrupt"}
+	}
 	if cp := l.Checkpoint; cp != nil && l.JournalLen <= cp.Seq {
 		u := cp.Usage
 		r.Usage = &u
@@ -441,6 +447,7 @@ func (m *Manager) row(l Listing) Row {
 	}
 	events, err := m.store.Events(h.ID)
 	if err != nil {
+		m.noteCorrupt(h.ID, err)
 		return diagnostic(h.ID, err)
 	}
 	u := foldUsage(events)

@@ -2,8 +2,12 @@ package manager_test
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/llm"
@@ -95,5 +99,96 @@ func TestQueuedMessagesSurviveAStopAndRunFirstOnResume(t *testing.T) {
 	}
 	if q, _ := st.Queued(started.ChildID); len(q) != 0 {
 		t.Errorf("stored inbox after the turns ran = %+v, want empty", q)
+	}
+}
+
+// A mangled journal lists as corrupt as soon as it is read: at once for a
+// child without a current checkpoint (the listing folds its journal), and
+// after the failed resume for one whose checkpoint spared the read. Its
+// healthy sibling lists and resumes normally throughout.
+func TestMangledJournalListsAsCorrupt(t *testing.T) {
+	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done"}))
+	defer fake.Close()
+	client := llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
+	dir := t.TempDir()
+	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	ctx := context.Background()
+	open := func() (*persist.Store, *manager.Manager) {
+		st, err := persist.Open(dir, persist.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := manager.New(manager.Options{Store: st})
+		if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "m"})); err != nil {
+			t.Fatal(err)
+		}
+		return st, m
+	}
+	st, m := open()
+	var ids []string
+	for _, p := range []string{"a", "b", "c"} {
+		s, err := m.StartContinuable(ctx, "spawn", manager.StartRequest{Label: p, Prompt: p, Parent: root}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.ChildID)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for got := 0; got < 3; {
+		ns := m.WaitNotices(wctx, "p")
+		if wctx.Err() != nil {
+			t.Fatalf("only %d of 3 children settled", got)
+		}
+		got += len(ns)
+	}
+	_ = m.Close(ctx)
+	st.Close()
+
+	// Mangle a's and b's journals; b also loses its checkpoint.
+	db, err := bolt.Open(filepath.Join(dir, persist.FileName), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, id := range ids[:2] {
+			j := tx.Bucket([]byte("journals")).Bucket([]byte(id))
+			if err := j.Put([]byte{0, 0, 0, 0, 0, 0, 0, 1}, []byte("\x00garbage{")); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket([]byte("checkpoints")).Delete([]byte(ids[1]))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	st, m = open()
+	defer st.Close()
+	defer m.Close(ctx)
+	kinds := func() map[string]string {
+		rows, err := m.ListChildren(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, r := range rows {
+			out[r.ID] = r.Kind + "/" + r.Reason + r.Status
+		}
+		return out
+	}
+	got := kinds()
+	if got[ids[0]] != "child/ready" || got[ids[1]] != "diagnostic/corrupt" || got[ids[2]] != "child/ready" {
+		t.Fatalf("before any resume: %v (a, b, c = %v)", got, ids)
+	}
+	if _, err := m.Followup(ctx, root, ids[0], "more", false); !errors.Is(err, manager.ErrNotResumable) {
+		t.Fatalf("resuming the mangled child: %v, want NOT_RESUMABLE", err)
+	}
+	if got := kinds(); got[ids[0]] != "diagnostic/corrupt" || got[ids[2]] != "child/ready" {
+		t.Errorf("after the failed resume: %v", got)
+	}
+	if s, err := m.Followup(ctx, root, ids[2], "more", false); err != nil || s.Route != manager.RouteResumed {
+		t.Errorf("the healthy sibling: %+v, %v", s, err)
 	}
 }

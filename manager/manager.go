@@ -81,6 +81,10 @@ type Manager struct {
 	live       map[string]*activation
 	resumeMu   sync.Mutex // serialises cold resumes
 	pendingSig map[string]chan struct{}
+	// corrupt holds children whose stored journal failed to decode on a
+	// read (a resume, a fold): listings show them as corrupt from then on,
+	// even where a checkpoint would have spared the read.
+	corrupt map[string]bool
 }
 
 // New returns a manager with no providers.
@@ -95,7 +99,7 @@ func New(opts Options) *Manager {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{opts: opts, log: log, providers: map[string]Provider{},
 		listeners: map[int]func(Event){}, runs: map[string]*handle{},
-		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}}
+		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, corrupt: map[string]bool{}}
 }
 
 // Persistent reports whether the manager has a session store, which
