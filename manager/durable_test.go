@@ -97,6 +97,11 @@ func TestQueuedMessagesSurviveAStopAndRunFirstOnResume(t *testing.T) {
 	if len(order) != 3 || order[0] != want[0] || order[1] != want[1] || order[2] != want[2] {
 		t.Errorf("model saw turns %q, want %q", order, want)
 	}
+	// The claims are written behind the turns: stop the manager (it drains
+	// every child's writer) before reading the store.
+	if err := m2.Close(closeCtx); err != nil {
+		t.Fatal(err)
+	}
 	if q, _ := st.Queued(started.ChildID); len(q) != 0 {
 		t.Errorf("stored inbox after the turns ran = %+v, want empty", q)
 	}
