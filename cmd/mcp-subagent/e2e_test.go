@@ -521,3 +521,41 @@ func TestBadInputNamesTheField(t *testing.T) {
 		t.Errorf("after bad input: %v %q", res.IsError, text(res))
 	}
 }
+
+// A root principal's notice is pushed to its connected session as an MCP
+// log notification (besides riding in band on its next call).
+func TestNoticePushedAsLogNotification(t *testing.T) {
+	transports(t, func(t *testing.T, http bool) {
+		fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "all done", Delay: 200 * time.Millisecond}))
+		defer fake.Close()
+		s := start(t, fake, serverOpts{http: http})
+		res := s.call(t, testCtx(t), "subagent", map[string]any{"description": "background", "prompt": "go", "run_in_background": true})
+		if res.IsError {
+			t.Fatal(text(res))
+		}
+		id := structured(t, res).AgentID
+		var got map[string]any
+		waitFor(10*time.Second, func() bool {
+			for {
+				select {
+				case n := <-s.notes:
+					if n.Method != "notifications/message" {
+						continue
+					}
+					if data, ok := n.Params.AdditionalFields["data"].(map[string]any); ok && data["agent_id"] == id {
+						got = data
+						return true
+					}
+				default:
+					return false
+				}
+			}
+		})
+		if got == nil {
+			t.Fatalf("no log notification for %s; stderr:\n%s", id, s.stderr)
+		}
+		if got["source"] != "subagent-settled" || !strings.Contains(fmt.Sprint(got["text"]), "all done") {
+			t.Errorf("notification data = %v", got)
+		}
+	})
+}
