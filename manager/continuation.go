@@ -24,6 +24,7 @@ type Started struct {
 	MessageID string
 	waiter    *waiter
 	persist   *persister
+	m         *Manager
 }
 
 // Committed waits until the child's record and its first message are
@@ -102,7 +103,7 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 	msgID, w, _, _ := a.admit(req.Prompt, agent.SourceUser, wait)
 	go a.run()
 	m.emit(Event{Type: EventStart, RunID: hdr.ID, Provider: name, Local: true})
-	st := &Started{ChildID: hdr.ID, MessageID: msgID, waiter: w, persist: a.persist}
+	st := &Started{ChildID: hdr.ID, MessageID: msgID, waiter: w, persist: a.persist, m: m}
 	if !wait {
 		// The id goes to the caller now: commit first.
 		if err := st.Committed(); err != nil {
@@ -176,8 +177,8 @@ func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID str
 // Wait waits for the first turn's outcome if the start asked for it. It
 // returns ok false when ctx ends first; the child goes on, and its outcome
 // then reaches the parent as the settlement notice.
-func (s *Started) Wait(ctx context.Context, m *Manager) (Result, bool) {
-	return m.waitTurn(ctx, s.ChildID, s.waiter)
+func (s *Started) Wait(ctx context.Context) (Result, bool) {
+	return s.m.waitTurn(ctx, s.ChildID, s.waiter)
 }
 
 func (m *Manager) waitTurn(ctx context.Context, childID string, w *waiter) (Result, bool) {
@@ -225,11 +226,12 @@ type Sent struct {
 	Route     Route
 	ChildID   string
 	waiter    *waiter
+	m         *Manager
 }
 
 // Wait waits for the outcome of the turn that handles the message.
-func (s *Sent) Wait(ctx context.Context, m *Manager) (Result, bool) {
-	return m.waitTurn(ctx, s.ChildID, s.waiter)
+func (s *Sent) Wait(ctx context.Context) (Result, bool) {
+	return s.m.waitTurn(ctx, s.ChildID, s.waiter)
 }
 
 // Followup sends a message to a continuable child; only its exact direct
@@ -262,7 +264,7 @@ func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, conte
 			id, w, route, ok := a.admit(content, agent.SourceUser, wait)
 			if ok {
 				a.durable() // the id is handed out: commit first
-				return &Sent{MessageID: id, Route: Route(route), ChildID: childID, waiter: w}, nil
+				return &Sent{MessageID: id, Route: Route(route), ChildID: childID, waiter: w, m: m}, nil
 			}
 			// Settling: wait for the release, then resume it cold.
 			select {
@@ -281,7 +283,7 @@ func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, conte
 		id, w, _, _ := a.admit(content, agent.SourceUser, wait)
 		a.durable() // the id is handed out: commit first
 		go a.run()
-		return &Sent{MessageID: id, Route: RouteResumed, ChildID: childID, waiter: w}, nil
+		return &Sent{MessageID: id, Route: RouteResumed, ChildID: childID, waiter: w, m: m}, nil
 	}
 	return nil, &Error{Code: CodeNotResumable, AgentID: childID, Message: fmt.Sprintf("subagent %s is busy settling; send again", childID)}
 }

@@ -85,7 +85,7 @@ func TestQueuedMessagesSurviveAStopAndRunFirstOnResume(t *testing.T) {
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer wcancel()
-	res, ok := third.Wait(wctx, m2)
+	res, ok := third.Wait(wctx)
 	if !ok || res.Output != "done: third" {
 		t.Fatalf("third turn = %+v, %v", res, ok)
 	}

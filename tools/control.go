@@ -51,7 +51,7 @@ func (s *Server) sendMessage(ctx context.Context, c call) *mcp.CallToolResult {
 	}
 	wctx, cancel := context.WithTimeout(ctx, seconds(in.WaitSeconds))
 	defer cancel()
-	res, ok := sent.Wait(wctx, s.mgr)
+	res, ok := sent.Wait(wctx)
 	if !ok {
 		text += fmt.Sprintf(" Its turn is still running after %gs; you will get a notice when it settles.", in.WaitSeconds)
 		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, StructuredContent: out}

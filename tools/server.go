@@ -21,6 +21,27 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/schemas"
 )
 
+// Manager is what the tools need of the manager (*manager.Manager
+// implements it); tests can fake it.
+type Manager interface {
+	Providers() []manager.ProviderInfo
+	MaxDepth() int
+	Persistent() bool
+	Start(ctx context.Context, provider string, req manager.StartRequest) (manager.Run, error)
+	StartContinuable(ctx context.Context, provider string, req manager.StartRequest, wait bool) (*manager.Started, error)
+	Followup(ctx context.Context, caller manager.ParentRef, childID, content string, wait bool) (*manager.Sent, error)
+	Interrupt(caller manager.ParentRef, childID string) error
+	ReportFrom(caller manager.ParentRef, content string, delivery manager.Delivery) (string, error)
+	ListChildren(caller manager.ParentRef) ([]manager.Row, error)
+	ListDescendants(caller manager.ParentRef) ([]manager.Row, error)
+	TreeUsage(agentID string) (manager.Usage, error)
+	TakeNotices(principal string) []manager.Notice
+	WaitNotices(ctx context.Context, principal string) []manager.Notice
+	WaitSignal(ctx context.Context, addr string)
+}
+
+var _ Manager = (*manager.Manager)(nil)
+
 // Options configures a Server. Zero values mean the defaults given.
 type Options struct {
 	// Roots are the directories a root caller's cwd may lie in; the first is
@@ -38,7 +59,7 @@ type Options struct {
 // Server holds the tool handlers. Build it after the providers are
 // registered: the subagent tool's schema lists them.
 type Server struct {
-	mgr   *manager.Manager
+	mgr   Manager
 	opts  Options
 	log   *slog.Logger
 	roots []string // absolute, symlinks resolved
@@ -71,7 +92,7 @@ type call struct {
 }
 
 // New builds the tool handlers over mgr.
-func New(mgr *manager.Manager, opts Options) (*Server, error) {
+func New(mgr Manager, opts Options) (*Server, error) {
 	s := &Server{mgr: mgr, opts: opts, log: opts.Logger, sessions: map[string]map[string]bool{}, tokens: map[string]manager.ParentRef{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -143,7 +143,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 		wctx, cancel = context.WithTimeout(ctx, time.Duration(wait*float64(time.Second)))
 	}
 	defer cancel()
-	res, ok := st.Wait(wctx, s.mgr)
+	res, ok := st.Wait(wctx)
 	if !ok {
 		if ctx.Err() != nil {
 			// The client cancelled: stop the child's turn, answer aborted.

@@ -108,7 +108,7 @@ func (f *fixture) start(m *manager.Manager, prompt string) (string, manager.Resu
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return st.ChildID, f.wait(func(ctx context.Context) (manager.Result, bool) { return st.Wait(ctx, m) })
+	return st.ChildID, f.wait(func(ctx context.Context) (manager.Result, bool) { return st.Wait(ctx) })
 }
 
 // send sends a follow-up and waits for its turn.
@@ -118,7 +118,7 @@ func (f *fixture) send(m *manager.Manager, id, text string) (manager.Route, mana
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return sent.Route, f.wait(func(ctx context.Context) (manager.Result, bool) { return sent.Wait(ctx, m) })
+	return sent.Route, f.wait(func(ctx context.Context) (manager.Result, bool) { return sent.Wait(ctx) })
 }
 
 func (f *fixture) wait(w func(context.Context) (manager.Result, bool)) manager.Result {
@@ -509,7 +509,7 @@ func TestInterruptIsAnsweredWithinASecond(t *testing.T) {
 	if err := m.Interrupt(root, st.ChildID); err != nil {
 		t.Fatal(err)
 	}
-	res := f.wait(func(ctx context.Context) (manager.Result, bool) { return st.Wait(ctx, m) })
+	res := f.wait(func(ctx context.Context) (manager.Result, bool) { return st.Wait(ctx) })
 	if d := time.Since(t0); d > time.Second {
 		t.Errorf("the interrupt took %v", d)
 	}
@@ -538,7 +538,7 @@ func TestIgnoredCancelStopsTheGroup(t *testing.T) {
 	if err := m.Interrupt(root, st.ChildID); err != nil {
 		t.Fatal(err)
 	}
-	res := f.wait(func(ctx context.Context) (manager.Result, bool) { return st.Wait(ctx, m) })
+	res := f.wait(func(ctx context.Context) (manager.Result, bool) { return st.Wait(ctx) })
 	if d := time.Since(t0); d > cancelWait+stopGrace+time.Second {
 		t.Errorf("the interrupt took %v", d)
 	}

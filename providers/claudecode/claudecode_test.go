@@ -125,7 +125,7 @@ func startAndWait(t *testing.T, m *manager.Manager, f *fake, req manager.StartRe
 	if err != nil {
 		t.Fatalf("StartContinuable: %v", err)
 	}
-	res, ok := st.Wait(ctx, m)
+	res, ok := st.Wait(ctx)
 	if !ok {
 		t.Fatal("the first turn did not end")
 	}
@@ -140,7 +140,7 @@ func followup(t *testing.T, m *manager.Manager, id, text string) (manager.Route,
 	if err != nil {
 		t.Fatalf("Followup: %v", err)
 	}
-	res, ok := sent.Wait(ctx, m)
+	res, ok := sent.Wait(ctx)
 	if !ok {
 		t.Fatal("the follow-up turn did not end")
 	}
@@ -351,10 +351,10 @@ func TestFollowupAndColdResumeContinueTheSameSession(t *testing.T) {
 	if sent.Route != manager.RouteQueued {
 		t.Errorf("route = %s, want queued", sent.Route)
 	}
-	if res, ok := st.Wait(ctx, m1); !ok || res.StopReason != agent.StopCompleted {
+	if res, ok := st.Wait(ctx); !ok || res.StopReason != agent.StopCompleted {
 		t.Fatalf("first turn: %+v", res)
 	}
-	res, ok := sent.Wait(ctx, m1)
+	res, ok := sent.Wait(ctx)
 	if !ok || res.StopReason != agent.StopCompleted {
 		t.Fatalf("second turn: %+v", res)
 	}
@@ -446,7 +446,7 @@ func TestInterruptStopsTheWholeGroupWithinASecond(t *testing.T) {
 			if err := m.Interrupt(root, st.ChildID); err != nil {
 				t.Fatal(err)
 			}
-			res, ok := st.Wait(ctx, m)
+			res, ok := st.Wait(ctx)
 			if d := time.Since(t0); d > time.Second {
 				t.Errorf("the interrupted turn ended after %v", d)
 			}
@@ -503,7 +503,7 @@ func TestShutdownStopsARunningChild(t *testing.T) {
 	if d := time.Since(t0); d > 2*time.Second {
 		t.Errorf("Close took %v", d)
 	}
-	if res, ok := st.Wait(ctx, m); ok && res.StopReason != agent.StopAborted {
+	if res, ok := st.Wait(ctx); ok && res.StopReason != agent.StopAborted {
 		t.Errorf("stop = %s", res.StopReason)
 	}
 	assertNoLiveMember(t, pgid)

@@ -356,7 +356,7 @@ func TestRealCLI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, _ = sent.Wait(ctx, m2)
+		res, _ = sent.Wait(ctx)
 		if sent.Route != manager.RouteResumed || res.StopReason != agent.StopCompleted {
 			t.Fatalf("cold resume: route %s, %s (%s)", sent.Route, res.StopReason, res.Diagnostic)
 		}
@@ -498,7 +498,7 @@ func TestRealCLI(t *testing.T) {
 		if err := m.Interrupt(root, st.ChildID); err != nil {
 			t.Fatal(err)
 		}
-		res, ok := st.Wait(ctx, m)
+		res, ok := st.Wait(ctx)
 		if d := time.Since(t0); d > time.Second {
 			t.Errorf("the interrupted turn ended after %v", d)
 		}

@@ -93,7 +93,7 @@ func (f *fixture) start(prompt string, mod func(*manager.StartRequest)) (*manage
 	if err != nil {
 		f.t.Fatalf("StartContinuable: %v", err)
 	}
-	res, ok := st.Wait(ctxT(f.t), f.m)
+	res, ok := st.Wait(ctxT(f.t))
 	if !ok {
 		f.t.Fatal("the first turn did not end")
 	}
@@ -106,7 +106,7 @@ func (f *fixture) followup(m *manager.Manager, id, text string) (*manager.Sent, 
 	if err != nil {
 		f.t.Fatalf("Followup: %v", err)
 	}
-	res, ok := s.Wait(ctxT(f.t), m)
+	res, ok := s.Wait(ctxT(f.t))
 	if !ok {
 		f.t.Fatal("the follow-up turn did not end")
 	}
@@ -403,7 +403,7 @@ func TestInterruptAbortsTheTurnWithinASecondAndEndsTheWholeGroup(t *testing.T) {
 	if err := f.m.Interrupt(f.parent, st.ChildID); err != nil {
 		t.Fatal(err)
 	}
-	res, ok := st.Wait(ctxT(t), f.m)
+	res, ok := st.Wait(ctxT(t))
 	elapsed := time.Since(t0)
 	if !ok || res.StopReason != agent.StopAborted {
 		t.Fatalf("stop = %q (%s)", res.StopReason, res.Diagnostic)

@@ -457,7 +457,7 @@ func TestRealCodexIsInterruptedWithinASecondAndLeavesNoProcess(t *testing.T) {
 	if err := f.m.Interrupt(f.parent, st.ChildID); err != nil {
 		t.Fatal(err)
 	}
-	res, ok := st.Wait(ctxT(t), f.m)
+	res, ok := st.Wait(ctxT(t))
 	elapsed := time.Since(t0)
 	if !ok || res.StopReason != agent.StopAborted {
 		t.Fatalf("stop %q (%s)", res.StopReason, res.Diagnostic)
