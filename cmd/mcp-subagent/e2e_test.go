@@ -559,3 +559,55 @@ func TestNoticePushedAsLogNotification(t *testing.T) {
 		}
 	})
 }
+
+// A foreground call bounded by wait_seconds hands back a running handle
+// when the child is slower; the child goes on and its settlement notice
+// follows. A foreground call that got its answer in band gets no second
+// notice for the same epoch.
+func TestForegroundWaitSecondsAndNoDuplicateNotice(t *testing.T) {
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		if req.LastUserText() == "slow" {
+			return fakeopenai.Reply{Text: "slow answer", Delay: 1500 * time.Millisecond}
+		}
+		return fakeopenai.Reply{Text: "quick answer"}
+	})
+	defer fake.Close()
+	s := start(t, fake, serverOpts{})
+
+	// In band: the answer is the epoch's notice; nothing follows.
+	res := s.call(t, testCtx(t), "subagent", map[string]any{"description": "quick", "prompt": "quick"})
+	if res.IsError || text(res) != "quick answer" {
+		t.Fatalf("quick: %v %q", res.IsError, text(res))
+	}
+	time.Sleep(300 * time.Millisecond) // let the child settle
+	list := s.call(t, testCtx(t), "list_agents", map[string]any{})
+	if strings.Contains(text(list), "[subagent-settled") {
+		t.Errorf("a notice followed an in-band answer: %q", text(list))
+	}
+
+	// Bounded: a running handle at once, the notice later.
+	t0 := time.Now()
+	res = s.call(t, testCtx(t), "subagent", map[string]any{"description": "slow", "prompt": "slow", "wait_seconds": 0.3})
+	if d := time.Since(t0); d > time.Second {
+		t.Errorf("wait_seconds 0.3 returned after %v", d)
+	}
+	var h struct {
+		Kind, AgentID, Status string
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	if res.RawStructuredContent != nil {
+		raw = res.RawStructuredContent
+	}
+	_ = json.Unmarshal(raw, &struct {
+		Kind    *string `json:"kind"`
+		AgentID *string `json:"agent_id"`
+		Status  *string `json:"status"`
+	}{&h.Kind, &h.AgentID, &h.Status})
+	if res.IsError || h.Kind != "continuable" || h.Status != "running" || h.AgentID == "" {
+		t.Fatalf("bounded foreground = %v %s", res.IsError, raw)
+	}
+	list = s.call(t, testCtx(t), "list_agents", map[string]any{"wait_seconds": 10})
+	if got := text(list); !strings.Contains(got, "[subagent-settled from "+h.AgentID+"]") || !strings.Contains(got, "slow answer") {
+		t.Errorf("the notice after the bound = %q", got)
+	}
+}
