@@ -611,3 +611,31 @@ func TestForegroundWaitSecondsAndNoDuplicateNotice(t *testing.T) {
 		t.Errorf("the notice after the bound = %q", got)
 	}
 }
+
+// A persona shadows the deployment persona for that child only.
+func TestPersonaShadowsTheDeploymentPersona(t *testing.T) {
+	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "ok"}))
+	defer fake.Close()
+	s := start(t, fake, serverOpts{config: `{"persona": "DEPLOYMENT-PERSONA"}`})
+	for _, tc := range []struct{ persona, want, not string }{
+		{"CHILD-PERSONA", "CHILD-PERSONA", "DEPLOYMENT-PERSONA"},
+		{"", "DEPLOYMENT-PERSONA", "CHILD-PERSONA"},
+	} {
+		args := map[string]any{"description": "persona", "prompt": "hi " + tc.want}
+		if tc.persona != "" {
+			args["persona"] = tc.persona
+		}
+		if res := s.call(t, testCtx(t), "subagent", args); res.IsError {
+			t.Fatal(text(res))
+		}
+		var system string
+		for _, r := range fake.Requests() {
+			if r.LastUserText() == "hi "+tc.want {
+				system = r.Messages[0].Content
+			}
+		}
+		if !strings.Contains(system, tc.want) || strings.Contains(system, tc.not) {
+			t.Errorf("persona %q: system prompt = %q", tc.persona, system)
+		}
+	}
+}
