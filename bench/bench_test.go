@@ -1,9 +1,13 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -221,8 +225,10 @@ func BenchmarkConcurrentBackground1000(b *testing.B) {
 		b.StopTimer()
 		base := runtime.NumGoroutine()
 		st := openStore(b)
-		fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done", Delay: 50 * time.Millisecond}))
-		client := llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", Model: "fake-model"})
+		// The fake model runs in its own process, so the peak RSS measured
+		// here is the manager's, the store's and the children's alone.
+		fakeURL, stopFake := startFakeModelProcess(b)
+		client := llm.NewOpenAI(llm.Config{BaseURL: fakeURL, APIKey: "k", Model: "fake-model"})
 		m := manager.New(manager.Options{Store: st})
 		if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "fake-model"})); err != nil {
 			b.Fatal(err)
@@ -259,7 +265,10 @@ func BenchmarkConcurrentBackground1000(b *testing.B) {
 			b.Fatal(err)
 		}
 		st.Close()
-		fake.Close() // ends the keep-alive connections and their goroutines
+		stopFake()
+		if tr, ok := http.DefaultTransport.(*http.Transport); ok {
+			tr.CloseIdleConnections()
+		}
 		ok := false
 		for range 100 {
 			if runtime.NumGoroutine() <= base+2 {
@@ -277,4 +286,39 @@ func BenchmarkConcurrentBackground1000(b *testing.B) {
 		b.ReportMetric(float64(runtime.NumGoroutine()-base), "goroutines-left")
 		b.StartTimer()
 	}
+}
+
+// TestMain serves the fake model when the benchmark re-executes the test
+// binary for it (BENCH_FAKE_MODEL=1): it prints its URL, then serves until
+// its stdin closes.
+func TestMain(m *testing.M) {
+	if os.Getenv("BENCH_FAKE_MODEL") == "1" {
+		fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done", Delay: 50 * time.Millisecond}))
+		fmt.Println(fake.URL())
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		fake.Close()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// startFakeModelProcess runs the fake model (50 ms per answer) in a child
+// process and returns its URL and a stop func.
+func startFakeModelProcess(tb testing.TB) (string, func()) {
+	self, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), "BENCH_FAKE_MODEL=1")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	url, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return strings.TrimSpace(url), func() { stdin.Close(); _ = cmd.Wait() }
 }

@@ -268,5 +268,6 @@ func reportText(id, content string) string {
 
 func newMessageID() string { return "msg-" + NewID()[len("agent-"):] }
 
-// durable waits until everything the activation has admitted is committed.
-func (a *activation) durable() { a.persist.flush(nil) }
+// durable waits until everything the activation has admitted so far is
+// committed (not the journal events queued after).
+func (a *activation) durable() { a.persist.waitFor(a.persist.mark()) }

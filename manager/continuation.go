@@ -25,6 +25,7 @@ type Started struct {
 	waiter    *waiter
 	persist   *persister
 	m         *Manager
+	ticket    int64 // the writes that make the ids durable
 }
 
 // Committed waits until the child's record and its first message are
@@ -33,7 +34,7 @@ func (s *Started) Committed() error {
 	if err := s.persist.committed(); err != nil {
 		return err
 	}
-	s.persist.flush(nil)
+	s.persist.waitFor(s.ticket)
 	return nil
 }
 
@@ -101,9 +102,10 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 		})
 	}
 	msgID, w, _, _ := a.admit(req.Prompt, agent.SourceUser, wait)
+	ticket := a.persist.mark() // the record, the seed and the first message
 	go a.run()
 	m.emit(Event{Type: EventStart, RunID: hdr.ID, Provider: name, Local: true})
-	st := &Started{ChildID: hdr.ID, MessageID: msgID, waiter: w, persist: a.persist, m: m}
+	st := &Started{ChildID: hdr.ID, MessageID: msgID, waiter: w, persist: a.persist, m: m, ticket: ticket}
 	if !wait {
 		// The id goes to the caller now: commit first.
 		if err := st.Committed(); err != nil {

@@ -26,6 +26,10 @@ type persister struct {
 	writing bool
 	closed  bool
 	done    chan struct{}
+	// issued counts writes queued so far, written those committed: a
+	// caller waits for its own write (waitFor(mark())) without waiting for
+	// everything queued after it.
+	issued, written int64
 
 	created   chan struct{} // closed once the record is committed
 	createErr error
@@ -39,6 +43,7 @@ func newPersister(store Store, id string, log *slog.Logger, create *NewChild) *p
 	p.drained = sync.NewCond(&p.mu)
 	if create != nil {
 		p.pending.Create = create
+		p.issued++
 		p.kick <- struct{}{}
 	} else {
 		close(p.created)
@@ -62,6 +67,7 @@ func (p *persister) add(e agent.Event) {
 	p.pending.Events = append(p.pending.Events, e)
 	p.pending.Dequeue = append(p.pending.Dequeue, p.claimed...)
 	p.claimed = nil
+	p.issued++
 	p.mu.Unlock()
 	p.poke()
 }
@@ -70,6 +76,7 @@ func (p *persister) add(e agent.Event) {
 func (p *persister) enqueue(q QueuedMessage) {
 	p.mu.Lock()
 	p.pending.Enqueue = append(p.pending.Enqueue, q)
+	p.issued++
 	p.mu.Unlock()
 	p.poke()
 }
@@ -106,8 +113,13 @@ func (p *persister) loop() {
 				break
 			}
 			p.writing = true
+			hi := p.issued
 			p.mu.Unlock()
 			err := writeChild(p.store, p.id, w)
+			p.mu.Lock()
+			p.written = hi
+			p.drained.Broadcast()
+			p.mu.Unlock()
 			if w.Create != nil {
 				if err != nil {
 					p.createErr = &Error{Code: CodePersistenceUnavailable, AgentID: p.id, Message: "recording the child failed", Err: err}
@@ -138,6 +150,24 @@ func (p *persister) flush(settle *Checkpoint) {
 	}
 	for p.pending.Create != nil || len(p.pending.Events) > 0 || p.pending.Settle != nil ||
 		len(p.pending.Enqueue)+len(p.pending.Dequeue) > 0 || p.writing {
+		p.poke()
+		p.drained.Wait()
+	}
+}
+
+// mark returns a ticket for everything queued so far.
+func (p *persister) mark() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.issued
+}
+
+// waitFor waits until the writes up to ticket t are committed (not those
+// queued after).
+func (p *persister) waitFor(t int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.written < t && !p.closed {
 		p.poke()
 		p.drained.Wait()
 	}

@@ -93,66 +93,165 @@ func (s *Store) Settle(childID string, cp manager.Checkpoint) error {
 	return s.WriteChild(childID, manager.ChildWrite{Settle: &cp})
 }
 
-// WriteChild applies a child's pending writes (create, events, settle) in
-// one commit: one disk sync for whatever piled up.
+// WriteChild applies a child's pending writes (create, inbox, events,
+// settle) in one commit. Writes from several children that arrive while a
+// commit is in flight share the next one (group commit): one disk sync for
+// everything that piled up, with no added delay. A write that fails its
+// checks is refused alone; the others in its commit still land.
 func (s *Store) WriteChild(childID string, w manager.ChildWrite) error {
-	var hb, db, cb []byte
-	var err error
-	if c := w.Create; c != nil {
-		if c.Header.ID != childID {
-			return fmt.Errorf("persist: child %q: create names %q", childID, c.Header.ID)
-		}
-		if err := validateNew(c.Header, c.Descriptor); err != nil {
-			return err
-		}
-		if hb, err = json.Marshal(c.Header); err != nil {
-			return err
-		}
-		if db, err = json.Marshal(c.Descriptor); err != nil {
-			return err
-		}
-	}
-	encoded, err := encodeEvents(childID, w.Events)
+	req, err := encodeWrite(childID, w)
 	if err != nil {
 		return err
 	}
-	queued := make([][]byte, len(w.Enqueue))
+	s.wmu.Lock()
+	s.wqueue = append(s.wqueue, req)
+	if s.wleading {
+		s.wmu.Unlock()
+		return <-req.done
+	}
+	// This caller commits for everyone queued until the queue is empty.
+	s.wleading = true
+	for len(s.wqueue) > 0 {
+		batch := s.wqueue
+		s.wqueue = nil
+		s.wmu.Unlock()
+		s.commit(batch)
+		s.wmu.Lock()
+	}
+	s.wleading = false
+	s.wmu.Unlock()
+	return <-req.done
+}
+
+// writeReq is one child's encoded write waiting for a group commit.
+type writeReq struct {
+	id             string
+	w              manager.ChildWrite
+	hb, db, cb     []byte
+	events, queued [][]byte
+	done           chan error
+	err            error
+}
+
+func encodeWrite(childID string, w manager.ChildWrite) (*writeReq, error) {
+	r := &writeReq{id: childID, w: w, done: make(chan error, 1)}
+	var err error
+	if c := w.Create; c != nil {
+		if c.Header.ID != childID {
+			return nil, fmt.Errorf("persist: child %q: create names %q", childID, c.Header.ID)
+		}
+		if err := validateNew(c.Header, c.Descriptor); err != nil {
+			return nil, err
+		}
+		if r.hb, err = json.Marshal(c.Header); err != nil {
+			return nil, err
+		}
+		if r.db, err = json.Marshal(c.Descriptor); err != nil {
+			return nil, err
+		}
+	}
+	if r.events, err = encodeEvents(childID, w.Events); err != nil {
+		return nil, err
+	}
+	r.queued = make([][]byte, len(w.Enqueue))
 	for i, q := range w.Enqueue {
-		if queued[i], err = json.Marshal(q); err != nil {
-			return err
+		if r.queued[i], err = json.Marshal(q); err != nil {
+			return nil, err
 		}
 	}
 	if w.Settle != nil {
-		cb = encodeCheckpoint(*w.Settle)
+		r.cb = encodeCheckpoint(*w.Settle)
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		if w.Create != nil {
-			if err := putChild(tx, w.Create.Header, hb, db); err != nil {
-				return err
+	return r, nil
+}
+
+// commit applies a batch of writes in one transaction and answers each.
+func (s *Store) commit(batch []*writeReq) {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, r := range batch {
+			if r.err = checkWrite(tx, r); r.err != nil {
+				continue // refused alone, before it touched anything
+			}
+			if err := applyWrite(tx, r); err != nil {
+				return err // a storage fault: the whole commit fails
 			}
 		}
-		if len(w.Enqueue)+len(w.Dequeue) > 0 {
-			if err := writeInbox(tx, childID, w.Enqueue, queued, w.Dequeue); err != nil {
-				return err
-			}
+		return nil
+	})
+	for _, r := range batch {
+		if err != nil {
+			r.done <- err
+		} else {
+			r.done <- r.err
 		}
-		if len(w.Events) > 0 {
-			if err := appendEvents(tx, childID, w.Events, encoded); err != nil {
-				return err
-			}
-		}
-		if w.Settle == nil {
-			return nil
-		}
-		if err := putCheckpoint(tx, childID, *w.Settle, cb); err != nil {
-			return err
-		}
-		marks, err := top(tx, bucketActive)
+	}
+}
+
+// checkWrite refuses a write that cannot apply whole: a duplicate create,
+// an unknown child, events that do not continue the journal.
+func checkWrite(tx *bolt.Tx, r *writeReq) error {
+	next := int64(0)
+	if r.w.Create != nil {
+		children, err := top(tx, bucketChildren)
 		if err != nil {
 			return err
 		}
-		return marks.Delete([]byte(childID))
-	})
+		if children.Get([]byte(r.id)) != nil {
+			return fmt.Errorf("persist: child %q: %w", r.id, ErrExists)
+		}
+	} else {
+		if err := requireChild(tx, r.id); err != nil {
+			return err
+		}
+		if len(r.w.Events) > 0 {
+			j, err := journal(tx, r.id)
+			if err != nil {
+				return err
+			}
+			if next, err = journalLen(r.id, j); err != nil {
+				return err
+			}
+		}
+	}
+	for i, e := range r.w.Events {
+		if want := next + int64(i); e.Seq != want {
+			return fmt.Errorf("persist: child %q: event sequence %d does not continue the journal (next is %d)", r.id, e.Seq, want)
+		}
+		if e.Kind == "" {
+			return fmt.Errorf("persist: child %q: event %d has no kind", r.id, e.Seq)
+		}
+	}
+	return nil
+}
+
+func applyWrite(tx *bolt.Tx, r *writeReq) error {
+	w := r.w
+	if w.Create != nil {
+		if err := putChild(tx, w.Create.Header, r.hb, r.db); err != nil {
+			return err
+		}
+	}
+	if len(w.Enqueue)+len(w.Dequeue) > 0 {
+		if err := writeInbox(tx, r.id, w.Enqueue, r.queued, w.Dequeue); err != nil {
+			return err
+		}
+	}
+	if len(w.Events) > 0 {
+		if err := appendEvents(tx, r.id, w.Events, r.events); err != nil {
+			return err
+		}
+	}
+	if w.Settle == nil {
+		return nil
+	}
+	if err := putCheckpoint(tx, r.id, *w.Settle, r.cb); err != nil {
+		return err
+	}
+	marks, err := top(tx, bucketActive)
+	if err != nil {
+		return err
+	}
+	return marks.Delete([]byte(r.id))
 }
 
 // writeInbox appends admitted messages to a child's inbox (keyed by a

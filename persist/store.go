@@ -79,6 +79,12 @@ type Store struct {
 	dir  string
 	path string
 	log  *slog.Logger
+
+	// Group commit for WriteChild: queued writes, and whether a caller is
+	// committing them.
+	wmu      sync.Mutex
+	wqueue   []*writeReq
+	wleading bool
 }
 
 // LockedError is the error Open returns when the data directory is in use.
