@@ -197,8 +197,9 @@ func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 		case <-time.After(15 * time.Second):
 			t.Fatalf("the HTTP server did not report its address; stderr:\n%s", s.stderr)
 		}
-		// Like real clients, hold the GET stream open for server-initiated
-		// notifications (pushed notices).
+		// Like real clients on the legacy protocol (the one Claude Code and
+		// Codex speak, pinned below), hold the GET stream open for
+		// server-initiated notifications (pushed notices).
 		opts := []transport.StreamableHTTPCOption{transport.WithContinuousListening()}
 		if o.token != "" {
 			opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + o.token}))

@@ -20,11 +20,11 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	switch strings.ToLower(format) {
 	case "auto":
 		if isTerminal(w) {
-			return slog.New(tint.NewHandler(w, &tint.Options{Level: lv})), nil
+			return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv})), nil
 		}
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
 	case "text":
-		return slog.New(tint.NewHandler(w, &tint.Options{Level: lv, NoColor: !isTerminal(w)})), nil
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, NoColor: !isTerminal(w)})), nil
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})), nil
 	}

@@ -147,19 +147,6 @@ func followup(t *testing.T, m *manager.Manager, id, text string) (manager.Route,
 	return sent.Route, res
 }
 
-// flag returns the value that follows name in args, or after "name=".
-func flag(args []string, name string) (string, bool) {
-	for i, a := range args {
-		if v, ok := strings.CutPrefix(a, name+"="); ok {
-			return v, true
-		}
-		if a == name && i+1 < len(args) {
-			return args[i+1], true
-		}
-	}
-	return "", false
-}
-
 func groupGone(pgid int) bool { return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) }
 
 // liveMembers lists the processes of a group that are not zombies, from
