@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
@@ -637,5 +638,36 @@ func TestPersonaShadowsTheDeploymentPersona(t *testing.T) {
 		if !strings.Contains(system, tc.want) || strings.Contains(system, tc.not) {
 			t.Errorf("persona %q: system prompt = %q", tc.persona, system)
 		}
+	}
+}
+
+// mcp-go's client on its default, the stateless modern protocol, gets the
+// same delegation over HTTP (notices still ride in band).
+func TestModernProtocolClientOverHTTP(t *testing.T) {
+	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "modern answer"}))
+	defer fake.Close()
+	s := start(t, fake, serverOpts{http: true})
+	c, err := client.NewStreamableHttpClient(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := testCtx(t)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "modern", Version: "1"}
+	ir, err := c.Initialize(ctx, init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("negotiated %s", ir.ProtocolVersion)
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "subagent"
+	req.Params.Arguments = map[string]any{"description": "modern", "prompt": "hi", "run_in_background": false}
+	res, err := c.CallTool(ctx, req)
+	if err != nil || res.IsError || text(res) != "modern answer" {
+		t.Fatalf("call: %v %+v", err, res)
 	}
 }
