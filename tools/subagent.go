@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
@@ -94,7 +96,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	if bad := s.tool("subagent").decode(c, &in); bad != nil {
 		return bad
 	}
-	cwd, err := s.resolveCwd(c.caller, in.Cwd)
+	cwd, err := s.resolveCwd(ctx, c.caller, in.Cwd)
 	if err != nil {
 		return mcp.NewToolResultError("Error: INVALID_REQUEST: " + err.Error())
 	}
@@ -256,9 +258,10 @@ func foregroundResult(id string, res manager.Result) *mcp.CallToolResult {
 }
 
 // resolveCwd returns the child's cwd: inside the caller's own cwd for an
-// agent caller, inside one of the allowed roots for a root caller, after
-// resolving symlinks.
-func (s *Server) resolveCwd(caller manager.ParentRef, cwd string) (string, error) {
+// agent caller; for a root caller, inside one of the allowed roots (the
+// server's, the config's, and the client's MCP roots where it offers
+// them); after resolving symlinks.
+func (s *Server) resolveCwd(ctx context.Context, caller manager.ParentRef, cwd string) (string, error) {
 	base := caller.Cwd
 	if cwd == "" {
 		return base, nil
@@ -274,19 +277,54 @@ func (s *Server) resolveCwd(caller manager.ParentRef, cwd string) (string, error
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
 		return "", fmt.Errorf("field \"cwd\": %q is not a directory", cwd)
 	}
-	allowed := []string{caller.Cwd}
-	if caller.AgentID == "" {
-		allowed = s.roots
+	if caller.AgentID != "" {
+		if within(caller.Cwd, real) {
+			return real, nil
+		}
+		return "", fmt.Errorf("field \"cwd\": %q lies outside your own working directory; a child's cwd is never wider than its parent's", cwd)
 	}
-	for _, r := range allowed {
+	for _, r := range s.roots {
 		if within(r, real) {
 			return real, nil
 		}
 	}
-	if caller.AgentID == "" {
-		return "", fmt.Errorf("field \"cwd\": %q lies outside the server's allowed roots; use a directory inside %s or add a root to the config", cwd, strings.Join(s.roots, ", "))
+	// Only then ask the client (a round trip) for the roots it offers.
+	for _, r := range s.clientRoots(ctx) {
+		if within(r, real) {
+			return real, nil
+		}
 	}
-	return "", fmt.Errorf("field \"cwd\": %q lies outside your own working directory; a child's cwd is never wider than its parent's", cwd)
+	return "", fmt.Errorf("field \"cwd\": %q lies outside the server's allowed roots; use a directory inside %s or add a root to the config (or offer it as an MCP root)", cwd, strings.Join(s.roots, ", "))
+}
+
+// clientRoots returns the file roots a root caller's MCP client offers, if
+// it declared the roots capability; nil otherwise (or on any failure).
+func (s *Server) clientRoots(ctx context.Context) []string {
+	if s.mcp == nil {
+		return nil
+	}
+	cs, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo)
+	if !ok || cs.GetClientCapabilities().Roots == nil {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := s.mcp.RequestRoots(rctx, mcp.ListRootsRequest{})
+	if err != nil {
+		s.log.Debug("asking the client for its roots failed", "err", err)
+		return nil
+	}
+	var out []string
+	for _, r := range res.Roots {
+		u, err := url.Parse(r.URI)
+		if err != nil || u.Scheme != "file" {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(u.Path); err == nil {
+			out = append(out, real)
+		}
+	}
+	return out
 }
 
 func within(root, p string) bool {

@@ -168,7 +168,7 @@ func TestResolveCwd(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := s.resolveCwd(tc.caller, tc.cwd)
+			_, err := s.resolveCwd(context.Background(), tc.caller, tc.cwd)
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Errorf("err = %v, want %q", err, tc.wantErr)
 			}

@@ -671,3 +671,33 @@ func TestModernProtocolClientOverHTTP(t *testing.T) {
 		t.Fatalf("call: %v %+v", err, res)
 	}
 }
+
+type rootsHandler struct{ uris []string }
+
+func (h rootsHandler) ListRoots(context.Context, mcp.ListRootsRequest) (*mcp.ListRootsResult, error) {
+	res := &mcp.ListRootsResult{}
+	for _, u := range h.uris {
+		res.Roots = append(res.Roots, mcp.Root{URI: u, Name: "project"})
+	}
+	return res, nil
+}
+
+// A child's cwd may lie in a root the client offers over MCP; outside any
+// root it is refused.
+func TestClientRootsWidenTheAllowedCwds(t *testing.T) {
+	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "ok"}))
+	defer fake.Close()
+	project := t.TempDir()
+	if real, err := filepath.EvalSymlinks(project); err == nil {
+		project = real
+	}
+	other := t.TempDir()
+	s := start(t, fake, serverOpts{clientOpts: []client.ClientOption{client.WithRootsHandler(rootsHandler{[]string{"file://" + project}})}})
+	if res := s.call(t, testCtx(t), "subagent", map[string]any{"description": "in a client root", "prompt": "hi", "cwd": project}); res.IsError {
+		t.Errorf("cwd inside the client's root refused: %s", text(res))
+	}
+	res := s.call(t, testCtx(t), "subagent", map[string]any{"description": "outside", "prompt": "hi", "cwd": other})
+	if !res.IsError || !strings.Contains(text(res), `"cwd"`) {
+		t.Errorf("cwd outside every root: %v %q", res.IsError, text(res))
+	}
+}

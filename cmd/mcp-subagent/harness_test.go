@@ -96,6 +96,8 @@ type serverOpts struct {
 	env    []string
 	args   []string
 	token  string // bearer token the HTTP client sends
+	// clientOpts configure the stdio client (e.g. a roots handler).
+	clientOpts []client.ClientOption
 	// dataDir and workspace reuse a previous instance's (for restarts);
 	// empty: fresh temporary directories.
 	dataDir, workspace string
@@ -154,7 +156,7 @@ func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 		if err := tr.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		s.client = client.NewClient(tr)
+		s.client = client.NewClient(tr, o.clientOpts...)
 		if err := s.client.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
