@@ -164,8 +164,8 @@ func (a *activation) run() {
 }
 
 func resultOf(tr agent.TurnResult) Result {
-	return Result{Output: tr.Output, Structured: tr.Structured, Diagnostic: truncateUTF8(tr.Diagnostic, MaxDiagnostic),
-		StopReason: tr.StopReason, Usage: Usage{InputTokens: tr.Usage.InputTokens, OutputTokens: tr.Usage.OutputTokens, CostUSD: tr.Usage.CostUSD}}
+	return normalize(Result{Output: tr.Output, Structured: tr.Structured, Diagnostic: tr.Diagnostic,
+		StopReason: tr.StopReason, Usage: Usage{InputTokens: tr.Usage.InputTokens, OutputTokens: tr.Usage.OutputTokens, CostUSD: tr.Usage.CostUSD}})
 }
 
 func (a *activation) finishTurn(msgID string, res Result) {

@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
+	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
 )
 
@@ -195,5 +198,50 @@ func TestMangledJournalListsAsCorrupt(t *testing.T) {
 	}
 	if s, err := m.Followup(ctx, root, ids[2], "more", false); err != nil || s.Route != manager.RouteResumed {
 		t.Errorf("the healthy sibling: %+v, %v", s, err)
+	}
+}
+
+// stubbornDriver ends every turn with a stop reason nobody knows.
+type stubbornDriver struct{ j *agent.Journal }
+
+func (d stubbornDriver) RunTurn(ctx context.Context, in []agent.Input) agent.TurnResult {
+	return agent.TurnResult{Output: "partial", StopReason: "gave_up"}
+}
+func (d stubbornDriver) Journal() *agent.Journal { return d.j }
+func (stubbornDriver) Close() error              { return nil }
+
+type stubbornProvider struct{}
+
+func (stubbornProvider) Name() string                       { return "stubborn" }
+func (stubbornProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
+func (stubbornProvider) InheritsParentContext() bool        { return false }
+func (stubbornProvider) Start(context.Context, manager.StartRequest) (manager.Run, error) {
+	return nil, errors.New("one-shot not used here")
+}
+func (stubbornProvider) PrepareContinuable(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
+	return manager.CreationInputs{}, nil
+}
+func (stubbornProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {
+	return stubbornDriver{r.Journal}, nil
+}
+
+// An unknown stop reason from a continuable child's driver is a failure,
+// never success.
+func TestUnknownStopReasonOfAContinuableChildIsAnError(t *testing.T) {
+	m := manager.New(manager.Options{Store: memstore.New()})
+	if err := m.Register(stubbornProvider{}); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	st, err := m.StartContinuable(context.Background(), "stubborn",
+		manager.StartRequest{Label: "l", Prompt: "p", Parent: manager.ParentRef{Principal: "p", Cwd: t.TempDir()}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, ok := st.Wait(ctx)
+	if !ok || res.StopReason != agent.StopError || !strings.Contains(res.Diagnostic, `"gave_up"`) {
+		t.Errorf("result = %+v, %v; want error naming the unknown stop reason", res, ok)
 	}
 }

@@ -415,17 +415,22 @@ func (h *handle) watch() {
 
 func (h *handle) Result() (Result, error) {
 	res, err := h.Run.Result()
+	return normalize(res), err
+}
+
+// normalize bounds the diagnostic and turns an unknown stop reason into a
+// failure (with a diagnostic saying so): only completed is success.
+func normalize(res Result) Result {
 	res.Diagnostic = truncateUTF8(res.Diagnostic, MaxDiagnostic)
 	switch res.StopReason {
 	case agent.StopCompleted, agent.StopAborted, agent.StopError, agent.StopMaxTokens, agent.StopRefusal:
 	default:
-		// Unknown stop reasons are failures.
 		if res.Diagnostic == "" {
 			res.Diagnostic = fmt.Sprintf("the provider reported unknown stop reason %q", res.StopReason)
 		}
 		res.StopReason = agent.StopError
 	}
-	return res, err
+	return res
 }
 
 func (h *handle) Dispose() {
