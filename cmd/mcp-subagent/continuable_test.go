@@ -5,18 +5,14 @@ package main
 // requests are routed by the text of that agent's own prompt.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -317,77 +313,6 @@ func (g *releaseGate) wait(d time.Duration) bool {
 var agentIDRe = regexp.MustCompile(`agent-[0-9a-f]{16}`)
 
 // ---- harness extensions --------------------------------------------------
-
-// serverProc is a server process the test owns, so it can kill it.
-type serverProc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (p *serverProc) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-// stop asks the process to stop (SIGTERM) and waits, killing it after 10s.
-func (p *serverProc) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.kill()
-	}
-}
-
-// startHTTPProc is start over HTTP, but hands back the process.
-func startHTTPProc(t *testing.T, fake *fakeopenai.Server, o serverOpts) (*instance, *serverProc) {
-	t.Helper()
-	ws := o.workspace
-	if ws == "" {
-		ws = t.TempDir()
-		if real, err := filepath.EvalSymlinks(ws); err == nil {
-			ws = real
-		}
-	}
-	dataDir := o.dataDir
-	if dataDir == "" {
-		dataDir = t.TempDir()
-	}
-	args := []string{"serve", "--log-format", "json", "--log-level", "debug", "--data-dir", dataDir, "--http", "127.0.0.1:0"}
-	s := &instance{stderr: &syncBuffer{}, workspace: ws, dataDir: dataDir, notes: make(chan mcp.JSONRPCNotification, 1000)}
-	cmd := exec.Command(binary, args...)
-	cmd.Env, cmd.Dir = serverEnv(fake, o.env), ws
-	pr, pw := io.Pipe()
-	cmd.Stderr = io.MultiWriter(s.stderr, pw)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &serverProc{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); pw.Close(); close(p.done) }()
-	t.Cleanup(p.stop)
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			var line struct {
-				URL string `json:"url"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.URL != "" {
-				urlc <- line.URL
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	select {
-	case s.url = <-urlc:
-	case <-time.After(15 * time.Second):
-		t.Fatalf("the HTTP server did not report its address; stderr:\n%s", s.stderr)
-	}
-	s.client = connectHTTP(t, s.url, o.token, s.stderr).client
-	return s, p
-}
 
 // connectHTTP connects one more client (with its own bearer token) to a
 // running HTTP server. stderr is the server's, for failure messages.
@@ -1132,7 +1057,8 @@ func TestCrashMidTurnLeavesAResumableChild(t *testing.T) {
 		return fakeopenai.Reply{Text: "answer to " + req.LastUserText()}
 	})
 	defer fake.Close()
-	s, proc := startHTTPProc(t, fake, serverOpts{})
+	s := start(t, fake, serverOpts{http: true})
+	proc := s.proc
 	ctx := testCtx(t)
 	h, early := startBackground(t, s, ctx, "survive a crash", "first task")
 	if got := awaitNotices(t, s, ctx, 8*time.Second, early, func(ns []string) bool { return len(ns) > 0 }); countWith(got, "first answer") != 1 {

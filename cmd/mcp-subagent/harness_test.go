@@ -86,7 +86,8 @@ type instance struct {
 	stderr    *syncBuffer
 	workspace string
 	dataDir   string
-	url       string // HTTP only
+	url       string      // HTTP only
+	proc      *serverProc // HTTP only: the server process, which a test may kill
 	notes     chan mcp.JSONRPCNotification
 }
 
@@ -161,44 +162,7 @@ func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 			t.Fatal(err)
 		}
 	} else {
-		cmd := exec.Command(binary, append(args, "--http", "127.0.0.1:0")...)
-		cmd.Env, cmd.Dir = env, ws
-		pr, pw := io.Pipe()
-		cmd.Stderr = io.MultiWriter(s.stderr, pw)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { _ = cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-			}
-			pw.Close()
-		})
-		urlc := make(chan string, 1)
-		go func() {
-			sc := bufio.NewScanner(pr)
-			for sc.Scan() {
-				var line struct {
-					URL string `json:"url"`
-				}
-				if json.Unmarshal(sc.Bytes(), &line) == nil && line.URL != "" {
-					urlc <- line.URL
-					break
-				}
-			}
-			_, _ = io.Copy(io.Discard, pr)
-		}()
-		select {
-		case s.url = <-urlc:
-		case <-time.After(15 * time.Second):
-			t.Fatalf("the HTTP server did not report its address; stderr:\n%s", s.stderr)
-		}
+		s.proc, s.url = launchHTTP(t, append(args, "--http", "127.0.0.1:0"), env, ws, s.stderr)
 		// Like real clients on the legacy protocol (the one Claude Code and
 		// Codex speak, pinned below), hold the GET stream open for
 		// server-initiated notifications (pushed notices).
@@ -231,6 +195,65 @@ func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 		t.Fatalf("initialize: %v; stderr:\n%s", err, s.stderr)
 	}
 	return s
+}
+
+// serverProc is a server process the test owns, so it can kill it.
+type serverProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *serverProc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// stop asks the process to stop (SIGTERM) and waits, killing it after 10s.
+func (p *serverProc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.kill()
+	}
+}
+
+// launchHTTP starts the server over HTTP and returns it with the URL it
+// logged; the test's cleanup stops it.
+func launchHTTP(t testing.TB, args, env []string, dir string, stderr *syncBuffer) (*serverProc, string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env, cmd.Dir = env, dir
+	pr, pw := io.Pipe()
+	cmd.Stderr = io.MultiWriter(stderr, pw)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serverProc{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); pw.Close(); close(p.done) }()
+	t.Cleanup(p.stop)
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			var line struct {
+				URL string `json:"url"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.URL != "" {
+				urlc <- line.URL
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	select {
+	case url := <-urlc:
+		return p, url
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the HTTP server did not report its address; stderr:\n%s", stderr)
+		return nil, ""
+	}
 }
 
 // call invokes a tool and fails the test on a protocol error.
