@@ -143,12 +143,6 @@ type Lister interface {
 	Listings(parent string) ([]Listing, error)
 }
 
-// Settler is an optional Store ability: write a child's final checkpoint
-// and clear its active mark in one commit.
-type Settler interface {
-	Settle(childID string, cp Checkpoint) error
-}
-
 // ChildWrite is several writes for one child, applied in this order:
 // create the child (marking it active), append events, settle (final
 // checkpoint, active mark cleared).
@@ -207,9 +201,6 @@ func writeChild(s Store, id string, w ChildWrite) error {
 		}
 	}
 	if w.Settle != nil {
-		if st, ok := s.(Settler); ok {
-			return st.Settle(id, *w.Settle)
-		}
 		if err := s.SetCheckpoint(id, *w.Settle); err != nil {
 			return err
 		}

@@ -13,7 +13,6 @@ import (
 
 var (
 	_ manager.Lister  = (*Store)(nil)
-	_ manager.Settler = (*Store)(nil)
 	_ manager.Batcher = (*Store)(nil)
 	_ manager.Inboxer = (*Store)(nil)
 )
@@ -85,12 +84,6 @@ func (s *Store) Listings(parent string) ([]manager.Listing, error) {
 		return nil
 	})
 	return out, err
-}
-
-// Settle writes a child's final checkpoint and clears its active mark in
-// one commit.
-func (s *Store) Settle(childID string, cp manager.Checkpoint) error {
-	return s.WriteChild(childID, manager.ChildWrite{Settle: &cp})
 }
 
 // WriteChild applies a child's pending writes (create, inbox, events,

@@ -406,13 +406,8 @@ func appendEvents(tx *bolt.Tx, childID string, events []agent.Event, encoded [][
 // Header returns the child's header.
 func (s *Store) Header(childID string) (manager.Header, error) {
 	var h manager.Header
-	err := s.db.View(func(tx *bolt.Tx) error {
-		if err := requireChild(tx, childID); err != nil {
-			return err
-		}
-		children, _ := top(tx, bucketChildren)
-		var err error
-		h, err = headerOf(childID, children.Get([]byte(childID)))
+	err := s.readChild(childID, bucketChildren, func(b []byte) (err error) {
+		h, err = headerOf(childID, b)
 		return err
 	})
 	return h, err
@@ -434,15 +429,7 @@ func headerOf(id string, b []byte) (manager.Header, error) {
 // version make it corrupt.
 func (s *Store) Descriptor(childID string) (manager.Descriptor, error) {
 	var d manager.Descriptor
-	err := s.db.View(func(tx *bolt.Tx) error {
-		if err := requireChild(tx, childID); err != nil {
-			return err
-		}
-		descriptors, err := top(tx, bucketDescriptors)
-		if err != nil {
-			return err
-		}
-		b := descriptors.Get([]byte(childID))
+	err := s.readChild(childID, bucketDescriptors, func(b []byte) (err error) {
 		if b == nil {
 			return corrupt(childID, "descriptor", errors.New("descriptor is missing"))
 		}
@@ -602,27 +589,34 @@ func (s *Store) Checkpoint(childID string) (manager.Checkpoint, bool, error) {
 		cp manager.Checkpoint
 		ok bool
 	)
-	err := s.db.View(func(tx *bolt.Tx) error {
-		if err := requireChild(tx, childID); err != nil {
-			return err
-		}
-		checkpoints, err := top(tx, bucketCheckpoints)
-		if err != nil {
-			return err
-		}
-		b := checkpoints.Get([]byte(childID))
+	err := s.readChild(childID, bucketCheckpoints, func(b []byte) error {
 		if b == nil {
 			return nil
 		}
-		if cp, err = decodeCheckpoint(b); err != nil {
+		c, err := decodeCheckpoint(b)
+		if err != nil {
 			s.log.Warn("ignoring a corrupt checkpoint", "child", childID, "err", err)
-			cp = manager.Checkpoint{}
 			return nil
 		}
-		ok = true
+		cp, ok = c, true
 		return nil
 	})
 	return cp, ok, err
+}
+
+// readChild reads a known child's value in one top-level bucket (nil when
+// absent) inside a read transaction; fn must not keep b.
+func (s *Store) readChild(childID string, bucket []byte, fn func(b []byte) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		if err := requireChild(tx, childID); err != nil {
+			return err
+		}
+		bk, err := top(tx, bucket)
+		if err != nil {
+			return err
+		}
+		return fn(bk.Get([]byte(childID)))
+	})
 }
 
 // SetCheckpoint replaces the child's projection checkpoint.
