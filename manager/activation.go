@@ -134,6 +134,9 @@ func (a *activation) next() (msg inboxMsg, injects []inboxMsg, settle, stop bool
 
 func (a *activation) run() {
 	defer a.m.wg.Done()
+	// Each epoch (a start or a resume) is one start/end pair of lifecycle
+	// events.
+	a.m.emit(Event{Type: EventStart, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true})
 	for {
 		msg, injects, settle, stop := a.next()
 		if stop {
@@ -224,6 +227,7 @@ func (a *activation) settle() {
 	}
 	m.release(a, notice)
 	close(a.released)
+	m.emit(Event{Type: EventEnd, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true, StopReason: last.StopReason, Output: last.Output})
 	m.log.Info("subagent settled", "agent_id", a.hdr.ID, "stop_reason", last.StopReason, "in_band", inBand)
 }
 
@@ -234,6 +238,7 @@ func (a *activation) shutdown() {
 	_ = a.driver.Close()
 	a.m.release(a, nil)
 	close(a.released)
+	a.m.emit(Event{Type: EventEnd, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true, StopReason: agent.StopAborted})
 }
 
 // settlementText is the runtime's statement of how an epoch ended.

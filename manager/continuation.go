@@ -104,7 +104,6 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 	msgID, w, _, _ := a.admit(req.Prompt, agent.SourceUser, wait)
 	ticket := a.persist.mark() // the record, the seed and the first message
 	go a.run()
-	m.emit(Event{Type: EventStart, RunID: hdr.ID, Provider: name, Local: true})
 	st := &Started{ChildID: hdr.ID, MessageID: msgID, waiter: w, persist: a.persist, m: m, ticket: ticket}
 	if !wait {
 		// The id goes to the caller now: commit first.

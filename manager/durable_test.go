@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -243,5 +244,50 @@ func TestUnknownStopReasonOfAContinuableChildIsAnError(t *testing.T) {
 	res, ok := st.Wait(ctx)
 	if !ok || res.StopReason != agent.StopError || !strings.Contains(res.Diagnostic, `"gave_up"`) {
 		t.Errorf("result = %+v, %v; want error naming the unknown stop reason", res, ok)
+	}
+}
+
+// A continuable child's epoch is one subagent/start and one subagent/end
+// event, the end carrying how the epoch ended; a resume is a new pair.
+func TestContinuableEpochsEmitStartAndEndEvents(t *testing.T) {
+	m := manager.New(manager.Options{Store: memstore.New()})
+	if err := m.Register(stubbornProvider{}); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	var mu sync.Mutex
+	var got []string
+	m.Subscribe(func(e manager.Event) {
+		mu.Lock()
+		got = append(got, string(e.Type)+":"+string(e.StopReason))
+		mu.Unlock()
+	})
+	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	st, err := m.StartContinuable(context.Background(), "stubborn", manager.StartRequest{Label: "l", Prompt: "p", Parent: root}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := func(n int) []string {
+		t.Helper()
+		for i := 0; i < 500; i++ {
+			mu.Lock()
+			g := append([]string(nil), got...)
+			mu.Unlock()
+			if len(g) >= n {
+				return g
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("events = %v, want %d", got, n)
+		return nil
+	}
+	if g := wait(2); g[0] != "subagent/start:" || g[1] != "subagent/end:error" {
+		t.Errorf("first epoch events = %v", g)
+	}
+	if _, err := m.Followup(context.Background(), root, st.ChildID, "again", false); err != nil {
+		t.Fatal(err)
+	}
+	if g := wait(4); g[2] != "subagent/start:" || g[3] != "subagent/end:error" {
+		t.Errorf("events after a resume = %v", g)
 	}
 }
