@@ -291,3 +291,56 @@ func TestContinuableEpochsEmitStartAndEndEvents(t *testing.T) {
 		t.Errorf("events after a resume = %v", g)
 	}
 }
+
+// recordingProvider is stubbornProvider that records the depth each
+// driver is built with.
+type recordingProvider struct {
+	stubbornProvider
+	mu     sync.Mutex
+	depths []int
+}
+
+func (p *recordingProvider) NewDriver(ctx context.Context, r manager.DriverRequest) (manager.Driver, error) {
+	p.mu.Lock()
+	p.depths = append(p.depths, r.Self.Depth, r.Header.Depth)
+	p.mu.Unlock()
+	return stubbornDriver{r.Journal}, nil
+}
+
+// A child's depth is persisted with it and a resume never lowers it, even
+// when the caller that sends the follow-up claims a lower depth.
+func TestResumeKeepsThePersistedDepth(t *testing.T) {
+	p := &recordingProvider{}
+	m := manager.New(manager.Options{Store: memstore.New()})
+	if err := m.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	parent := manager.ParentRef{Principal: "p", AgentID: "agent-parent", Depth: 2, Cwd: t.TempDir()}
+	st, err := m.StartContinuable(context.Background(), "stubborn", manager.StartRequest{Label: "l", Prompt: "p", Parent: parent}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st.Wait(ctx)
+	for settled := false; !settled; { // wait for the epoch to settle
+		rows, err := m.ListChildren(parent)
+		if err != nil || ctx.Err() != nil {
+			t.Fatalf("the child never settled: %v %v", rows, err)
+		}
+		settled = len(rows) == 1 && rows[0].Status == "ready"
+		time.Sleep(5 * time.Millisecond)
+	}
+	lower := parent
+	lower.Depth = 0
+	sent, err := m.Followup(ctx, lower, st.ChildID, "again", false)
+	if err != nil || sent.Route != manager.RouteResumed {
+		t.Fatalf("followup = %+v, %v", sent, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.depths) != 4 || p.depths[0] != 3 || p.depths[1] != 3 || p.depths[2] != 3 || p.depths[3] != 3 {
+		t.Errorf("driver depths (self, header) at start and resume = %v, want all 3", p.depths)
+	}
+}
