@@ -3,6 +3,7 @@ package manager_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -342,5 +343,50 @@ func TestResumeKeepsThePersistedDepth(t *testing.T) {
 	defer p.mu.Unlock()
 	if len(p.depths) != 4 || p.depths[0] != 3 || p.depths[1] != 3 || p.depths[2] != 3 || p.depths[3] != 3 {
 		t.Errorf("driver depths (self, header) at start and resume = %v, want all 3", p.depths)
+	}
+}
+
+// reportingDriver reports to its parent during its turn and answers with
+// what the report call returned.
+type reportingDriver struct {
+	j    *agent.Journal
+	m    *manager.Manager
+	self manager.ParentRef
+}
+
+func (d reportingDriver) RunTurn(ctx context.Context, in []agent.Input) agent.TurnResult {
+	_, err := d.m.ReportFrom(d.self, "halfway", manager.DeliveryNextStep)
+	return agent.TurnResult{Output: fmt.Sprint(err), StopReason: agent.StopCompleted}
+}
+func (d reportingDriver) Journal() *agent.Journal { return d.j }
+func (reportingDriver) Close() error              { return nil }
+
+type reportingProvider struct {
+	stubbornProvider
+	m *manager.Manager
+}
+
+func (p reportingProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {
+	return reportingDriver{j: r.Journal, m: p.m, self: r.Self}, nil
+}
+
+// A report whose recipient, the persisted parent agent, is not running is
+// refused with PARENT_UNAVAILABLE; the child's turn goes on.
+func TestReportToAnAbsentParentIsParentUnavailable(t *testing.T) {
+	m := manager.New(manager.Options{Store: memstore.New()})
+	if err := m.Register(reportingProvider{m: m}); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	absent := manager.ParentRef{Principal: "p", AgentID: "agent-not-running", Depth: 1, Cwd: t.TempDir()}
+	st, err := m.StartContinuable(context.Background(), "stubborn", manager.StartRequest{Label: "l", Prompt: "p", Parent: absent}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, ok := st.Wait(ctx)
+	if !ok || res.StopReason != agent.StopCompleted || !strings.Contains(res.Output, "PARENT_UNAVAILABLE") {
+		t.Errorf("turn = %+v, %v; want completed with the report refused as PARENT_UNAVAILABLE", res, ok)
 	}
 }
