@@ -152,7 +152,7 @@ type Input struct {
 func (a *Agent) RunTurnWith(ctx context.Context, inputs []Input) TurnResult {
 	a.turnMu.Lock()
 	defer a.turnMu.Unlock()
-	turn := a.nextTurn()
+	turn := a.journal.NextTurn()
 	a.journal.Append(Event{Kind: EventTurnStart, Turn: turn})
 	for _, in := range inputs {
 		source := in.Source
@@ -165,16 +165,6 @@ func (a *Agent) RunTurnWith(ctx context.Context, inputs []Input) TurnResult {
 	res := a.loop(ctx, turn)
 	a.journal.Append(Event{Kind: EventTurnEnd, Turn: turn, StopReason: res.StopReason, Diagnostic: res.Diagnostic})
 	return res
-}
-
-func (a *Agent) nextTurn() int {
-	n := 0
-	for _, e := range a.journal.Events() {
-		if e.Kind == EventTurnStart {
-			n++
-		}
-	}
-	return n + 1
 }
 
 // nudge is sent when a model with an output schema answers without

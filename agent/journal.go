@@ -122,6 +122,20 @@ func (j *Journal) Events() []Event {
 	return append([]Event(nil), j.events...)
 }
 
+// NextTurn returns the number the next turn gets: one more than the turns
+// started so far.
+func (j *Journal) NextTurn() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := 1
+	for _, e := range j.events {
+		if e.Kind == EventTurnStart {
+			n++
+		}
+	}
+	return n
+}
+
 // Len returns the number of events.
 func (j *Journal) Len() int {
 	j.mu.Lock()

@@ -27,12 +27,7 @@ type Turn struct {
 // Begin records the start of a turn and its inputs. session is the
 // external session handle already known (from the journal), if any.
 func Begin(j *agent.Journal, inputs []agent.Input) *Turn {
-	n := 1
-	for _, e := range j.Events() {
-		if e.Kind == agent.EventTurnStart {
-			n++
-		}
-	}
+	n := j.NextTurn()
 	t := &Turn{j: j, n: n, session: agent.LastSession(j.Events())}
 	j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: n})
 	for _, in := range inputs {
