@@ -86,7 +86,7 @@ const checkpointVersion = 1
 
 // encodeCheckpoint is the checkpoint's binary form.
 func encodeCheckpoint(c manager.Checkpoint) []byte {
-	b := make([]byte, 0, 48+len(c.Mode)+len(c.Label)+len(c.Stop))
+	b := make([]byte, 0, 52+len(c.Mode)+len(c.Label)+len(c.Stop)+len(c.Closing))
 	b = append(b, checkpointVersion)
 	b = binary.AppendVarint(b, c.Seq)
 	b = binary.AppendVarint(b, c.Usage.InputTokens)
@@ -95,6 +95,11 @@ func encodeCheckpoint(c manager.Checkpoint) []byte {
 	b = appendString(b, string(c.Mode))
 	b = appendString(b, c.Label)
 	b = appendString(b, string(c.Stop))
+	if c.Closing != "" {
+		// Optional and last, so records written before it existed still
+		// decode.
+		b = appendString(b, c.Closing)
+	}
 	return b
 }
 
@@ -133,7 +138,12 @@ func decodeCheckpoint(b []byte) (manager.Checkpoint, error) {
 		return manager.Checkpoint{}, err
 	}
 	if len(b) != 0 {
-		return manager.Checkpoint{}, errMalformed
+		if c.Closing, b, err = readString(b); err != nil {
+			return manager.Checkpoint{}, err
+		}
+		if c.Closing == "" || len(b) != 0 {
+			return manager.Checkpoint{}, errMalformed // one encoding per value
+		}
 	}
 	c.Seq = vals[0]
 	c.Usage = manager.Usage{InputTokens: vals[1], OutputTokens: vals[2], CostUSD: cost}

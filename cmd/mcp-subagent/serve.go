@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -125,6 +126,7 @@ func serve(ctx context.Context, o serveOptions, stdin io.Reader, stdout io.Write
 				ts.PushNotice(principal, n)
 			}
 		},
+		SessionConnected: func(id string) bool { return ts != nil && ts.SessionConnected(id) },
 		Callback: func(self manager.ParentRef) (manager.Callback, func()) {
 			if ts == nil {
 				return manager.Callback{}, nil
@@ -164,7 +166,7 @@ func serve(ctx context.Context, o serveOptions, stdin io.Reader, stdout io.Write
 	}
 	ms := server.NewMCPServer("mcp-subagent", version,
 		server.WithToolCapabilities(false), server.WithLogging(), server.WithRecovery(),
-		server.WithToolFilter(ts.Filter))
+		server.WithToolFilter(ts.Filter), server.WithHooks(ts.Hooks()))
 	ts.Register(ms)
 	if len(external) > 0 { // external children reach the server back here
 		cctx, stopCallbacks := context.WithCancel(ctx)
@@ -199,18 +201,20 @@ func serve(ctx context.Context, o serveOptions, stdin io.Reader, stdout io.Write
 		} {
 			opt(ss)
 		}
+		end := ts.OpenSession(tools.SessionInfo{ID: "stdio", Principal: o.principal})
+		defer end()
 		err := ss.Listen(ctx, stdin, stdout)
 		if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 			return nil
 		}
 		return err
 	}
-	return serveHTTP(ctx, listener, ms, cfg.HTTP, log)
+	return serveHTTP(ctx, listener, ms, ts, cfg.HTTP, log)
 }
 
 type principalCtxKey struct{}
 
-func serveHTTP(ctx context.Context, ln net.Listener, ms *server.MCPServer, hc HTTPConfig, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, ln net.Listener, ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger) error {
 	streamable := server.NewStreamableHTTPServer(ms,
 		server.WithEndpointPath("/mcp"),
 		server.WithStreamableHTTPLogger(log.With("component", "http")),
@@ -219,7 +223,7 @@ func serveHTTP(ctx context.Context, ln net.Listener, ms *server.MCPServer, hc HT
 			return tools.WithPrincipal(ctx, p)
 		}))
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", guard(streamable, hc))
+	mux.Handle("/mcp", guard(bindSessions(streamable, ts), hc))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Info("serving MCP over streamable HTTP", "version", version, "url", "http://"+ln.Addr().String()+"/mcp")
 	errc := make(chan error, 1)
@@ -264,6 +268,78 @@ func guard(next http.Handler, hc HTTPConfig) http.Handler {
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalCtxKey{}, principal)))
 	})
 }
+
+// bindSessions binds each HTTP session to the principal that created it: a
+// request naming another principal's session gets 404, as an unknown
+// session would. A session is bound when its id is handed out (the
+// response to initialize) or, for an id this process did not mint (one
+// from before a restart), by its first request. A DELETE ends the session
+// for the tools at once.
+func bindSessions(next http.Handler, ts *tools.Server) http.Handler {
+	var mu sync.Mutex
+	owner := map[string]string{}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		principal, _ := r.Context().Value(principalCtxKey{}).(string)
+		id := r.Header.Get(server.HeaderKeySessionID)
+		if id != "" {
+			mu.Lock()
+			o, ok := owner[id]
+			if !ok {
+				owner[id] = principal
+			}
+			if r.Method == http.MethodDelete {
+				delete(owner, id)
+			}
+			mu.Unlock()
+			if ok && o != principal {
+				http.Error(w, "Not Found: no such session", http.StatusNotFound)
+				return
+			}
+			if r.Method == http.MethodDelete {
+				defer ts.EndSession(id)
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(&sessionRecorder{ResponseWriter: w, bind: func(id string) {
+			mu.Lock()
+			owner[id] = principal
+			mu.Unlock()
+		}}, r)
+	})
+}
+
+// sessionRecorder binds the session id a response hands out.
+type sessionRecorder struct {
+	http.ResponseWriter
+	bind  func(string)
+	wrote bool
+}
+
+func (s *sessionRecorder) WriteHeader(code int) {
+	if !s.wrote {
+		s.wrote = true
+		if id := s.Header().Get(server.HeaderKeySessionID); id != "" {
+			s.bind(id)
+		}
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *sessionRecorder) Write(b []byte) (int, error) {
+	if !s.wrote {
+		s.WriteHeader(http.StatusOK)
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *sessionRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *sessionRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func originAllowed(origin string, allowed []string) bool {
 	for _, a := range allowed {
