@@ -112,6 +112,14 @@ func New(opts Options) *Manager {
 // continuable children need.
 func (m *Manager) Persistent() bool { return m.store != nil }
 
+// Live reports the number of resident continuable children (running or
+// idle): work that keeps a daemon up with no session connected.
+func (m *Manager) Live() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.live)
+}
+
 // MaxDepth returns the deployment's depth cap.
 func (m *Manager) MaxDepth() int { return m.opts.MaxDepth }
 

@@ -17,6 +17,10 @@ type Config struct {
 	Shell           bool      `json:"shell,omitempty"`
 	DataDir         string    `json:"data_dir,omitempty"`
 	WaitSeconds     float64   `json:"wait_seconds,omitempty"`
+	// ClientWaitSeconds bounds every wait per client (by clientInfo.name);
+	// it is merged over defaultClientWait.
+	ClientWaitSeconds map[string]float64 `json:"client_wait_seconds,omitempty"`
+	Daemon            DaemonConfig       `json:"daemon"`
 	LLM             LLMConfig `json:"llm"`
 	// Providers are the external providers; nil (absent): codex and
 	// claude-code when on PATH; [] : none.
@@ -32,6 +36,13 @@ type LLMConfig struct {
 	MaxRetries *int   `json:"max_retries,omitempty"`
 	MaxTokens  int64  `json:"max_tokens,omitempty"`
 	MaxSteps   int    `json:"max_steps,omitempty"`
+}
+
+// DaemonConfig tunes the per-data-directory daemon.
+type DaemonConfig struct {
+	// IdleSeconds: exit after this long with no session and no live child;
+	// zero: 600. Negative: never.
+	IdleSeconds float64 `json:"idle_seconds,omitempty"`
 }
 
 // HTTPConfig guards the streamable HTTP transport.

@@ -772,7 +772,7 @@ func TestReportReachesTheParentWithItsSourceKind(t *testing.T) {
 			t.Fatalf("the child never got a grandchild id; requests:\n%s", dumpAll(fake))
 		}
 		// Stop the server and read the child's journal.
-		s.client.Close()
+		s.stop(t)
 		st := openStore(t, s.dataDir)
 		r.childJournal, r.childJournalErr = st.Events(r.childID)
 		return r
@@ -1143,7 +1143,7 @@ func TestCrashMidTurnLeavesAResumableChild(t *testing.T) {
 		t.Errorf("the resumed turn's request:\n%swant the whole history", dumpConversation(got))
 	}
 
-	s2.client.Close() // stops the stdio server
+	s2.stop(t)
 	st := openStore(t, s.dataDir)
 	events, err := st.Events(h.AgentID)
 	if err != nil {
@@ -1184,7 +1184,7 @@ func TestCorruptDescriptorIsListedAsDiagnosticAndNotResumable(t *testing.T) {
 	if countWith(got, bad.AgentID) != 1 || countWith(got, good.AgentID) != 1 {
 		t.Fatalf("settlement notices = %q", got)
 	}
-	s.client.Close() // stops the stdio server
+	s.stop(t)
 
 	db, err := bolt.Open(filepath.Join(s.dataDir, persist.FileName), 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {

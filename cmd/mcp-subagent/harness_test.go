@@ -50,10 +50,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer collects a subprocess's stderr for assertions.
+// syncBuffer collects a subprocess's stderr for assertions; with log set,
+// String also returns that file (the daemon's log, where a relayed
+// session's server logs go).
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu  sync.Mutex
+	b   bytes.Buffer
+	log string
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
@@ -65,7 +68,23 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.String()
+	out := s.b.String()
+	if s.log != "" {
+		if b, err := os.ReadFile(s.log); err == nil {
+			out += string(b)
+		}
+	}
+	return out
+}
+
+// stopDaemon stops the daemon of dataDir, if one runs, and waits until it
+// has let go of the directory.
+func stopDaemon(t testing.TB, dataDir string) {
+	t.Helper()
+	out, err := exec.Command(binary, "daemon", "stop", "--data-dir", dataDir).CombinedOutput()
+	if err != nil {
+		t.Errorf("stopping the daemon of %s: %v\n%s", dataDir, err, out)
+	}
 }
 
 // waitFor polls cond until it holds or d passes.
@@ -88,6 +107,7 @@ type instance struct {
 	dataDir   string
 	url       string      // HTTP only
 	proc      *serverProc // HTTP only: the server process, which a test may kill
+	relayed   bool        // stdio relayed to the data directory's daemon
 	notes     chan mcp.JSONRPCNotification
 }
 
@@ -146,6 +166,13 @@ func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 	}
 	s := &instance{stderr: &syncBuffer{}, workspace: ws, dataDir: dataDir, notes: make(chan mcp.JSONRPCNotification, 1000)}
 	env := serverEnv(fake, o.env)
+	s.relayed = !o.http && !slices.Contains(o.args, "--ephemeral") && !slices.Contains(o.args, "--no-daemon")
+	if s.relayed {
+		// The session relays to the data directory's daemon, which outlives
+		// it: stop it when the test ends (after the client closed).
+		s.stderr.log = filepath.Join(dataDir, "daemon.log")
+		t.Cleanup(func() { stopDaemon(t, dataDir) })
+	}
 	if !o.http {
 		tr := transport.NewStdioWithOptions(binary, env, args,
 			transport.WithCommandStderrWriter(s.stderr),
@@ -195,6 +222,16 @@ func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 		t.Fatalf("initialize: %v; stderr:\n%s", err, s.stderr)
 	}
 	return s
+}
+
+// stop ends the server: the client closes, which ends an in-process
+// server; a relayed session's daemon is stopped as well.
+func (s *instance) stop(t testing.TB) {
+	t.Helper()
+	s.client.Close()
+	if s.relayed {
+		stopDaemon(t, s.dataDir)
+	}
 }
 
 // serverProc is a server process the test owns, so it can kill it.
