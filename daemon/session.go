@@ -52,11 +52,11 @@ func newSession(id string, conn net.Conn, log *slog.Logger) *session {
 	return &session{id: id, conn: conn, log: log, notifications: make(chan mcp.JSONRPCNotification, 100), pending: map[int64]chan rpcReply{}}
 }
 
-func (s *session) SessionID() string                                  { return s.id }
+func (s *session) SessionID() string                                   { return s.id }
 func (s *session) NotificationChannel() chan<- mcp.JSONRPCNotification { return s.notifications }
-func (s *session) Initialize()                                        { s.initialized.Store(true) }
-func (s *session) Initialized() bool                                  { return s.initialized.Load() }
-func (s *session) SetLogLevel(l mcp.LoggingLevel)                     { s.level.Store(l) }
+func (s *session) Initialize()                                         { s.initialized.Store(true) }
+func (s *session) Initialized() bool                                   { return s.initialized.Load() }
+func (s *session) SetLogLevel(l mcp.LoggingLevel)                      { s.level.Store(l) }
 
 // RelaySession marks a session the daemon tracks itself (the tools layer
 // leaves its registration to OpenSession).
