@@ -102,16 +102,19 @@ func dial(ctx context.Context, dataDir string, h Hello) (*Conn, error) {
 		return nil, err
 	}
 	c := nc.(*net.UnixConn)
-	if err := writeLine(c, h); err != nil {
-		c.Close()
-		return nil, err
-	}
+	// A daemon that refuses the peer writes its refusal and closes without
+	// reading: the hello may fail to send, and the refusal is still there
+	// to read.
+	werr := writeLine(c, h)
 	stop := context.AfterFunc(ctx, func() { _ = c.SetReadDeadline(time.Now()) })
 	r := bufio.NewReaderSize(c, 64<<10)
 	line, err := r.ReadBytes('\n')
 	stop()
-	if err != nil {
+	if err != nil && len(line) == 0 {
 		c.Close()
+		if werr != nil {
+			return nil, werr
+		}
 		return nil, fmt.Errorf("the daemon closed the connection before its welcome: %w", err)
 	}
 	var w Welcome

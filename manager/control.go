@@ -561,6 +561,12 @@ func (m *Manager) Recover() error {
 			}
 		}
 		last := lastOutcome(all)
+		if last.StopReason == "" {
+			// No turn of the epoch reached the journal: the crash stopped
+			// it before it began (its prompt is still queued, and a resume
+			// runs it).
+			last.StopReason = agent.StopAborted
+		}
 		if err := m.store.SetActive(id, false); err != nil {
 			m.log.Error("clearing an active mark failed", "agent_id", id, "err", err)
 			continue

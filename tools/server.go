@@ -316,7 +316,15 @@ func withNotices(res *mcp.CallToolResult, ns []manager.Notice) {
 	} else if b, err := json.Marshal(res.StructuredContent); err != nil || json.Unmarshal(b, &m) != nil || m == nil {
 		m = map[string]any{"result": res.StructuredContent}
 	}
-	m["notices"] = sn
+	if prev, ok := m["notices"].([]any); ok { // a handler delivered some already
+		all := prev
+		for _, n := range sn {
+			all = append(all, n)
+		}
+		m["notices"] = all
+	} else {
+		m["notices"] = sn
+	}
 	res.StructuredContent = m
 	for _, n := range ns {
 		res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf("[%s from %s]\n%s", n.Source, n.ChildID, n.Text)))

@@ -188,6 +188,10 @@ func daemonControl(ctx context.Context, op string, o serveOptions, stdout io.Wri
 		return daemon.Stop(sctx, dataDir, daemon.Hello{Version: version, Op: "stop", PID: os.Getpid()})
 	case "status":
 		w, err := daemon.Status(ctx, dataDir)
+		var refused *daemon.RefusedError
+		if errors.As(err, &refused) {
+			return err
+		}
 		if err != nil {
 			fmt.Fprintf(stdout, "no daemon runs for %s\n", dataDir)
 			return nil

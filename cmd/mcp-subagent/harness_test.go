@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,8 +47,29 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	// A test that failed before its cleanup may leave a daemon of ours
+	// behind: no process outlives the suite.
+	for _, pid := range processesOf(binary) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// processesOf lists live processes running the executable at path.
+func processesOf(path string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == path {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // syncBuffer collects a subprocess's stderr for assertions; with log set,
@@ -122,6 +144,7 @@ type serverOpts struct {
 	// dataDir and workspace reuse a previous instance's (for restarts);
 	// empty: fresh temporary directories.
 	dataDir, workspace string
+	bin                string // the server binary; empty: the one built for the tests
 }
 
 func serverEnv(fake *fakeopenai.Server, extra []string) []string {
@@ -173,8 +196,12 @@ func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 		s.stderr.log = filepath.Join(dataDir, "daemon.log")
 		t.Cleanup(func() { stopDaemon(t, dataDir) })
 	}
+	bin := binary
+	if o.bin != "" {
+		bin = o.bin
+	}
 	if !o.http {
-		tr := transport.NewStdioWithOptions(binary, env, args,
+		tr := transport.NewStdioWithOptions(bin, env, args,
 			transport.WithCommandStderrWriter(s.stderr),
 			transport.WithCommandFunc(func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
 				cmd := exec.CommandContext(ctx, command, args...)
