@@ -1288,3 +1288,39 @@ func TestNoticesGoToTheSessionThatStartedTheChild(t *testing.T) {
 		t.Errorf("after the originating session ended, the other session got %q; want the second child's settlement", ns)
 	}
 }
+
+// A client that cancels tool calls on a fixed timer (Codex: 60 s) gets
+// every wait bounded below it, chosen by its clientInfo.name: a foreground
+// call hands back a running handle and the child goes on; a long
+// list_agents wait returns in time.
+func TestWaitsAreBoundedPerClient(t *testing.T) {
+	release := newGate()
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		release.wait(30 * time.Second)
+		return fakeopenai.Reply{Text: "slow answer"}
+	})
+	defer fake.Close()
+	defer release.open()
+	// The harness's client is named "e2e".
+	s := start(t, fake, serverOpts{config: `{"client_wait_seconds": {"e2e": 0.5}}`})
+	ctx := testCtx(t)
+	res := s.call(t, ctx, "subagent", map[string]any{"description": "slow job", "prompt": "take your time"})
+	var h handleSC
+	decodeSC(t, res, &h)
+	if res.IsError || h.Kind != "continuable" || h.Status != "running" {
+		t.Fatalf("foreground call under the client's bound = %s %+v; want a running handle", text(res), h)
+	}
+	t0 := time.Now()
+	res, _ = callList(t, s, ctx, map[string]any{"wait_seconds": 600})
+	if d := time.Since(t0); d > 20*time.Second {
+		t.Errorf("list_agents wait_seconds 600 took %v; the client's bound is 0.5 s", d)
+	}
+	if ns := notices(res, ""); len(ns) != 0 {
+		t.Errorf("notices before the child settled: %q", ns)
+	}
+	release.open()
+	got := awaitNotices(t, s, ctx, 10*time.Second, nil, func(ns []string) bool { return len(filterNotices(ns, "subagent-settled")) > 0 })
+	if countWith(got, "slow answer") != 1 {
+		t.Errorf("notices = %q; want the child's settlement with its answer", got)
+	}
+}
