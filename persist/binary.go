@@ -30,12 +30,13 @@ type indexRecord struct {
 	mode      string
 	provider  string
 	label     string
+	cwd       string // optional, last: records written before it have none
 	descCRC   uint32
 	createdAt int64 // Unix nanoseconds
 }
 
 func encodeIndexRecord(h manager.Header, descriptor []byte) []byte {
-	b := make([]byte, 0, 32+len(h.Mode)+len(h.Provider)+len(h.Label))
+	b := make([]byte, 0, 36+len(h.Mode)+len(h.Provider)+len(h.Label)+len(h.Cwd))
 	b = append(b, indexRecordVersion)
 	b = binary.AppendVarint(b, int64(h.Depth))
 	b = binary.BigEndian.AppendUint32(b, checksum(descriptor))
@@ -43,6 +44,9 @@ func encodeIndexRecord(h manager.Header, descriptor []byte) []byte {
 	b = appendString(b, string(h.Mode))
 	b = appendString(b, h.Provider)
 	b = appendString(b, h.Label)
+	if h.Cwd != "" {
+		b = appendString(b, h.Cwd)
+	}
 	return b
 }
 
@@ -77,7 +81,12 @@ func decodeIndexRecord(b []byte) (indexRecord, error) {
 		return r, err
 	}
 	if len(b) != 0 {
-		return r, errMalformed
+		if r.cwd, b, err = readString(b); err != nil {
+			return r, err
+		}
+		if r.cwd == "" || len(b) != 0 {
+			return r, errMalformed // one encoding per value
+		}
 	}
 	return r, nil
 }

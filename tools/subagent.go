@@ -265,6 +265,9 @@ func foregroundResult(id string, res manager.Result) *mcp.CallToolResult {
 func (s *Server) resolveCwd(ctx context.Context, caller manager.ParentRef, cwd string) (string, error) {
 	base := caller.Cwd
 	if cwd == "" {
+		if base == "" {
+			return "", fmt.Errorf("field \"cwd\": this session told no working directory; give an absolute directory")
+		}
 		return base, nil
 	}
 	p := cwd
@@ -284,8 +287,9 @@ func (s *Server) resolveCwd(ctx context.Context, caller manager.ParentRef, cwd s
 		}
 		return "", fmt.Errorf("field \"cwd\": %q lies outside your own working directory; a child's cwd is never wider than its parent's", cwd)
 	}
-	for _, r := range s.roots {
-		if within(r, real) {
+	// A root session's own working directory is one of its roots.
+	for _, r := range append([]string{caller.Cwd}, s.roots...) {
+		if r != "" && within(r, real) {
 			return real, nil
 		}
 	}
@@ -295,7 +299,8 @@ func (s *Server) resolveCwd(ctx context.Context, caller manager.ParentRef, cwd s
 			return real, nil
 		}
 	}
-	return "", fmt.Errorf("field \"cwd\": %q lies outside the server's allowed roots; use a directory inside %s or add a root to the config (or offer it as an MCP root)", cwd, strings.Join(s.roots, ", "))
+	allowed := strings.Join(append([]string{caller.Cwd}, s.roots...), ", ")
+	return "", fmt.Errorf("field \"cwd\": %q lies outside the allowed roots; use a directory inside %s or add a root to the config (or offer it as an MCP root)", cwd, allowed)
 }
 
 // clientRoots returns the file roots a root caller's MCP client offers, if

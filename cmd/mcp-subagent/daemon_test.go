@@ -365,3 +365,40 @@ func TestTheSocketRefusesAnotherUID(t *testing.T) {
 		t.Errorf("the daemon's own uid is refused too: %+v, %v", st, err)
 	}
 }
+
+// A relayed session's working directory (where its client started serve)
+// is its project: its children's default cwd and an allowed root; the
+// daemon's own working directory is nobody's. list_agents shows the
+// session's project unless all_projects.
+func TestASessionsWorkingDirectoryIsItsProject(t *testing.T) {
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		return fakeopenai.Reply{Text: "done in " + req.LastUserText()}
+	})
+	defer fake.Close()
+	a := start(t, fake, serverOpts{})
+	b := start(t, fake, serverOpts{dataDir: a.dataDir}) // another project, same daemon
+	ctx := testCtx(t)
+	sub := filepath.Join(a.workspace, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := a.call(t, ctx, "subagent", map[string]any{"description": "in a subdir", "prompt": "p1", "cwd": "sub"})
+	if res.IsError {
+		t.Fatalf("a cwd inside the session's directory was refused: %s", text(res))
+	}
+	res = a.call(t, ctx, "subagent", map[string]any{"description": "elsewhere", "prompt": "p2", "cwd": b.workspace})
+	if !res.IsError || !strings.Contains(text(res), "outside the allowed roots") {
+		t.Errorf("a cwd in another session's project = %s; want refused", text(res))
+	}
+	if res := b.call(t, ctx, "subagent", map[string]any{"description": "b's own", "prompt": "p3"}); res.IsError {
+		t.Fatal(text(res))
+	}
+	_, rows := callList(t, a, ctx, nil)
+	if len(rows) != 1 || rows[0].Label != "in a subdir" {
+		t.Errorf("session a lists %+v; want only its project's child", rows)
+	}
+	_, rows = callList(t, a, ctx, map[string]any{"all_projects": true})
+	if len(rows) != 2 {
+		t.Errorf("all_projects lists %+v; want both projects' children", rows)
+	}
+}
