@@ -40,6 +40,9 @@ type ConnectOptions struct {
 	// Timeout bounds the whole connect, a daemon's start included; zero:
 	// 30 s.
 	Timeout time.Duration
+	// Await, with Start nil, dials until a daemon answers (one that is
+	// taking over is starting) instead of failing at once.
+	Await bool
 }
 
 // Connect returns a session connection to DataDir's daemon, starting one
@@ -65,11 +68,15 @@ func Connect(ctx context.Context, o ConnectOptions) (*Conn, error) {
 			return c, nil
 		}
 		var refused *RefusedError
-		if errors.As(err, &refused) || o.Start == nil {
+		if errors.As(err, &refused) || (o.Start == nil && !o.Await) {
 			return nil, err
 		}
 		last = err
-		switch state, err := start(ctx, o.Start()); {
+		state := "busy"
+		if o.Start != nil {
+			state, err = start(ctx, o.Start())
+		}
+		switch {
 		case err != nil:
 			return nil, fmt.Errorf("starting the daemon for %s: %w (its log: %s)", o.DataDir, err, LogPath(o.DataDir))
 		case state == "busy":
@@ -213,31 +220,6 @@ func Status(ctx context.Context, dataDir string) (Welcome, error) {
 	}
 	c.Close()
 	return c.Welcome, nil
-}
-
-// Relay copies a session's stdio to and from the daemon until either side
-// ends: stdin's EOF half-closes the connection (the daemon ends the
-// session and closes), and the daemon closing ends the relay.
-func Relay(ctx context.Context, c *Conn, stdin io.Reader, stdout io.Writer) error {
-	done := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(stdout, c.R)
-		done <- err
-	}()
-	go func() {
-		_, _ = io.Copy(c.UnixConn, stdin)
-		_ = c.CloseWrite()
-	}()
-	select {
-	case err := <-done:
-		if err != nil && !errors.Is(err, net.ErrClosed) {
-			return err
-		}
-		return nil
-	case <-ctx.Done():
-		_ = c.Close()
-		return nil
-	}
 }
 
 // Newer reports whether version a is a later release than b (both

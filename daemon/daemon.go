@@ -51,8 +51,9 @@ type Listener struct {
 	ln      *net.UnixListener
 	path    string
 
-	mu      sync.Mutex
-	closers []net.Conn // stop/takeover requesters, closed last
+	mu       sync.Mutex
+	closers  []net.Conn // stop/takeover requesters, closed last
+	handover bool       // a takeover: sessions are told before they close
 }
 
 // Listen takes dataDir's daemon lock (ErrBusy when another daemon has it),
@@ -155,6 +156,11 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 			reason = r
 		}
 		mu.Unlock()
+		if r == ReasonTakeover {
+			l.mu.Lock()
+			l.handover = true
+			l.mu.Unlock()
+		}
 		cancel()
 	}
 	// Closing the listener ends Accept.
@@ -281,6 +287,14 @@ func (l *Listener) serveSession(ctx context.Context, o Options, log *slog.Logger
 	_, _ = rand.Read(b[:])
 	id := "sock-" + hex.EncodeToString(b[:])
 	s := newSession(id, c, log)
+	s.bye = func() []byte {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.handover {
+			return Handover
+		}
+		return nil
+	}
 	ctx = o.MCP.WithContext(ctx, s)
 	if err := o.MCP.RegisterSession(ctx, s); err != nil {
 		log.Error("registering a session failed", "err", err)

@@ -32,6 +32,8 @@ type session struct {
 	clientInfo    atomic.Value // mcp.Implementation
 	clientCaps    atomic.Value // mcp.ClientCapabilities
 
+	bye func() []byte // the last line to send as the daemon closes the session; nil: none
+
 	nextID  atomic.Int64
 	pmu     sync.Mutex
 	pending map[int64]chan rpcReply // our requests to the client (roots/list)
@@ -171,7 +173,16 @@ func (s *session) serve(ctx context.Context, ms *server.MCPServer, r *bufio.Read
 		}
 	})
 	// The connection closes when ctx ends, which ends a blocked read.
-	stop := context.AfterFunc(ctx, func() { _ = s.conn.Close() })
+	stop := context.AfterFunc(ctx, func() {
+		if s.bye != nil {
+			if b := s.bye(); b != nil {
+				s.wmu.Lock()
+				_, _ = s.conn.Write(b)
+				s.wmu.Unlock()
+			}
+		}
+		_ = s.conn.Close()
+	})
 	defer stop()
 	for {
 		line, err := r.ReadBytes('\n')

@@ -127,21 +127,33 @@ func relay(ctx context.Context, o serveOptions, cfg Config, stdin io.Reader, std
 		return err
 	}
 	cwd, _ := os.Getwd()
-	c, err := daemon.Connect(ctx, daemon.ConnectOptions{
-		DataDir:  dataDir,
-		Hello:    daemon.Hello{Version: version, Cwd: cwd, Principal: o.principal, PID: os.Getpid()},
-		Start:    func() *exec.Cmd { return daemonCommand(o, dataDir) },
-		Takeover: func(v string) bool { return daemon.Newer(version, v) },
-	})
+	connect := func(ctx context.Context, start bool) (*daemon.Conn, error) {
+		co := daemon.ConnectOptions{
+			DataDir:  dataDir,
+			Hello:    daemon.Hello{Version: version, Cwd: cwd, Principal: o.principal, PID: os.Getpid()},
+			Takeover: func(v string) bool { return daemon.Newer(version, v) },
+			Await:    !start,
+		}
+		if start {
+			co.Start = func() *exec.Cmd { return daemonCommand(o, dataDir) }
+		}
+		return daemon.Connect(ctx, co)
+	}
+	c, err := connect(ctx, true)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
 	log.Debug("relaying to the daemon", "socket", daemon.SocketPath(dataDir), "daemon_pid", c.Welcome.PID, "daemon_version", c.Welcome.Version)
 	if c.Welcome.Version != version {
 		log.Info("the daemon runs another version; `mcp-subagent daemon stop` restarts it on this one", "daemon_version", c.Welcome.Version, "version", version)
 	}
-	return daemon.Relay(ctx, c, stdin, stdout)
+	return daemon.Relay(ctx, c, stdin, stdout, func(ctx context.Context, start bool) (*daemon.Conn, error) {
+		nc, err := connect(ctx, start)
+		if err == nil {
+			log.Info("relaying to a new daemon", "daemon_pid", nc.Welcome.PID, "daemon_version", nc.Welcome.Version)
+		}
+		return nc, err
+	}, log)
 }
 
 // daemonCommand starts this binary as dataDir's daemon, detached, logging

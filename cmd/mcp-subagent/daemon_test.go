@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/mcp-subagent/mcp-subagent/daemon"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 )
@@ -92,7 +94,18 @@ func startRaw(t *testing.T, bin string, fake *fakeopenai.Server, dataDir, ws str
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	t.Cleanup(func() { r.in.Close(); _ = r.cmd.Wait() })
+	waited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(waited) }()
+	t.Cleanup(func() {
+		r.in.Close()
+		select {
+		case <-waited:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-waited
+			t.Errorf("serve did not exit when its stdin closed; stderr:\n%s", r.stderr)
+		}
+	})
 	if _, err := r.rpc(1, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
 		"clientInfo": map[string]any{"name": "raw", "version": "1"}}); err != nil {
 		return nil, err
@@ -196,26 +209,67 @@ func TestAKilledDaemonIsReplacedByTheNextSessionAndRecovers(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if !waitFor(10*time.Second, func() bool { return !alive(pid) }) {
+	// Gone, not just its leader a zombie: a killed multi-threaded process
+	// keeps its sockets until its last thread exits, and its parent (the
+	// relay that started it) reaps it after that.
+	if !waitFor(10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil }) {
 		t.Fatal("the daemon survived SIGKILL")
 	}
-	s.client.Close()
 	release.open() // the dead daemon's model call may end now
 
-	s2 := start(t, fake, serverOpts{dataDir: s.dataDir, workspace: s.workspace})
+	// The session that was connected goes on: its relay starts a new
+	// daemon, which recovers the child.
+	res, rows := callList(t, s, ctx, nil)
 	if p := daemonPID(s.dataDir); p == pid || !alive(p) {
-		t.Fatalf("the next session did not start a new daemon (pid %d, killed %d)", p, pid)
+		t.Fatalf("no new daemon after the kill (pid %d, killed %d)", p, pid)
 	}
-	res, rows := callList(t, s2, ctx, nil)
 	if r, _ := rowOf(rows, h.AgentID); r.Status != "ready" {
 		t.Errorf("after the kill the child is %+v; want ready", r)
 	}
 	if ns := notices(res, "subagent-settled"); len(ns) != 1 || !strings.Contains(ns[0], "was stopped before it finished") {
 		t.Errorf("notices after the restart = %q; want the stopped notice", ns)
 	}
+	// So does a new session, on the same daemon.
+	s2 := start(t, fake, serverOpts{dataDir: s.dataDir, workspace: s.workspace})
 	res, sent := callSend(t, s2, ctx, h.AgentID, "go on", 10)
 	if res.IsError || sent.Route != "resumed" || sent.Outcome == nil || sent.Outcome.Output != "answer to go on" {
 		t.Errorf("resume after the kill: %s %+v", text(res), sent)
+	}
+}
+
+// A call in flight when the daemon dies is answered with an error, never
+// left hanging.
+func TestACallInFlightWhenTheDaemonDiesIsAnswered(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	release := newGate()
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		arrived <- struct{}{}
+		release.wait(30 * time.Second)
+		return fakeopenai.Reply{Text: "late"}
+	})
+	defer fake.Close()
+	defer release.open()
+	s := start(t, fake, serverOpts{})
+	ctx := testCtx(t)
+	errc := make(chan error, 1)
+	go func() {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "subagent"
+		req.Params.Arguments = map[string]any{"description": "in flight", "prompt": "wait"}
+		_, err := s.client.CallTool(ctx, req)
+		errc <- err
+	}()
+	<-arrived
+	if err := syscall.Kill(daemonPID(s.dataDir), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "daemon restarted during this call") {
+			t.Errorf("the call in flight ended with %v; want the restart error", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the call in flight was left hanging")
 	}
 }
 
