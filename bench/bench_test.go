@@ -253,7 +253,7 @@ func BenchmarkConcurrentBackground1000(b *testing.B) {
 		deadline := time.Now().Add(2 * time.Minute)
 		for settled < n && time.Now().Before(deadline) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			settled += len(m.WaitNotices(ctx, root.Principal))
+			settled += len(m.WaitNotices(ctx, root.Principal, ""))
 			cancel()
 		}
 		elapsed := time.Since(t0)

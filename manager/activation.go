@@ -18,6 +18,7 @@ type inboxMsg struct {
 	id     string
 	text   string
 	source string
+	stop   agent.StopReason // a settlement notice's stop reason
 }
 
 // waiter is a caller waiting in band for the outcome of the turn that
@@ -223,7 +224,7 @@ func (a *activation) settle() {
 	}
 	var notice *inboxMsg
 	if !inBand {
-		notice = &inboxMsg{id: newMessageID(), text: settlementText(a.hdr.ID, last), source: agent.SourceSettled}
+		notice = &inboxMsg{id: newMessageID(), text: settlementText(a.hdr.ID, last), source: agent.SourceSettled, stop: last.StopReason}
 	}
 	m.release(a, notice)
 	close(a.released)

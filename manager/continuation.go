@@ -68,6 +68,9 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 	hdr := Header{ID: req.ID, Parent: req.Parent.Address(), Principal: req.Parent.Principal, Depth: req.Depth,
 		DepthCap: req.DepthCap, Mode: ModeContinuable, Provider: name, Label: req.Label, Cwd: req.Cwd,
 		CreatedAt: time.Now().UTC(), SeedLen: int64(len(in.Seed))}
+	if req.Parent.AgentID == "" {
+		hdr.Session = req.Parent.Session
+	}
 	desc := Descriptor{Version: DescriptorVersion, Mode: ModeContinuable, Provider: name, Label: req.Label,
 		Model: in.Model, Persona: req.Persona, ToolFilter: req.ToolFilter, OutputSchema: req.OutputSchema, Session: in.Session}
 	cb, revoke := m.callback(req.Self(journal))
@@ -384,7 +387,7 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 		}
 		a.mu.Unlock()
 	}
-	if notes, err := m.store.TakeNotices(hdr.ID); err == nil {
+	if notes, err := m.store.TakeNotices(hdr.ID, nil); err == nil {
 		for _, n := range notes {
 			a.inject(n.Text, n.Source)
 		}

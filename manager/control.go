@@ -37,7 +37,7 @@ func (m *Manager) release(a *activation, notice *inboxMsg) {
 		}
 	}
 	if notice != nil && !delivered {
-		m.deliver(a.hdr.Parent, a.hdr.Principal, a.hdr.ID, notice.source, notice.text)
+		m.deliver(a.hdr, Notice{Source: notice.source, Text: notice.text, StopReason: notice.stop})
 	}
 	m.mu.Lock()
 	if m.live[a.hdr.ID] == a {
@@ -46,32 +46,38 @@ func (m *Manager) release(a *activation, notice *inboxMsg) {
 	m.mu.Unlock()
 }
 
-// deliver hands a notice or report to a parent address: a live parent agent
-// gets it in its inbox as a turn; a stored agent gets it with its next
-// activation; a root principal gets it in band on its next call, with a
+// deliver hands a notice or report about child h to its parent: a live
+// parent agent gets it in its inbox as a turn; a stored agent gets it with
+// its next activation; a root principal gets it in band on a later call
+// (of the session that started the child while it is connected), with a
 // push to its connected sessions.
-func (m *Manager) deliver(parentAddr, principal, childID, source, text string) {
+func (m *Manager) deliver(h Header, n Notice) {
+	parentAddr := h.Parent
 	m.mu.Lock()
 	pa := m.live[parentAddr]
 	m.mu.Unlock()
 	if pa != nil {
-		if _, _, _, ok := pa.admit(text, source, false); ok {
+		if _, _, _, ok := pa.admit(n.Text, n.Source, false); ok {
 			m.signalAddr(parentAddr)
 			return
 		}
 	}
-	n := Notice{ChildID: childID, Source: source, Text: text, Time: time.Now().UTC()}
-	if err := m.store.AddNotice(parentAddr, n); err != nil {
-		m.log.Error("storing a notice failed", "to", parentAddr, "child", childID, "err", err)
+	n.ChildID, n.Time = h.ID, time.Now().UTC()
+	root := parentAddr == PrincipalAddress(h.Principal)
+	if root {
+		n.Session = h.Session
 	}
-	if hook := m.opts.OnNotice; hook != nil && parentAddr == PrincipalAddress(principal) {
+	if err := m.store.AddNotice(parentAddr, n); err != nil {
+		m.log.Error("storing a notice failed", "to", parentAddr, "child", h.ID, "err", err)
+	}
+	if hook := m.opts.OnNotice; hook != nil && root {
 		func() {
 			defer func() {
 				if r := recover(); r != nil {
 					m.log.Error("notice hook panicked", "panic", r)
 				}
 			}()
-			hook(principal, n)
+			hook(h.Principal, n)
 		}()
 	}
 	m.signalAddr(parentAddr)
@@ -106,7 +112,8 @@ func (m *Manager) pendingChan(addr string) <-chan struct{} {
 func (m *Manager) flush(a *activation, settled bool) {
 	a.unsubscribe()
 	a.mu.Lock()
-	cp := Checkpoint{Seq: int64(a.driver.Journal().Len()), Mode: a.hdr.Mode, Label: a.hdr.Label, Usage: a.usage, Stop: a.last.StopReason}
+	cp := Checkpoint{Seq: int64(a.driver.Journal().Len()), Mode: a.hdr.Mode, Label: a.hdr.Label, Usage: a.usage, Stop: a.last.StopReason,
+		Closing: truncateUTF8(a.last.Output, MaxClosingBytes)}
 	a.mu.Unlock()
 	if settled {
 		a.persist.flush(&cp)
@@ -201,7 +208,7 @@ func (m *Manager) ReportFrom(caller ParentRef, content string, delivery Delivery
 	}
 	text := reportText(a.hdr.ID, content)
 	if a.hdr.Parent == PrincipalAddress(a.hdr.Principal) {
-		m.deliver(a.hdr.Parent, a.hdr.Principal, a.hdr.ID, agent.SourceReport, text)
+		m.deliver(a.hdr, Notice{Source: agent.SourceReport, Text: text})
 		return newMessageID(), nil
 	}
 	m.mu.Lock()
@@ -226,33 +233,66 @@ func (m *Manager) ReportFrom(caller ParentRef, content string, delivery Delivery
 	return id, nil
 }
 
-// TakeNotices removes and returns what is pending for a root principal.
-func (m *Manager) TakeNotices(principal string) []Notice {
+// TakeNotices removes and returns what is pending for a root principal's
+// session: the notices of children that session started, and those whose
+// originating session is gone (Options.SessionConnected) or unknown. With
+// session empty (a transport without sessions) it takes every notice of
+// the principal whose session is not connected.
+func (m *Manager) TakeNotices(principal, session string) []Notice {
 	if m.store == nil {
 		return nil
 	}
-	ns, err := m.store.TakeNotices(PrincipalAddress(principal))
+	ns, err := m.store.TakeNotices(PrincipalAddress(principal), func(n Notice) bool {
+		return m.noticeFor(n, session)
+	})
 	if err != nil {
 		m.log.Error("reading pending notices failed", "principal", principal, "err", err)
 	}
 	return ns
 }
 
-// WaitNotices blocks until something is pending for a root principal or
-// ctx ends, then takes it.
-func (m *Manager) WaitNotices(ctx context.Context, principal string) []Notice {
+// noticeFor reports whether a root notice may go to session: it is the
+// child's originating session, or that session is not connected.
+func (m *Manager) noticeFor(n Notice, session string) bool {
+	if n.Session == "" || n.Session == session {
+		return true
+	}
+	live := m.opts.SessionConnected
+	return live == nil || !live(n.Session)
+}
+
+// WaitNotices blocks until something is pending for a root principal's
+// session (see TakeNotices) or ctx ends, then takes it.
+func (m *Manager) WaitNotices(ctx context.Context, principal, session string) []Notice {
 	addr := PrincipalAddress(principal)
 	for {
 		ch := m.pendingChan(addr)
-		if ns := m.TakeNotices(principal); len(ns) > 0 {
+		if ns := m.TakeNotices(principal, session); len(ns) > 0 {
 			return ns
 		}
 		select {
 		case <-ch:
+		case <-m.sessionsChanged():
 		case <-ctx.Done():
-			return m.TakeNotices(principal)
+			return m.TakeNotices(principal, session)
 		}
 	}
+}
+
+// SessionGone tells the manager a root session disconnected: its pending
+// notices become any session's of its principal, and waiters recheck.
+func (m *Manager) SessionGone() {
+	m.mu.Lock()
+	ch := m.sessionSig
+	m.sessionSig = make(chan struct{})
+	m.mu.Unlock()
+	close(ch)
+}
+
+func (m *Manager) sessionsChanged() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sessionSig
 }
 
 // WaitSignal blocks until something is delivered to addr or ctx ends.
@@ -276,7 +316,14 @@ type Row struct {
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	Usage     *Usage    `json:"usage,omitempty"`      // the child's own
 	TreeUsage *Usage    `json:"tree_usage,omitempty"` // the child's and all its descendants'
-	Reason    string    `json:"reason,omitempty"`     // corrupt, unavailable
+	// LastStopReason and LastMessage are how the child's last epoch (its
+	// last turn) ended and its closing message, clipped to
+	// MaxClosingBytes: a model that missed a notice still learns how a
+	// child ended, and a ready child that finished from one that stopped.
+	LastStopReason agent.StopReason `json:"last_stop_reason,omitempty"`
+	LastMessage    string           `json:"last_message,omitempty"`
+	Cwd            string           `json:"cwd,omitempty"`
+	Reason         string           `json:"reason,omitempty"` // corrupt, unavailable
 }
 
 // ListChildren lists the caller's direct continuable children, live state
@@ -421,16 +468,17 @@ func (m *Manager) listings(parent string) ([]Listing, error) {
 // checkpoint cached.
 func (m *Manager) row(l Listing) Row {
 	h := l.Header
-	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt}
+	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd}
 	m.mu.Lock()
 	a := m.live[h.ID]
 	m.mu.Unlock()
 	if a != nil {
 		r.Status = a.status()
 		a.mu.Lock()
-		u := a.usage
+		u, last := a.usage, a.last
 		a.mu.Unlock()
 		r.Usage = &u
+		r.LastStopReason, r.LastMessage = last.StopReason, truncateUTF8(last.Output, MaxClosingBytes)
 		return r
 	}
 	r.Status = "ready"
@@ -443,6 +491,7 @@ func (m *Manager) row(l Listing) Row {
 	if cp := l.Checkpoint; cp != nil && l.JournalLen <= cp.Seq {
 		u := cp.Usage
 		r.Usage = &u
+		r.LastStopReason, r.LastMessage = cp.Stop, cp.Closing
 		return r
 	}
 	events, err := m.store.Events(h.ID)
@@ -452,7 +501,10 @@ func (m *Manager) row(l Listing) Row {
 	}
 	u := foldUsage(events)
 	r.Usage = &u
-	if err := m.store.SetCheckpoint(h.ID, Checkpoint{Seq: int64(len(events)), Mode: h.Mode, Label: h.Label, Usage: u}); err != nil {
+	last := lastOutcome(events)
+	r.LastStopReason, r.LastMessage = last.StopReason, truncateUTF8(last.Output, MaxClosingBytes)
+	if err := m.store.SetCheckpoint(h.ID, Checkpoint{Seq: int64(len(events)), Mode: h.Mode, Label: h.Label, Usage: u,
+		Stop: last.StopReason, Closing: r.LastMessage}); err != nil {
 		m.log.Debug("caching a checkpoint failed", "agent_id", h.ID, "err", err)
 	}
 	return r
@@ -509,11 +561,17 @@ func (m *Manager) Recover() error {
 			}
 		}
 		last := lastOutcome(all)
+		if last.StopReason == "" {
+			// No turn of the epoch reached the journal: the crash stopped
+			// it before it began (its prompt is still queued, and a resume
+			// runs it).
+			last.StopReason = agent.StopAborted
+		}
 		if err := m.store.SetActive(id, false); err != nil {
 			m.log.Error("clearing an active mark failed", "agent_id", id, "err", err)
 			continue
 		}
-		m.deliver(h.Parent, h.Principal, id, agent.SourceSettled, settlementText(id, last))
+		m.deliver(h, Notice{Source: agent.SourceSettled, Text: settlementText(id, last), StopReason: last.StopReason})
 		m.log.Info("recovered a child left active", "agent_id", id, "closed_turn", len(closing) > 0)
 	}
 	return nil

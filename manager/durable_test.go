@@ -146,7 +146,7 @@ func TestMangledJournalListsAsCorrupt(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for got := 0; got < 3; {
-		ns := m.WaitNotices(wctx, "p")
+		ns := m.WaitNotices(wctx, "p", "")
 		if wctx.Err() != nil {
 			t.Fatalf("only %d of 3 children settled", got)
 		}

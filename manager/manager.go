@@ -29,6 +29,11 @@ type Options struct {
 	// OnNotice, when set, is told of every notice queued for a root
 	// principal (to push it to connected sessions). It must not block.
 	OnNotice func(principal string, n Notice)
+	// SessionConnected, when set, reports whether a root session is still
+	// connected; a notice waits for its originating session only while it
+	// is. Call Manager.SessionGone when one disconnects. Nil: notices go
+	// to any session of their principal.
+	SessionConnected func(session string) bool
 	// Callback, when set, mints the endpoint external children use to reach
 	// this server back; nil: none is offered.
 	Callback CallbackFunc
@@ -81,6 +86,7 @@ type Manager struct {
 	live       map[string]*activation
 	resumeMu   sync.Mutex // serialises cold resumes
 	pendingSig map[string]chan struct{}
+	sessionSig chan struct{} // closed and replaced when a root session goes
 	// corrupt holds children whose stored journal failed to decode on a
 	// read (a resume, a fold): listings show them as corrupt from then on,
 	// even where a checkpoint would have spared the read.
@@ -99,12 +105,20 @@ func New(opts Options) *Manager {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{opts: opts, log: log, providers: map[string]Provider{},
 		listeners: map[int]func(Event){}, runs: map[string]*handle{},
-		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, corrupt: map[string]bool{}}
+		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), corrupt: map[string]bool{}}
 }
 
 // Persistent reports whether the manager has a session store, which
 // continuable children need.
 func (m *Manager) Persistent() bool { return m.store != nil }
+
+// Live reports the number of resident continuable children (running or
+// idle): work that keeps a daemon up with no session connected.
+func (m *Manager) Live() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.live)
+}
 
 // MaxDepth returns the deployment's depth cap.
 func (m *Manager) MaxDepth() int { return m.opts.MaxDepth }

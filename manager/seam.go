@@ -51,6 +51,11 @@ type ParentRef struct {
 	// zero: only the deployment's cap applies.
 	DepthCap int
 	Cwd      string // the caller's working directory (absolute)
+	// Session is a root caller's session (one connection of its
+	// principal); empty for agent callers and for transports without
+	// sessions. A root child remembers it: its notices go to that session
+	// while it is connected.
+	Session string
 	// Journal is the calling agent's journal (nil for a root caller); the
 	// fork provider seeds from it.
 	Journal *agent.Journal

@@ -33,6 +33,9 @@ type Header struct {
 	Cwd       string    `json:"cwd"`
 	CreatedAt time.Time `json:"created_at"`
 	SeedLen   int64     `json:"seed_len"` // journal events copied from a fork parent
+	// Session is the root caller's session that started a root child (see
+	// ParentRef.Session); empty otherwise.
+	Session string `json:"session,omitempty"`
 }
 
 // PrincipalAddress is the parent address of a root principal's children.
@@ -66,16 +69,28 @@ type Checkpoint struct {
 	Label string           `json:"label"`
 	Usage Usage            `json:"usage"`
 	Stop  agent.StopReason `json:"stop,omitempty"` // how the last epoch ended
+	// Closing is the last epoch's closing message, clipped to
+	// MaxClosingBytes.
+	Closing string `json:"closing,omitempty"`
 }
+
+// MaxClosingBytes bounds the closing message a listing row carries.
+const MaxClosingBytes = 2048
 
 // Notice is a message waiting for a root principal: a report or a
 // settlement notice, delivered once.
 type Notice struct {
-	Seq     int64     `json:"seq"` // assigned by the store, per principal
-	ChildID string    `json:"child_id"`
-	Source  string    `json:"source"` // agent.SourceReport or agent.SourceSettled
-	Text    string    `json:"text"`
-	Time    time.Time `json:"time"`
+	Seq     int64  `json:"seq"` // assigned by the store, per principal
+	ChildID string `json:"child_id"`
+	Source  string `json:"source"` // agent.SourceReport or agent.SourceSettled
+	// StopReason is how the epoch ended, for a settlement notice.
+	StopReason agent.StopReason `json:"stop_reason,omitempty"`
+	Text       string           `json:"text"`
+	Time       time.Time        `json:"time"`
+	// Session is the originating session of the child (Header.Session):
+	// the notice is that session's while it is connected, then any
+	// session's of the principal.
+	Session string `json:"session,omitempty"`
 }
 
 // Store persists children. Every method is safe for concurrent use. Methods
@@ -109,9 +124,10 @@ type Store interface {
 	Checkpoint(childID string) (Checkpoint, bool, error)
 	SetCheckpoint(childID string, c Checkpoint) error
 	// AddNotice queues a notice for a principal; TakeNotices removes and
-	// returns all queued notices in order.
+	// returns, in one commit and in order, the queued notices take accepts
+	// (all of them when take is nil); the others stay queued.
 	AddNotice(principal string, n Notice) error
-	TakeNotices(principal string) ([]Notice, error)
+	TakeNotices(principal string, take func(Notice) bool) ([]Notice, error)
 	// SetActive marks a child as having a live activation (true) or not;
 	// Active lists the marked ones. A crash leaves the mark set, which is
 	// how the next start finds the epochs it must close and announce.

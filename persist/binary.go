@@ -30,12 +30,13 @@ type indexRecord struct {
 	mode      string
 	provider  string
 	label     string
+	cwd       string // optional, last: records written before it have none
 	descCRC   uint32
 	createdAt int64 // Unix nanoseconds
 }
 
 func encodeIndexRecord(h manager.Header, descriptor []byte) []byte {
-	b := make([]byte, 0, 32+len(h.Mode)+len(h.Provider)+len(h.Label))
+	b := make([]byte, 0, 36+len(h.Mode)+len(h.Provider)+len(h.Label)+len(h.Cwd))
 	b = append(b, indexRecordVersion)
 	b = binary.AppendVarint(b, int64(h.Depth))
 	b = binary.BigEndian.AppendUint32(b, checksum(descriptor))
@@ -43,6 +44,9 @@ func encodeIndexRecord(h manager.Header, descriptor []byte) []byte {
 	b = appendString(b, string(h.Mode))
 	b = appendString(b, h.Provider)
 	b = appendString(b, h.Label)
+	if h.Cwd != "" {
+		b = appendString(b, h.Cwd)
+	}
 	return b
 }
 
@@ -77,7 +81,12 @@ func decodeIndexRecord(b []byte) (indexRecord, error) {
 		return r, err
 	}
 	if len(b) != 0 {
-		return r, errMalformed
+		if r.cwd, b, err = readString(b); err != nil {
+			return r, err
+		}
+		if r.cwd == "" || len(b) != 0 {
+			return r, errMalformed // one encoding per value
+		}
 	}
 	return r, nil
 }
@@ -86,7 +95,7 @@ const checkpointVersion = 1
 
 // encodeCheckpoint is the checkpoint's binary form.
 func encodeCheckpoint(c manager.Checkpoint) []byte {
-	b := make([]byte, 0, 48+len(c.Mode)+len(c.Label)+len(c.Stop))
+	b := make([]byte, 0, 52+len(c.Mode)+len(c.Label)+len(c.Stop)+len(c.Closing))
 	b = append(b, checkpointVersion)
 	b = binary.AppendVarint(b, c.Seq)
 	b = binary.AppendVarint(b, c.Usage.InputTokens)
@@ -95,6 +104,11 @@ func encodeCheckpoint(c manager.Checkpoint) []byte {
 	b = appendString(b, string(c.Mode))
 	b = appendString(b, c.Label)
 	b = appendString(b, string(c.Stop))
+	if c.Closing != "" {
+		// Optional and last, so records written before it existed still
+		// decode.
+		b = appendString(b, c.Closing)
+	}
 	return b
 }
 
@@ -133,7 +147,12 @@ func decodeCheckpoint(b []byte) (manager.Checkpoint, error) {
 		return manager.Checkpoint{}, err
 	}
 	if len(b) != 0 {
-		return manager.Checkpoint{}, errMalformed
+		if c.Closing, b, err = readString(b); err != nil {
+			return manager.Checkpoint{}, err
+		}
+		if c.Closing == "" || len(b) != 0 {
+			return manager.Checkpoint{}, errMalformed // one encoding per value
+		}
 	}
 	c.Seq = vals[0]
 	c.Usage = manager.Usage{InputTokens: vals[1], OutputTokens: vals[2], CostUSD: cost}

@@ -16,6 +16,7 @@ import (
 func FuzzDecodeCheckpoint(f *testing.F) {
 	f.Add(encodeCheckpoint(manager.Checkpoint{Seq: 12, Mode: manager.ModeContinuable, Label: "fix the build",
 		Usage: manager.Usage{InputTokens: 100, OutputTokens: 7, CostUSD: 0.25}, Stop: agent.StopAborted}))
+	f.Add(encodeCheckpoint(manager.Checkpoint{Seq: 3, Stop: agent.StopCompleted, Closing: "the report is written"}))
 	f.Add(encodeCheckpoint(manager.Checkpoint{}))
 	f.Add([]byte{})
 	f.Add([]byte{1, 0xff})
@@ -33,6 +34,8 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 func FuzzDecodeIndexRecord(f *testing.F) {
 	h := manager.Header{ID: "agent-1", Parent: "principal:local", Depth: 2, Mode: manager.ModeContinuable,
 		Provider: "spawn", Label: "read the logs", CreatedAt: time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)}
+	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
+	h.Cwd = "/home/u/project"
 	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
 	f.Add(encodeIndexRecord(manager.Header{CreatedAt: time.Unix(0, 0)}, nil))
 	f.Add([]byte{})
@@ -56,6 +59,9 @@ func FuzzDecodeIndexRecord(f *testing.F) {
 		again = appendString(again, r.mode)
 		again = appendString(again, r.provider)
 		again = appendString(again, r.label)
+		if r.cwd != "" {
+			again = appendString(again, r.cwd)
+		}
 		if !bytes.Equal(again, b) {
 			t.Fatalf("accepted %x but it re-encodes as %x", b, again)
 		}

@@ -69,6 +69,7 @@ func (s *Store) Listings(parent string) ([]manager.Listing, error) {
 				continue
 			}
 			l.Header.Depth, l.Header.Mode, l.Header.Provider, l.Header.Label = int(rec.depth), manager.Mode(rec.mode), rec.provider, rec.label
+			l.Header.Cwd = rec.cwd
 			l.Header.CreatedAt = unixTime(rec.createdAt)
 			l.HasChildren = byParent.Bucket(id) != nil
 			// A stored checkpoint is current (appends drop it), so its Seq is

@@ -659,12 +659,14 @@ func (s *Store) AddNotice(principal string, n manager.Notice) error {
 	})
 }
 
-// TakeNotices removes and returns every notice queued for principal, in the
-// order they were added, in one transaction: a notice is returned once. A
-// queued notice that does not decode is logged and dropped with the rest.
-func (s *Store) TakeNotices(principal string) ([]manager.Notice, error) {
+// TakeNotices removes and returns the notices queued for principal that
+// take accepts (every one when take is nil), in the order they were added,
+// in one transaction: a notice is returned once; the rest stay queued. A
+// queued notice that does not decode is logged and dropped.
+func (s *Store) TakeNotices(principal string, take func(manager.Notice) bool) ([]manager.Notice, error) {
 	var out []manager.Notice
 	err := s.db.Update(func(tx *bolt.Tx) error {
+		out = out[:0] // a retried transaction starts over
 		notices, err := top(tx, bucketNotices)
 		if err != nil {
 			return err
@@ -679,15 +681,20 @@ func (s *Store) TakeNotices(principal string) ([]manager.Notice, error) {
 		var keys [][]byte
 		c := q.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
-			keys = append(keys, append([]byte(nil), k...))
 			if v == nil {
+				keys = append(keys, append([]byte(nil), k...))
 				continue
 			}
 			n, err := decodeNotice(v)
 			if err != nil {
 				s.log.Error("dropping a corrupt notice", "principal", principal, "key", fmt.Sprintf("%x", k), "err", err)
+				keys = append(keys, append([]byte(nil), k...))
 				continue
 			}
+			if take != nil && !take(n) {
+				continue
+			}
+			keys = append(keys, append([]byte(nil), k...))
 			out = append(out, n)
 		}
 		// Keep the bucket (and with it the sequence) so Seq is never reused.

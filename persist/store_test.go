@@ -138,7 +138,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 	if act, err := r.Active(); err != nil || !reflect.DeepEqual(act, []string{"c1", "c2"}) {
 		t.Errorf("Active after reopen = %v, %v", act, err)
 	}
-	ns, err := r.TakeNotices("local")
+	ns, err := r.TakeNotices("local", nil)
 	if err != nil || len(ns) != 2 || ns[0].Text != "done" || ns[1].Text != "note" || ns[0].Seq != 1 || ns[1].Seq != 2 {
 		t.Fatalf("TakeNotices after reopen = %+v, %v", ns, err)
 	}
@@ -150,7 +150,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 	if err := r2.AddNotice("local", manager.Notice{Text: "after"}); err != nil {
 		t.Fatal(err)
 	}
-	if ns, err := r2.TakeNotices("local"); err != nil || len(ns) != 1 || ns[0].Seq != 3 {
+	if ns, err := r2.TakeNotices("local", nil); err != nil || len(ns) != 1 || ns[0].Seq != 3 {
 		t.Errorf("notice after two reopens = %+v, %v; want Seq 3", ns, err)
 	}
 }
@@ -364,11 +364,11 @@ func TestCorruptBytesAreReportedNotHidden(t *testing.T) {
 		t.Errorf("Checkpoint over garbage = ok %v, err %v; want a miss", ok, err)
 	}
 	// A corrupt notice is dropped (and logged); the others are delivered once.
-	ns, err := r.TakeNotices("local")
+	ns, err := r.TakeNotices("local", nil)
 	if err != nil || len(ns) != 2 || ns[0].Text != "good one" || ns[1].Text != "good two" {
 		t.Errorf("TakeNotices over one corrupt notice = %+v, %v", ns, err)
 	}
-	if ns, _ := r.TakeNotices("local"); len(ns) != 0 {
+	if ns, _ := r.TakeNotices("local", nil); len(ns) != 0 {
 		t.Errorf("notices left after a take: %+v", ns)
 	}
 

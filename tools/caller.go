@@ -3,6 +3,8 @@ package tools
 import (
 	"context"
 
+	"github.com/mark3labs/mcp-go/server"
+
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
@@ -37,11 +39,22 @@ func (s *Server) caller(ctx context.Context) manager.ParentRef {
 	return s.rootCaller(ctx)
 }
 
-// rootCaller is the ParentRef of a root MCP client.
+// rootCaller is the ParentRef of a root MCP client: its principal, its
+// session, and the session's working directory (else the first root).
 func (s *Server) rootCaller(ctx context.Context) manager.ParentRef {
 	p := Principal(ctx)
 	if p == "" {
 		p = "local"
 	}
-	return manager.ParentRef{Principal: p, Depth: 0, Cwd: s.roots[0]}
+	ref := manager.ParentRef{Principal: p, Depth: 0}
+	if len(s.roots) > 0 {
+		ref.Cwd = s.roots[0]
+	}
+	if cs := server.ClientSessionFromContext(ctx); cs != nil {
+		ref.Session = cs.SessionID()
+		if si := s.session(ref.Session); si != nil && si.Cwd != "" {
+			ref.Cwd = si.Cwd
+		}
+	}
+	return ref
 }

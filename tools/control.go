@@ -49,11 +49,12 @@ func (s *Server) sendMessage(ctx context.Context, c call) *mcp.CallToolResult {
 	if in.WaitSeconds <= 0 {
 		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, StructuredContent: out}
 	}
+	in.WaitSeconds = s.boundWait(ctx, in.WaitSeconds)
 	wctx, cancel := context.WithTimeout(ctx, seconds(in.WaitSeconds))
 	defer cancel()
 	res, ok := sent.Wait(wctx)
 	if !ok {
-		text += fmt.Sprintf(" Its turn is still running after %gs; you will get a notice when it settles.", in.WaitSeconds)
+		text += fmt.Sprintf(" Its turn is still running after %gs; you will get a notice when it settles (list_agents with wait_seconds waits for it).", in.WaitSeconds)
 		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, StructuredContent: out}
 	}
 	out.Outcome = &TurnOutcome{StopReason: res.StopReason, Output: res.Output, Diagnostic: res.Diagnostic, Usage: res.Usage}
@@ -85,6 +86,7 @@ func (s *Server) interrupt(ctx context.Context, c call) *mcp.CallToolResult {
 func (s *Server) listAgents(ctx context.Context, c call) *mcp.CallToolResult {
 	var in struct {
 		Scope       string  `json:"scope,omitempty"`
+		AllProjects bool    `json:"all_projects,omitempty"`
 		WaitSeconds float64 `json:"wait_seconds,omitempty"`
 	}
 	if bad := s.tool("list_agents").decode(c, &in); bad != nil {
@@ -92,9 +94,9 @@ func (s *Server) listAgents(ctx context.Context, c call) *mcp.CallToolResult {
 	}
 	var notes []manager.Notice
 	if in.WaitSeconds > 0 {
-		wctx, cancel := context.WithTimeout(ctx, seconds(in.WaitSeconds))
+		wctx, cancel := context.WithTimeout(ctx, seconds(s.boundWait(ctx, in.WaitSeconds)))
 		if c.caller.AgentID == "" {
-			notes = s.mgr.WaitNotices(wctx, c.caller.Principal)
+			notes = s.mgr.WaitNotices(wctx, c.caller.Principal, c.caller.Session)
 		} else {
 			s.mgr.WaitSignal(wctx, c.caller.Address())
 		}
@@ -109,6 +111,9 @@ func (s *Server) listAgents(ctx context.Context, c call) *mcp.CallToolResult {
 	}
 	if err != nil {
 		return errorResult(err)
+	}
+	if c.caller.AgentID == "" && !in.AllProjects {
+		rows = s.inProject(c.caller, rows)
 	}
 	var b strings.Builder
 	if len(rows) == 0 {
@@ -126,14 +131,45 @@ func (s *Server) listAgents(ctx context.Context, c call) *mcp.CallToolResult {
 		if r.Usage != nil {
 			fmt.Fprintf(&b, ", %d in / %d out tokens", r.Usage.InputTokens, r.Usage.OutputTokens)
 		}
+		if r.LastStopReason != "" {
+			fmt.Fprintf(&b, ", last turn %s", r.LastStopReason)
+		}
 		b.WriteByte(')')
+		if r.LastMessage != "" {
+			fmt.Fprintf(&b, "\n  closing message: %s", r.LastMessage)
+		}
 	}
 	if rows == nil {
 		rows = []manager.Row{}
 	}
 	res := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(b.String())}, StructuredContent: map[string]any{"agents": rows}}
-	appendNotices(res, notes)
+	withNotices(res, notes)
 	return res
+}
+
+// inProject keeps a root session's rows whose cwd lies in the session's
+// working directory: a session sees its own project's children unless it
+// asks for all_projects.
+func (s *Server) inProject(caller manager.ParentRef, rows []manager.Row) []manager.Row {
+	si := s.session(caller.Session)
+	if si == nil || si.Cwd == "" {
+		return rows
+	}
+	out := rows[:0]
+	for _, r := range rows {
+		if r.Kind != "child" || r.Cwd == "" || within(si.Cwd, r.Cwd) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// boundWait caps a wait at the calling client's bound (ClientWaitSeconds).
+func (s *Server) boundWait(ctx context.Context, wait float64) float64 {
+	if b := s.clientWait(ctx); b > 0 && (wait <= 0 || wait > b) {
+		return b
+	}
+	return wait
 }
 
 func (s *Server) report(ctx context.Context, c call) *mcp.CallToolResult {

@@ -35,8 +35,9 @@ type Manager interface {
 	ListChildren(caller manager.ParentRef) ([]manager.Row, error)
 	ListDescendants(caller manager.ParentRef) ([]manager.Row, error)
 	TreeUsage(agentID string) (manager.Usage, error)
-	TakeNotices(principal string) []manager.Notice
-	WaitNotices(ctx context.Context, principal string) []manager.Notice
+	TakeNotices(principal, session string) []manager.Notice
+	WaitNotices(ctx context.Context, principal, session string) []manager.Notice
+	SessionGone()
 	WaitSignal(ctx context.Context, addr string)
 }
 
@@ -44,16 +45,25 @@ var _ Manager = (*manager.Manager)(nil)
 
 // Options configures a Server. Zero values mean the defaults given.
 type Options struct {
-	// Roots are the directories a root caller's cwd may lie in; the first is
-	// the default cwd. Zero: the process's working directory.
-	Roots []string
+	// Roots are the directories a root caller's cwd may lie in, beside its
+	// session's working directory and MCP roots; the first is the default
+	// cwd of a session that tells none. Zero: the process's working
+	// directory, unless NoWorkingDirRoot (a daemon, whose working directory
+	// is nobody's project).
+	Roots            []string
+	NoWorkingDirRoot bool
 	// DefaultProvider is used when a call names none; zero: the first
 	// registered provider.
 	DefaultProvider string
 	// DefaultWaitSeconds bounds a foreground wait when the call gives no
 	// wait_seconds; zero: no bound.
 	DefaultWaitSeconds float64
-	Logger             *slog.Logger
+	// ClientWaitSeconds bounds every wait (a foreground subagent call,
+	// send_message and list_agents with wait_seconds) for clients by their
+	// clientInfo.name: a client that cancels tool calls after a fixed time
+	// gets a handle before that instead of a cancelled child.
+	ClientWaitSeconds map[string]float64
+	Logger            *slog.Logger
 }
 
 // Server holds the tool handlers. Build it after the providers are
@@ -66,10 +76,10 @@ type Server struct {
 	tools []*tool
 	mcp   *server.MCPServer
 
-	mu       sync.Mutex
-	sessions map[string]map[string]bool   // principal → MCP session ids seen
-	tokens   map[string]manager.ParentRef // callback token → external child
-	cbURL    string
+	mu           sync.Mutex
+	sessionsByID map[string]*session          // root sessions known, by MCP session id
+	tokens       map[string]manager.ParentRef // callback token → external child
+	cbURL        string
 }
 
 // tool is one tool: its definition and its handler, shared by MCP callers
@@ -93,12 +103,12 @@ type call struct {
 
 // New builds the tool handlers over mgr.
 func New(mgr Manager, opts Options) (*Server, error) {
-	s := &Server{mgr: mgr, opts: opts, log: opts.Logger, sessions: map[string]map[string]bool{}, tokens: map[string]manager.ParentRef{}}
+	s := &Server{mgr: mgr, opts: opts, log: opts.Logger, sessionsByID: map[string]*session{}, tokens: map[string]manager.ParentRef{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	roots := opts.Roots
-	if len(roots) == 0 {
+	if len(roots) == 0 && !opts.NoWorkingDirRoot {
 		wd, err := os.Getwd()
 		if err != nil {
 			return nil, err
@@ -256,14 +266,15 @@ func (s *Server) ChildContext(ctx context.Context, token string) (context.Contex
 }
 
 // mcpHandler adapts a tool for an MCP caller: the caller comes from the
-// transport (a root principal, or an external child by its callback
-// token); a root principal's pending notices ride along with the result.
+// transport (a root principal's session, or an external child by its
+// callback token); a root session's pending notices ride along with the
+// result.
 func (s *Server) mcpHandler(t *tool) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		caller := s.caller(ctx)
 		root := caller.AgentID == ""
-		if root {
-			s.rememberSession(ctx, caller.Principal)
+		if root && !s.seen(ctx, caller.Principal) {
+			return mcp.NewToolResultError("Error: UNAUTHORIZED: this MCP session belongs to another principal; start a session of your own"), nil
 		}
 		c := call{caller: caller, args: req.GetArguments()}
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
@@ -271,57 +282,75 @@ func (s *Server) mcpHandler(t *tool) server.ToolHandlerFunc {
 		}
 		res := t.handle(ctx, c)
 		if root {
-			appendNotices(res, s.mgr.TakeNotices(caller.Principal))
+			withNotices(res, s.mgr.TakeNotices(caller.Principal, caller.Session))
 		}
 		return res, nil
 	}
 }
 
-// appendNotices delivers a principal's pending notices in band, each under
-// a heading naming its source kind.
-func appendNotices(res *mcp.CallToolResult, ns []manager.Notice) {
+// StructuredNotice is a notice as a result's structuredContent carries it.
+type StructuredNotice struct {
+	SourceKind string           `json:"source_kind"` // subagent-settled or subagent-report
+	AgentID    string           `json:"agent_id"`
+	StopReason agent.StopReason `json:"stop_reason,omitempty"`
+	Text       string           `json:"text"`
+}
+
+// withNotices delivers a root session's pending notices in band: in the
+// text, each under a heading naming its source kind, and in
+// structuredContent as "notices", since Claude Code and Codex hand their
+// model only the structured result. A result without structured content
+// gets {"message": <its text>, "notices": [...]}, so the text is not lost
+// to those clients.
+func withNotices(res *mcp.CallToolResult, ns []manager.Notice) {
+	if len(ns) == 0 {
+		return
+	}
+	sn := make([]StructuredNotice, len(ns))
+	for i, n := range ns {
+		sn[i] = StructuredNotice{SourceKind: n.Source, AgentID: n.ChildID, StopReason: n.StopReason, Text: n.Text}
+	}
+	var m map[string]any
+	if res.StructuredContent == nil {
+		m = map[string]any{"message": resultText(res)}
+	} else if b, err := json.Marshal(res.StructuredContent); err != nil || json.Unmarshal(b, &m) != nil || m == nil {
+		m = map[string]any{"result": res.StructuredContent}
+	}
+	if prev, ok := m["notices"].([]any); ok { // a handler delivered some already
+		all := prev
+		for _, n := range sn {
+			all = append(all, n)
+		}
+		m["notices"] = all
+	} else {
+		m["notices"] = sn
+	}
+	res.StructuredContent = m
 	for _, n := range ns {
 		res.Content = append(res.Content, mcp.NewTextContent(fmt.Sprintf("[%s from %s]\n%s", n.Source, n.ChildID, n.Text)))
 	}
 }
 
-func (s *Server) rememberSession(ctx context.Context, principal string) {
-	cs := server.ClientSessionFromContext(ctx)
-	if cs == nil || cs.SessionID() == "" {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sessions[principal] == nil {
-		s.sessions[principal] = map[string]bool{}
-	}
-	s.sessions[principal][cs.SessionID()] = true
-}
-
-// PushNotice sends a notice for a principal to its connected sessions as an
-// MCP log notification. It is advisory: the notice is still delivered once,
-// in band, with the principal's next tool result.
+// PushNotice sends a notice for a principal as an MCP log notification to
+// the child's originating session while it is connected, else to every
+// connected session of the principal. It is advisory: the notice is still
+// delivered once, in band, with a later tool result.
 func (s *Server) PushNotice(principal string, n manager.Notice) {
 	if s.mcp == nil {
 		return
 	}
-	s.mu.Lock()
-	var ids []string
-	for id := range s.sessions[principal] {
-		ids = append(ids, id)
+	ids := s.sessionsOf(principal)
+	if n.Session != "" && s.SessionConnected(n.Session) {
+		ids = []string{n.Session}
 	}
-	s.mu.Unlock()
 	for _, id := range ids {
 		err := s.mcp.SendNotificationToSpecificClient(id, "notifications/message", map[string]any{
 			"level":  "info",
 			"logger": "mcp-subagent",
-			"data":   map[string]any{"source": n.Source, "agent_id": n.ChildID, "text": n.Text},
+			"data":   map[string]any{"source": n.Source, "agent_id": n.ChildID, "stop_reason": n.StopReason, "text": n.Text},
 		})
 		if err != nil {
 			s.log.Debug("pushing a notice failed", "session", id, "err", err)
-			s.mu.Lock()
-			delete(s.sessions[principal], id)
-			s.mu.Unlock()
 		}
 	}
 }

@@ -134,12 +134,13 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	if in.RunInBackground {
 		s.log.Info("subagent started in the background", "agent_id", st.ChildID, "provider", provider)
 		return handleResult(Handle{Kind: "continuable", AgentID: st.ChildID, MessageID: st.MessageID},
-			fmt.Sprintf("started subagent %s in the background. You will get a notice when it settles; use send_message to give it more work, list_agents to see it.", st.ChildID))
+			fmt.Sprintf("started subagent %s in the background. You will get a notice with its outcome when it settles (with a later tool result; list_agents with wait_seconds waits for it); use send_message to give it more work.", st.ChildID))
 	}
 	wait := in.WaitSeconds
 	if wait == 0 {
 		wait = s.opts.DefaultWaitSeconds
 	}
+	wait = s.boundWait(ctx, wait)
 	wctx, cancel := ctx, context.CancelFunc(func() {})
 	if wait > 0 {
 		wctx, cancel = context.WithTimeout(ctx, time.Duration(wait*float64(time.Second)))
@@ -157,7 +158,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 			return errorResult(err)
 		}
 		return handleResult(Handle{Kind: "continuable", AgentID: st.ChildID, MessageID: st.MessageID, Status: "running"},
-			fmt.Sprintf("subagent %s is still running after %gs; it goes on in the background. You will get a notice when it settles.", st.ChildID, wait))
+			fmt.Sprintf("subagent %s is still running after %gs; it goes on in the background. You will get a notice when it settles: call list_agents with wait_seconds to wait for it.", st.ChildID, wait))
 	}
 	if err := st.Committed(); err != nil {
 		return errorResult(err)
@@ -264,6 +265,9 @@ func foregroundResult(id string, res manager.Result) *mcp.CallToolResult {
 func (s *Server) resolveCwd(ctx context.Context, caller manager.ParentRef, cwd string) (string, error) {
 	base := caller.Cwd
 	if cwd == "" {
+		if base == "" {
+			return "", fmt.Errorf("field \"cwd\": this session told no working directory; give an absolute directory")
+		}
 		return base, nil
 	}
 	p := cwd
@@ -283,8 +287,9 @@ func (s *Server) resolveCwd(ctx context.Context, caller manager.ParentRef, cwd s
 		}
 		return "", fmt.Errorf("field \"cwd\": %q lies outside your own working directory; a child's cwd is never wider than its parent's", cwd)
 	}
-	for _, r := range s.roots {
-		if within(r, real) {
+	// A root session's own working directory is one of its roots.
+	for _, r := range append([]string{caller.Cwd}, s.roots...) {
+		if r != "" && within(r, real) {
 			return real, nil
 		}
 	}
@@ -294,7 +299,8 @@ func (s *Server) resolveCwd(ctx context.Context, caller manager.ParentRef, cwd s
 			return real, nil
 		}
 	}
-	return "", fmt.Errorf("field \"cwd\": %q lies outside the server's allowed roots; use a directory inside %s or add a root to the config (or offer it as an MCP root)", cwd, strings.Join(s.roots, ", "))
+	allowed := strings.Join(append([]string{caller.Cwd}, s.roots...), ", ")
+	return "", fmt.Errorf("field \"cwd\": %q lies outside the allowed roots; use a directory inside %s or add a root to the config (or offer it as an MCP root)", cwd, allowed)
 }
 
 // clientRoots returns the file roots a root caller's MCP client offers, if

@@ -159,8 +159,8 @@ func TestResolveCwd(t *testing.T) {
 		wantErr string
 	}{
 		{"root default", manager.ParentRef{Cwd: root}, "", ""},
-		{"root outside", manager.ParentRef{Cwd: root}, "/", "outside the server's allowed roots"},
-		{"root dotdot", manager.ParentRef{Cwd: root}, "..", "outside the server's allowed roots"},
+		{"root outside", manager.ParentRef{Cwd: root}, "/", "outside the allowed roots"},
+		{"root dotdot", manager.ParentRef{Cwd: root}, "..", "outside the allowed roots"},
 		{"child wider than parent", child, root, "never wider than its parent's"},
 	}
 	if err := mkdir(root + "/sub"); err != nil {

@@ -135,7 +135,7 @@ func TestVersionAndStdoutDiscipline(t *testing.T) {
 	}
 	// serve on stdio with stdin closed at once: it exits cleanly and writes
 	// nothing to stdout (logs go to stderr).
-	cmd := exec.Command(binary, "serve", "--data-dir", t.TempDir())
+	cmd := exec.Command(binary, "serve", "--no-daemon", "--data-dir", t.TempDir())
 	cmd.Env = serverEnv(nil, nil)
 	cmd.Stdin = strings.NewReader("")
 	var stdout, stderr strings.Builder

@@ -10,14 +10,18 @@ import (
 // Config is the --config file. Its schema is schemas/config.json; zero
 // values mean the defaults documented there.
 type Config struct {
-	MaxDepth        int       `json:"max_depth,omitempty"`
-	Persona         string    `json:"persona,omitempty"`
-	Roots           []string  `json:"roots,omitempty"`
-	DefaultProvider string    `json:"default_provider,omitempty"`
-	Shell           bool      `json:"shell,omitempty"`
-	DataDir         string    `json:"data_dir,omitempty"`
-	WaitSeconds     float64   `json:"wait_seconds,omitempty"`
-	LLM             LLMConfig `json:"llm"`
+	MaxDepth        int      `json:"max_depth,omitempty"`
+	Persona         string   `json:"persona,omitempty"`
+	Roots           []string `json:"roots,omitempty"`
+	DefaultProvider string   `json:"default_provider,omitempty"`
+	Shell           bool     `json:"shell,omitempty"`
+	DataDir         string   `json:"data_dir,omitempty"`
+	WaitSeconds     float64  `json:"wait_seconds,omitempty"`
+	// ClientWaitSeconds bounds every wait per client (by clientInfo.name);
+	// it is merged over defaultClientWait.
+	ClientWaitSeconds map[string]float64 `json:"client_wait_seconds,omitempty"`
+	Daemon            DaemonConfig       `json:"daemon"`
+	LLM               LLMConfig          `json:"llm"`
 	// Providers are the external providers; nil (absent): codex and
 	// claude-code when on PATH; [] : none.
 	Providers []ProviderConfig `json:"providers"`
@@ -32,6 +36,13 @@ type LLMConfig struct {
 	MaxRetries *int   `json:"max_retries,omitempty"`
 	MaxTokens  int64  `json:"max_tokens,omitempty"`
 	MaxSteps   int    `json:"max_steps,omitempty"`
+}
+
+// DaemonConfig tunes the per-data-directory daemon.
+type DaemonConfig struct {
+	// IdleSeconds: exit after this long with no session and no live child;
+	// zero: 600. Negative: never.
+	IdleSeconds float64 `json:"idle_seconds,omitempty"`
 }
 
 // HTTPConfig guards the streamable HTTP transport.

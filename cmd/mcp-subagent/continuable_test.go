@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,6 +56,9 @@ type rowSC struct {
 	Parent   string `json:"parent"`
 	Depth    int    `json:"depth"`
 	Reason   string `json:"reason"`
+
+	LastStopReason string `json:"last_stop_reason"`
+	LastMessage    string `json:"last_message"`
 }
 
 // decodeSC decodes a result's structuredContent into v.
@@ -132,19 +136,47 @@ func rowOf(rows []rowSC, id string) (rowSC, bool) {
 }
 
 // notices returns the in-band notices of a tool result with the given
-// source kind ("" for all): each is one text item under the heading
-// "[<source> from <child id>]".
+// source kind ("" for all), as "[<source> from <child id>]\n<text>". They
+// are read from structuredContent "notices" — what Claude Code and Codex
+// hand their model — and must match the text items exactly; a mismatch is
+// returned as an extra entry, so the test fails.
 func notices(r *mcp.CallToolResult, source string) []string {
-	var out []string
+	var fromText []string
 	for _, c := range r.Content {
 		tc, ok := c.(mcp.TextContent)
-		if !ok {
-			continue
+		if ok && (strings.HasPrefix(tc.Text, "[subagent-report from ") || strings.HasPrefix(tc.Text, "[subagent-settled from ")) {
+			fromText = append(fromText, tc.Text)
 		}
-		if source == "" && (strings.HasPrefix(tc.Text, "[subagent-report from ") || strings.HasPrefix(tc.Text, "[subagent-settled from ")) {
-			out = append(out, tc.Text)
-		} else if source != "" && strings.HasPrefix(tc.Text, "["+source+" from ") {
-			out = append(out, tc.Text)
+	}
+	var sc struct {
+		Notices []struct {
+			SourceKind string `json:"source_kind"`
+			AgentID    string `json:"agent_id"`
+			StopReason string `json:"stop_reason"`
+			Text       string `json:"text"`
+		} `json:"notices"`
+	}
+	raw := []byte(r.RawStructuredContent)
+	if raw == nil && r.StructuredContent != nil {
+		raw, _ = json.Marshal(r.StructuredContent)
+	}
+	if raw != nil {
+		_ = json.Unmarshal(raw, &sc)
+	}
+	var all []string
+	for _, n := range sc.Notices {
+		all = append(all, "["+n.SourceKind+" from "+n.AgentID+"]\n"+n.Text)
+		if (n.SourceKind == "subagent-settled") != (n.StopReason != "") {
+			all = append(all, fmt.Sprintf("a %s notice with stop_reason %q", n.SourceKind, n.StopReason))
+		}
+	}
+	if !slices.Equal(all, fromText) {
+		all = append(all, fmt.Sprintf("structured notices %q differ from the text ones %q", all, fromText))
+	}
+	var out []string
+	for _, n := range all {
+		if source == "" || strings.HasPrefix(n, "["+source+" from ") || !strings.HasPrefix(n, "[") {
+			out = append(out, n)
 		}
 	}
 	return out
@@ -427,6 +459,11 @@ func TestBackgroundStartReturnsAtOnceAndSettlesWithOneNotice(t *testing.T) {
 		if !ready {
 			_, rows := callList(t, s, ctx, nil)
 			t.Errorf("after settlement the child is not listed ready: %+v", rows)
+		}
+		// A model that missed the notice still learns how the child ended.
+		_, rows = callList(t, s, ctx, nil)
+		if r, _ := rowOf(rows, h.AgentID); r.LastStopReason != "completed" || r.LastMessage != "All done: the report is written." {
+			t.Errorf("ready row = %+v; want last_stop_reason completed and the closing message", r)
 		}
 		res = s.call(t, ctx, "list_agents", map[string]any{"scope": "descendants"})
 		again = append(again, notices(res, "")...)
@@ -735,7 +772,7 @@ func TestReportReachesTheParentWithItsSourceKind(t *testing.T) {
 			t.Fatalf("the child never got a grandchild id; requests:\n%s", dumpAll(fake))
 		}
 		// Stop the server and read the child's journal.
-		s.client.Close()
+		s.stop(t)
 		st := openStore(t, s.dataDir)
 		r.childJournal, r.childJournalErr = st.Events(r.childID)
 		return r
@@ -937,9 +974,9 @@ func TestNestedChildrenThreeDeepAreListedAsDescendants(t *testing.T) {
 		return len(rows) == 3
 	})
 	want := []rowSC{
-		{Kind: "child", ID: a.AgentID, Label: "work at level 1", Parent: "principal:local", Depth: 1, Provider: "spawn"},
-		{Kind: "child", ID: b, Label: "work at level 2", Parent: a.AgentID, Depth: 2, Provider: "spawn"},
-		{Kind: "child", ID: c, Label: "work at level 3", Parent: b, Depth: 3, Provider: "spawn"},
+		{Kind: "child", ID: a.AgentID, Label: "work at level 1", Parent: "principal:local", Depth: 1, Provider: "spawn", LastStopReason: "completed", LastMessage: "level 1 done"},
+		{Kind: "child", ID: b, Label: "work at level 2", Parent: a.AgentID, Depth: 2, Provider: "spawn", LastStopReason: "completed", LastMessage: "level 2 done"},
+		{Kind: "child", ID: c, Label: "work at level 3", Parent: b, Depth: 3, Provider: "spawn", LastStopReason: "completed", LastMessage: "level 3 done"},
 	}
 	if len(rows) != 3 {
 		t.Fatalf("descendants = %+v, want 3 rows", rows)
@@ -947,6 +984,9 @@ func TestNestedChildrenThreeDeepAreListedAsDescendants(t *testing.T) {
 	for i, w := range want {
 		g := rows[i]
 		g.Status = ""
+		if g.LastStopReason == "" && rows[i].Status == "running" {
+			w.LastStopReason, w.LastMessage = "", "" // its first turn has not ended yet
+		}
 		if g != w {
 			t.Errorf("descendant %d = %+v, want %+v", i, rows[i], w)
 		}
@@ -1106,7 +1146,7 @@ func TestCrashMidTurnLeavesAResumableChild(t *testing.T) {
 		t.Errorf("the resumed turn's request:\n%swant the whole history", dumpConversation(got))
 	}
 
-	s2.client.Close() // stops the stdio server
+	s2.stop(t)
 	st := openStore(t, s.dataDir)
 	events, err := st.Events(h.AgentID)
 	if err != nil {
@@ -1147,7 +1187,7 @@ func TestCorruptDescriptorIsListedAsDiagnosticAndNotResumable(t *testing.T) {
 	if countWith(got, bad.AgentID) != 1 || countWith(got, good.AgentID) != 1 {
 		t.Fatalf("settlement notices = %q", got)
 	}
-	s.client.Close() // stops the stdio server
+	s.stop(t)
 
 	db, err := bolt.Open(filepath.Join(s.dataDir, persist.FileName), 0o600, &bolt.Options{Timeout: 2 * time.Second})
 	if err != nil {
@@ -1193,5 +1233,94 @@ func TestCorruptDescriptorIsListedAsDiagnosticAndNotResumable(t *testing.T) {
 	res, sent := callSend(t, s2, ctx, good.AgentID, "still fine?", 10)
 	if res.IsError || sent.Outcome == nil || sent.Outcome.Output != "answer to still fine?" {
 		t.Errorf("the healthy sibling did not resume: %s %+v", text(res), sent)
+	}
+}
+
+// Two sessions of one principal (two clients on one HTTP server without
+// tokens, both "local"): a child's notice is its originating session's
+// while that session is connected, and the other session's once it ends.
+func TestNoticesGoToTheSessionThatStartedTheChild(t *testing.T) {
+	first, second := newGate(), newGate()
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		if strings.Contains(req.LastUserText(), "second") {
+			second.wait(20 * time.Second)
+			return fakeopenai.Reply{Text: "second child done"}
+		}
+		first.wait(20 * time.Second)
+		return fakeopenai.Reply{Text: "first child done"}
+	})
+	defer fake.Close()
+	defer first.open()
+	defer second.open()
+	a := start(t, fake, serverOpts{http: true})
+	b := connectHTTP(t, a.url, "", a.stderr)
+	ctx := testCtx(t)
+
+	h1, _ := startBackground(t, a, ctx, "first job", "Do the first job.")
+	first.open()
+	var stolen []string
+	if !waitFor(10*time.Second, func() bool {
+		res, rows := callList(t, b, ctx, nil)
+		stolen = append(stolen, notices(res, "")...)
+		r, _ := rowOf(rows, h1.AgentID)
+		return r.Status == "ready"
+	}) {
+		t.Fatal("the first child never settled")
+	}
+	res, _ := callList(t, b, ctx, map[string]any{"wait_seconds": 0.3})
+	stolen = append(stolen, notices(res, "")...)
+	if len(stolen) != 0 {
+		t.Errorf("the other session of the principal got the notice: %q", stolen)
+	}
+	res, _ = callList(t, a, ctx, nil)
+	if ns := notices(res, "subagent-settled"); len(ns) != 1 || !strings.Contains(ns[0], "first child done") {
+		t.Errorf("the originating session's notices = %q; want the first child's settlement", ns)
+	}
+
+	// The originating session ends before its child settles: the notice
+	// goes to the principal's next session that calls.
+	h2, _ := startBackground(t, a, ctx, "second job", "Do the second job.")
+	a.client.Close()
+	second.open()
+	res, _ = callList(t, b, ctx, map[string]any{"wait_seconds": 10})
+	ns := notices(res, "subagent-settled")
+	if len(ns) != 1 || !strings.Contains(ns[0], h2.AgentID) || !strings.Contains(ns[0], "second child done") {
+		t.Errorf("after the originating session ended, the other session got %q; want the second child's settlement", ns)
+	}
+}
+
+// A client that cancels tool calls on a fixed timer (Codex: 60 s) gets
+// every wait bounded below it, chosen by its clientInfo.name: a foreground
+// call hands back a running handle and the child goes on; a long
+// list_agents wait returns in time.
+func TestWaitsAreBoundedPerClient(t *testing.T) {
+	release := newGate()
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		release.wait(30 * time.Second)
+		return fakeopenai.Reply{Text: "slow answer"}
+	})
+	defer fake.Close()
+	defer release.open()
+	// The harness's client is named "e2e".
+	s := start(t, fake, serverOpts{config: `{"client_wait_seconds": {"e2e": 0.5}}`})
+	ctx := testCtx(t)
+	res := s.call(t, ctx, "subagent", map[string]any{"description": "slow job", "prompt": "take your time"})
+	var h handleSC
+	decodeSC(t, res, &h)
+	if res.IsError || h.Kind != "continuable" || h.Status != "running" {
+		t.Fatalf("foreground call under the client's bound = %s %+v; want a running handle", text(res), h)
+	}
+	t0 := time.Now()
+	res, _ = callList(t, s, ctx, map[string]any{"wait_seconds": 600})
+	if d := time.Since(t0); d > 20*time.Second {
+		t.Errorf("list_agents wait_seconds 600 took %v; the client's bound is 0.5 s", d)
+	}
+	if ns := notices(res, ""); len(ns) != 0 {
+		t.Errorf("notices before the child settled: %q", ns)
+	}
+	release.open()
+	got := awaitNotices(t, s, ctx, 10*time.Second, nil, func(ns []string) bool { return len(filterNotices(ns, "subagent-settled")) > 0 })
+	if countWith(got, "slow answer") != 1 {
+		t.Errorf("notices = %q; want the child's settlement with its answer", got)
 	}
 }

@@ -128,11 +128,9 @@ func TestExternalChildProcessesEndOnShutdown(t *testing.T) {
 	}) {
 		t.Fatalf("the fake never started its grandchild; stderr:\n%s", s.stderr)
 	}
-	// Closing the client ends the stdio server: it must end the child's
-	// whole process group (agent and grandchild) before it exits.
-	if err := s.client.Close(); err != nil {
-		t.Logf("close: %v", err)
-	}
+	// Stopping the server (the daemon the session relays to) must end the
+	// child's whole process group (agent and grandchild) before it exits.
+	s.stop(t)
 	if !waitFor(15*time.Second, func() bool { return groupGone(pids[0]) }) {
 		t.Errorf("the child's process group (pgid %d, grandchild %d) outlived the server; stderr:\n%s", pids[0], pids[1], s.stderr)
 	}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,14 +47,38 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	// A test that failed before its cleanup may leave a daemon of ours
+	// behind: no process outlives the suite.
+	for _, pid := range processesOf(binary) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-// syncBuffer collects a subprocess's stderr for assertions.
+// processesOf lists live processes running the executable at path.
+func processesOf(path string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == path {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// syncBuffer collects a subprocess's stderr for assertions; with log set,
+// String also returns that file (the daemon's log, where a relayed
+// session's server logs go).
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu  sync.Mutex
+	b   bytes.Buffer
+	log string
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
@@ -65,7 +90,23 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.String()
+	out := s.b.String()
+	if s.log != "" {
+		if b, err := os.ReadFile(s.log); err == nil {
+			out += string(b)
+		}
+	}
+	return out
+}
+
+// stopDaemon stops the daemon of dataDir, if one runs, and waits until it
+// has let go of the directory.
+func stopDaemon(t testing.TB, dataDir string) {
+	t.Helper()
+	out, err := exec.Command(binary, "daemon", "stop", "--data-dir", dataDir).CombinedOutput()
+	if err != nil {
+		t.Errorf("stopping the daemon of %s: %v\n%s", dataDir, err, out)
+	}
 }
 
 // waitFor polls cond until it holds or d passes.
@@ -88,6 +129,7 @@ type instance struct {
 	dataDir   string
 	url       string      // HTTP only
 	proc      *serverProc // HTTP only: the server process, which a test may kill
+	relayed   bool        // stdio relayed to the data directory's daemon
 	notes     chan mcp.JSONRPCNotification
 }
 
@@ -102,6 +144,7 @@ type serverOpts struct {
 	// dataDir and workspace reuse a previous instance's (for restarts);
 	// empty: fresh temporary directories.
 	dataDir, workspace string
+	bin                string // the server binary; empty: the one built for the tests
 }
 
 func serverEnv(fake *fakeopenai.Server, extra []string) []string {
@@ -146,8 +189,19 @@ func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 	}
 	s := &instance{stderr: &syncBuffer{}, workspace: ws, dataDir: dataDir, notes: make(chan mcp.JSONRPCNotification, 1000)}
 	env := serverEnv(fake, o.env)
+	s.relayed = !o.http && !slices.Contains(o.args, "--ephemeral") && !slices.Contains(o.args, "--no-daemon")
+	if s.relayed {
+		// The session relays to the data directory's daemon, which outlives
+		// it: stop it when the test ends (after the client closed).
+		s.stderr.log = filepath.Join(dataDir, "daemon.log")
+		t.Cleanup(func() { stopDaemon(t, dataDir) })
+	}
+	bin := binary
+	if o.bin != "" {
+		bin = o.bin
+	}
 	if !o.http {
-		tr := transport.NewStdioWithOptions(binary, env, args,
+		tr := transport.NewStdioWithOptions(bin, env, args,
 			transport.WithCommandStderrWriter(s.stderr),
 			transport.WithCommandFunc(func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
 				cmd := exec.CommandContext(ctx, command, args...)
@@ -195,6 +249,16 @@ func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 		t.Fatalf("initialize: %v; stderr:\n%s", err, s.stderr)
 	}
 	return s
+}
+
+// stop ends the server: the client closes, which ends an in-process
+// server; a relayed session's daemon is stopped as well.
+func (s *instance) stop(t testing.TB) {
+	t.Helper()
+	s.client.Close()
+	if s.relayed {
+		stopDaemon(t, s.dataDir)
+	}
 }
 
 // serverProc is a server process the test owns, so it can kill it.

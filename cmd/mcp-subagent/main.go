@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/mcp-subagent/mcp-subagent/daemon"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -28,11 +30,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		args = []string{"serve"}
 	}
-	switch args[0] {
+	cmd := args[0]
+	control := ""
+	switch cmd {
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "mcp-subagent", version)
 		return 0
 	case "serve":
+	case "daemon":
+		if len(args) > 1 && (args[1] == "stop" || args[1] == "status") {
+			control = args[1]
+			args = args[1:]
+		}
 	case "help", "-h", "--help":
 		fmt.Fprint(stderr, usage)
 		return 0
@@ -40,7 +49,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mcp-subagent: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o serveOptions
 	fs.StringVar(&o.httpAddr, "http", "", "serve streamable HTTP at `ADDR`/mcp instead of stdio (loopback unless tokens are configured)")
@@ -50,6 +59,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "auto", "log format: auto (tint on a terminal, JSON otherwise), text, json")
 	fs.StringVar(&o.principal, "principal", "local", "the principal a stdio client acts as")
+	fs.BoolVar(&o.noDaemon, "no-daemon", false, "serve in this process instead of relaying to the data directory's daemon (containers, tests); --ephemeral implies it")
+	fs.DurationVar(&o.idle, "idle-timeout", 0, "a daemon started for this session exits after this long with no session and no live child (default 10m, or daemon.idle_seconds)")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -57,7 +68,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "mcp-subagent serve: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "mcp-subagent %s: unexpected argument %q\n", cmd, fs.Arg(0))
 		return 2
 	}
 	log, err := newLogger(stderr, o.logLevel, o.logFormat)
@@ -71,7 +82,20 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, o, stdin, stdout, log); err != nil {
+	switch {
+	case control != "":
+		err = daemonControl(ctx, control, o, stdout)
+	case cmd == "daemon":
+		var cfg Config
+		if cfg, err = loadConfig(o.configPath); err == nil {
+			err = runDaemon(ctx, o, cfg, false, log)
+		} else {
+			daemon.ReportReady("", err)
+		}
+	default:
+		err = serve(ctx, o, stdin, stdout, log)
+	}
+	if err != nil {
 		log.Error("server stopped", "err", err)
 		return 1
 	}
@@ -79,8 +103,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 const usage = `Usage:
-  mcp-subagent serve [--http ADDR] [--config FILE] [--data-dir DIR | --ephemeral] [--log-level LEVEL] [--log-format FORMAT] [--principal NAME]
+  mcp-subagent serve [--http ADDR] [--config FILE] [--data-dir DIR | --ephemeral] [--no-daemon] [--log-level LEVEL] [--log-format FORMAT] [--principal NAME]
+  mcp-subagent daemon [stop|status] [--data-dir DIR] [--config FILE]
   mcp-subagent version
+
+serve over stdio relays to the one daemon of the data directory, starting it
+when none runs; the daemon owns every child, so children outlive the session
+that started them. serve --http runs the daemon itself, in the foreground.
+The daemon's logs: DIR/daemon.log.
 
 Environment (when the config does not say otherwise):
   OPENAI_BASE_URL, OPENAI_API_KEY   the OpenAI-compatible chat API for in-process children

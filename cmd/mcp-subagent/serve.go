@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -27,7 +28,8 @@ import (
 
 type serveOptions struct {
 	httpAddr, configPath, dataDir, logLevel, logFormat, principal string
-	ephemeral                                                     bool
+	ephemeral, noDaemon                                           bool
+	idle                                                          time.Duration
 }
 
 // defaultDataDir is $XDG_STATE_HOME/mcp-subagent, or
@@ -82,40 +84,51 @@ func llmFromEnv(c LLMConfig) llm.Config {
 	return cfg
 }
 
-func serve(ctx context.Context, o serveOptions, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
-	cfg, err := loadConfig(o.configPath)
-	if err != nil {
-		return err
-	}
-	var listener net.Listener
-	if o.httpAddr != "" {
-		// Refuse an unguarded public address before anything starts.
-		if !isLoopbackAddr(o.httpAddr) && len(cfg.HTTP.Tokens) == 0 {
-			return fmt.Errorf("--http %s is not a loopback address: configure http.tokens in the config file to serve it, or bind 127.0.0.1", o.httpAddr)
-		}
-		if listener, err = net.Listen("tcp", o.httpAddr); err != nil {
-			return fmt.Errorf("--http %s: %w", o.httpAddr, err)
-		}
-	}
+// app is the server proper: store, manager, providers, tools, MCP server
+// and callback listener, as one process (a daemon, or --no-daemon) runs it.
+type app struct {
+	cfg     Config
+	dataDir string // "" with --ephemeral
+	mgr     *manager.Manager
+	ts      *tools.Server
+	ms      *server.MCPServer
+	log     *slog.Logger
+	closers []func() // run in reverse by close
+}
 
+// resolveDataDir is --data-dir, else the config's, else the default.
+func resolveDataDir(o serveOptions, cfg Config) (string, error) {
+	dir := o.dataDir
+	if dir == "" {
+		dir = cfg.DataDir
+	}
+	if dir == "" {
+		var err error
+		if dir, err = defaultDataDir(); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Abs(dir)
+}
+
+// newApp builds the server. A daemon's working directory is nobody's
+// project, so with asDaemon it is no allowed root: sessions bring theirs.
+func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asDaemon bool, log *slog.Logger) (_ *app, err error) {
+	a := &app{cfg: cfg, dataDir: dataDir, log: log}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
 	// The session store keeps continuable children; --ephemeral runs
 	// without one: foreground one-shot children only, control tools hidden.
 	var store manager.Store
-	dataDir := o.dataDir
-	if !o.ephemeral {
-		if dataDir == "" {
-			dataDir = cfg.DataDir
-		}
-		if dataDir == "" {
-			if dataDir, err = defaultDataDir(); err != nil {
-				return err
-			}
-		}
+	if dataDir != "" {
 		st, err := persist.Open(dataDir, persist.Options{Logger: log.With("component", "persist")})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer st.Close()
+		a.closers = append(a.closers, func() { _ = st.Close() })
 		store = st
 	}
 	var ts *tools.Server
@@ -125,12 +138,21 @@ func serve(ctx context.Context, o serveOptions, stdin io.Reader, stdout io.Write
 				ts.PushNotice(principal, n)
 			}
 		},
+		SessionConnected: func(id string) bool { return ts != nil && ts.SessionConnected(id) },
 		Callback: func(self manager.ParentRef) (manager.Callback, func()) {
 			if ts == nil {
 				return manager.Callback{}, nil
 			}
 			return ts.MintCallback(self)
 		}})
+	a.mgr = mgr
+	a.closers = append(a.closers, func() {
+		// Give runs a moment to wind down; the transports have cancelled
+		// their calls, which aborts foreground runs.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = mgr.Close(cctx)
+	})
 	lc := llmFromEnv(cfg.LLM)
 	if lc.APIKey == "" {
 		log.Warn("no API key for the chat API: set OPENAI_API_KEY (or DEEPSEEK_API_KEY); in-process children will fail until then", "base_url", lc.BaseURL)
@@ -146,71 +168,137 @@ func serve(ctx context.Context, o serveOptions, stdin io.Reader, stdout io.Write
 		MaxSteps: cfg.LLM.MaxSteps, MaxTokens: cfg.LLM.MaxTokens, DelegationTools: delegation, Logger: log}
 	external, err := externalProviders(cfg.Providers, log.With("component", "provider"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, p := range append([]manager.Provider{spawn.New(sopts), spawn.NewFork(sopts)}, external...) {
 		if err := mgr.Register(p); err != nil {
-			return fmt.Errorf("config: %w", err)
+			return nil, fmt.Errorf("config: %w", err)
 		}
 	}
-	ts, err = tools.New(mgr, tools.Options{Roots: cfg.Roots, DefaultProvider: cfg.DefaultProvider,
-		DefaultWaitSeconds: cfg.WaitSeconds, Logger: log.With("component", "tools")})
+	waits := map[string]float64{}
+	for k, v := range defaultClientWait {
+		waits[k] = v
+	}
+	for k, v := range cfg.ClientWaitSeconds {
+		waits[k] = v
+	}
+	ts, err = tools.New(mgr, tools.Options{Roots: cfg.Roots, NoWorkingDirRoot: asDaemon, DefaultProvider: cfg.DefaultProvider,
+		DefaultWaitSeconds: cfg.WaitSeconds, ClientWaitSeconds: waits, Logger: log.With("component", "tools")})
+	if err != nil {
+		return nil, err
+	}
+	a.ts = ts
+	// Children a crash or a shutdown left active are closed and announced.
+	if err := mgr.Recover(); err != nil {
+		return nil, fmt.Errorf("recovering children from %s: %w", dataDir, err)
+	}
+	a.ms = server.NewMCPServer("mcp-subagent", version,
+		server.WithToolCapabilities(false), server.WithLogging(), server.WithRecovery(),
+		server.WithToolFilter(ts.Filter), server.WithHooks(ts.Hooks()))
+	ts.Register(a.ms)
+	if len(external) > 0 { // external children reach the server back here
+		cctx, stopCallbacks := context.WithCancel(ctx)
+		url, stopped, err := serveCallbacks(cctx, a.ms, ts, log.With("component", "callback"))
+		if err != nil {
+			stopCallbacks()
+			return nil, fmt.Errorf("callback listener: %w", err)
+		}
+		ts.SetCallbackURL(url)
+		a.closers = append(a.closers, func() { stopCallbacks(); <-stopped })
+	}
+	return a, nil
+}
+
+// defaultClientWait bounds every wait of clients that cancel tool calls on
+// a fixed timer: Codex after tool_timeout_sec (60 s by default).
+var defaultClientWait = map[string]float64{"codex-mcp-client": 50}
+
+func (a *app) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
+}
+
+// listenHTTP binds --http, refusing an unguarded public address.
+func listenHTTP(addr string, cfg Config) (net.Listener, error) {
+	if !isLoopbackAddr(addr) && len(cfg.HTTP.Tokens) == 0 {
+		return nil, fmt.Errorf("--http %s is not a loopback address: configure http.tokens in the config file to serve it, or bind 127.0.0.1", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// serve runs the server: in process with --no-daemon or --ephemeral;
+// otherwise stdio is relayed to the data directory's daemon, and --http
+// runs the daemon itself in the foreground.
+func serve(ctx context.Context, o serveOptions, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
+	cfg, err := loadConfig(o.configPath)
 	if err != nil {
 		return err
 	}
-	// Children a crash or a shutdown left active are closed and announced.
-	if err := mgr.Recover(); err != nil {
-		return fmt.Errorf("recovering children from %s: %w", dataDir, err)
+	switch {
+	case o.ephemeral || o.noDaemon:
+		return serveInProcess(ctx, o, cfg, stdin, stdout, log)
+	case o.httpAddr != "":
+		return runDaemon(ctx, o, cfg, true, log)
+	default:
+		return relay(ctx, o, cfg, stdin, stdout, log)
 	}
-	ms := server.NewMCPServer("mcp-subagent", version,
-		server.WithToolCapabilities(false), server.WithLogging(), server.WithRecovery(),
-		server.WithToolFilter(ts.Filter))
-	ts.Register(ms)
-	if len(external) > 0 { // external children reach the server back here
-		cctx, stopCallbacks := context.WithCancel(ctx)
-		url, stopped, err := serveCallbacks(cctx, ms, ts, log.With("component", "callback"))
-		if err != nil {
-			stopCallbacks()
-			return fmt.Errorf("callback listener: %w", err)
+}
+
+// serveInProcess is the server in this process, stdio or HTTP.
+func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
+	var listener net.Listener
+	if o.httpAddr != "" {
+		var err error
+		if listener, err = listenHTTP(o.httpAddr, cfg); err != nil {
+			return err
 		}
-		ts.SetCallbackURL(url)
-		defer func() { stopCallbacks(); <-stopped }()
 	}
-
-	defer func() {
-		// Give runs a moment to wind down; the transports have cancelled
-		// their calls, which aborts foreground runs.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = mgr.Close(cctx)
-	}()
-
-	if listener == nil {
-		log.Info("serving MCP over stdio", "version", version, "principal", o.principal)
-		ss := server.NewStdioServer(ms)
-		ss.SetErrorLogger(slog.NewLogLogger(log.Handler(), slog.LevelError))
-		// Foreground subagent calls block for minutes: a pool this size keeps
-		// several of them from stalling the read loop.
-		for _, opt := range []server.StdioOption{
-			server.WithWorkerPoolSize(100), server.WithQueueSize(1000),
-			server.WithStdioContextFunc(func(ctx context.Context) context.Context {
-				return tools.WithPrincipal(ctx, o.principal)
-			}),
-		} {
-			opt(ss)
+	dataDir := ""
+	if !o.ephemeral {
+		var err error
+		if dataDir, err = resolveDataDir(o, cfg); err != nil {
+			return err
 		}
-		err := ss.Listen(ctx, stdin, stdout)
-		if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
-			return nil
-		}
+	}
+	a, err := newApp(ctx, o, cfg, dataDir, false, log)
+	if err != nil {
 		return err
 	}
-	return serveHTTP(ctx, listener, ms, cfg.HTTP, log)
+	defer a.close()
+	if listener != nil {
+		return serveHTTP(ctx, listener, a.ms, a.ts, cfg.HTTP, log)
+	}
+	log.Info("serving MCP over stdio", "version", version, "principal", o.principal)
+	ss := server.NewStdioServer(a.ms)
+	ss.SetErrorLogger(slog.NewLogLogger(log.Handler(), slog.LevelError))
+	// Foreground subagent calls block for minutes: a pool this size keeps
+	// several of them from stalling the read loop.
+	for _, opt := range []server.StdioOption{
+		server.WithWorkerPoolSize(100), server.WithQueueSize(1000),
+		server.WithStdioContextFunc(func(ctx context.Context) context.Context {
+			return tools.WithPrincipal(ctx, o.principal)
+		}),
+	} {
+		opt(ss)
+	}
+	end := a.ts.OpenSession(tools.SessionInfo{ID: "stdio", Principal: o.principal})
+	defer end()
+	err = ss.Listen(ctx, stdin, stdout)
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
 }
 
 type principalCtxKey struct{}
 
-func serveHTTP(ctx context.Context, ln net.Listener, ms *server.MCPServer, hc HTTPConfig, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, ln net.Listener, ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger) error {
 	streamable := server.NewStreamableHTTPServer(ms,
 		server.WithEndpointPath("/mcp"),
 		server.WithStreamableHTTPLogger(log.With("component", "http")),
@@ -219,7 +307,7 @@ func serveHTTP(ctx context.Context, ln net.Listener, ms *server.MCPServer, hc HT
 			return tools.WithPrincipal(ctx, p)
 		}))
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", guard(streamable, hc))
+	mux.Handle("/mcp", guard(bindSessions(streamable, ts), hc))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Info("serving MCP over streamable HTTP", "version", version, "url", "http://"+ln.Addr().String()+"/mcp")
 	errc := make(chan error, 1)
@@ -264,6 +352,78 @@ func guard(next http.Handler, hc HTTPConfig) http.Handler {
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalCtxKey{}, principal)))
 	})
 }
+
+// bindSessions binds each HTTP session to the principal that created it: a
+// request naming another principal's session gets 404, as an unknown
+// session would. A session is bound when its id is handed out (the
+// response to initialize) or, for an id this process did not mint (one
+// from before a restart), by its first request. A DELETE ends the session
+// for the tools at once.
+func bindSessions(next http.Handler, ts *tools.Server) http.Handler {
+	var mu sync.Mutex
+	owner := map[string]string{}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		principal, _ := r.Context().Value(principalCtxKey{}).(string)
+		id := r.Header.Get(server.HeaderKeySessionID)
+		if id != "" {
+			mu.Lock()
+			o, ok := owner[id]
+			if !ok {
+				owner[id] = principal
+			}
+			if r.Method == http.MethodDelete {
+				delete(owner, id)
+			}
+			mu.Unlock()
+			if ok && o != principal {
+				http.Error(w, "Not Found: no such session", http.StatusNotFound)
+				return
+			}
+			if r.Method == http.MethodDelete {
+				defer ts.EndSession(id)
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(&sessionRecorder{ResponseWriter: w, bind: func(id string) {
+			mu.Lock()
+			owner[id] = principal
+			mu.Unlock()
+		}}, r)
+	})
+}
+
+// sessionRecorder binds the session id a response hands out.
+type sessionRecorder struct {
+	http.ResponseWriter
+	bind  func(string)
+	wrote bool
+}
+
+func (s *sessionRecorder) WriteHeader(code int) {
+	if !s.wrote {
+		s.wrote = true
+		if id := s.Header().Get(server.HeaderKeySessionID); id != "" {
+			s.bind(id)
+		}
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *sessionRecorder) Write(b []byte) (int, error) {
+	if !s.wrote {
+		s.WriteHeader(http.StatusOK)
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *sessionRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *sessionRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func originAllowed(origin string, allowed []string) bool {
 	for _, a := range allowed {

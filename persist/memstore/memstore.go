@@ -340,28 +340,34 @@ func (s *Store) AddNotice(principal string, n manager.Notice) error {
 	return nil
 }
 
-// TakeNotices removes and returns every notice queued for principal, in
-// order; a notice is returned once.
-func (s *Store) TakeNotices(principal string) ([]manager.Notice, error) {
+// TakeNotices removes and returns the notices queued for principal that
+// take accepts (every one when take is nil), in order; a notice is
+// returned once and the rest stay queued.
+func (s *Store) TakeNotices(principal string, take func(manager.Notice) bool) ([]manager.Notice, error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
 		return nil, ErrClosed
 	}
-	var raw [][]byte
-	if q := s.notices[principal]; q != nil {
-		raw, q.items = q.items, nil
-	}
-	s.mu.Unlock()
-	if len(raw) == 0 {
+	q := s.notices[principal]
+	if q == nil {
 		return nil, nil
 	}
-	out := make([]manager.Notice, len(raw))
-	for i, b := range raw {
-		if err := json.Unmarshal(b, &out[i]); err != nil {
+	var out []manager.Notice
+	kept := q.items[:0]
+	for _, b := range q.items {
+		var n manager.Notice
+		if err := json.Unmarshal(b, &n); err != nil {
 			return nil, err
 		}
+		if take != nil && !take(n) {
+			kept = append(kept, b)
+			continue
+		}
+		out = append(out, n)
 	}
+	clear(q.items[len(kept):])
+	q.items = kept
 	return out, nil
 }
 

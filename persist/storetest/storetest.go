@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) manager.Store) {
 		{"children list in creation order, isolated by parent", testChildrenOrder},
 		{"checkpoints round-trip and are replaced", testCheckpoints},
 		{"notices come out in order, once, numbered per principal", testNotices},
+		{"a filtered take leaves the rest queued in order", testNoticesFiltered},
 		{"active marks are set, listed and cleared", testActive},
 		{"concurrent appends to different children do not interfere", testConcurrentAppends},
 		{"concurrent CreateChild: distinct ids all land, one id lands once", testConcurrentCreate},
@@ -477,7 +478,7 @@ func testNotices(t *testing.T, s manager.Store) {
 	if err := s.AddNotice("", manager.Notice{Text: "nobody's"}); err == nil {
 		t.Error("AddNotice accepted an empty principal")
 	}
-	got, err := s.TakeNotices("alice")
+	got, err := s.TakeNotices("alice", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,22 +505,56 @@ func testNotices(t *testing.T, s manager.Store) {
 	if got[0].ChildID != "c1" || got[1].Source != agent.SourceSettled {
 		t.Errorf("notice fields lost: %+v", got)
 	}
-	if again, err := s.TakeNotices("alice"); err != nil || len(again) != 0 {
+	if again, err := s.TakeNotices("alice", nil); err != nil || len(again) != 0 {
 		t.Errorf("second TakeNotices(alice) = %+v, %v; want none (taken once)", again, err)
 	}
 	if err := s.AddNotice("alice", manager.Notice{ChildID: "c9", Text: "later"}); err != nil {
 		t.Fatal(err)
 	}
-	later, err := s.TakeNotices("alice")
+	later, err := s.TakeNotices("alice", nil)
 	if err != nil || len(later) != 1 || later[0].Seq <= got[2].Seq {
 		t.Errorf("a notice after a take = %+v, %v; want one with Seq > %d (never reused)", later, err, got[2].Seq)
 	}
-	bob, err := s.TakeNotices("bob")
+	bob, err := s.TakeNotices("bob", nil)
 	if err != nil || len(bob) != 1 || bob[0].Text != "bob's" {
 		t.Errorf("TakeNotices(bob) = %+v, %v", bob, err)
 	}
-	if none, err := s.TakeNotices("carol"); err != nil || len(none) != 0 {
+	if none, err := s.TakeNotices("carol", nil); err != nil || len(none) != 0 {
 		t.Errorf("TakeNotices(carol) = %+v, %v; want none", none, err)
+	}
+}
+
+func testNoticesFiltered(t *testing.T, s manager.Store) {
+	for _, n := range []manager.Notice{
+		{ChildID: "c1", Session: "s1", Text: "one", StopReason: agent.StopCompleted},
+		{ChildID: "c2", Session: "s2", Text: "two"},
+		{ChildID: "c3", Session: "s1", Text: "three"},
+		{ChildID: "c4", Session: "s2", Text: "four"},
+	} {
+		if err := s.AddNotice("alice", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	texts := func(ns []manager.Notice) []string {
+		out := []string{}
+		for _, n := range ns {
+			out = append(out, n.Text)
+		}
+		return out
+	}
+	s1, err := s.TakeNotices("alice", func(n manager.Notice) bool { return n.Session == "s1" })
+	if err != nil || !reflect.DeepEqual(texts(s1), []string{"one", "three"}) {
+		t.Fatalf("take of session s1 = %v, %v; want [one three]", texts(s1), err)
+	}
+	if s1[0].StopReason != agent.StopCompleted || s1[0].Session != "s1" {
+		t.Errorf("notice fields lost: %+v", s1[0])
+	}
+	if again, _ := s.TakeNotices("alice", func(n manager.Notice) bool { return n.Session == "s1" }); len(again) != 0 {
+		t.Errorf("second take of s1 = %v; want none", texts(again))
+	}
+	rest, err := s.TakeNotices("alice", nil)
+	if err != nil || !reflect.DeepEqual(texts(rest), []string{"two", "four"}) {
+		t.Errorf("the rest = %v, %v; want [two four] in order", texts(rest), err)
 	}
 }
 

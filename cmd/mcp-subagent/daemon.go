@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/tools"
+)
+
+// defaultIdle is how long a daemon stays up with no session and no live
+// child.
+const defaultIdle = 10 * time.Minute
+
+func idleTimeout(o serveOptions, cfg Config, foreground bool) time.Duration {
+	switch {
+	case o.idle != 0:
+		return max(o.idle, 0)
+	case foreground:
+		return 0 // serve --http runs until stopped
+	case cfg.Daemon.IdleSeconds < 0:
+		return 0
+	case cfg.Daemon.IdleSeconds > 0:
+		return time.Duration(cfg.Daemon.IdleSeconds * float64(time.Second))
+	}
+	return defaultIdle
+}
+
+// runDaemon runs the data directory's daemon in this process: the store,
+// the manager, every child, the socket sessions relay to, and with
+// foreground (serve --http) the HTTP transport too. A foreground daemon
+// takes over from one already running; a daemon started by a session
+// that finds another holding the lock reports "busy" and exits.
+func runDaemon(ctx context.Context, o serveOptions, cfg Config, foreground bool, log *slog.Logger) (err error) {
+	dataDir, err := resolveDataDir(o, cfg)
+	if err != nil {
+		daemon.ReportReady("", err)
+		return err
+	}
+	l, err := daemon.Listen(dataDir)
+	if errors.Is(err, daemon.ErrBusy) && foreground {
+		log.Info("another daemon owns the data directory: taking over", "data_dir", dataDir)
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = daemon.Stop(sctx, dataDir, daemon.Hello{Version: version, Op: "takeover", PID: os.Getpid()})
+		cancel()
+		if err == nil {
+			l, err = daemon.Listen(dataDir)
+		}
+	}
+	if errors.Is(err, daemon.ErrBusy) {
+		daemon.ReportReady("busy", nil)
+		log.Debug("another daemon owns the data directory", "data_dir", dataDir)
+		return nil
+	}
+	if err != nil {
+		daemon.ReportReady("", err)
+		return err
+	}
+	defer l.Close()
+	if o.httpAddr != "" {
+		ln, err := listenHTTP(o.httpAddr, cfg)
+		if err != nil {
+			daemon.ReportReady("", err)
+			return err
+		}
+		defer ln.Close()
+		a, err := newApp(ctx, o, cfg, dataDir, false, log)
+		if err != nil {
+			daemon.ReportReady("", err)
+			return err
+		}
+		defer a.close()
+		hctx, cancel := context.WithCancel(ctx)
+		httpErr := make(chan error, 1)
+		go func() { httpErr <- serveHTTP(hctx, ln, a.ms, a.ts, cfg.HTTP, log) }()
+		defer func() { cancel(); <-httpErr }()
+		return serveSocket(ctx, o, cfg, l, a, foreground, log)
+	}
+	a, err := newApp(ctx, o, cfg, dataDir, true, log)
+	if err != nil {
+		daemon.ReportReady("", err)
+		return err
+	}
+	defer a.close()
+	return serveSocket(ctx, o, cfg, l, a, foreground, log)
+}
+
+func serveSocket(ctx context.Context, o serveOptions, cfg Config, l *daemon.Listener, a *app, foreground bool, log *slog.Logger) error {
+	daemon.ReportReady("ready", nil)
+	idle := idleTimeout(o, cfg, foreground)
+	log.Info("daemon serving", "version", version, "pid", os.Getpid(), "data_dir", a.dataDir, "socket", l.Path(), "idle_timeout", idle)
+	reason := l.Serve(ctx, daemon.Options{
+		MCP: a.ms, Version: version, Logger: log.With("component", "daemon"), IdleTimeout: idle,
+		Busy: func() bool { return a.mgr.Live() > 0 },
+		Session: func(ctx context.Context, info daemon.SessionInfo) (context.Context, func()) {
+			p := info.Principal
+			if p == "" {
+				p = "local"
+			}
+			cwd := info.Cwd
+			if cwd != "" {
+				if real, err := filepath.EvalSymlinks(cwd); err == nil {
+					cwd = real
+				}
+			}
+			end := a.ts.OpenSession(tools.SessionInfo{ID: info.ID, Principal: p, Cwd: cwd})
+			return tools.WithPrincipal(ctx, p), end
+		},
+	})
+	log.Info("daemon stopping", "reason", reason)
+	return nil
+}
+
+// relay is `serve` over stdio: it connects to the data directory's daemon
+// (starting it when none runs, taking over from an older release) and
+// relays the protocol.
+func relay(ctx context.Context, o serveOptions, cfg Config, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
+	dataDir, err := resolveDataDir(o, cfg)
+	if err != nil {
+		return err
+	}
+	cwd, _ := os.Getwd()
+	c, err := daemon.Connect(ctx, daemon.ConnectOptions{
+		DataDir:  dataDir,
+		Hello:    daemon.Hello{Version: version, Cwd: cwd, Principal: o.principal, PID: os.Getpid()},
+		Start:    func() *exec.Cmd { return daemonCommand(o, dataDir) },
+		Takeover: func(v string) bool { return daemon.Newer(version, v) },
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	log.Debug("relaying to the daemon", "socket", daemon.SocketPath(dataDir), "daemon_pid", c.Welcome.PID, "daemon_version", c.Welcome.Version)
+	if c.Welcome.Version != version {
+		log.Info("the daemon runs another version; `mcp-subagent daemon stop` restarts it on this one", "daemon_version", c.Welcome.Version, "version", version)
+	}
+	return daemon.Relay(ctx, c, stdin, stdout)
+}
+
+// daemonCommand starts this binary as dataDir's daemon, detached, logging
+// to daemon.log.
+func daemonCommand(o serveOptions, dataDir string) *exec.Cmd {
+	self, err := os.Executable()
+	if err != nil {
+		self = os.Args[0]
+	}
+	args := []string{"daemon", "--data-dir", dataDir, "--log-level", o.logLevel, "--log-format", "json"}
+	if o.configPath != "" {
+		if abs, err := filepath.Abs(o.configPath); err == nil {
+			args = append(args, "--config", abs)
+		}
+	}
+	if o.idle != 0 {
+		args = append(args, "--idle-timeout", o.idle.String())
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Dir = "/"
+	cmd.Env = os.Environ()
+	if err := os.MkdirAll(dataDir, 0o700); err == nil {
+		if f, err := os.OpenFile(daemon.LogPath(dataDir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
+			cmd.Stdout, cmd.Stderr = f, f
+		}
+	}
+	return cmd
+}
+
+// daemonControl is `mcp-subagent daemon stop|status`.
+func daemonControl(ctx context.Context, op string, o serveOptions, stdout io.Writer) error {
+	cfg, err := loadConfig(o.configPath)
+	if err != nil {
+		return err
+	}
+	dataDir, err := resolveDataDir(o, cfg)
+	if err != nil {
+		return err
+	}
+	switch op {
+	case "stop":
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return daemon.Stop(sctx, dataDir, daemon.Hello{Version: version, Op: "stop", PID: os.Getpid()})
+	case "status":
+		w, err := daemon.Status(ctx, dataDir)
+		var refused *daemon.RefusedError
+		if errors.As(err, &refused) {
+			return err
+		}
+		if err != nil {
+			fmt.Fprintf(stdout, "no daemon runs for %s\n", dataDir)
+			return nil
+		}
+		fmt.Fprintf(stdout, "daemon pid %d, version %s, %d sessions, socket %s, log %s\n", w.PID, w.Version, w.Sessions, daemon.SocketPath(dataDir), daemon.LogPath(dataDir))
+		return nil
+	}
+	return fmt.Errorf("unknown daemon command %q: use stop or status", op)
+}

@@ -1,0 +1,404 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+)
+
+// daemonPID is the pid of the daemon holding dataDir's lock (it writes its
+// pid there), or 0.
+func daemonPID(dataDir string) int {
+	b, err := os.ReadFile(daemon.LockPath(dataDir))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// alive reports whether pid is a live process (a zombie is not).
+func alive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// daemonsOf lists the live daemon processes serving dataDir.
+func daemonsOf(dataDir string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmd), "\x00")
+		if len(args) > 2 && args[1] == "daemon" && strings.Contains(string(cmd), "\x00"+dataDir+"\x00") && alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// rawSession is `serve` driven by hand: initialize, then one tools/call per
+// line; it returns each response line.
+type rawSession struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Reader
+	stderr *syncBuffer
+}
+
+func startRaw(t *testing.T, bin string, fake *fakeopenai.Server, dataDir, ws string, extra ...string) (*rawSession, error) {
+	cmd := exec.Command(bin, append([]string{"serve", "--data-dir", dataDir, "--log-level", "debug", "--log-format", "json"}, extra...)...)
+	cmd.Env, cmd.Dir = serverEnv(fake, nil), ws
+	r := &rawSession{cmd: cmd, stderr: &syncBuffer{}}
+	cmd.Stderr = r.stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	r.in, r.out = in, bufio.NewReader(out)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { r.in.Close(); _ = r.cmd.Wait() })
+	if _, err := r.rpc(1, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "raw", "version": "1"}}); err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(r.in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return r, nil
+}
+
+// rpc sends one request and reads lines until its response.
+func (r *rawSession) rpc(id int, method string, params any) (json.RawMessage, error) {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if _, err := r.in.Write(append(b, '\n')); err != nil {
+		return nil, err
+	}
+	for {
+		line, err := r.out.ReadBytes('\n')
+		if err != nil {
+			return nil, fmt.Errorf("reading the response to %s: %w; stderr:\n%s", method, err, r.stderr)
+		}
+		var resp struct {
+			ID     int             `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  any             `json:"error"`
+		}
+		if json.Unmarshal(line, &resp) != nil || resp.ID != id {
+			continue // a notification
+		}
+		if resp.Error != nil {
+			return nil, fmt.Errorf("%s: %v", method, resp.Error)
+		}
+		return resp.Result, nil
+	}
+}
+
+// relayedDaemon is the daemon pid a session logged it relays to.
+func (r *rawSession) relayedDaemon() int {
+	for _, line := range strings.Split(r.stderr.String(), "\n") {
+		var l struct {
+			Msg string `json:"msg"`
+			PID int    `json:"daemon_pid"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "relaying to the daemon" {
+			return l.PID
+		}
+	}
+	return 0
+}
+
+func TestConcurrentFirstStartsMakeOneDaemon(t *testing.T) {
+	dataDir, ws := t.TempDir(), t.TempDir()
+	t.Cleanup(func() { stopDaemon(t, dataDir) })
+	const n = 8
+	var wg sync.WaitGroup
+	sessions := make([]*rawSession, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			s, err := startRaw(t, binary, nil, dataDir, ws)
+			if err == nil {
+				_, err = s.rpc(2, "tools/call", map[string]any{"name": "list_agents", "arguments": map[string]any{}})
+			}
+			sessions[i], errs[i] = s, err
+		})
+	}
+	wg.Wait()
+	pids := map[int]bool{}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+		pids[sessions[i].relayedDaemon()] = true
+	}
+	if len(pids) != 1 || pids[0] {
+		t.Errorf("the sessions relayed to daemons %v; want one", pids)
+	}
+	if !waitFor(10*time.Second, func() bool { return len(daemonsOf(dataDir)) == 1 }) {
+		t.Errorf("daemon processes for the directory: %v; want exactly one", daemonsOf(dataDir))
+	}
+}
+
+func TestAKilledDaemonIsReplacedByTheNextSessionAndRecovers(t *testing.T) {
+	release := newGate()
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		if req.LastUserText() == "long task" {
+			release.wait(30 * time.Second)
+		}
+		return fakeopenai.Reply{Text: "answer to " + req.LastUserText()}
+	})
+	defer fake.Close()
+	defer release.open() // before the fake closes: it waits for its handlers
+	s := start(t, fake, serverOpts{})
+	ctx := testCtx(t)
+	h, _ := startBackground(t, s, ctx, "survive a kill", "long task")
+	if !waitFor(10*time.Second, func() bool { return len(fake.Requests()) > 0 }) {
+		t.Fatal("the child never called the model")
+	}
+	pid := daemonPID(s.dataDir)
+	if !alive(pid) {
+		t.Fatalf("no daemon pid in the lock file (%d)", pid)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(10*time.Second, func() bool { return !alive(pid) }) {
+		t.Fatal("the daemon survived SIGKILL")
+	}
+	s.client.Close()
+	release.open() // the dead daemon's model call may end now
+
+	s2 := start(t, fake, serverOpts{dataDir: s.dataDir, workspace: s.workspace})
+	if p := daemonPID(s.dataDir); p == pid || !alive(p) {
+		t.Fatalf("the next session did not start a new daemon (pid %d, killed %d)", p, pid)
+	}
+	res, rows := callList(t, s2, ctx, nil)
+	if r, _ := rowOf(rows, h.AgentID); r.Status != "ready" {
+		t.Errorf("after the kill the child is %+v; want ready", r)
+	}
+	if ns := notices(res, "subagent-settled"); len(ns) != 1 || !strings.Contains(ns[0], "was stopped before it finished") {
+		t.Errorf("notices after the restart = %q; want the stopped notice", ns)
+	}
+	res, sent := callSend(t, s2, ctx, h.AgentID, "go on", 10)
+	if res.IsError || sent.Route != "resumed" || sent.Outcome == nil || sent.Outcome.Output != "answer to go on" {
+		t.Errorf("resume after the kill: %s %+v", text(res), sent)
+	}
+}
+
+func TestChildrenOutliveTheirSessionAndTheDaemonExitsWhenIdle(t *testing.T) {
+	release := newGate()
+	defer release.open()
+	started := make(chan struct{}, 1)
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		if req.LastUserText() == "outlive the session" {
+			started <- struct{}{}
+			release.wait(30 * time.Second)
+			return fakeopenai.Reply{Text: "finished after the session left"}
+		}
+		return fakeopenai.Reply{Text: "ok"}
+	})
+	defer fake.Close()
+	const idle = 300 * time.Millisecond
+	s := start(t, fake, serverOpts{args: []string{"--idle-timeout", idle.String()}})
+	ctx := testCtx(t)
+	h, _ := startBackground(t, s, ctx, "outlive it", "outlive the session")
+	<-started
+	pid := daemonPID(s.dataDir)
+	s.client.Close() // the session ends; its child must not
+
+	// Several idle periods with no session: the live child keeps the
+	// daemon up. (Under load this check can only pass more easily; it never
+	// fails for a correct daemon.)
+	time.Sleep(4 * idle)
+	if !alive(pid) {
+		t.Fatalf("the daemon exited with a child still running; log:\n%s", s.stderr)
+	}
+	release.open()
+
+	// A later session hears how the child ended: completed, not stopped.
+	s2 := start(t, fake, serverOpts{dataDir: s.dataDir, workspace: s.workspace, args: []string{"--idle-timeout", idle.String()}})
+	res, _ := callList(t, s2, ctx, map[string]any{"wait_seconds": 10})
+	ns := notices(res, "subagent-settled")
+	if len(ns) != 1 || !strings.Contains(ns[0], h.AgentID+" finished and will do no further work") ||
+		!strings.Contains(ns[0], "finished after the session left") {
+		t.Fatalf("the later session's notices = %q; want the child's completed settlement", ns)
+	}
+	if p := daemonPID(s.dataDir); p != pid {
+		t.Errorf("the later session reached daemon %d, want the same daemon %d", p, pid)
+	}
+	s2.client.Close()
+	if !waitFor(15*time.Second, func() bool { return !alive(pid) }) {
+		t.Fatalf("the daemon did not exit when idle; log:\n%s", s.stderr)
+	}
+	if _, err := os.Stat(daemon.SocketPath(s.dataDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the idle daemon left its socket: %v", err)
+	}
+}
+
+// buildVersion builds the server with a release version stamped in.
+func buildVersion(t *testing.T, v string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "mcp-subagent-"+v)
+	cmd := exec.Command("go", "build", "-ldflags", "-X main.version="+v, "-o", out, ".")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", v, err, b)
+	}
+	return out
+}
+
+func TestANewerBinaryTakesOverWithoutLosingAChild(t *testing.T) {
+	oldBin, newBin := buildVersion(t, "1.0.0"), buildVersion(t, "1.1.0")
+	release := newGate()
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		if req.LastUserText() == "long task" {
+			release.wait(30 * time.Second)
+		}
+		return fakeopenai.Reply{Text: "answer to " + req.LastUserText()}
+	})
+	defer fake.Close()
+	defer release.open() // before the fake closes: it waits for its handlers
+	dataDir, ws := t.TempDir(), t.TempDir()
+	t.Cleanup(func() { stopDaemon(t, dataDir) })
+	old, err := startRaw(t, oldBin, fake, dataDir, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := old.rpc(2, "tools/call", map[string]any{"name": "subagent", "arguments": map[string]any{
+		"description": "spans an upgrade", "prompt": "long task", "run_in_background": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := agentIDRe.FindString(string(raw))
+	if id == "" {
+		t.Fatalf("no agent id in %s", raw)
+	}
+	if !waitFor(10*time.Second, func() bool { return len(fake.Requests()) > 0 }) {
+		t.Fatal("the child never called the model")
+	}
+	oldPID := daemonPID(dataDir)
+
+	// A session of the newer binary takes the directory over.
+	s := start(t, fake, serverOpts{dataDir: dataDir, workspace: ws, bin: newBin})
+	newPID := daemonPID(dataDir)
+	if newPID == oldPID || alive(oldPID) {
+		t.Fatalf("after the takeover the daemon is %d (old %d, alive %v)", newPID, oldPID, alive(oldPID))
+	}
+	if st, err := daemon.Status(testCtx(t), dataDir); err != nil || st.Version != "1.1.0" {
+		t.Errorf("daemon status after the takeover = %+v, %v; want version 1.1.0", st, err)
+	}
+	ctx := testCtx(t)
+	res, rows := callList(t, s, ctx, nil)
+	if r, ok := rowOf(rows, id); !ok || r.Status != "ready" {
+		t.Errorf("the child after the takeover = %+v (found %v); want ready", r, ok)
+	}
+	if ns := notices(res, "subagent-settled"); len(ns) != 1 || !strings.Contains(ns[0], id) {
+		t.Errorf("notices after the takeover = %q; want the child's one", ns)
+	}
+	res, sent := callSend(t, s, ctx, id, "carry on", 10)
+	if res.IsError || sent.Route != "resumed" || sent.Outcome == nil || sent.Outcome.Output != "answer to carry on" {
+		t.Errorf("resume on the new daemon: %s %+v", text(res), sent)
+	}
+}
+
+func TestTheSocketRefusesAnotherUID(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to connect as another uid")
+	}
+	s := start(t, nil, serverOpts{})
+	// Open the way to the socket for anyone, so that only the daemon's own
+	// check stands between another uid and it.
+	for d := s.dataDir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		_ = os.Chmod(d, 0o755)
+	}
+	_ = os.Chmod(daemon.SocketPath(s.dataDir), 0o777)
+	b, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(s.dataDir, "mcp-subagent-copy")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "daemon", "status", "--data-dir", s.dataDir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.Env = []string{"HOME=/"}
+	out, err := cmd.CombinedOutput()
+	t.Logf("status as uid 65534: %v", err)
+	if !strings.Contains(string(out), "refused: this daemon serves uid 0 only (you are uid 65534)") {
+		t.Errorf("another uid's status = %q; want the daemon's refusal", out)
+	}
+	if st, err := daemon.Status(context.Background(), s.dataDir); err != nil || st.PID == 0 {
+		t.Errorf("the daemon's own uid is refused too: %+v, %v", st, err)
+	}
+}
+
+// A relayed session's working directory (where its client started serve)
+// is its project: its children's default cwd and an allowed root; the
+// daemon's own working directory is nobody's. list_agents shows the
+// session's project unless all_projects.
+func TestASessionsWorkingDirectoryIsItsProject(t *testing.T) {
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		return fakeopenai.Reply{Text: "done in " + req.LastUserText()}
+	})
+	defer fake.Close()
+	a := start(t, fake, serverOpts{})
+	b := start(t, fake, serverOpts{dataDir: a.dataDir}) // another project, same daemon
+	ctx := testCtx(t)
+	sub := filepath.Join(a.workspace, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res := a.call(t, ctx, "subagent", map[string]any{"description": "in a subdir", "prompt": "p1", "cwd": "sub"})
+	if res.IsError {
+		t.Fatalf("a cwd inside the session's directory was refused: %s", text(res))
+	}
+	res = a.call(t, ctx, "subagent", map[string]any{"description": "elsewhere", "prompt": "p2", "cwd": b.workspace})
+	if !res.IsError || !strings.Contains(text(res), "outside the allowed roots") {
+		t.Errorf("a cwd in another session's project = %s; want refused", text(res))
+	}
+	if res := b.call(t, ctx, "subagent", map[string]any{"description": "b's own", "prompt": "p3"}); res.IsError {
+		t.Fatal(text(res))
+	}
+	_, rows := callList(t, a, ctx, nil)
+	if len(rows) != 1 || rows[0].Label != "in a subdir" {
+		t.Errorf("session a lists %+v; want only its project's child", rows)
+	}
+	_, rows = callList(t, a, ctx, map[string]any{"all_projects": true})
+	if len(rows) != 2 {
+		t.Errorf("all_projects lists %+v; want both projects' children", rows)
+	}
+}

@@ -1,0 +1,347 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// ProtocolVersion is the handshake's version; a daemon refuses others.
+const ProtocolVersion = 1
+
+// Hello is a client's first line.
+type Hello struct {
+	Protocol  int    `json:"mcp_subagent"`
+	Version   string `json:"version"`             // the client binary's version
+	Op        string `json:"op,omitempty"`        // "" (a session), "stop", "takeover", "status"
+	Cwd       string `json:"cwd,omitempty"`       // the session's working directory
+	Principal string `json:"principal,omitempty"` // empty: "local"
+	PID       int    `json:"pid,omitempty"`
+}
+
+// Welcome is the daemon's answer.
+type Welcome struct {
+	Protocol int    `json:"mcp_subagent"`
+	Version  string `json:"version"` // the daemon binary's version
+	PID      int    `json:"pid"`
+	Sessions int    `json:"sessions"`
+	Error    string `json:"error,omitempty"`
+}
+
+// ErrBusy means another daemon holds the data directory's lock.
+var ErrBusy = errors.New("another mcp-subagent daemon owns this data directory")
+
+// Listener is a daemon's claim on a data directory: the lock and the socket.
+type Listener struct {
+	dataDir string
+	lock    *os.File
+	ln      *net.UnixListener
+	path    string
+
+	mu      sync.Mutex
+	closers []net.Conn // stop/takeover requesters, closed last
+}
+
+// Listen takes dataDir's daemon lock (ErrBusy when another daemon has it),
+// removes a stale socket and listens on a fresh one.
+func Listen(dataDir string) (*Listener, error) {
+	if err := privateDir(dataDir); err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", dataDir, err)
+	}
+	lock, err := os.OpenFile(LockPath(dataDir), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("daemon lock: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, ErrBusy
+		}
+		return nil, fmt.Errorf("daemon lock %s: %w", LockPath(dataDir), err)
+	}
+	path := SocketPath(dataDir)
+	if err := privateDir(filepath.Dir(path)); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("socket directory: %w", err)
+	}
+	// Holding the lock, any socket left is a dead daemon's.
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		lock.Close()
+		return nil, fmt.Errorf("removing a stale socket %s: %w", path, err)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("listening on %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(false) // Close removes it while still holding the lock
+	_ = os.Chmod(path, 0o600)
+	_ = lock.Truncate(0)
+	_, _ = fmt.Fprintf(lock, "%d\n", os.Getpid())
+	return &Listener{dataDir: dataDir, lock: lock, ln: ln, path: path}, nil
+}
+
+// Path is the socket's path.
+func (l *Listener) Path() string { return l.path }
+
+// Options configures Serve.
+type Options struct {
+	MCP     *server.MCPServer
+	Version string
+	Logger  *slog.Logger
+	// IdleTimeout: exit after this long with no session and nothing Busy;
+	// zero: never.
+	IdleTimeout time.Duration
+	// Busy reports live work that keeps the daemon up without sessions
+	// (live children).
+	Busy func() bool
+	// Session is called for each session before it serves: it returns the
+	// session's context (its principal) and a func called when it ends.
+	Session func(ctx context.Context, info SessionInfo) (context.Context, func())
+}
+
+// SessionInfo is what a session tells of itself.
+type SessionInfo struct {
+	ID        string
+	Cwd       string
+	Principal string
+}
+
+// Reason says why Serve returned.
+type Reason string
+
+const (
+	ReasonCancelled Reason = "cancelled" // ctx ended (a signal)
+	ReasonIdle      Reason = "idle"
+	ReasonStop      Reason = "stop"     // a client asked it to stop
+	ReasonTakeover  Reason = "takeover" // a newer binary takes over
+)
+
+// Serve accepts sessions until ctx ends, the daemon has been idle for
+// IdleTimeout, or a client asks it to stop or take over. It stops taking
+// connections, ends every session and waits for their requests, then
+// returns; the caller shuts the manager and the store down, then calls
+// Close.
+func (l *Listener) Serve(ctx context.Context, o Options) Reason {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		sessions int
+		idleFrom = time.Now()
+		reason   Reason
+		wg       sync.WaitGroup
+	)
+	finish := func(r Reason) {
+		mu.Lock()
+		if reason == "" {
+			reason = r
+		}
+		mu.Unlock()
+		cancel()
+	}
+	// Closing the listener ends Accept.
+	stopAccept := context.AfterFunc(sctx, func() { _ = l.ln.Close() })
+	defer stopAccept()
+	if o.IdleTimeout > 0 {
+		tick := max(o.IdleTimeout/10, 10*time.Millisecond)
+		wg.Go(func() {
+			t := time.NewTicker(tick)
+			defer t.Stop()
+			for {
+				select {
+				case <-sctx.Done():
+					return
+				case now := <-t.C:
+					mu.Lock()
+					busy := sessions > 0 || (o.Busy != nil && o.Busy())
+					if busy {
+						idleFrom = now
+					}
+					idle := !busy && now.Sub(idleFrom) >= o.IdleTimeout
+					mu.Unlock()
+					if idle {
+						log.Info("no session and no live child: exiting", "idle", o.IdleTimeout)
+						finish(ReasonIdle)
+						return
+					}
+				}
+			}
+		})
+	}
+	for {
+		c, err := l.ln.AcceptUnix()
+		if err != nil {
+			if sctx.Err() == nil {
+				log.Error("accepting a connection failed", "err", err)
+				finish(ReasonCancelled)
+			}
+			break
+		}
+		wg.Go(func() {
+			hello, r, err := l.handshake(c)
+			if err != nil {
+				log.Warn("refused a connection", "err", err)
+				_ = c.Close()
+				return
+			}
+			mu.Lock()
+			n := sessions
+			mu.Unlock()
+			welcome := Welcome{Protocol: ProtocolVersion, Version: o.Version, PID: os.Getpid(), Sessions: n}
+			switch hello.Op {
+			case "stop", "takeover":
+				_ = writeLine(c, welcome)
+				log.Info("asked to hand over the data directory", "op", hello.Op, "by_version", hello.Version, "by_pid", hello.PID)
+				l.mu.Lock()
+				l.closers = append(l.closers, c)
+				l.mu.Unlock()
+				finish(map[string]Reason{"stop": ReasonStop, "takeover": ReasonTakeover}[hello.Op])
+				return
+			case "status":
+				_ = writeLine(c, welcome)
+				_ = c.Close()
+				return
+			case "":
+			default:
+				welcome.Error = fmt.Sprintf("unknown op %q", hello.Op)
+				_ = writeLine(c, welcome)
+				_ = c.Close()
+				return
+			}
+			if err := writeLine(c, welcome); err != nil {
+				_ = c.Close()
+				return
+			}
+			mu.Lock()
+			sessions++
+			mu.Unlock()
+			defer func() {
+				mu.Lock()
+				sessions--
+				idleFrom = time.Now()
+				mu.Unlock()
+			}()
+			l.serveSession(sctx, o, log, c, r, hello)
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if reason == "" {
+		reason = ReasonCancelled
+	}
+	return reason
+}
+
+// handshake checks the peer's uid and reads its Hello.
+func (l *Listener) handshake(c *net.UnixConn) (Hello, *bufio.Reader, error) {
+	var h Hello
+	uid, err := peerUID(c)
+	if err != nil {
+		return h, nil, fmt.Errorf("reading the peer's credentials: %w", err)
+	}
+	if uid != os.Getuid() {
+		_ = writeLine(c, Welcome{Protocol: ProtocolVersion, Error: fmt.Sprintf("refused: this daemon serves uid %d only (you are uid %d)", os.Getuid(), uid)})
+		return h, nil, fmt.Errorf("peer uid %d is not the daemon's uid %d", uid, os.Getuid())
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReaderSize(c, 64<<10)
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		return h, nil, fmt.Errorf("reading the hello: %w", err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if err := json.Unmarshal(line, &h); err != nil || h.Protocol != ProtocolVersion {
+		_ = writeLine(c, Welcome{Protocol: ProtocolVersion, Error: fmt.Sprintf("refused: not an mcp-subagent hello of protocol %d", ProtocolVersion)})
+		return h, nil, fmt.Errorf("bad hello %.200q", line)
+	}
+	return h, r, nil
+}
+
+func (l *Listener) serveSession(ctx context.Context, o Options, log *slog.Logger, c *net.UnixConn, r *bufio.Reader, hello Hello) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	id := "sock-" + hex.EncodeToString(b[:])
+	s := newSession(id, c, log)
+	ctx = o.MCP.WithContext(ctx, s)
+	if err := o.MCP.RegisterSession(ctx, s); err != nil {
+		log.Error("registering a session failed", "err", err)
+		_ = c.Close()
+		return
+	}
+	defer o.MCP.UnregisterSession(ctx, id)
+	if o.Session != nil {
+		var end func()
+		ctx, end = o.Session(ctx, SessionInfo{ID: id, Cwd: hello.Cwd, Principal: hello.Principal})
+		defer end()
+	}
+	log.Info("session started", "session", id, "cwd", hello.Cwd, "client_pid", hello.PID, "client_version", hello.Version)
+	if err := s.serve(ctx, o.MCP, r); err != nil {
+		log.Debug("session read failed", "session", id, "err", err)
+	}
+	_ = c.Close()
+	log.Info("session ended", "session", id, "client", s.GetClientInfo().Name)
+}
+
+// Close releases the data directory: it removes the socket, drops the lock,
+// then closes the connections that asked for a stop or a takeover, so that
+// their EOF means the directory is free.
+func (l *Listener) Close() error {
+	_ = l.ln.Close()
+	_ = os.Remove(l.path)
+	_ = syscall.Flock(int(l.lock.Fd()), syscall.LOCK_UN)
+	err := l.lock.Close()
+	l.mu.Lock()
+	for _, c := range l.closers {
+		_ = c.Close()
+	}
+	l.closers = nil
+	l.mu.Unlock()
+	return err
+}
+
+func writeLine(c net.Conn, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = c.Write(append(b, '\n'))
+	return err
+}
+
+// peerUID is the uid of the process at the other end of c (SO_PEERCRED).
+func peerUID(c *net.UnixConn) (int, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *syscall.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if cerr != nil {
+		return 0, cerr
+	}
+	return int(cred.Uid), nil
+}

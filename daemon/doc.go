@@ -1,0 +1,42 @@
+// Package daemon owns the one process per data directory that serves every
+// MCP session of a user: the unix socket it listens on, the handshake, the
+// relay sessions behind it, and how a daemon is found, started, replaced
+// and retired.
+//
+// Layout in the data directory (made 0700):
+//
+//	daemon.lock   flock held for the daemon's whole life: at most one per directory
+//	daemon.sock   the socket; a connection from another uid is refused
+//	daemon.log    the daemon's stderr when a session started it
+//
+// A data directory whose socket path would not fit a sockaddr_un (about 100
+// bytes) gets its socket in a 0700 directory under the system's temporary
+// directory instead, named by a hash of the data directory.
+//
+// # Protocol
+//
+// A client connects and writes one JSON line, a Hello; the daemon answers
+// with one JSON line, a Welcome. After that, a session connection carries
+// newline-delimited JSON-RPC (MCP's stdio framing) both ways, so `serve`
+// relays bytes and parses nothing. Hello.Op other than "" asks the daemon
+// to stop ("stop") or to hand over to a newer binary ("takeover"): the
+// daemon stops taking work, shuts its children down (their active marks
+// stay, so the next daemon recovers them as resumable), releases the
+// store and the lock, and closes the asking connection last, so that its
+// EOF means the directory is free.
+//
+// # Starting
+//
+// Connect dials the socket; when nothing answers it starts `<self> daemon`
+// detached (its own session, stdin /dev/null, stderr to daemon.log), which
+// reports on an inherited pipe that it is ready or that another daemon
+// holds the lock (two sessions starting at the same moment), and dials
+// again. A daemon killed with -9 leaves a stale socket and a free lock; the
+// next start takes the lock, removes the socket and recovers the store.
+//
+// # Lifetime
+//
+// Children belong to the daemon, not to the session that started them: a
+// session that ends leaves its children running. The daemon exits after
+// IdleTimeout with no session connected and no child live.
+package daemon

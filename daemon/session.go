@@ -1,0 +1,240 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// session is one relayed MCP connection: mcp-go's stdio session, but one
+// per connection (mcp-go's stdio server has a single process-wide session).
+type session struct {
+	id   string
+	conn net.Conn
+	log  *slog.Logger
+
+	wmu sync.Mutex // serialises writes: one JSON-RPC message per line
+
+	notifications chan mcp.JSONRPCNotification
+	initialized   atomic.Bool
+	level         atomic.Value // mcp.LoggingLevel
+	clientInfo    atomic.Value // mcp.Implementation
+	clientCaps    atomic.Value // mcp.ClientCapabilities
+
+	nextID  atomic.Int64
+	pmu     sync.Mutex
+	pending map[int64]chan rpcReply // our requests to the client (roots/list)
+}
+
+type rpcReply struct {
+	result json.RawMessage
+	err    error
+}
+
+var (
+	_ server.SessionWithLogging    = (*session)(nil)
+	_ server.SessionWithClientInfo = (*session)(nil)
+	_ server.SessionWithRoots      = (*session)(nil)
+)
+
+func newSession(id string, conn net.Conn, log *slog.Logger) *session {
+	return &session{id: id, conn: conn, log: log, notifications: make(chan mcp.JSONRPCNotification, 100), pending: map[int64]chan rpcReply{}}
+}
+
+func (s *session) SessionID() string                                   { return s.id }
+func (s *session) NotificationChannel() chan<- mcp.JSONRPCNotification { return s.notifications }
+func (s *session) Initialize()                                         { s.initialized.Store(true) }
+func (s *session) Initialized() bool                                   { return s.initialized.Load() }
+func (s *session) SetLogLevel(l mcp.LoggingLevel)                      { s.level.Store(l) }
+
+// RelaySession marks a session the daemon tracks itself (the tools layer
+// leaves its registration to OpenSession).
+func (s *session) RelaySession() {}
+
+func (s *session) GetLogLevel() mcp.LoggingLevel {
+	if l, ok := s.level.Load().(mcp.LoggingLevel); ok {
+		return l
+	}
+	return mcp.LoggingLevelError
+}
+
+func (s *session) GetClientInfo() mcp.Implementation {
+	ci, _ := s.clientInfo.Load().(mcp.Implementation)
+	return ci
+}
+
+func (s *session) SetClientInfo(ci mcp.Implementation) { s.clientInfo.Store(ci) }
+
+func (s *session) GetClientCapabilities() mcp.ClientCapabilities {
+	c, _ := s.clientCaps.Load().(mcp.ClientCapabilities)
+	return c
+}
+
+func (s *session) SetClientCapabilities(c mcp.ClientCapabilities) { s.clientCaps.Store(c) }
+
+// ListRoots asks the client for its roots and waits for the answer.
+func (s *session) ListRoots(ctx context.Context, _ mcp.ListRootsRequest) (*mcp.ListRootsResult, error) {
+	raw, err := s.request(ctx, string(mcp.MethodListRoots))
+	if err != nil {
+		return nil, err
+	}
+	var res mcp.ListRootsResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, fmt.Errorf("roots/list answer: %w", err)
+	}
+	return &res, nil
+}
+
+// request sends a server-to-client request and waits for its response.
+func (s *session) request(ctx context.Context, method string) (json.RawMessage, error) {
+	id := s.nextID.Add(1)
+	ch := make(chan rpcReply, 1)
+	s.pmu.Lock()
+	s.pending[id] = ch
+	s.pmu.Unlock()
+	defer func() {
+		s.pmu.Lock()
+		delete(s.pending, id)
+		s.pmu.Unlock()
+	}()
+	msg := struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      int64  `json:"id"`
+		Method  string `json:"method"`
+	}{mcp.JSONRPC_VERSION, id, method}
+	if err := s.write(msg); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		return r.result, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// write sends one JSON-RPC message as one line.
+func (s *session) write(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_, err = s.conn.Write(b)
+	return err
+}
+
+// envelope is what the read loop needs of a message to route it.
+type envelope struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// serve runs the session until the connection ends or ctx is done: each
+// request on its own goroutine (a foreground subagent call blocks for
+// minutes and must hold nothing shared), notifications in order on the read
+// loop. It returns when every request it started has answered.
+func (s *session) serve(ctx context.Context, ms *server.MCPServer, r *bufio.Reader) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	wg.Go(func() {
+		for {
+			select {
+			case n := <-s.notifications:
+				if err := s.write(n); err != nil {
+					s.log.Debug("writing a notification failed", "session", s.id, "err", err)
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	// The connection closes when ctx ends, which ends a blocked read.
+	stop := context.AfterFunc(ctx, func() { _ = s.conn.Close() })
+	defer stop()
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			s.handle(ctx, ms, &wg, line)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+func (s *session) handle(ctx context.Context, ms *server.MCPServer, wg *sync.WaitGroup, line []byte) {
+	var env envelope
+	if err := json.Unmarshal(line, &env); err != nil {
+		_ = s.write(mcp.NewJSONRPCError(mcp.NewRequestId(nil), mcp.PARSE_ERROR, "Parse error", nil))
+		return
+	}
+	if env.Method == "" && len(env.ID) > 0 { // a response to one of our requests
+		var id int64
+		if json.Unmarshal(env.ID, &id) == nil {
+			s.pmu.Lock()
+			ch := s.pending[id]
+			s.pmu.Unlock()
+			if ch != nil {
+				r := rpcReply{result: env.Result}
+				if env.Error != nil {
+					r.err = fmt.Errorf("the client answered with an error: %s", env.Error.Message)
+				}
+				ch <- r
+			}
+		}
+		return
+	}
+	raw := json.RawMessage(line)
+	if len(env.ID) == 0 || bytes.Equal(env.ID, []byte("null")) {
+		_ = s.dispatch(ctx, ms, raw) // a notification: in order, no answer
+		return
+	}
+	wg.Go(func() {
+		if resp := s.dispatch(ctx, ms, raw); resp != nil {
+			if err := s.write(resp); err != nil {
+				s.log.Debug("writing a response failed", "session", s.id, "err", err)
+			}
+		}
+	})
+}
+
+// dispatch runs one message through the MCP server; a panic becomes an
+// internal error, never the end of the daemon.
+func (s *session) dispatch(ctx context.Context, ms *server.MCPServer, raw json.RawMessage) (resp mcp.JSONRPCMessage) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("a request handler panicked", "session", s.id, "panic", r)
+			var env envelope
+			_ = json.Unmarshal(raw, &env)
+			var id any
+			_ = json.Unmarshal(env.ID, &id)
+			resp = mcp.NewJSONRPCError(mcp.NewRequestId(id), mcp.INTERNAL_ERROR, fmt.Sprintf("internal error: %v", r), nil)
+		}
+	}()
+	return ms.HandleMessage(ctx, raw)
+}
