@@ -236,6 +236,8 @@ type cliRun struct {
 	err    error
 	// logs returns the CLI's record of our server's stderr, if any.
 	logs func() string
+	// dataDir is our server's data directory; its daemon.log is quoted.
+	dataDir string
 }
 
 func startCLI(t *testing.T, name, bin string, args, env []string, dir string) *cliRun {
@@ -292,6 +294,11 @@ func (r *cliRun) diag() string {
 	if r.logs != nil {
 		fmt.Fprintf(&b, "--- our server's stderr as %s recorded it (tail):\n%s\n", r.name, tail(r.logs(), 3000))
 	}
+	if r.dataDir != "" {
+		if log, err := os.ReadFile(filepath.Join(r.dataDir, "daemon.log")); err == nil {
+			fmt.Fprintf(&b, "--- the daemon's log %s (tail):\n%s\n", filepath.Join(r.dataDir, "daemon.log"), tail(string(log), 3000))
+		}
+	}
 	return b.String()
 }
 
@@ -314,9 +321,10 @@ func (r *cliRun) events() []map[string]any {
 // claudeHome is one user's Claude Code installation state: a temporary
 // HOME (and CLAUDE_CONFIG_DIR in it) with our server registered.
 type claudeHome struct {
-	bin  string
-	home string
-	api  *fakeanthropic.Server
+	bin     string
+	home    string
+	api     *fakeanthropic.Server
+	dataDir string
 }
 
 func newClaudeHome(t *testing.T, bin string, api *fakeanthropic.Server) *claudeHome {
@@ -346,6 +354,7 @@ func (h *claudeHome) env() []string {
 // {"allow": ["mcp__subagent"]}}.
 func (h *claudeHome) register(t *testing.T, dataDir string, child *childModel) {
 	t.Helper()
+	h.dataDir = dataDir
 	// -e takes several values: it goes after the server's name.
 	args := []string{"mcp", "add", "-s", "user", "subagent"}
 	vars := serverEnvVars(child)
@@ -383,6 +392,7 @@ func (h *claudeHome) run(t *testing.T, workspace, prompt string) *cliRun {
 	r := startCLI(t, "claude", h.bin, []string{"-p", prompt, "--model", "fake", "--output-format", "stream-json", "--verbose"},
 		h.env(), workspace)
 	r.logs = func() string { return claudeMCPLog(h.home, workspace) }
+	r.dataDir = h.dataDir
 	return r
 }
 
@@ -495,10 +505,11 @@ func bySession(handlers map[string]fakeanthropic.Handler) fakeanthropic.Handler 
 // codexHome is one user's $CODEX_HOME with the fake model provider and our
 // server registered.
 type codexHome struct {
-	bin  string
-	home string
-	api  *fakeresponses.Server
-	vars map[string]string
+	bin     string
+	home    string
+	api     *fakeresponses.Server
+	vars    map[string]string
+	dataDir string
 }
 
 func newCodexHome(t *testing.T, bin string, api *fakeresponses.Server) *codexHome {
@@ -510,7 +521,7 @@ func newCodexHome(t *testing.T, bin string, api *fakeresponses.Server) *codexHom
 // through env_vars, never the file).
 func (h *codexHome) register(t *testing.T, dataDir string, child *childModel) {
 	t.Helper()
-	h.vars = serverEnvVars(child)
+	h.vars, h.dataDir = serverEnvVars(child), dataDir
 	toml := h.api.ProviderTOML("FAKE_API_KEY") + fmt.Sprintf(`
 [mcp_servers.subagent]
 command = %q
@@ -539,7 +550,9 @@ func (h *codexHome) env() []string {
 // workspace.
 func (h *codexHome) run(t *testing.T, workspace, prompt string) *cliRun {
 	t.Helper()
-	return startCLI(t, "codex", h.bin, []string{"exec", "--json", "--skip-git-repo-check", "-C", workspace, prompt}, h.env(), workspace)
+	r := startCLI(t, "codex", h.bin, []string{"exec", "--json", "--skip-git-repo-check", "-C", workspace, prompt}, h.env(), workspace)
+	r.dataDir = h.dataDir
+	return r
 }
 
 // codexStep is one MCP tool call of a scripted Codex parent.
@@ -726,6 +739,32 @@ func settlementOf(rs []received, agentID, closing, wantStop string) (notice, err
 		why = "received the closing message, but not as a structuredContent notice {source_kind: subagent-settled, agent_id: " + agentID + "}"
 	}
 	return notice{}, errors.New("the parent's model " + why + " (" + closing + ").\nwhat the model received:\n" + quote(rs))
+}
+
+// listedOutcome checks the list_agents rows the model received last for
+// agentID: a settled child's row carries last_stop_reason and
+// last_message (its closing message), so a model that missed a notice
+// still learns how the child ended.
+func listedOutcome(rs []received, agentID, closing, wantStop string) error {
+	for i := len(rs) - 1; i >= 0; i-- {
+		if rs[i].tool != "list_agents" {
+			continue
+		}
+		agents, _ := rs[i].obj["agents"].([]any)
+		for _, a := range agents {
+			row, _ := a.(map[string]any)
+			if row["id"] != agentID {
+				continue
+			}
+			msg, _ := row["last_message"].(string)
+			if row["last_stop_reason"] != wantStop || !strings.Contains(msg, closing) {
+				return fmt.Errorf("the list_agents row of %s = %v, want last_stop_reason %q and last_message with %q", agentID, row, wantStop, closing)
+			}
+			return nil
+		}
+		return fmt.Errorf("the last list_agents result has no row for %s:\n%s", agentID, rs[i])
+	}
+	return fmt.Errorf("the model received no list_agents result:\n%s", quote(rs))
 }
 
 // result returns the first received result of tool, or fails.

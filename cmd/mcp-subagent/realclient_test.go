@@ -7,14 +7,19 @@ package main
 // hands it "Wall time: …\nOutput:\n<JSON of structuredContent>". So every
 // assertion is on the parent's fake model's recorded requests.
 //
-// Each test names the server feature it needs beyond what main has today:
+// Each test's name says which server feature it stands on, beyond a
+// plain foreground delegation:
 //
 //   - NeedsStructuredNotices: pending notices ride in structuredContent as
-//     notices: [{source_kind, agent_id, stop_reason?, text}] (DESIGN §5).
+//     notices: [{source_kind, agent_id, stop_reason?, text}] and list rows
+//     carry last_stop_reason and last_message (DESIGN §5; on main since
+//     de9579d).
 //   - NeedsDaemon: one daemon per data directory; `serve` relays to it, so
 //     several sessions share one store and children outlive sessions
-//     (DESIGN §11).
+//     (DESIGN §11; on main since 390d36a). Each test stops the daemon at
+//     cleanup with `mcp-subagent daemon stop --data-dir DIR`.
 //
+// Without them the tests fail with what the model actually received.
 // The tests skip when a CLI is not installed, and fail instead under CI=true.
 // Run them with MCP_SUBAGENT_NPM_PREFIX=$HOME/.cache/mcp-subagent-npm.
 
@@ -124,6 +129,9 @@ func TestRealClaudeHearsABackgroundChildThroughListAgents_NeedsStructuredNotices
 	}
 	if _, err := settlementOf(rs, id, child.Closing("a"), ""); err != nil {
 		t.Fatalf("[needs structured notices] %v\n%s", err, run.diag())
+	}
+	if err := listedOutcome(rs, id, child.Closing("a"), "completed"); err != nil {
+		t.Errorf("[needs list rows with last_stop_reason and last_message] %v", err)
 	}
 }
 
@@ -381,6 +389,9 @@ func TestRealClaudeLaterSessionHearsAChildThatOutlivedItsSession_NeedsDaemon(t *
 	rs2 := claudeReceived(api, later)
 	if _, err := settlementOf(rs2, id, child.Closing("f"), "completed"); err != nil {
 		t.Fatalf("[%s; and structured notices] %v\n--- the first session:\n%s--- the later session:\n%s", daemonNote, err, run1.diag(), run2.diag())
+	}
+	if err := listedOutcome(rs2, id, child.Closing("f"), "completed"); err != nil {
+		t.Errorf("[needs list rows with last_stop_reason and last_message] %v", err)
 	}
 }
 
