@@ -103,7 +103,7 @@ func TestRealCodexForegroundAnswerReachesTheModel(t *testing.T) {
 // released when the model makes that call. A later request to the
 // parent's model must carry the child's settlement notice, with its
 // closing message, in the structuredContent JSON.
-func TestRealClaudeHearsABackgroundChildThroughListAgents_NeedsStructuredNotices(t *testing.T) {
+func TestRealClaudeHearsABackgroundChildThroughListAgents(t *testing.T) {
 	bin := findCLI(t, "claude")
 	ctx := testContext(t, realCLITimeout)
 	dataDir := realDir(t)
@@ -136,7 +136,7 @@ func TestRealClaudeHearsABackgroundChildThroughListAgents_NeedsStructuredNotices
 }
 
 // (b) NeedsStructuredNotices. The same with a Codex parent.
-func TestRealCodexHearsABackgroundChildThroughListAgents_NeedsStructuredNotices(t *testing.T) {
+func TestRealCodexHearsABackgroundChildThroughListAgents(t *testing.T) {
 	bin := findCLI(t, "codex")
 	ctx := testContext(t, realCLITimeout)
 	dataDir := realDir(t)
@@ -169,7 +169,7 @@ func TestRealCodexHearsABackgroundChildThroughListAgents_NeedsStructuredNotices(
 // wait_seconds runs out (the child is held) hands back a running handle;
 // the model then waits with list_agents, the child is released, and its
 // notice reaches the model.
-func TestRealClaudeForegroundWaitRunsOutThenTheNoticeArrives_NeedsStructuredNotices(t *testing.T) {
+func TestRealClaudeForegroundWaitRunsOutThenTheNoticeArrives(t *testing.T) {
 	bin := findCLI(t, "claude")
 	ctx := testContext(t, realCLITimeout)
 	dataDir := realDir(t)
@@ -247,7 +247,7 @@ const daemonNote = "needs the daemon: one per data directory, which every sessio
 // (d) NeedsDaemon. Two Claude Code sessions of one user (one HOME, two
 // projects) run at the same time on one data directory; both delegate,
 // their children run at the same time, and both get their answers.
-func TestRealClaudeTwoSessionsOnOneDataDirBothDelegate_NeedsDaemon(t *testing.T) {
+func TestRealClaudeTwoSessionsOnOneDataDirBothDelegate(t *testing.T) {
 	bin := findCLI(t, "claude")
 	ctx := testContext(t, realCLITimeout)
 	dataDir := realDir(t)
@@ -293,7 +293,7 @@ func TestRealClaudeTwoSessionsOnOneDataDirBothDelegate_NeedsDaemon(t *testing.T)
 // (e) NeedsDaemon. A Claude Code session and a Codex session run at the
 // same time on one data directory; both delegate, their children run at
 // the same time, and both get their answers.
-func TestRealClaudeAndCodexOnOneDataDirBothDelegate_NeedsDaemon(t *testing.T) {
+func TestRealClaudeAndCodexOnOneDataDirBothDelegate(t *testing.T) {
 	claudeBin := findCLI(t, "claude")
 	codexBin := findCLI(t, "codex")
 	ctx := testContext(t, realCLITimeout)
@@ -353,7 +353,7 @@ func lastCodexMessage(r *cliRun) string {
 // user on the same data directory waits with list_agents and its model
 // receives the child's closing message with a completed outcome — the
 // child went on without its session, it was not stopped.
-func TestRealClaudeLaterSessionHearsAChildThatOutlivedItsSession_NeedsDaemon(t *testing.T) {
+func TestRealClaudeLaterSessionHearsAChildThatOutlivedItsSession(t *testing.T) {
 	bin := findCLI(t, "claude")
 	ctx := testContext(t, realCLITimeout)
 	dataDir := realDir(t)
