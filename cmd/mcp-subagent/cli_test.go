@@ -150,3 +150,17 @@ func TestVersionAndStdoutDiscipline(t *testing.T) {
 		t.Errorf("stderr = %q", stderr.String())
 	}
 }
+
+// The README's install recipe: go install puts a working binary in GOBIN.
+func TestGoInstallRecipe(t *testing.T) {
+	gobin := t.TempDir()
+	cmd := exec.Command("go", "install", ".")
+	cmd.Env = append(os.Environ(), "GOBIN="+gobin)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go install: %v\n%s", err, out)
+	}
+	out, err := exec.Command(filepath.Join(gobin, "mcp-subagent"), "version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "mcp-subagent ") {
+		t.Errorf("the installed binary's version: %q %v", out, err)
+	}
+}

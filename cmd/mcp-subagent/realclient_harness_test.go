@@ -528,7 +528,7 @@ command = %q
 args = ["serve", "--data-dir", %q, "--log-level", "debug"]
 env_vars = ["OPENAI_BASE_URL", "OPENAI_API_KEY", "MCP_SUBAGENT_MODEL"]
 default_tools_approval_mode = "approve"
-tool_timeout_sec = 600
+tool_timeout_sec = 60
 `, binary, dataDir)
 	if err := os.WriteFile(filepath.Join(h.home, "config.toml"), []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
