@@ -456,3 +456,26 @@ func TestASessionsWorkingDirectoryIsItsProject(t *testing.T) {
 		t.Errorf("all_projects lists %+v; want both projects' children", rows)
 	}
 }
+
+// serve --http is the daemon: a stdio session of the same data directory
+// relays to it and shares its tree.
+func TestStdioAndHTTPClientsShareOneTree(t *testing.T) {
+	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done over http"}))
+	defer fake.Close()
+	h := start(t, fake, serverOpts{http: true})
+	ctx := testCtx(t)
+	hd, _ := startBackground(t, h, ctx, "started over http", "go")
+	s := start(t, fake, serverOpts{dataDir: h.dataDir})
+	if p := daemonPID(h.dataDir); p != h.proc.cmd.Process.Pid {
+		t.Errorf("the data directory's daemon is pid %d, want the serve --http process %d", p, h.proc.cmd.Process.Pid)
+	}
+	_, rows := callList(t, s, ctx, map[string]any{"all_projects": true})
+	if r, ok := rowOf(rows, hd.AgentID); !ok || r.Label != "started over http" {
+		t.Errorf("the stdio session lists %+v; want the child the HTTP client started", rows)
+	}
+	sd, _ := startBackground(t, s, ctx, "started over stdio", "go")
+	_, rows = callList(t, h, ctx, nil)
+	if _, ok := rowOf(rows, sd.AgentID); !ok {
+		t.Errorf("the HTTP client lists %+v; want the child the stdio session started", rows)
+	}
+}
