@@ -49,23 +49,15 @@ func alive(pid int) bool {
 
 // daemonsOf lists the live daemon processes serving dataDir.
 func daemonsOf(dataDir string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
+	return processesWhere(func(dir string) bool {
+		cmd, err := os.ReadFile(filepath.Join(dir, "cmdline"))
 		if err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
+			return false
 		}
 		args := strings.Split(string(cmd), "\x00")
-		if len(args) > 2 && args[1] == "daemon" && strings.Contains(string(cmd), "\x00"+dataDir+"\x00") && alive(pid) {
-			out = append(out, pid)
-		}
-	}
-	return out
+		pid, _ := strconv.Atoi(filepath.Base(dir))
+		return len(args) > 2 && args[1] == "daemon" && strings.Contains(string(cmd), "\x00"+dataDir+"\x00") && alive(pid)
+	})
 }
 
 // rawSession is `serve` driven by hand: initialize, then one tools/call per

@@ -58,14 +58,18 @@ func TestMain(m *testing.M) {
 
 // processesOf lists live processes running the executable at path.
 func processesOf(path string) []int {
+	return processesWhere(func(dir string) bool {
+		exe, err := os.Readlink(filepath.Join(dir, "exe"))
+		return err == nil && exe == path
+	})
+}
+
+// processesWhere lists the processes whose /proc directory match accepts.
+func processesWhere(match func(procDir string) bool) []int {
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == path {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && match(filepath.Join("/proc", e.Name())) {
 			out = append(out, pid)
 		}
 	}
