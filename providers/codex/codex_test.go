@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +39,12 @@ type fixture struct {
 	m      *manager.Manager
 	parent manager.ParentRef
 	opts   Options
+
+	// open counts each child's epochs begun and not yet ended, over every
+	// manager of the fixture; settled is broadcast when one ends.
+	mu      sync.Mutex
+	open    map[string]int
+	settled *sync.Cond
 }
 
 func newFixture(t *testing.T, mod func(*Options), mopts ...func(*manager.Options)) *fixture {
@@ -68,6 +75,23 @@ func (f *fixture) newManager(mopts ...func(*manager.Options)) *manager.Manager {
 	if err := m.Register(New(f.opts)); err != nil {
 		f.t.Fatal(err)
 	}
+	f.mu.Lock()
+	if f.settled == nil {
+		f.open, f.settled = map[string]int{}, sync.NewCond(&f.mu)
+	}
+	f.mu.Unlock()
+	unsub := m.Subscribe(func(e manager.Event) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		switch e.Type {
+		case manager.EventStart:
+			f.open[e.RunID]++
+		case manager.EventEnd:
+			f.open[e.RunID]--
+			f.settled.Broadcast()
+		}
+	})
+	f.t.Cleanup(unsub)
 	f.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -133,9 +157,27 @@ func (f *fixture) calls() []call {
 	return out
 }
 
-// events reads a child's stored journal.
+// events reads a child's stored journal once the child has settled: a
+// turn's result is handed over before its journal is committed, which
+// settling waits for.
 func (f *fixture) events(id string) []agent.Event {
 	f.t.Helper()
+	f.mu.Lock()
+	timedOut := false
+	timer := time.AfterFunc(30*time.Second, func() {
+		f.mu.Lock()
+		timedOut = true
+		f.settled.Broadcast()
+		f.mu.Unlock()
+	})
+	for f.open[id] > 0 && !timedOut {
+		f.settled.Wait()
+	}
+	f.mu.Unlock()
+	timer.Stop()
+	if timedOut {
+		f.t.Fatalf("child %s did not settle", id)
+	}
 	ev, err := f.store.Events(id)
 	if err != nil {
 		f.t.Fatal(err)
