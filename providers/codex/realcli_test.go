@@ -487,9 +487,7 @@ trust_level = "trusted"
 	if got := u.started(t); !slices.Equal(got, []string{"other", "project", "subagent"}) {
 		t.Fatalf("run plainly, the CLI started %q of the user's servers; the test's premise does not hold", got)
 	}
-	if err := os.RemoveAll(u.markers); err != nil {
-		t.Fatal(err)
-	}
+	u.clear(t)
 
 	st, res := f.start("CALLBACK now", nil)
 	if res.StopReason != agent.StopCompleted || !strings.HasSuffix(res.Output, "delivered") {
