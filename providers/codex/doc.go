@@ -43,7 +43,7 @@
 //
 // What the child keeps of the user's setup:
 //
-//	CODEX_HOME      unchanged: auth.json (a ChatGPT or API-key login), the session
+//	CODEX_HOME      unchanged: auth.json (the user's login), the session
 //	                files a resume reads, AGENTS.md and the rest stay where they are;
 //	                --ignore-user-config skips only config.toml. So a thread resumes
 //	                across the change and across server restarts.
@@ -139,12 +139,13 @@
 // (plus TokenEnv when there is a callback), so Env must give Codex what it
 // needs: HOME or CODEX_HOME (which also locate the config.toml the model
 // settings are read from), the variables its model provider's env_key
-// names, and a PATH that finds node for the npm launcher. Each turn's process runs in its own group via the proc
-// package; interrupt, timeout and server shutdown stop the whole group, and
-// a turn never returns with a member of the group still running. Stdout is
-// read to its end on a duplicate of the pipe (exec closes its own read end
-// once the process is reaped, which would lose the last lines); lines are
-// always drained, so Codex never blocks on a full pipe.
+// names, and a PATH that finds node for the npm launcher. Each turn's
+// process runs in its own group via the proc package; interrupt, timeout
+// and server shutdown stop the whole group, and a turn never returns with a
+// member of the group still running. Stdout is read to its end on a
+// duplicate of the pipe (exec closes its own read end once the process is
+// reaped, which would lose the last lines); lines are always drained, so
+// Codex never blocks on a full pipe.
 //
 // # Caveats
 //
