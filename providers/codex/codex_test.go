@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -388,8 +389,9 @@ func waitPID(t *testing.T, dir, name string) int {
 }
 
 // groupEnded checks that no member of a process group runs: at once, every
-// member left is a zombie (killed, waiting for init to reap it), and within
-// a few seconds the group is gone (kill -0 says ESRCH). This machine's init
+// member left is killed (a zombie waiting for init to reap it, or, on a
+// loaded machine, not yet scheduled to finish dying), and within a few
+// seconds the group is gone (kill -0 says ESRCH). This machine's init
 // reaps orphans lazily, so the second step polls.
 func groupEnded(t *testing.T, pgid int) {
 	t.Helper()
@@ -406,7 +408,10 @@ func groupEnded(t *testing.T, pgid int) {
 	t.Errorf("process group %d is still there (kill -0: %v)", pgid, syscall.Kill(-pgid, 0))
 }
 
-// liveMembers lists the members of a process group that are not zombies.
+// liveMembers lists the members of a process group that are neither
+// zombies nor killed: a member is killed once SIGKILL is pending for it
+// (the kernel keeps a group-wide SIGKILL in ShdPnd until the process is
+// released) or it is exiting (PF_EXITING in its flags).
 func liveMembers(pgid int) []int {
 	ents, _ := os.ReadDir("/proc")
 	var live []int
@@ -425,11 +430,58 @@ func liveMembers(pgid int) []int {
 		if len(fields) < 3 {
 			continue
 		}
-		if g, _ := strconv.Atoi(fields[2]); g == pgid && fields[0] != "Z" && fields[0] != "X" {
+		if g, _ := strconv.Atoi(fields[2]); g == pgid && fields[0] != "Z" && fields[0] != "X" && !killed(e.Name(), fields) {
 			live = append(live, pid)
 		}
 	}
 	return live
+}
+
+// killed reports whether a process (its /proc name and the fields of its
+// stat after the command) is dying: exiting, or with SIGKILL pending.
+func killed(name string, stat []string) bool {
+	const pfExiting = 0x4
+	if len(stat) > 6 {
+		if flags, err := strconv.ParseUint(stat[6], 10, 64); err == nil && flags&pfExiting != 0 {
+			return true
+		}
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", name, "status"))
+	if err != nil {
+		return true // gone meanwhile
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok || (k != "SigPnd" && k != "ShdPnd") {
+			continue
+		}
+		if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask&(1<<(int(syscall.SIGKILL)-1)) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// liveMembers sees a running member, and none the moment the group has
+// been sent SIGKILL, before the member had a chance to run again (it is
+// ours: unreaped, it stays a zombie).
+func TestLiveMembersSeesRunningMembersAndNotKilledOnes(t *testing.T) {
+	cmd := exec.Command("/bin/sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	defer cmd.Wait()
+	if live := liveMembers(pid); !slices.Equal(live, []int{pid}) {
+		t.Errorf("live members of a running sleep: %v", live)
+	}
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if live := liveMembers(pid); len(live) != 0 {
+		t.Errorf("live members right after SIGKILL: %v", live)
+	}
 }
 
 func TestInterruptAbortsTheTurnWithinASecondAndEndsTheWholeGroup(t *testing.T) {
