@@ -56,7 +56,11 @@ func newFixture(t *testing.T, mod func(*Options), mopts ...func(*manager.Options
 	}
 	f := &fixture{t: t, dir: t.TempDir(), cwd: t.TempDir(), store: memstore.New()}
 	// GORACE: a race-enabled fake would otherwise sleep a second at exit.
-	f.opts = Options{Command: self, Env: []string{fakeDirEnv + "=" + f.dir, "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0"}}
+	// HOME: an empty one, so no config.toml of whoever runs the tests is
+	// read (by the provider for its model settings, by the fake for its
+	// MCP servers).
+	home := t.TempDir()
+	f.opts = Options{Command: self, Env: []string{fakeDirEnv + "=" + f.dir, "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0", "HOME=" + home}}
 	if mod != nil {
 		mod(&f.opts)
 	}
@@ -567,7 +571,8 @@ func TestTheChildSeesOnlyItsConfiguredEnvironment(t *testing.T) {
 	f.start("env", nil)
 	env := f.calls()[0].Env
 	slices.Sort(env)
-	want := []string{"CODEX_HOME=/nowhere", fakeDirEnv + "=" + f.dir, "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0"}
+	home := f.opts.Env[slices.IndexFunc(f.opts.Env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })]
+	want := []string{"CODEX_HOME=/nowhere", fakeDirEnv + "=" + f.dir, "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0", home}
 	slices.Sort(want)
 	if !slices.Equal(env, want) {
 		t.Errorf("env = %q, want %q", env, want)
