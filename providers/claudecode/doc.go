@@ -43,8 +43,29 @@
 // child then has this server's tools as mcp__subagent__subagent,
 // …send_message, …interrupt_agent, …list_agents and …report, pre-approved
 // unless the tool filter removes them. --strict-mcp-config is passed
-// always, so the child never gets the MCP servers of the user's own Claude
-// configuration: it has the tools it was given and no others.
+// always (see Isolation).
+//
+// # Isolation
+//
+// A child starts none of the user's own MCP servers and is unaffected by
+// how the user registered this server: --strict-mcp-config makes the CLI
+// use only the servers of --mcp-config, that is the callback as
+// "subagent", or none without a callback. Checked with the real CLI
+// (2.1.332), with HOME alone and with CLAUDE_CONFIG_DIR, in
+// TestRealCLIChildSeesOnlyThisServer, which first runs the same CLI
+// plainly and sees it start the servers: the user scope (.claude.json's
+// mcpServers, this server among them as "subagent"), the local scope (its
+// projects entry for the child's cwd), the project's .mcp.json in the cwd
+// (approved in settings.json), and settings.json's own mcpServers (which
+// this CLI does not read anyway). A user's "subagent" does not clash with
+// the callback: the callback is the only "subagent" the child has, and its
+// tools are mcp__subagent__*. Plugins' MCP servers are ignored the same
+// way (checked by hand with --plugin-dir).
+//
+// Everything else of the user's Claude setup stays as the environment
+// (Options.Env) finds it: the login or API key, the model settings, the
+// session files a --resume reads, CLAUDE.md, skills and settings.json
+// (permission rules in it still apply; hooks in it still run).
 //
 // # Stream and result
 //

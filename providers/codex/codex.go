@@ -33,11 +33,14 @@ const DefaultSandbox = "workspace-write"
 type Options struct {
 	Name    string   // zero: "codex"
 	Command string   // the codex executable; zero: "codex" looked up on the server's PATH
-	Args    []string // extra arguments placed right after "exec" (e.g. --ignore-user-config)
+	Args    []string // extra arguments placed right after "exec" (e.g. --ignore-rules)
 	// Env is the child's whole environment: nothing of the server's own
 	// environment leaks in. Codex needs HOME (or CODEX_HOME) and, for the npm
 	// launcher, a PATH that finds node; list them here. TokenEnv is added
-	// when the child gets a callback endpoint.
+	// when the child gets a callback endpoint. The child's Codex loads none
+	// of the user's config.toml; the provider reads its model settings from
+	// $CODEX_HOME (else $HOME/.codex) as set here and passes them on (see
+	// the package documentation, Isolation).
 	Env   []string
 	Model string // -m; zero: Codex's configured model
 	// Sandbox is the -s sandbox for the child's commands (read-only,
@@ -45,7 +48,9 @@ type Options struct {
 	Sandbox string
 	// Config holds extra -c key=value overrides (value in TOML), applied
 	// after the provider's own, so an explicit setting here wins (for
-	// example approval_policy).
+	// example approval_policy). Settings of the user's config.toml other
+	// than the model settings do not reach a child; what it needs of them
+	// goes here.
 	Config []string
 	// Timeout bounds one turn; when it passes, the whole process group is
 	// stopped and the turn ends with an error. Zero: no bound.
@@ -179,12 +184,19 @@ func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (ma
 
 // args builds the command line of one turn. The exec-level options come
 // before the resume subcommand, which takes the thread id; the prompt is
-// "-": Codex reads it from stdin.
-func (d *driver) args(session, schemaFile string) []string {
+// "-": Codex reads it from stdin. Codex loads none of the user's
+// config.toml (--ignore-user-config); carried are the -c overrides that
+// bring over what the child needs of it (carriedSettings), placed first so
+// that the provider's own settings and then Options.Config win.
+func (d *driver) args(session, schemaFile string, carried []string) []string {
 	o := d.p.opts
 	args := []string{"exec"}
 	args = append(args, o.Args...)
-	args = append(args, "--json", "--skip-git-repo-check", "-s", o.Sandbox)
+	args = append(args, "--json", "--skip-git-repo-check")
+	if !d.p.ignoresUserConfig() {
+		args = append(args, ignoreUserConfig)
+	}
+	args = append(args, "-s", o.Sandbox)
 	if d.cwd != "" {
 		args = append(args, "-C", d.cwd)
 	}
@@ -194,14 +206,15 @@ func (d *driver) args(session, schemaFile string) []string {
 	if d.ephemeral {
 		args = append(args, "--ephemeral")
 	}
-	cfg := []string{
+	cfg := append([]string(nil), carried...)
+	cfg = append(cfg,
 		// Headless: nothing may wait for an approval nobody can give; what
 		// the sandbox refuses comes back to the model as a failed command.
 		`approval_policy="never"`,
 		// Codex's own sub-agents would nest beyond the manager's depth cap.
 		"features.multi_agent=false",
 		"features.multi_agent_v2=false",
-	}
+	)
 	if d.persona != "" {
 		cfg = append(cfg, "developer_instructions="+tomlString(d.persona))
 	}
@@ -227,6 +240,32 @@ func (d *driver) args(session, schemaFile string) []string {
 		args = append(args, "resume", session)
 	}
 	return append(args, "-")
+}
+
+// ignoresUserConfig reports whether Options.Args already keep Codex off
+// the user's config.toml: then nothing of it is carried either.
+func (p *Provider) ignoresUserConfig() bool {
+	for _, a := range p.opts.Args {
+		if a == ignoreUserConfig {
+			return true
+		}
+	}
+	return false
+}
+
+// carried reads the -c overrides that bring the user's model settings to
+// this turn (see carriedSettings); none when Options.Args pass
+// --ignore-user-config themselves.
+func (d *driver) carried() ([]string, error) {
+	if d.p.ignoresUserConfig() {
+		return nil, nil
+	}
+	path := userConfigPath(d.p.opts.Env, d.cwd)
+	kv, err := carriedSettings(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the user's Codex config %s failed: %w", path, err)
+	}
+	return kv, nil
 }
 
 // env is the child's whole environment: the configured one, plus the

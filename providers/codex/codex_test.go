@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +40,12 @@ type fixture struct {
 	m      *manager.Manager
 	parent manager.ParentRef
 	opts   Options
+
+	// open counts each child's epochs begun and not yet ended, over every
+	// manager of the fixture; settled is broadcast when one ends.
+	mu      sync.Mutex
+	open    map[string]int
+	settled *sync.Cond
 }
 
 func newFixture(t *testing.T, mod func(*Options), mopts ...func(*manager.Options)) *fixture {
@@ -48,7 +56,11 @@ func newFixture(t *testing.T, mod func(*Options), mopts ...func(*manager.Options
 	}
 	f := &fixture{t: t, dir: t.TempDir(), cwd: t.TempDir(), store: memstore.New()}
 	// GORACE: a race-enabled fake would otherwise sleep a second at exit.
-	f.opts = Options{Command: self, Env: []string{fakeDirEnv + "=" + f.dir, "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0"}}
+	// HOME: an empty one, so no config.toml of whoever runs the tests is
+	// read (by the provider for its model settings, by the fake for its
+	// MCP servers).
+	home := t.TempDir()
+	f.opts = Options{Command: self, Env: []string{fakeDirEnv + "=" + f.dir, "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0", "HOME=" + home}}
 	if mod != nil {
 		mod(&f.opts)
 	}
@@ -68,6 +80,23 @@ func (f *fixture) newManager(mopts ...func(*manager.Options)) *manager.Manager {
 	if err := m.Register(New(f.opts)); err != nil {
 		f.t.Fatal(err)
 	}
+	f.mu.Lock()
+	if f.settled == nil {
+		f.open, f.settled = map[string]int{}, sync.NewCond(&f.mu)
+	}
+	f.mu.Unlock()
+	unsub := m.Subscribe(func(e manager.Event) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		switch e.Type {
+		case manager.EventStart:
+			f.open[e.RunID]++
+		case manager.EventEnd:
+			f.open[e.RunID]--
+			f.settled.Broadcast()
+		}
+	})
+	f.t.Cleanup(unsub)
 	f.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -133,9 +162,27 @@ func (f *fixture) calls() []call {
 	return out
 }
 
-// events reads a child's stored journal.
+// events reads a child's stored journal once the child has settled: a
+// turn's result is handed over before its journal is committed, which
+// settling waits for.
 func (f *fixture) events(id string) []agent.Event {
 	f.t.Helper()
+	f.mu.Lock()
+	timedOut := false
+	timer := time.AfterFunc(30*time.Second, func() {
+		f.mu.Lock()
+		timedOut = true
+		f.settled.Broadcast()
+		f.mu.Unlock()
+	})
+	for f.open[id] > 0 && !timedOut {
+		f.settled.Wait()
+	}
+	f.mu.Unlock()
+	timer.Stop()
+	if timedOut {
+		f.t.Fatalf("child %s did not settle", id)
+	}
 	ev, err := f.store.Events(id)
 	if err != nil {
 		f.t.Fatal(err)
@@ -346,8 +393,9 @@ func waitPID(t *testing.T, dir, name string) int {
 }
 
 // groupEnded checks that no member of a process group runs: at once, every
-// member left is a zombie (killed, waiting for init to reap it), and within
-// a few seconds the group is gone (kill -0 says ESRCH). This machine's init
+// member left is killed (a zombie waiting for init to reap it, or, on a
+// loaded machine, not yet scheduled to finish dying), and within a few
+// seconds the group is gone (kill -0 says ESRCH). This machine's init
 // reaps orphans lazily, so the second step polls.
 func groupEnded(t *testing.T, pgid int) {
 	t.Helper()
@@ -364,7 +412,10 @@ func groupEnded(t *testing.T, pgid int) {
 	t.Errorf("process group %d is still there (kill -0: %v)", pgid, syscall.Kill(-pgid, 0))
 }
 
-// liveMembers lists the members of a process group that are not zombies.
+// liveMembers lists the members of a process group that are neither
+// zombies nor killed: a member is killed once SIGKILL is pending for it
+// (the kernel keeps a group-wide SIGKILL in ShdPnd until the process is
+// released) or it is exiting (PF_EXITING in its flags).
 func liveMembers(pgid int) []int {
 	ents, _ := os.ReadDir("/proc")
 	var live []int
@@ -383,11 +434,58 @@ func liveMembers(pgid int) []int {
 		if len(fields) < 3 {
 			continue
 		}
-		if g, _ := strconv.Atoi(fields[2]); g == pgid && fields[0] != "Z" && fields[0] != "X" {
+		if g, _ := strconv.Atoi(fields[2]); g == pgid && fields[0] != "Z" && fields[0] != "X" && !killed(e.Name(), fields) {
 			live = append(live, pid)
 		}
 	}
 	return live
+}
+
+// killed reports whether a process (its /proc name and the fields of its
+// stat after the command) is dying: exiting, or with SIGKILL pending.
+func killed(name string, stat []string) bool {
+	const pfExiting = 0x4
+	if len(stat) > 6 {
+		if flags, err := strconv.ParseUint(stat[6], 10, 64); err == nil && flags&pfExiting != 0 {
+			return true
+		}
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", name, "status"))
+	if err != nil {
+		return true // gone meanwhile
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok || (k != "SigPnd" && k != "ShdPnd") {
+			continue
+		}
+		if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask&(1<<(int(syscall.SIGKILL)-1)) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// liveMembers sees a running member, and none the moment the group has
+// been sent SIGKILL, before the member had a chance to run again (it is
+// ours: unreaped, it stays a zombie).
+func TestLiveMembersSeesRunningMembersAndNotKilledOnes(t *testing.T) {
+	cmd := exec.Command("/bin/sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	defer cmd.Wait()
+	if live := liveMembers(pid); !slices.Equal(live, []int{pid}) {
+		t.Errorf("live members of a running sleep: %v", live)
+	}
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if live := liveMembers(pid); len(live) != 0 {
+		t.Errorf("live members right after SIGKILL: %v", live)
+	}
 }
 
 func TestInterruptAbortsTheTurnWithinASecondAndEndsTheWholeGroup(t *testing.T) {
@@ -473,7 +571,8 @@ func TestTheChildSeesOnlyItsConfiguredEnvironment(t *testing.T) {
 	f.start("env", nil)
 	env := f.calls()[0].Env
 	slices.Sort(env)
-	want := []string{"CODEX_HOME=/nowhere", fakeDirEnv + "=" + f.dir, "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0"}
+	home := f.opts.Env[slices.IndexFunc(f.opts.Env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })]
+	want := []string{"CODEX_HOME=/nowhere", fakeDirEnv + "=" + f.dir, "PATH=/usr/bin:/bin", "GORACE=atexit_sleep_ms=0", home}
 	slices.Sort(want)
 	if !slices.Equal(env, want) {
 		t.Errorf("env = %q, want %q", env, want)

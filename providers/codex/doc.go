@@ -12,19 +12,66 @@
 //
 // # Commands
 //
-//	first turn    codex exec [Args] --json --skip-git-repo-check -s SANDBOX -C CWD [-m MODEL] -c ... [--output-schema FILE] -
-//	later turns   codex exec [Args] --json --skip-git-repo-check -s SANDBOX -C CWD [-m MODEL] -c ... [--output-schema FILE] resume THREAD -
+//	first turn    codex exec [Args] --json --skip-git-repo-check --ignore-user-config -s SANDBOX -C CWD [-m MODEL] -c ... [--output-schema FILE] -
+//	later turns   codex exec [Args] --json --skip-git-repo-check --ignore-user-config -s SANDBOX -C CWD [-m MODEL] -c ... [--output-schema FILE] resume THREAD -
 //	one-shot run  the first form with --ephemeral (the thread is not kept)
 //
 // The exec-level options go before the resume subcommand (codex 0.171's
 // `exec resume` takes no -C or -s of its own; placed before it they apply).
 // The prompt is "-": the turn's inputs, joined by extturn.Prompt, are
-// written to stdin, which is then closed. The -c overrides the provider
-// always sets are approval_policy="never", features.multi_agent=false and
-// features.multi_agent_v2=false; with a persona, developer_instructions;
-// with a callback endpoint, mcp_servers.subagent.{url,bearer_token_env_var,
-// default_tools_approval_mode}. Options.Config follows them, so an explicit
-// setting there wins.
+// written to stdin, which is then closed. The -c overrides come in this
+// order, so that a later one wins: the user's model settings carried over
+// (see Isolation); the provider's own, approval_policy="never",
+// features.multi_agent=false and features.multi_agent_v2=false, with a
+// persona developer_instructions, with a callback endpoint
+// mcp_servers.subagent.{url,bearer_token_env_var,default_tools_approval_mode};
+// then Options.Config, so an explicit setting there wins.
+//
+// # Isolation
+//
+// A child starts none of the user's own MCP servers and is unaffected by
+// how the user registered this server (under any name, "subagent"
+// included): the only MCP server it has is its callback. Codex merges -c
+// overrides into the user's $CODEX_HOME/config.toml table by table (an
+// override cannot remove a [mcp_servers.NAME] entry; -c mcp_servers={} is
+// a no-op, and a callback url merged into a stdio entry named subagent is
+// a config error: "url is not supported for stdio"), so the child's Codex
+// runs with --ignore-user-config and loads no config.toml of the user's at
+// all. Without it the project's .codex/config.toml is not trusted either
+// (trust is recorded in the user's config), so a project's MCP servers
+// stay off too.
+//
+// What the child keeps of the user's setup:
+//
+//	CODEX_HOME      unchanged: auth.json (the user's login), the session
+//	                files a resume reads, AGENTS.md and the rest stay where they are;
+//	                --ignore-user-config skips only config.toml. So a thread resumes
+//	                across the change and across server restarts.
+//	model settings  read by the provider from the same config.toml (CODEX_HOME, else
+//	                HOME/.codex, as Options.Env sets them) and passed as -c overrides:
+//	                model and every model_* key (model_provider, model_providers with
+//	                their env_key, auth command and headers, model_reasoning_effort, …),
+//	                openai_base_url, chatgpt_base_url, cli_auth_credentials_store,
+//	                forced_login_method and forced_chatgpt_workspace_id; with a legacy
+//	                `profile = NAME`, that profile's own such keys after them.
+//	the rest        not carried: mcp_servers, projects (trust), approval and sandbox
+//	                settings, notify, hooks, features, plugins, …. What a deployment
+//	                wants of that goes in Options.Config.
+//
+// The config is read afresh each turn; one the provider cannot parse ends
+// the turn with an error naming the file, and no Codex runs. Options.Args
+// with --ignore-user-config of their own mean the operator keeps the user's
+// config out entirely: then nothing is carried.
+// TestAChildStartsNoneOfTheUsersMCPServersAndKeepsTheirModelSettings,
+// TestRealCodexChildSeesOnlyThisServer (which first checks that the same
+// CLI run plainly does start them),
+// TestRealCodexChildKeepsTheUsersLoginAndInstructions.
+//
+// Caveats: the carried values are on the child's command line, which other
+// local users can read; a provider's secret belongs in an environment
+// variable (env_key, env_http_headers), not in experimental_bearer_token or
+// http_headers. The system-wide /etc/codex/config.toml and managed
+// configuration are the administrator's and still apply.
 //
 // # Events
 //
@@ -60,9 +107,10 @@
 //	DepthLimit    true   Codex's own sub-agents (features multi_agent, multi_agent_v2) are off, so
 //	                     a child nests only by calling this server back, where the manager
 //	                     enforces the depth cap. The real-CLI test checks that no agent tool is
-//	                     offered to the model. Caveat: a Codex config (CODEX_HOME) that itself
-//	                     registers a delegating MCP server (this server over stdio, say) would
-//	                     open a second way to nest; a deployment must not give children one.
+//	                     offered to the model. The user's own MCP servers (this server over
+//	                     stdio, say, which would be a second way to nest) are not started
+//	                     (see Isolation); Options.Config and the system config could still
+//	                     add one, which a deployment must not do.
 //	ToolFilter    false  Codex's built-in tools cannot be listed and removed per child; a filter
 //	                     is refused before start. TestCapabilitiesAreCheckedBeforeStart.
 //
@@ -89,13 +137,15 @@
 //
 // The child's environment is Options.Env and nothing else of the server's
 // (plus TokenEnv when there is a callback), so Env must give Codex what it
-// needs: HOME or CODEX_HOME, and a PATH that finds node for the npm
-// launcher. Each turn's process runs in its own group via the proc
-// package; interrupt, timeout and server shutdown stop the whole group, and
-// a turn never returns with a member of the group still running. Stdout is
-// read to its end on a duplicate of the pipe (exec closes its own read end
-// once the process is reaped, which would lose the last lines); lines are
-// always drained, so Codex never blocks on a full pipe.
+// needs: HOME or CODEX_HOME (which also locate the config.toml the model
+// settings are read from), the variables its model provider's env_key
+// names, and a PATH that finds node for the npm launcher. Each turn's
+// process runs in its own group via the proc package; interrupt, timeout
+// and server shutdown stop the whole group, and a turn never returns with a
+// member of the group still running. Stdout is read to its end on a
+// duplicate of the pipe (exec closes its own read end once the process is
+// reaped, which would lose the last lines); lines are always drained, so
+// Codex never blocks on a full pipe.
 //
 // # Caveats
 //

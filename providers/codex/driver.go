@@ -171,7 +171,11 @@ func (tr *turn) run(ctx context.Context, prompt, session string) agent.TurnResul
 			return tr.end(agent.StopError, "writing the output schema for Codex failed: "+werr.Error(), "")
 		}
 	}
-	args := d.args(session, schemaFile)
+	carried, err := d.carried()
+	if err != nil {
+		return tr.end(agent.StopError, err.Error(), "")
+	}
+	args := d.args(session, schemaFile, carried)
 	p, err := proc.Start(proc.Spec{Path: path, Args: args, Dir: d.cwd, Env: d.env(), Grace: stopGrace})
 	if err != nil {
 		return tr.end(agent.StopError, "starting Codex failed: "+err.Error(), "")

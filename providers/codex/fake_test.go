@@ -31,7 +31,11 @@ import (
 //	CALLBACK   calls the configured MCP server back with its bearer token
 //	(default)  reasoning, a command, an answer "echo: <prompt> (turn N)"
 //
-// Like the real CLI, turn.completed reports the thread's running total.
+// Like the real CLI, turn.completed reports the thread's running total, and
+// unless it is given --ignore-user-config it loads the user's config.toml
+// (CODEX_HOME, else HOME/.codex) and starts each of its stdio MCP servers
+// before anything else, and fails as the real one does when a -c url lands
+// on a stdio entry of the same name.
 
 const fakeDirEnv = "FAKE_CODEX_DIR"
 
@@ -70,7 +74,7 @@ func fakeCodex(args []string) int {
 	for i := 1; i < len(args); i++ {
 		a := args[i]
 		switch a {
-		case "--json", "--skip-git-repo-check", "--ephemeral":
+		case "--json", "--skip-git-repo-check", "--ephemeral", ignoreUserConfig:
 			c.Flags[a] = "true"
 		case "-s", "-C", "-m", "--output-schema":
 			if i+1 >= len(args) {
@@ -107,6 +111,11 @@ func fakeCodex(args []string) int {
 	if c.Flags["--json"] == "" {
 		fmt.Fprintln(os.Stderr, "fake codex: expected --json")
 		return 2
+	}
+	if c.Flags[ignoreUserConfig] == "" {
+		if code := loadUserMCPServers(c); code != 0 {
+			return code
+		}
 	}
 
 	_ = os.MkdirAll(filepath.Join(dir, "threads"), 0o755)
@@ -216,4 +225,46 @@ func unquote(s string) string {
 		return v
 	}
 	return s
+}
+
+// loadUserMCPServers does what the real CLI does with the user's
+// config.toml: a -c mcp_servers.NAME.url merged into a stdio entry NAME is
+// a config error (exit 1); otherwise every stdio server's command is run.
+func loadUserMCPServers(c call) int {
+	path := userConfigPath(os.Environ(), c.Cwd)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	root, err := parseTOML(string(b))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "Error loading config.toml: %v\n", err)
+		return 1
+	}
+	servers := root.vals["mcp_servers"]
+	if servers == nil || servers.table == nil {
+		return 0
+	}
+	for _, name := range servers.table.keys {
+		srv := servers.table.vals[name].table
+		if srv == nil || srv.vals["command"] == nil {
+			continue
+		}
+		if _, ok := c.Config["mcp_servers."+name+".url"]; ok {
+			fmt.Fprintf(os.Stderr, "Error loading config.toml: url is not supported for stdio\nin `mcp_servers.%s`\n", name)
+			return 1
+		}
+	}
+	for _, name := range servers.table.keys {
+		srv := servers.table.vals[name].table
+		if srv == nil || srv.vals["command"] == nil {
+			continue
+		}
+		command, err := decodeTOMLString(srv.vals["command"].raw)
+		if err != nil {
+			continue
+		}
+		_ = exec.Command(command).Run()
+	}
+	return 0
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -225,11 +226,13 @@ func (f *fakeResponses) turnRequests(marker string) []map[string]any {
 // the fake Responses API, with its own CODEX_HOME.
 func realFixture(t *testing.T, bin string, mopts ...func(*manager.Options)) (*fixture, *fakeResponses) {
 	t.Helper()
-	api := &fakeResponses{}
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	home := t.TempDir()
-	cfg := fmt.Sprintf(`model = "fake-model"
+	return realFixtureIn(t, bin, t.TempDir(), "", mopts...)
+}
+
+// fakeProviderConfig is the config.toml that points Codex at the fake
+// Responses API at url.
+func fakeProviderConfig(url string) string {
+	return fmt.Sprintf(`model = "fake-model"
 model_provider = "fake"
 [model_providers.fake]
 name = "fake"
@@ -238,7 +241,22 @@ env_key = "FAKE_API_KEY"
 wire_api = "responses"
 request_max_retries = 0
 stream_max_retries = 0
-`, srv.URL)
+`, url)
+}
+
+// realFixtureIn is realFixture with CODEX_HOME home, whose config.toml is
+// cfg with {{API}} replaced by the fake API's URL and {{CWD}} by the
+// child's cwd; "" means fakeProviderConfig.
+func realFixtureIn(t *testing.T, bin, home string, cfg string, mopts ...func(*manager.Options)) (*fixture, *fakeResponses) {
+	t.Helper()
+	api := &fakeResponses{}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	f := &fixture{t: t, dir: t.TempDir(), cwd: t.TempDir()}
+	if cfg == "" {
+		cfg = fakeProviderConfig(srv.URL)
+	}
+	cfg = strings.NewReplacer("{{API}}", srv.URL, "{{CWD}}", f.cwd).Replace(cfg)
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +266,6 @@ stream_max_retries = 0
 		path = append(path, filepath.Dir(node))
 	}
 	path = append(path, "/usr/local/bin", "/usr/bin", "/bin")
-	f := &fixture{t: t, dir: t.TempDir(), cwd: t.TempDir()}
 	f.store = memstore.New()
 	f.opts = Options{Command: bin, Timeout: 2 * time.Minute, Env: []string{
 		"PATH=" + strings.Join(path, ":"), "HOME=" + home, "CODEX_HOME=" + home, "FAKE_API_KEY=test"}}
@@ -350,56 +367,209 @@ func TestRealCodexHonoursTheOutputSchema(t *testing.T) {
 	}
 }
 
-func TestRealCodexCallsThisServerBackOverMCPWithoutAnApproval(t *testing.T) {
-	bin := findCodex(t)
-	const token = "real-token-1"
-	var mu sync.Mutex
-	var reports []string
-	var auths []string
+// reportServer is a stand-in for this server's MCP endpoint: a report
+// tool behind a bearer token, over streamable HTTP.
+type reportServer struct {
+	*httptest.Server
+	mu      sync.Mutex
+	reports []string
+	auths   []string
+}
+
+func newReportServer(t *testing.T, token string) *reportServer {
+	rs := &reportServer{}
 	s := server.NewMCPServer("fake-subagent", "1.0.0", server.WithToolCapabilities(false))
 	s.AddTool(mcp.NewTool("report", mcp.WithDescription("Report progress to your parent."),
 		mcp.WithString("output", mcp.Required()), mcp.WithDestructiveHintAnnotation(false)),
 		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			mu.Lock()
-			reports = append(reports, req.GetString("output", ""))
-			mu.Unlock()
+			rs.mu.Lock()
+			rs.reports = append(rs.reports, req.GetString("output", ""))
+			rs.mu.Unlock()
 			return mcp.NewToolResultText("delivered"), nil
 		})
 	h := server.NewStreamableHTTPServer(s)
-	mcpSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		auths = append(auths, r.Header.Get("Authorization"))
-		mu.Unlock()
+	rs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rs.mu.Lock()
+		rs.auths = append(rs.auths, r.Header.Get("Authorization"))
+		rs.mu.Unlock()
 		if r.Header.Get("Authorization") != "Bearer "+token {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
 		h.ServeHTTP(w, r)
 	}))
-	defer mcpSrv.Close()
-	f, api := realFixture(t, bin, func(o *manager.Options) {
+	t.Cleanup(rs.Close)
+	return rs
+}
+
+func (rs *reportServer) callback(token string) func(o *manager.Options) {
+	return func(o *manager.Options) {
 		o.Callback = func(manager.ParentRef) (manager.Callback, func()) {
-			return manager.Callback{URL: mcpSrv.URL + "/mcp", Token: token}, nil
+			return manager.Callback{URL: rs.URL + "/mcp", Token: token}, nil
 		}
-	})
+	}
+}
+
+func TestRealCodexCallsThisServerBackOverMCPWithoutAnApproval(t *testing.T) {
+	bin := findCodex(t)
+	const token = "real-token-1"
+	cb := newReportServer(t, token)
+	f, api := realFixture(t, bin, cb.callback(token))
 	_, res := f.start("CALLBACK now", nil)
-	mu.Lock()
-	defer mu.Unlock()
-	if res.StopReason != agent.StopCompleted || !strings.HasSuffix(res.Output, "delivered") || len(reports) != 1 {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if res.StopReason != agent.StopCompleted || !strings.HasSuffix(res.Output, "delivered") || len(cb.reports) != 1 {
 		var names []string
 		if reqs := api.turnRequests("CALLBACK"); len(reqs) > 0 {
 			names = toolNames(reqs[0])
 		}
 		t.Fatalf("stop %q, output %q (%s); reports %q; auth headers %q; tools %q",
-			res.StopReason, res.Output, res.Diagnostic, reports, auths, names)
+			res.StopReason, res.Output, res.Diagnostic, cb.reports, cb.auths, names)
 	}
-	if reports[0] != "hello from the real codex" {
-		t.Errorf("report = %q", reports[0])
+	if cb.reports[0] != "hello from the real codex" {
+		t.Errorf("report = %q", cb.reports[0])
 	}
-	for _, a := range auths {
+	for _, a := range cb.auths {
 		if a != "Bearer "+token {
 			t.Errorf("an MCP request came with Authorization %q", a)
 		}
+	}
+}
+
+// The user's CODEX_HOME config.toml registers this server itself as the
+// stdio MCP server "subagent" beside another one, "other", and trusts the
+// child's cwd, whose .codex/config.toml adds a third, "project"; each
+// server's command leaves a marker when it starts. Run plainly, the real
+// CLI starts all three, and a callback url on "subagent" is a config
+// error. A child calls back this server over its callback, takes a
+// follow-up on the same thread, and none of the three ever starts.
+func TestRealCodexChildSeesOnlyThisServer(t *testing.T) {
+	bin := findCodex(t)
+	const token = "real-token-iso"
+	cb := newReportServer(t, token)
+	// The model provider's id has a dot: it reaches the child quoted.
+	u := newUserMCPConfig(t, `model = "fake-model"
+model_provider = "fake.local"
+[model_providers."fake.local"]
+name = "fake"
+base_url = "{{API}}/v1"
+env_key = "FAKE_API_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+`, `
+[projects."{{CWD}}"]
+trust_level = "trusted"
+`)
+	f, api := realFixtureIn(t, bin, u.home, u.config, cb.callback(token))
+	if err := os.MkdirAll(filepath.Join(f.cwd, ".codex"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	project := fmt.Sprintf("[mcp_servers.project]\ncommand = %s\n", tomlString(u.script("project")))
+	if err := os.WriteFile(filepath.Join(f.cwd, ".codex", "config.toml"), []byte(project), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// The control: the same CLI, environment and config, run plainly.
+	plain := func(args ...string) (string, error) {
+		cmd := exec.Command(bin, append(append([]string{"exec", "--json", "--skip-git-repo-check", "-s", "read-only", "-C", f.cwd}, args...), "-")...)
+		cmd.Env = f.opts.Env
+		cmd.Stdin = strings.NewReader("control prompt")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := plain("-c", `mcp_servers.subagent.url="http://127.0.0.1:9/mcp"`); err == nil || !strings.Contains(out, "url is not supported for stdio") {
+		t.Errorf("a url on the user's stdio subagent: %v\n%s", err, out)
+	}
+	if out, err := plain(); err != nil {
+		t.Fatalf("the plain run failed: %v\n%s", err, out)
+	}
+	if got := u.started(t); !slices.Equal(got, []string{"other", "project", "subagent"}) {
+		t.Fatalf("run plainly, the CLI started %q of the user's servers; the test's premise does not hold", got)
+	}
+	u.clear(t)
+
+	st, res := f.start("CALLBACK now", nil)
+	if res.StopReason != agent.StopCompleted || !strings.HasSuffix(res.Output, "delivered") {
+		t.Fatalf("first turn: %q %q (%s)", res.StopReason, res.Output, res.Diagnostic)
+	}
+	cb.mu.Lock()
+	reports := slices.Clone(cb.reports)
+	cb.mu.Unlock()
+	if !slices.Equal(reports, []string{"hello from the real codex"}) {
+		t.Errorf("reports = %q", reports)
+	}
+	thread := agent.LastSession(f.events(st.ChildID))
+	_, res = f.followup(f.m, st.ChildID, "second prompt")
+	if res.StopReason != agent.StopCompleted || res.Output != "real reply to: second prompt" {
+		t.Fatalf("follow-up: %q %q (%s)", res.StopReason, res.Output, res.Diagnostic)
+	}
+	if got := agent.LastSession(f.events(st.ChildID)); thread == "" || got != thread {
+		t.Errorf("thread %q, then %q", thread, got)
+	}
+	second := api.turnRequests("second prompt")
+	if len(second) == 0 {
+		t.Fatal("the fake API saw no follow-up request")
+	}
+	if b, _ := json.Marshal(second[0]["input"]); !strings.Contains(string(b), "tool said") {
+		t.Errorf("the follow-up did not continue the thread: %s", b)
+	}
+	// Both Codex processes have exited (and been reaped), so nothing can
+	// start a server any more: no marker now means none ever.
+	if got := u.started(t); len(got) != 0 {
+		t.Errorf("the child started the user's MCP servers %q", got)
+	}
+	for _, r := range append(api.turnRequests("CALLBACK"), second...) {
+		for _, n := range toolNames(r) {
+			if strings.Contains(n, "other") || strings.Contains(n, "project") {
+				t.Errorf("the model was offered %q", n)
+			}
+		}
+	}
+}
+
+// A child keeps what of the user's setup lives in CODEX_HOME beside
+// config.toml, and the model settings carried from it: here an API-key
+// login in auth.json, used by a provider that requires_openai_auth (as the
+// built-in one does), and AGENTS.md. The user's MCP servers do not start.
+func TestRealCodexChildKeepsTheUsersLoginAndInstructions(t *testing.T) {
+	bin := findCodex(t)
+	u := newUserMCPConfig(t, `model = "fake-model"
+model_provider = "login"
+[model_providers.login]
+name = "login"
+base_url = "{{API}}/v1"
+wire_api = "responses"
+requires_openai_auth = true
+request_max_retries = 0
+stream_max_retries = 0
+`, "")
+	if err := os.WriteFile(filepath.Join(u.home, "auth.json"), []byte(`{"OPENAI_API_KEY":"sk-user-login-1"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(u.home, "AGENTS.md"), []byte("AGENTS-MARKER-4471: the user's own instructions.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, api := realFixtureIn(t, bin, u.home, u.config)
+	_, res := f.start("login prompt", nil)
+	if res.StopReason != agent.StopCompleted || res.Output != "real reply to: login prompt" {
+		t.Fatalf("%q %q (%s)", res.StopReason, res.Output, res.Diagnostic)
+	}
+	reqs := api.turnRequests("login prompt")
+	if len(reqs) == 0 {
+		t.Fatal("the fake API saw no turn request")
+	}
+	if b, _ := json.Marshal(reqs[0]); !strings.Contains(string(b), "AGENTS-MARKER-4471") {
+		t.Error("CODEX_HOME/AGENTS.md did not reach the model")
+	}
+	api.mu.Lock()
+	auths := slices.Clone(api.auth)
+	api.mu.Unlock()
+	if !slices.Contains(auths, "Bearer sk-user-login-1") {
+		t.Errorf("the model requests came with Authorization %q, not the login in auth.json", auths)
+	}
+	if got := u.started(t); len(got) != 0 {
+		t.Errorf("the child started the user's MCP servers %q", got)
 	}
 }
 
