@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -1322,5 +1324,42 @@ func TestWaitsAreBoundedPerClient(t *testing.T) {
 	got := awaitNotices(t, s, ctx, 10*time.Second, nil, func(ns []string) bool { return len(filterNotices(ns, "subagent-settled")) > 0 })
 	if countWith(got, "slow answer") != 1 {
 		t.Errorf("notices = %q; want the child's settlement with its answer", got)
+	}
+}
+
+// An HTTP session is bound to the principal that created it: another
+// principal presenting its id gets 404, as for an unknown session.
+func TestAnHTTPSessionIsBoundToItsPrincipal(t *testing.T) {
+	const aliceTok, bobTok = "alice-secret-token-0123456789", "bob-secret-token-0123456789ab"
+	alice := start(t, nil, serverOpts{http: true, token: aliceTok,
+		config: `{"http":{"tokens":[{"principal":"alice","token_env":"ALICE_TOKEN"},{"principal":"bob","token_env":"BOB_TOKEN"}]}}`,
+		env:    []string{"ALICE_TOKEN=" + aliceTok, "BOB_TOKEN=" + bobTok}})
+	post := func(token, session, body string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, alice.url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, body := post(aliceTok, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("alice's initialize: %d, session %q, %s", resp.StatusCode, id, body)
+	}
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_agents","arguments":{}}}`
+	if resp, body := post(bobTok, id, list); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("bob with alice's session id: %d %s; want 404", resp.StatusCode, body)
+	}
+	if resp, body := post(aliceTok, id, list); resp.StatusCode != http.StatusOK || strings.Contains(body, "UNAUTHORIZED") {
+		t.Errorf("alice on her own session: %d %s", resp.StatusCode, body)
 	}
 }
