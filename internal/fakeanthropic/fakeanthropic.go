@@ -47,6 +47,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/record"
 )
 
 // Request is one decoded /v1/messages request.
@@ -153,10 +155,9 @@ type Server struct {
 	ts *httptest.Server
 	h  Handler
 
-	mu      sync.Mutex
-	reqs    []Request
-	others  []string
-	changed chan struct{} // closed and replaced on every recorded request
+	reqs   record.Log[Request]
+	mu     sync.Mutex
+	others []string
 }
 
 // New starts a fake answering with h (nil: Generic).
@@ -164,7 +165,7 @@ func New(h Handler) *Server {
 	if h == nil {
 		h = Generic
 	}
-	s := &Server{h: h, changed: make(chan struct{})}
+	s := &Server{h: h}
 	s.ts = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -179,11 +180,7 @@ func (s *Server) Close() {
 }
 
 // Requests returns every messages request so far, in order of arrival.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Request(nil), s.reqs...)
-}
+func (s *Server) Requests() []Request { return s.reqs.All() }
 
 // Others lists the other requests ("METHOD /path"), count_tokens included.
 func (s *Server) Others() []string {
@@ -195,23 +192,7 @@ func (s *Server) Others() []string {
 // Wait returns the first recorded request for which match holds, waiting
 // for new arrivals until ctx ends.
 func (s *Server) Wait(ctx context.Context, match func(Request) bool) (Request, error) {
-	seen := 0
-	for {
-		s.mu.Lock()
-		reqs, changed := s.reqs[seen:], s.changed
-		seen = len(s.reqs)
-		s.mu.Unlock()
-		for _, r := range reqs {
-			if match(r) {
-				return r, nil
-			}
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return Request{}, fmt.Errorf("no matching request among %d: %w", seen, ctx.Err())
-		}
-	}
+	return s.reqs.Wait(ctx, match)
 }
 
 // IsAgentLoop reports whether the request comes from the CLI's agent loop
@@ -523,12 +504,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Path, req.Header = path, r.Header.Clone()
-	s.mu.Lock()
-	req.Seq = len(s.reqs)
-	s.reqs = append(s.reqs, req)
-	close(s.changed)
-	s.changed = make(chan struct{})
-	s.mu.Unlock()
+	s.reqs.Add(func(seq int) Request { req.Seq = seq; return req })
 
 	rep := s.h(req)
 	if rep.Hang {
