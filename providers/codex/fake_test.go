@@ -7,12 +7,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/BurntSushi/toml"
 )
 
 // The fake Codex: TestMain runs it instead of the tests when FAKE_CODEX_DIR
@@ -236,18 +240,18 @@ func loadUserMCPServers(c call) int {
 	if err != nil {
 		return 0
 	}
-	root, err := parseTOML(string(b))
-	if err != nil {
+	var cfg struct {
+		MCPServers map[string]struct {
+			Command string `toml:"command"`
+		} `toml:"mcp_servers"`
+	}
+	if _, err := toml.Decode(string(b), &cfg); err != nil {
 		fmt.Fprintf(os.Stderr, "Error loading config.toml: %v\n", err)
 		return 1
 	}
-	servers := root.vals["mcp_servers"]
-	if servers == nil || servers.table == nil {
-		return 0
-	}
-	for _, name := range servers.table.keys {
-		srv := servers.table.vals[name].table
-		if srv == nil || srv.vals["command"] == nil {
+	names := slices.Sorted(maps.Keys(cfg.MCPServers))
+	for _, name := range names {
+		if cfg.MCPServers[name].Command == "" {
 			continue
 		}
 		if _, ok := c.Config["mcp_servers."+name+".url"]; ok {
@@ -255,16 +259,10 @@ func loadUserMCPServers(c call) int {
 			return 1
 		}
 	}
-	for _, name := range servers.table.keys {
-		srv := servers.table.vals[name].table
-		if srv == nil || srv.vals["command"] == nil {
-			continue
+	for _, name := range names {
+		if command := cfg.MCPServers[name].Command; command != "" {
+			_ = exec.Command(command).Run()
 		}
-		command, err := decodeTOMLString(srv.vals["command"].raw)
-		if err != nil {
-			continue
-		}
-		_ = exec.Command(command).Run()
 	}
 	return 0
 }

@@ -185,7 +185,7 @@ trust_level = "trusted"
 		want := []string{
 			`model="user-model"`,
 			`model_provider="corp"`,
-			`model_providers={corp = {name = "Corp", base_url = "http://127.0.0.1:1/v1", env_key = "CORP_KEY"}}`,
+			`model_providers={corp = {base_url = "http://127.0.0.1:1/v1", env_key = "CORP_KEY", name = "Corp"}}`,
 			`approval_policy="never"`,
 			"features.multi_agent=false",
 			"features.multi_agent_v2=false",
@@ -245,7 +245,7 @@ func TestAnUnreadableUserConfigFailsTheTurn(t *testing.T) {
 	}
 	f := newFixture(t, func(o *Options) { o.Env = append(o.Env, "CODEX_HOME="+home) })
 	_, res := f.start("hi", nil)
-	if res.StopReason != agent.StopError || !strings.Contains(res.Diagnostic, "reading the user's Codex config "+filepath.Join(home, "config.toml")+" failed: line 2") {
+	if res.StopReason != agent.StopError || !strings.Contains(res.Diagnostic, "reading the user's Codex config "+filepath.Join(home, "config.toml")+" failed: toml: line ") {
 		t.Errorf("%q (%s)", res.StopReason, res.Diagnostic)
 	}
 	if _, err := os.Stat(filepath.Join(f.dir, "calls.jsonl")); err == nil {

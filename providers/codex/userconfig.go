@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+	"maps"
+	"math"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+	"time"
+
+	"github.com/BurntSushi/toml"
 )
 
 // A child's Codex runs with --ignore-user-config: it loads none of the
@@ -83,479 +87,115 @@ func carriedSettings(path string) ([]string, error) {
 	if path == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(path)
+	var root map[string]any
+	md, err := toml.DecodeFile(path, &root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
-	}
-	root, err := parseTOML(string(b))
-	if err != nil {
-		return nil, err
+		return nil, err // a toml.ParseError names the line
 	}
 	var out []string
-	add := func(t *tomlTable) {
-		for _, k := range t.keys {
+	add := func(t map[string]any, prefix ...string) {
+		for _, k := range topKeys(md, prefix) {
 			if carriedKey(k) {
-				out = append(out, k+"="+t.vals[k].render())
+				out = append(out, k+"="+renderTOML(t[k]))
 			}
 		}
 	}
 	add(root)
-	if v := root.vals["profile"]; v != nil && v.raw != "" {
-		name, err := decodeTOMLString(v.raw)
-		if err != nil {
-			return nil, fmt.Errorf("profile: %v", err)
-		}
-		if ps := root.vals["profiles"]; ps != nil && ps.table != nil {
-			if p := ps.table.vals[name]; p != nil && p.table != nil {
-				add(p.table)
+	if name, ok := root["profile"].(string); ok && name != "" {
+		if ps, ok := root["profiles"].(map[string]any); ok {
+			if p, ok := ps[name].(map[string]any); ok {
+				add(p, "profiles", name)
 			}
 		}
 	}
 	return out, nil
 }
 
-// A tomlTable is a TOML table whose leaf values are kept as written: the
-// child's Codex parses them again, so they need no interpreting here.
-type tomlTable struct {
-	keys []string // in order of appearance
-	vals map[string]*tomlValue
-}
-
-// A tomlValue is one of: a value as written (raw), a table, or an array of
-// tables.
-type tomlValue struct {
-	raw   string
-	table *tomlTable
-	array []*tomlTable
-}
-
-func newTable() *tomlTable { return &tomlTable{vals: map[string]*tomlValue{}} }
-
-func (t *tomlTable) set(k string, v *tomlValue) {
-	if _, ok := t.vals[k]; !ok {
-		t.keys = append(t.keys, k)
+// topKeys lists the keys directly under the table at prefix, in the order
+// the file gives them.
+func topKeys(md toml.MetaData, prefix []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, k := range md.Keys() {
+		if len(k) <= len(prefix) || !slices.Equal(k[:len(prefix)], prefix) {
+			continue
+		}
+		if name := k[len(prefix)]; !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
 	}
-	t.vals[k] = v
+	return out
 }
 
-// render writes v as a TOML value: tables inline.
-func (v *tomlValue) render() string {
-	switch {
-	case v.table != nil:
-		return v.table.render()
-	case v.array != nil:
-		parts := make([]string, len(v.array))
-		for i, t := range v.array {
-			parts[i] = t.render()
+// renderTOML writes a decoded value as one TOML value for -c: tables
+// inline (keys sorted), arrays of tables as arrays of inline tables.
+func renderTOML(v any) string {
+	switch v := v.(type) {
+	case string:
+		return tomlString(v)
+	case bool:
+		return strconv.FormatBool(v)
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case float64:
+		switch {
+		case math.IsNaN(v):
+			return "nan"
+		case math.IsInf(v, 1):
+			return "inf"
+		case math.IsInf(v, -1):
+			return "-inf"
+		}
+		s := strconv.FormatFloat(v, 'g', -1, 64)
+		if !strings.ContainsAny(s, ".eEn") {
+			s += ".0" // a float stays a float
+		}
+		return s
+	case time.Time:
+		// The decoder marks local dates and times by their zone's name.
+		switch v.Location().String() {
+		case "datetime-local":
+			return v.Format("2006-01-02T15:04:05.999999999")
+		case "date-local":
+			return v.Format("2006-01-02")
+		case "time-local":
+			return v.Format("15:04:05.999999999")
+		}
+		return v.Format(time.RFC3339Nano)
+	case []map[string]any:
+		parts := make([]string, len(v))
+		for i, t := range v {
+			parts[i] = renderTOML(t)
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
+	case []any:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			parts[i] = renderTOML(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case map[string]any:
+		keys := slices.Sorted(maps.Keys(v))
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = renderKey(k) + " = " + renderTOML(v[k])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
 	}
-	return v.raw
-}
-
-func (t *tomlTable) render() string {
-	parts := make([]string, len(t.keys))
-	for i, k := range t.keys {
-		parts[i] = renderKey(k) + " = " + t.vals[k].render()
-	}
-	return "{" + strings.Join(parts, ", ") + "}"
+	return tomlString(fmt.Sprint(v))
 }
 
 func renderKey(k string) string {
-	if k != "" && strings.IndexFunc(k, func(r rune) bool { return !isBareKeyChar(byte(r)) || r >= utf8.RuneSelf }) < 0 {
+	if k != "" && strings.IndexFunc(k, func(r rune) bool { return !isBareKeyChar(r) }) < 0 {
 		return k
 	}
 	return tomlString(k)
 }
 
-func isBareKeyChar(c byte) bool {
+func isBareKeyChar(c rune) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
-}
-
-// parseTOML reads a TOML document into tables of values as written. It
-// knows TOML's structure (tables, arrays of tables, dotted and quoted keys)
-// and where each value ends, not what the values mean.
-func parseTOML(src string) (*tomlTable, error) {
-	p := &tomlParser{s: src}
-	root := newTable()
-	cur := root
-	for {
-		p.skipBlank(true)
-		if p.i >= len(p.s) {
-			return root, nil
-		}
-		if p.s[p.i] == '[' {
-			array := strings.HasPrefix(p.s[p.i:], "[[")
-			p.i++
-			if array {
-				p.i++
-			}
-			p.skipBlank(false)
-			path, err := p.key()
-			if err != nil {
-				return nil, err
-			}
-			p.skipBlank(false)
-			closing := "]"
-			if array {
-				closing = "]]"
-			}
-			if !strings.HasPrefix(p.s[p.i:], closing) {
-				return nil, p.errf("expected %q after a table header", closing)
-			}
-			p.i += len(closing)
-			if cur, err = root.header(path, array); err != nil {
-				return nil, p.errf("%v", err)
-			}
-		} else {
-			path, err := p.key()
-			if err != nil {
-				return nil, err
-			}
-			raw, err := p.keyValue()
-			if err != nil {
-				return nil, err
-			}
-			if err := cur.assign(path, raw); err != nil {
-				return nil, p.errf("%v", err)
-			}
-		}
-		if err := p.endOfLine(); err != nil {
-			return nil, err
-		}
-	}
-}
-
-// header finds or makes the table a [path] or [[path]] header opens.
-func (t *tomlTable) header(path []string, array bool) (*tomlTable, error) {
-	for i, k := range path {
-		v := t.vals[k]
-		last := i == len(path)-1
-		switch {
-		case last && array:
-			if v == nil {
-				v = &tomlValue{array: []*tomlTable{}}
-				t.set(k, v)
-			}
-			if v.array == nil {
-				return nil, fmt.Errorf("%s is not an array of tables", strings.Join(path, "."))
-			}
-			nt := newTable()
-			v.array = append(v.array, nt)
-			return nt, nil
-		case v == nil:
-			v = &tomlValue{table: newTable()}
-			t.set(k, v)
-		case v.array != nil && len(v.array) > 0:
-			t = v.array[len(v.array)-1]
-			continue
-		case v.table == nil:
-			return nil, fmt.Errorf("%s is not a table", strings.Join(path[:i+1], "."))
-		}
-		t = v.table
-	}
-	return t, nil
-}
-
-// assign sets a (dotted) key's value in t.
-func (t *tomlTable) assign(path []string, raw string) error {
-	for i, k := range path[:len(path)-1] {
-		v := t.vals[k]
-		if v == nil {
-			v = &tomlValue{table: newTable()}
-			t.set(k, v)
-		}
-		if v.table == nil {
-			return fmt.Errorf("%s is not a table", strings.Join(path[:i+1], "."))
-		}
-		t = v.table
-	}
-	k := path[len(path)-1]
-	if _, dup := t.vals[k]; dup {
-		return fmt.Errorf("%s is defined twice", strings.Join(path, "."))
-	}
-	t.set(k, &tomlValue{raw: raw})
-	return nil
-}
-
-type tomlParser struct {
-	s string
-	i int
-}
-
-func (p *tomlParser) errf(format string, a ...any) error {
-	line := 1 + strings.Count(p.s[:min(p.i, len(p.s))], "\n")
-	return fmt.Errorf("line %d: %s", line, fmt.Sprintf(format, a...))
-}
-
-// skipBlank skips spaces, tabs and comments, and with newlines also line
-// ends.
-func (p *tomlParser) skipBlank(newlines bool) {
-	for p.i < len(p.s) {
-		switch c := p.s[p.i]; {
-		case c == ' ' || c == '\t':
-			p.i++
-		case c == '#':
-			for p.i < len(p.s) && p.s[p.i] != '\n' {
-				p.i++
-			}
-		case newlines && (c == '\n' || c == '\r'):
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-// endOfLine expects nothing but a comment before the line's end.
-func (p *tomlParser) endOfLine() error {
-	p.skipBlank(false)
-	if p.i < len(p.s) && p.s[p.i] == '\r' {
-		p.i++
-	}
-	if p.i < len(p.s) && p.s[p.i] != '\n' {
-		return p.errf("unexpected %q after a value", clip(strings.SplitN(p.s[p.i:], "\n", 2)[0], 40))
-	}
-	return nil
-}
-
-// key reads a (dotted) key: bare, "basic" or 'literal' parts.
-func (p *tomlParser) key() ([]string, error) {
-	var path []string
-	for {
-		p.skipBlank(false)
-		if p.i >= len(p.s) {
-			return nil, p.errf("expected a key")
-		}
-		switch c := p.s[p.i]; {
-		case c == '"' || c == '\'':
-			start := p.i
-			if strings.HasPrefix(p.s[p.i:], `"""`) || strings.HasPrefix(p.s[p.i:], "'''") {
-				return nil, p.errf("a key cannot be a multi-line string")
-			}
-			if err := p.value(); err != nil {
-				return nil, err
-			}
-			k, err := decodeTOMLString(p.s[start:p.i])
-			if err != nil {
-				return nil, p.errf("%v", err)
-			}
-			path = append(path, k)
-		case isBareKeyChar(c):
-			start := p.i
-			for p.i < len(p.s) && isBareKeyChar(p.s[p.i]) {
-				p.i++
-			}
-			path = append(path, p.s[start:p.i])
-		default:
-			return nil, p.errf("expected a key, found %q", c)
-		}
-		p.skipBlank(false)
-		if p.i < len(p.s) && p.s[p.i] == '.' {
-			p.i++
-			continue
-		}
-		return path, nil
-	}
-}
-
-// keyValue reads "= value" after a key and returns the value as written.
-func (p *tomlParser) keyValue() (string, error) {
-	p.skipBlank(false)
-	if p.i >= len(p.s) || p.s[p.i] != '=' {
-		return "", p.errf("expected = after a key")
-	}
-	p.i++
-	p.skipBlank(false)
-	start := p.i
-	if err := p.value(); err != nil {
-		return "", err
-	}
-	return p.s[start:p.i], nil
-}
-
-// value moves past one value.
-func (p *tomlParser) value() error {
-	s := p.s
-	if p.i >= len(s) {
-		return p.errf("expected a value")
-	}
-	switch {
-	case strings.HasPrefix(s[p.i:], `"""`) || strings.HasPrefix(s[p.i:], "'''"):
-		q := s[p.i : p.i+3]
-		j := p.i + 3
-		for {
-			if j >= len(s) {
-				return p.errf("unterminated multi-line string")
-			}
-			if q[0] == '"' && s[j] == '\\' {
-				j += 2
-				continue
-			}
-			if strings.HasPrefix(s[j:], q) {
-				j += 3
-				// Up to two quotes right before the delimiter belong to the string.
-				for n := 0; n < 2 && j < len(s) && s[j] == q[0]; n++ {
-					j++
-				}
-				p.i = j
-				return nil
-			}
-			j++
-		}
-	case s[p.i] == '"' || s[p.i] == '\'':
-		q := s[p.i]
-		j := p.i + 1
-		for {
-			if j >= len(s) || s[j] == '\n' {
-				return p.errf("unterminated string")
-			}
-			if q == '"' && s[j] == '\\' {
-				j += 2
-				continue
-			}
-			if s[j] == q {
-				p.i = j + 1
-				return nil
-			}
-			j++
-		}
-	case s[p.i] == '[':
-		p.i++
-		for {
-			p.skipBlank(true)
-			if p.i < len(s) && s[p.i] == ']' {
-				p.i++
-				return nil
-			}
-			if err := p.value(); err != nil {
-				return err
-			}
-			p.skipBlank(true)
-			if p.i < len(s) && s[p.i] == ',' {
-				p.i++
-				continue
-			}
-			if p.i < len(s) && s[p.i] == ']' {
-				p.i++
-				return nil
-			}
-			return p.errf("expected , or ] in an array")
-		}
-	case s[p.i] == '{':
-		p.i++
-		for first := true; ; first = false {
-			p.skipBlank(true)
-			if p.i < len(s) && s[p.i] == '}' && first {
-				p.i++
-				return nil
-			}
-			if _, err := p.key(); err != nil {
-				return err
-			}
-			if _, err := p.keyValue(); err != nil {
-				return err
-			}
-			p.skipBlank(true)
-			if p.i < len(s) && s[p.i] == ',' {
-				p.i++
-				continue
-			}
-			if p.i < len(s) && s[p.i] == '}' {
-				p.i++
-				return nil
-			}
-			return p.errf("expected , or } in an inline table")
-		}
-	}
-	// A number, boolean or date-time: up to the next delimiter. A date may
-	// be followed by a space and its time.
-	end := func(j int) int {
-		for j < len(s) && !strings.ContainsRune(" \t\r\n#,]}", rune(s[j])) {
-			j++
-		}
-		return j
-	}
-	j := end(p.i)
-	if j == p.i {
-		return p.errf("expected a value")
-	}
-	if isDate(s[p.i:j]) && j+1 < len(s) && s[j] == ' ' && s[j+1] >= '0' && s[j+1] <= '9' {
-		j = end(j + 1)
-	}
-	p.i = j
-	return nil
-}
-
-func isDate(s string) bool {
-	if len(s) != 10 || s[4] != '-' || s[7] != '-' {
-		return false
-	}
-	for i, c := range []byte(s) {
-		if i != 4 && i != 7 && (c < '0' || c > '9') {
-			return false
-		}
-	}
-	return true
-}
-
-// decodeTOMLString decodes a one-line basic or literal TOML string.
-func decodeTOMLString(raw string) (string, error) {
-	if len(raw) < 2 || raw[0] != raw[len(raw)-1] || raw[0] != '"' && raw[0] != '\'' {
-		return "", fmt.Errorf("%s is not a string", clip(raw, 40))
-	}
-	body := raw[1 : len(raw)-1]
-	if raw[0] == '\'' {
-		return body, nil
-	}
-	var b strings.Builder
-	for i := 0; i < len(body); i++ {
-		c := body[i]
-		if c != '\\' {
-			b.WriteByte(c)
-			continue
-		}
-		i++
-		if i >= len(body) {
-			return "", fmt.Errorf("bad escape in %s", clip(raw, 40))
-		}
-		switch body[i] {
-		case 'b':
-			b.WriteByte('\b')
-		case 't':
-			b.WriteByte('\t')
-		case 'n':
-			b.WriteByte('\n')
-		case 'f':
-			b.WriteByte('\f')
-		case 'r':
-			b.WriteByte('\r')
-		case 'e':
-			b.WriteByte(0x1b)
-		case '"':
-			b.WriteByte('"')
-		case '\\':
-			b.WriteByte('\\')
-		case 'u', 'U':
-			n := 4
-			if body[i] == 'U' {
-				n = 8
-			}
-			if i+1+n > len(body) {
-				return "", fmt.Errorf("bad escape in %s", clip(raw, 40))
-			}
-			r, err := strconv.ParseUint(body[i+1:i+1+n], 16, 32)
-			if err != nil || !utf8.ValidRune(rune(r)) {
-				return "", fmt.Errorf("bad escape in %s", clip(raw, 40))
-			}
-			b.WriteRune(rune(r))
-			i += n
-		default:
-			return "", fmt.Errorf("bad escape in %s", clip(raw, 40))
-		}
-	}
-	return b.String(), nil
 }

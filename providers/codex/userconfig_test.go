@@ -1,11 +1,16 @@
 package codex
 
 import (
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
 )
 
 func writeConfig(t *testing.T, text string) string {
@@ -68,13 +73,10 @@ when = 1979-05-27 07:32:00Z
 	}
 	want := []string{
 		`model="gpt-x"`,
-		`model_reasoning_effort='high'`,
+		`model_reasoning_effort="high"`,
 		`cli_auth_credentials_store="keyring"`,
 		`model_provider="corp.eu"`,
-		`model_providers={dotted = {name = "Dotted"}, "corp.eu" = {name = "Corp EU", base_url = "https://llm.corp.example/v1", env_key = "CORP_KEY", query_params = { api-version = "2025-01-01" }, retries = [
-  1, # first
-  2,
-], auth = {command = "/usr/local/bin/corp-token"}}}`,
+		`model_providers={"corp.eu" = {auth = {command = "/usr/local/bin/corp-token"}, base_url = "https://llm.corp.example/v1", env_key = "CORP_KEY", name = "Corp EU", query_params = {api-version = "2025-01-01"}, retries = [1, 2]}, dotted = {name = "Dotted"}}`,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("carried:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -151,33 +153,83 @@ func TestUserConfigPathFollowsTheChildsEnvironment(t *testing.T) {
 	}
 }
 
-func TestDecodeTOMLString(t *testing.T) {
-	for raw, want := range map[string]string{
-		`"a\"b\\c\n\u00e9\U0001F600"`: "a\"b\\c\né😀",
-		`'C:\path'`:                   `C:\path`,
-	} {
-		got, err := decodeTOMLString(raw)
-		if err != nil || got != want {
-			t.Errorf("%s: %q, %v", raw, got, err)
-		}
+// renderedMeansTheSame checks that every top-level value of src, rendered
+// for -c, decodes back to the value the file holds.
+func renderedMeansTheSame(t *testing.T, src string) {
+	var root map[string]any
+	if _, err := toml.Decode(src, &root); err != nil {
+		return
 	}
-	for _, raw := range []string{`"\x"`, `"\u12"`, `plain`, `"open`} {
-		if _, err := decodeTOMLString(raw); err == nil {
-			t.Errorf("%s: no error", raw)
+	for k, v := range root {
+		line := renderKey(k) + " = " + renderTOML(v)
+		var back map[string]any
+		if _, err := toml.Decode(line, &back); err != nil {
+			t.Fatalf("%q renders as %q, which does not parse: %v", src, line, err)
+		}
+		if !reflect.DeepEqual(normalise(back[k]), normalise(v)) {
+			t.Fatalf("%q: %s renders as %q, which reads back as %#v, not %#v", src, k, line, back[k], v)
 		}
 	}
 }
 
-func FuzzParseTOML(f *testing.F) {
+// normalise makes decoded values comparable: NaN equal to NaN, times by
+// instant and zone name.
+func normalise(v any) any {
+	switch v := v.(type) {
+	case float64:
+		if math.IsNaN(v) {
+			return "NaN"
+		}
+	case time.Time:
+		return v.Format(time.RFC3339Nano) + " " + v.Location().String()
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = normalise(e)
+		}
+		return out
+	case []map[string]any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = normalise(e)
+		}
+		return out
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range v {
+			out[k] = normalise(e)
+		}
+		return out
+	}
+	return v
+}
+
+func TestRenderedValuesMeanWhatTheFileSaid(t *testing.T) {
+	renderedMeansTheSame(t, `s = 'C:\path'
+m = """two
+lines"""
+u = "\u00e9\U0001F600 \"q\""
+i = 0x1F
+f = 1e6
+g = -0.0
+n = nan
+b = true
+d = 1979-05-27
+dt = 1979-05-27T07:32:00
+tz = 1979-05-27T07:32:00-08:00
+tm = 07:32:00.5
+a = [1, [2, "x"], {k = "v"}]
+"odd key" = {"a.b" = 1, c = {d = [true]}}
+[[arr]]
+x = 1
+[[arr]]
+y = "z"
+`)
+}
+
+func FuzzRenderedValues(f *testing.F) {
 	f.Add("a = 1\n[b.c]\nd = [1, {e = 'f'}]\n[[g]]\nh = \"\"\"x\"\"\"\n")
 	f.Add("model_providers.\"x.y\".name = \"n\"\n")
-	f.Fuzz(func(t *testing.T, src string) {
-		root, err := parseTOML(src)
-		if err != nil {
-			return
-		}
-		for _, k := range root.keys {
-			_ = root.vals[k].render()
-		}
-	})
+	f.Add("t = 1979-05-27T07:32:00.999Z\nf = inf\n")
+	f.Fuzz(renderedMeansTheSame)
 }
