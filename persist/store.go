@@ -664,6 +664,11 @@ func (s *Store) AddNotice(principal string, n manager.Notice) error {
 // in one transaction: a notice is returned once; the rest stay queued. A
 // queued notice that does not decode is logged and dropped.
 func (s *Store) TakeNotices(principal string, take func(manager.Notice) bool) ([]manager.Notice, error) {
+	// Every root tool call asks; most find nothing. Look in a read
+	// transaction first, so those cost no write commit (two disk syncs).
+	if !s.anyNotice(principal, take) {
+		return nil, nil
+	}
 	var out []manager.Notice
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		out = out[:0] // a retried transaction starts over
@@ -709,6 +714,34 @@ func (s *Store) TakeNotices(principal string, take func(manager.Notice) bool) ([
 		return nil, err
 	}
 	return out, nil
+}
+
+// anyNotice reports whether principal has a queued notice that take
+// accepts, or one that does not decode (the write transaction drops it).
+// A read error says yes: the write transaction reports it.
+func (s *Store) anyNotice(principal string, take func(manager.Notice) bool) bool {
+	found := false
+	err := s.db.View(func(tx *bolt.Tx) error {
+		notices := tx.Bucket(bucketNotices)
+		if notices == nil { // the write transaction reports it
+			found = true
+			return nil
+		}
+		if principal == "" {
+			return nil
+		}
+		q := notices.Bucket([]byte(principal))
+		if q == nil {
+			return nil
+		}
+		c := q.Cursor()
+		for k, v := c.First(); k != nil && !found; k, v = c.Next() {
+			n, err := decodeNotice(v)
+			found = v == nil || err != nil || take == nil || take(n)
+		}
+		return nil
+	})
+	return found || err != nil
 }
 
 // SetActive sets (true) or clears (false) the child's live-activation mark.
