@@ -323,6 +323,14 @@ func buildVersion(t *testing.T, v string) string {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building %s: %v\n%s", v, err, b)
 	}
+	// Registered before the test's sessions, so it runs after their
+	// cleanups: a relay of this binary still connected when a daemon is
+	// stopped starts one of its own, and none may outlive the test.
+	t.Cleanup(func() {
+		for _, pid := range processesOf(out) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	return out
 }
 

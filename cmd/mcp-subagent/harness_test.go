@@ -49,8 +49,11 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	// A test that failed before its cleanup may leave a daemon of ours
 	// behind: no process outlives the suite.
-	for _, pid := range processesOf(binary) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+	if left := processesOf(binary); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "killing %d processes of the server the tests left behind: %v\n", len(left), left)
+		for _, pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
