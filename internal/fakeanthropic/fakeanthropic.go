@@ -45,7 +45,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/record"
@@ -156,8 +155,7 @@ type Server struct {
 	h  Handler
 
 	reqs   record.Log[Request]
-	mu     sync.Mutex
-	others []string
+	others record.Log[string] // "METHOD /path" of every other request
 }
 
 // New starts a fake answering with h (nil: Generic).
@@ -184,9 +182,7 @@ func (s *Server) Requests() []Request { return s.reqs.All() }
 
 // Others lists the other requests ("METHOD /path"), count_tokens included.
 func (s *Server) Others() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.others...)
+	return s.others.All()
 }
 
 // Wait returns the first recorded request for which match holds, waiting
@@ -608,9 +604,7 @@ func (rep Reply) content(seq int) ([]map[string]any, string) {
 }
 
 func (s *Server) other(r *http.Request) {
-	s.mu.Lock()
-	s.others = append(s.others, r.Method+" "+r.URL.Path)
-	s.mu.Unlock()
+	s.others.Add(func(int) string { return r.Method + " " + r.URL.Path })
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

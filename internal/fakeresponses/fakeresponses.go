@@ -40,7 +40,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/record"
@@ -133,8 +132,7 @@ type Server struct {
 	h  Handler
 
 	reqs   record.Log[Request]
-	mu     sync.Mutex
-	others []string
+	others record.Log[string] // "METHOD /path" of every other request
 }
 
 // New starts a fake answering with h (nil: Generic).
@@ -178,9 +176,7 @@ func (s *Server) Requests() []Request { return s.reqs.All() }
 
 // Others lists the other requests, "METHOD /path".
 func (s *Server) Others() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.others...)
+	return s.others.All()
 }
 
 // Wait returns the first recorded request for which match holds, waiting
@@ -444,9 +440,7 @@ func decode(body []byte) (Request, error) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	if r.Method != http.MethodPost || (r.URL.Path != "/v1/responses" && r.URL.Path != "/responses") {
-		s.mu.Lock()
-		s.others = append(s.others, r.Method+" "+r.URL.Path)
-		s.mu.Unlock()
+		s.others.Add(func(int) string { return r.Method + " " + r.URL.Path })
 		w.Header().Set("Content-Type", "application/json")
 		if strings.HasSuffix(r.URL.Path, "/models") {
 			_, _ = w.Write([]byte(`{"object":"list","data":[]}`))
