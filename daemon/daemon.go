@@ -146,7 +146,9 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 	var (
 		mu       sync.Mutex
 		sessions int
-		idleFrom = time.Now()
+		idleFrom = time.Now() // last time a session or a live child kept it up
+		noneFrom = time.Now() // last time a session was connected
+		held     bool         // said that live children keep it up, this idle stretch
 		reason   Reason
 		wg       sync.WaitGroup
 	)
@@ -177,12 +179,18 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 					return
 				case now := <-t.C:
 					mu.Lock()
-					busy := sessions > 0 || (o.Busy != nil && o.Busy())
+					children := o.Busy != nil && o.Busy()
+					busy := sessions > 0 || children
 					if busy {
 						idleFrom = now
 					}
 					idle := !busy && now.Sub(idleFrom) >= o.IdleTimeout
+					hold := sessions == 0 && children && !held && now.Sub(noneFrom) >= o.IdleTimeout
+					held = held || hold
 					mu.Unlock()
+					if hold {
+						log.Info("no session for the idle period; live children keep the daemon up", "idle", o.IdleTimeout)
+					}
 					if idle {
 						log.Info("no session and no live child: exiting", "idle", o.IdleTimeout)
 						finish(ReasonIdle)
@@ -242,7 +250,7 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 			defer func() {
 				mu.Lock()
 				sessions--
-				idleFrom = time.Now()
+				idleFrom, noneFrom, held = time.Now(), time.Now(), false
 				mu.Unlock()
 			}()
 			l.serveSession(sctx, o, log, c, r, hello)

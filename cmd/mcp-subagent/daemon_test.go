@@ -176,6 +176,13 @@ func TestConcurrentFirstStartsMakeOneDaemon(t *testing.T) {
 	if !waitFor(10*time.Second, func() bool { return len(daemonsOf(dataDir)) == 1 }) {
 		t.Errorf("daemon processes for the directory: %v; want exactly one", daemonsOf(dataDir))
 	}
+	for path, want := range map[string]os.FileMode{dataDir: 0o700, daemon.SocketPath(dataDir): 0o600} {
+		if fi, err := os.Stat(path); err != nil {
+			t.Error(err)
+		} else if fi.Mode().Perm() != want {
+			t.Errorf("%s has mode %o; want %o", path, fi.Mode().Perm(), want)
+		}
+	}
 }
 
 func TestAKilledDaemonIsReplacedByTheNextSessionAndRecovers(t *testing.T) {
@@ -286,10 +293,13 @@ func TestChildrenOutliveTheirSessionAndTheDaemonExitsWhenIdle(t *testing.T) {
 	pid := daemonPID(s.dataDir)
 	s.client.Close() // the session ends; its child must not
 
-	// Several idle periods with no session: the live child keeps the
-	// daemon up. (Under load this check can only pass more easily; it never
-	// fails for a correct daemon.)
-	time.Sleep(4 * idle)
+	// The daemon says when an idle period has passed with no session and a
+	// live child holding it up; then it must still be there.
+	if !waitFor(15*time.Second, func() bool {
+		return strings.Contains(s.stderr.String(), "live children keep the daemon up")
+	}) {
+		t.Fatalf("the daemon never passed an idle period held up by its child; log:\n%s", s.stderr)
+	}
 	if !alive(pid) {
 		t.Fatalf("the daemon exited with a child still running; log:\n%s", s.stderr)
 	}
