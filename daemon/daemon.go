@@ -294,7 +294,7 @@ func (l *Listener) serveSession(ctx context.Context, o Options, log *slog.Logger
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	id := "sock-" + hex.EncodeToString(b[:])
-	s := newSession(id, c, log)
+	s := newSession(id, c, func() { _ = c.Close() }, log)
 	s.bye = func() []byte {
 		l.mu.Lock()
 		defer l.mu.Unlock()

@@ -17,12 +17,14 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 )
 
-// session is one relayed MCP connection: mcp-go's stdio session, but one
-// per connection (mcp-go's stdio server has a single process-wide session).
+// session is one MCP connection: mcp-go's stdio session, but one per
+// connection (mcp-go's stdio server has a single process-wide session), and
+// with no worker pool: every request runs on its own goroutine.
 type session struct {
-	id   string
-	conn net.Conn
-	log  *slog.Logger
+	id    string
+	w     io.Writer
+	close func() // ends a blocked read of the connection
+	log   *slog.Logger
 
 	wmu sync.Mutex // serialises writes: one JSON-RPC message per line
 
@@ -50,8 +52,8 @@ var (
 	_ server.SessionWithRoots      = (*session)(nil)
 )
 
-func newSession(id string, conn net.Conn, log *slog.Logger) *session {
-	return &session{id: id, conn: conn, log: log, notifications: make(chan mcp.JSONRPCNotification, 100), pending: map[int64]chan rpcReply{}}
+func newSession(id string, w io.Writer, close func(), log *slog.Logger) *session {
+	return &session{id: id, w: w, close: close, log: log, notifications: make(chan mcp.JSONRPCNotification, 100), pending: map[int64]chan rpcReply{}}
 }
 
 func (s *session) SessionID() string                                   { return s.id }
@@ -135,7 +137,7 @@ func (s *session) write(v any) error {
 	b = append(b, '\n')
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	_, err = s.conn.Write(b)
+	_, err = s.w.Write(b)
 	return err
 }
 
@@ -177,11 +179,11 @@ func (s *session) serve(ctx context.Context, ms *server.MCPServer, r *bufio.Read
 		if s.bye != nil {
 			if b := s.bye(); b != nil {
 				s.wmu.Lock()
-				_, _ = s.conn.Write(b)
+				_, _ = s.w.Write(b)
 				s.wmu.Unlock()
 			}
 		}
-		_ = s.conn.Close()
+		s.close()
 	})
 	defer stop()
 	for {
@@ -190,7 +192,7 @@ func (s *session) serve(ctx context.Context, ms *server.MCPServer, r *bufio.Read
 			s.handle(ctx, ms, &wg, line)
 		}
 		if err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || ctx.Err() != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrClosedPipe) || ctx.Err() != nil {
 				return nil
 			}
 			return err
@@ -248,4 +250,32 @@ func (s *session) dispatch(ctx context.Context, ms *server.MCPServer, raw json.R
 		}
 	}()
 	return ms.HandleMessage(ctx, raw)
+}
+
+// ServeStream serves one MCP session over r and w in this process (stdio
+// with --no-daemon) the way the daemon serves each relayed connection:
+// every request on its own goroutine, so calls that wait for minutes hold
+// no worker a quick call needs. wrap gives the session's requests their
+// context (the principal). It returns when r ends or ctx is done, once
+// every request it started has answered.
+//
+// A read of r cannot be interrupted (stdin is a blocking file), so r is
+// copied through a pipe by a goroutine that ends at r's EOF or at the
+// first read after ServeStream returned; the process exits soon after.
+func ServeStream(ctx context.Context, ms *server.MCPServer, id string, r io.Reader, w io.Writer, wrap func(context.Context) context.Context, log *slog.Logger) error {
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := io.Copy(pw, r)
+		pw.CloseWithError(err)
+	}()
+	s := newSession(id, w, func() { _ = pr.Close() }, log)
+	ctx = ms.WithContext(ctx, s)
+	if err := ms.RegisterSession(ctx, s); err != nil {
+		return fmt.Errorf("registering the session: %w", err)
+	}
+	defer ms.UnregisterSession(ctx, id)
+	if wrap != nil {
+		ctx = wrap(ctx)
+	}
+	return s.serve(ctx, ms, bufio.NewReaderSize(pr, 64<<10))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/daemon"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
@@ -275,21 +276,14 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 		return serveHTTP(ctx, listener, a.ms, a.ts, cfg.HTTP, log)
 	}
 	log.Info("serving MCP over stdio", "version", version, "principal", o.principal)
-	ss := server.NewStdioServer(a.ms)
-	ss.SetErrorLogger(slog.NewLogLogger(log.Handler(), slog.LevelError))
-	// Foreground subagent calls block for minutes: a pool this size keeps
-	// several of them from stalling the read loop.
-	for _, opt := range []server.StdioOption{
-		server.WithWorkerPoolSize(100), server.WithQueueSize(1000),
-		server.WithStdioContextFunc(func(ctx context.Context) context.Context {
-			return tools.WithPrincipal(ctx, o.principal)
-		}),
-	} {
-		opt(ss)
-	}
+	// Not mcp-go's stdio server: its worker pool lets long calls (waits,
+	// foreground children) stall every call behind them. Each request runs
+	// on its own goroutine, as in a daemon session.
 	end := a.ts.OpenSession(tools.SessionInfo{ID: "stdio", Principal: o.principal})
 	defer end()
-	err = ss.Listen(ctx, stdin, stdout)
+	err = daemon.ServeStream(ctx, a.ms, "stdio", stdin, stdout, func(ctx context.Context) context.Context {
+		return tools.WithPrincipal(ctx, o.principal)
+	}, log.With("component", "stdio"))
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
