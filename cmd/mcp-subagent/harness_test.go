@@ -40,7 +40,20 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "mcp-subagent")
-	build := exec.Command("go", "build", "-o", binary, ".")
+	buildArgs := []string{"build", "-o", binary}
+	if raceBuild {
+		// Every server process the tests start (sessions, relays, daemons
+		// they spawn) writes its race reports under raceDir; any report
+		// fails the suite.
+		buildArgs = append(buildArgs, "-race")
+		raceDir = filepath.Join(dir, "race")
+		if err := os.Mkdir(raceDir, 0o700); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Setenv("GORACE", "log_path="+filepath.Join(raceDir, "report"))
+	}
+	build := exec.Command("go", append(buildArgs, ".")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the server:", err)
@@ -55,8 +68,30 @@ func TestMain(m *testing.M) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	if reports := raceReports(); reports != "" {
+		fmt.Fprintf(os.Stderr, "the server binary reported data races:\n%s", reports)
+		code = 1
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// raceDir collects the race reports of a -race server binary.
+var raceDir string
+
+// raceReports is every race report the server processes wrote.
+func raceReports() string {
+	if raceDir == "" {
+		return ""
+	}
+	ents, _ := os.ReadDir(raceDir)
+	var b strings.Builder
+	for _, e := range ents {
+		if data, err := os.ReadFile(filepath.Join(raceDir, e.Name())); err == nil && len(data) > 0 {
+			fmt.Fprintf(&b, "== %s\n%s\n", e.Name(), data)
+		}
+	}
+	return b.String()
 }
 
 // processesOf lists live processes running the executable at path.
@@ -163,6 +198,9 @@ func serverEnv(fake *fakeopenai.Server, extra []string) []string {
 	}
 	if fake != nil {
 		env = append(env, "OPENAI_BASE_URL="+fake.URL())
+	}
+	if v, ok := os.LookupEnv("GORACE"); ok {
+		env = append(env, "GORACE="+v)
 	}
 	return append(env, extra...)
 }

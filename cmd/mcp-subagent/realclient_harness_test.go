@@ -124,11 +124,15 @@ func stopDaemonAtCleanup(t *testing.T, dataDir string) {
 // serverEnvVars is the environment our server needs: its children's chat
 // API (the fake) and model.
 func serverEnvVars(child *childModel) map[string]string {
-	return map[string]string{
+	env := map[string]string{
 		"OPENAI_BASE_URL":    child.URL(),
 		"OPENAI_API_KEY":     "test-key",
 		"MCP_SUBAGENT_MODEL": "fake-model",
 	}
+	if v, ok := os.LookupEnv("GORACE"); ok { // a -race binary's reports
+		env["GORACE"] = v
+	}
+	return env
 }
 
 // childModel is the fake chat API of our server's spawn children. A child
