@@ -495,6 +495,7 @@ func (a *accumulator) add(ch openai.ChatCompletionChunk, onDelta func(string)) {
 		for _, tc := range d.ToolCalls {
 			a.addCall(tc.Index, tc.ID, tc.Function.Name, tc.Function.Arguments)
 		}
+		//lint:ignore SA1019 servers that speak the legacy function_call still exist
 		if fc := d.FunctionCall; fc.Name != "" || fc.Arguments != "" {
 			a.addCall(legacyIndex, "", fc.Name, fc.Arguments)
 		}

@@ -265,6 +265,7 @@ func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 		// Like real clients on the legacy protocol (the one Claude Code and
 		// Codex speak, pinned below), hold the GET stream open for
 		// server-initiated notifications (pushed notices).
+		//lint:ignore SA1019 the legacy GET stream is what real clients use
 		opts := []transport.StreamableHTTPCOption{transport.WithContinuousListening()}
 		if o.token != "" {
 			opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + o.token}))

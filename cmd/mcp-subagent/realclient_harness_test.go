@@ -593,19 +593,6 @@ func codexParent(steps []codexStep, final string) fakeresponses.Handler {
 	}
 }
 
-func codexBySession(handlers map[string]fakeresponses.Handler) fakeresponses.Handler {
-	return func(r fakeresponses.Request) fakeresponses.Reply {
-		for _, u := range r.UserTexts() {
-			for marker, h := range handlers {
-				if strings.Contains(u, marker) {
-					return h(r)
-				}
-			}
-		}
-		return fakeresponses.Generic(r)
-	}
-}
-
 // ---- what the model received ----
 
 // received is one tool result as the parent's model got it.
