@@ -387,6 +387,23 @@ func openStore(t *testing.T, dataDir string) *persist.Store {
 }
 
 // turnEndedAborted reports whether the server logged an aborted turn of id.
+// interruptsOf is who carried out each interrupt of child id, in order,
+// from the server's log.
+func interruptsOf(stderr string, id string) []string {
+	var by []string
+	for _, line := range strings.Split(stderr, "\n") {
+		var e struct {
+			Msg     string `json:"msg"`
+			AgentID string `json:"agent_id"`
+			By      string `json:"by"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "subagent interrupted" && e.AgentID == id {
+			by = append(by, e.By)
+		}
+	}
+	return by
+}
+
 func turnEndedAborted(stderr string, id string) bool {
 	for _, line := range strings.Split(stderr, "\n") {
 		if strings.Contains(line, `"msg":"turn ended"`) && strings.Contains(line, `"stop_reason":"aborted"`) && strings.Contains(line, id) {
@@ -551,10 +568,15 @@ func TestFollowupsQueuedDuringATurnRunInOrderOneTurnEach(t *testing.T) {
 // ---- 3 -------------------------------------------------------------------
 
 func TestInterruptAbortsTheTurnAndParksTheQueueUntilTheNextSend(t *testing.T) {
+	// B may run only once C is sent: the fake sees which came first.
+	var cSent, bEarly atomic.Bool
 	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
 		lu := req.LastUserText()
 		if lu == "A: take forever" {
 			return fakeopenai.Reply{Text: "too late", Delay: 30 * time.Second}
+		}
+		if lu == "B" && !cSent.Load() {
+			bEarly.Store(true)
 		}
 		return fakeopenai.Reply{Text: "answer to " + lu}
 	})
@@ -580,7 +602,6 @@ func TestInterruptAbortsTheTurnAndParksTheQueueUntilTheNextSend(t *testing.T) {
 	if !acc.Accepted {
 		t.Errorf("interrupt_agent structuredContent = %+v", res.StructuredContent)
 	}
-	interrupted := time.Now()
 	if !waitFor(2*time.Second, func() bool { return turnEndedAborted(s.stderr.String(), h.AgentID) }) {
 		t.Errorf("the interrupted turn did not end aborted within 2s")
 	}
@@ -593,17 +614,17 @@ func TestInterruptAbortsTheTurnAndParksTheQueueUntilTheNextSend(t *testing.T) {
 		_, rows := callList(t, s, ctx, nil)
 		t.Errorf("after the interrupt the child is not idle: %+v", rows)
 	}
-	// The parked queue waits: B is not run on its own.
-	time.Sleep(time.Until(interrupted.Add(1200 * time.Millisecond)))
-	if reqs := requestsWhere(fake, func(r fakeopenai.Request) bool { return r.LastUserText() == "B" }); len(reqs) != 0 {
-		t.Fatalf("B ran after the interrupt without a new message")
-	}
 	res, _ = callList(t, s, ctx, nil)
 	if ns := notices(res, ""); len(ns) != 0 {
 		t.Errorf("an interrupted, resident child produced notices: %q", ns)
 	}
 
+	// The parked queue waits: B runs with the next message, not before.
+	cSent.Store(true)
 	res, sent = callSend(t, s, ctx, h.AgentID, "C", 10)
+	if bEarly.Load() {
+		t.Fatalf("B ran after the interrupt without a new message")
+	}
 	if res.IsError || sent.Outcome == nil {
 		t.Fatalf("send C with wait: %s %+v", text(res), sent)
 	}
@@ -908,8 +929,8 @@ func TestStrangersCannotInterruptOrMessageAnothersChild(t *testing.T) {
 			t.Errorf("bob's list_agents (%s) shows %+v", scope, rows)
 		}
 	}
-	// Bob's interrupt changed nothing.
-	time.Sleep(300 * time.Millisecond)
+	// Bob's interrupt changed nothing (the log, read in order once alice's
+	// interrupt is in it, shows whose interrupts were carried out).
 	_, rows = callList(t, alice, ctx, nil)
 	if r, _ := rowOf(rows, h.AgentID); r.Status != "running" || turnEndedAborted(alice.stderr.String(), h.AgentID) {
 		t.Errorf("after bob's interrupt alice's child is %+v", r)
@@ -931,6 +952,9 @@ func TestStrangersCannotInterruptOrMessageAnothersChild(t *testing.T) {
 	}
 	if !waitFor(2*time.Second, func() bool { return turnEndedAborted(alice.stderr.String(), h.AgentID) }) {
 		t.Error("alice's interrupt did not abort the turn")
+	}
+	if by := interruptsOf(alice.stderr.String(), h.AgentID); strings.Join(by, ",") != "principal:alice" {
+		t.Errorf("interrupts carried out on alice's child, by caller: %q; want alice's only", by)
 	}
 	if reqs := requestsWhere(fake, func(r fakeopenai.Request) bool { return strings.Contains(r.LastUserText(), "bob") }); len(reqs) != 0 {
 		t.Errorf("bob's message reached the child")

@@ -580,9 +580,21 @@ func TestForegroundWaitSecondsAndNoDuplicateNotice(t *testing.T) {
 	if res.IsError || text(res) != "quick answer" {
 		t.Fatalf("quick: %v %q", res.IsError, text(res))
 	}
-	time.Sleep(300 * time.Millisecond) // let the child settle
-	list := s.call(t, testCtx(t), "list_agents", map[string]any{})
-	if strings.Contains(text(list), "[subagent-settled") {
+	// Until the listing shows the epoch settled (its notice, if there were
+	// one, is stored by then), no listing carries a notice.
+	quick := structured(t, res).AgentID
+	settled := waitFor(10*time.Second, func() bool {
+		list, rows := callList(t, s, testCtx(t), nil)
+		if strings.Contains(text(list), "[subagent-settled") {
+			t.Fatalf("a notice followed an in-band answer: %q", text(list))
+		}
+		r, _ := rowOf(rows, quick)
+		return r.Status == "ready"
+	})
+	if !settled {
+		t.Fatalf("the quick child never listed as settled")
+	}
+	if list := s.call(t, testCtx(t), "list_agents", map[string]any{}); strings.Contains(text(list), "[subagent-settled") {
 		t.Errorf("a notice followed an in-band answer: %q", text(list))
 	}
 
@@ -607,7 +619,7 @@ func TestForegroundWaitSecondsAndNoDuplicateNotice(t *testing.T) {
 	if res.IsError || h.Kind != "continuable" || h.Status != "running" || h.AgentID == "" {
 		t.Fatalf("bounded foreground = %v %s", res.IsError, raw)
 	}
-	list = s.call(t, testCtx(t), "list_agents", map[string]any{"wait_seconds": 10})
+	list := s.call(t, testCtx(t), "list_agents", map[string]any{"wait_seconds": 10})
 	if got := text(list); !strings.Contains(got, "[subagent-settled from "+h.AgentID+"]") || !strings.Contains(got, "slow answer") {
 		t.Errorf("the notice after the bound = %q", got)
 	}
