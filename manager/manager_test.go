@@ -355,7 +355,10 @@ func TestEvents(t *testing.T) {
 		if end.RunID != run.ID() || end.StopReason != agent.StopAborted {
 			t.Errorf("end event = %+v, want aborted for %s", end, run.ID())
 		}
-		time.Sleep(20 * time.Millisecond)
+		// Close waits for every run's watcher: any second end is out by then.
+		if err := m.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		if n := rec.count(manager.EventEnd); n != 1 {
 			t.Errorf("%d end events, want 1", n)
 		}
@@ -631,7 +634,10 @@ func TestCancellation(t *testing.T) {
 				if !errors.Is(err, ctx.Err()) {
 					t.Errorf("error %v does not wrap %v", err, ctx.Err())
 				}
-				time.Sleep(20 * time.Millisecond)
+				// Close waits for every run's watcher: any event is out by then.
+				if err := m.Close(context.Background()); err != nil {
+					t.Fatal(err)
+				}
 				if evs := rec.all(); len(evs) != 0 {
 					t.Errorf("events for a start that never got ready: %+v", evs)
 				}
