@@ -8,9 +8,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/google/jsonschema-go/jsonschema"
-
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/schemas"
 )
 
 // StopReason says how a turn ended. Only StopCompleted is success.
@@ -57,7 +56,7 @@ type Agent struct {
 	journal *Journal
 	tools   map[string]Tool
 	defs    []llm.ToolDef
-	schema  *jsonschema.Resolved
+	schema  *schemas.Output
 	turnMu  sync.Mutex
 }
 
@@ -100,7 +99,7 @@ func New(cfg Config) (*Agent, error) {
 	if len(cfg.OutputSchema) > 0 {
 		rs, err := ResolveObjectSchema(cfg.OutputSchema)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("agent: output_schema: %w", err)
 		}
 		a.schema = rs
 		if err := add(captureTool{schema: cfg.OutputSchema}); err != nil {
@@ -110,21 +109,13 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
-// ResolveObjectSchema parses and resolves a JSON Schema whose root type is
-// "object".
-func ResolveObjectSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
-	var s jsonschema.Schema
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("output schema is not a JSON Schema object: %v", err)
-	}
-	if s.Type != "object" {
-		return nil, fmt.Errorf(`output schema must have "type": "object" at its root`)
-	}
-	rs, err := s.Resolve(nil)
-	if err != nil {
-		return nil, fmt.Errorf("output schema does not resolve: %v", err)
-	}
-	return rs, nil
+// ResolveObjectSchema checks and compiles an output schema: an
+// object-rooted JSON Schema that resolves, is well-formed and cannot loop
+// (see schemas.CompileOutput). Requests, stored children rebuilt after a
+// restart and every provider that validates output all go through it, so
+// no schema reaches the validator unchecked.
+func ResolveObjectSchema(raw json.RawMessage) (*schemas.Output, error) {
+	return schemas.CompileOutput(raw)
 }
 
 // Journal returns the agent's journal.
@@ -359,6 +350,8 @@ func (a *Agent) capture(arguments string) (json.RawMessage, string) {
 	if err := json.Unmarshal([]byte(arguments), &v); err != nil {
 		return nil, "Error: the arguments are not valid JSON: " + err.Error() + ". Call structured_output again with a JSON object."
 	}
+	// The bounded validator: a value too deep or too costly to check is
+	// refused like a mismatch, never allowed to exhaust the stack.
 	if err := a.schema.Validate(v); err != nil {
 		return nil, "Error: the object does not match the output schema: " + err.Error() + ". Fix it and call structured_output again."
 	}

@@ -414,6 +414,17 @@ func TestNew(t *testing.T) {
 		{name: "an output schema that does not resolve is refused",
 			cfg:     agent.Config{Client: script(), OutputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"#/$defs/missing"}}}`)},
 			wantErr: "does not resolve"},
+		{name: "an output schema that refers to itself in place is refused",
+			cfg:     agent.Config{Client: script(), OutputSchema: json.RawMessage(`{"type":"object","$ref":"#"}`)},
+			wantErr: "applies itself to the same value forever"},
+		{name: "an output schema with two $defs referring to each other is refused",
+			cfg:     agent.Config{Client: script(), OutputSchema: json.RawMessage(`{"type":"object","$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}}}`)},
+			wantErr: "applies itself to the same value forever"},
+		{name: "an output schema with an unknown type is refused naming where",
+			cfg:     agent.Config{Client: script(), OutputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"nonsense"}}}`)},
+			wantErr: `"type" at /properties/a is "nonsense"`},
+		{name: "a recursive output schema that descends into the value is accepted",
+			cfg: agent.Config{Client: script(), Tools: []agent.Tool{echo, constTool("other", "")}, OutputSchema: json.RawMessage(`{"type":"object","properties":{"next":{"$ref":"#"}}}`)}},
 		{name: "unique tools and an object schema are accepted",
 			cfg: agent.Config{Client: script(), Tools: []agent.Tool{echo, constTool("other", "")}, OutputSchema: json.RawMessage(pointSchema)}},
 	}
@@ -562,5 +573,29 @@ func TestToolCallsSharingOrLackingAnIDStillLeaveAValidJournal(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A capture nested past schemas.MaxOutputDepth is answered like a
+// mismatch, so the model can deliver a flatter object; it never reaches
+// the recursive validator.
+func TestADeeplyNestedCaptureIsRefusedAndRetried(t *testing.T) {
+	list := `{"type":"object","properties":{"next":{"$ref":"#"}}}`
+	deep := strings.Repeat(`{"next":`, 5000) + `{}` + strings.Repeat(`}`, 5000)
+	client := script(call("", tc("c1", agent.CaptureToolName, deep)), call("", tc("c2", agent.CaptureToolName, `{"next":{}}`)), say("ok"))
+	ag := newAgent(t, agent.Config{Client: client, OutputSchema: json.RawMessage(list)})
+	res := ag.RunTurn(context.Background(), "give me a list", "")
+	if res.StopReason != agent.StopCompleted || string(res.Structured) != `{"next":{}}` {
+		t.Fatalf("result = %q %s (%s), want completed with the shallow list", res.StopReason, res.Structured, res.Diagnostic)
+	}
+	var first string
+	for _, e := range ag.Journal().Events() {
+		if e.Message != nil && e.Message.Role == llm.RoleTool {
+			first = e.Message.Content
+			break
+		}
+	}
+	if !strings.Contains(first, "does not match the output schema") || !strings.Contains(first, "deeper than") {
+		t.Errorf("the deep capture was answered %q, want a depth refusal", first)
 	}
 }

@@ -1,5 +1,3 @@
-// Package schemas embeds the JSON Schemas the server validates against: the
-// tools' inputs and the configuration file.
 package schemas
 
 import _ "embed"

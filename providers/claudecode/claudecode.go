@@ -10,11 +10,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
-
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
+	"github.com/mcp-subagent/mcp-subagent/schemas"
 )
 
 // DefaultName is the provider's name when Options.Name is empty.
@@ -184,11 +183,9 @@ func compactJSON(raw json.RawMessage) (json.RawMessage, error) {
 	return b.Bytes(), nil
 }
 
-// validate checks a structured output against the child's schema.
-func validate(rs *jsonschema.Resolved, raw json.RawMessage) error {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return err
-	}
-	return rs.Validate(v)
+// validate checks a structured output against the child's schema, with
+// the depth and work bounds of schemas.Output.
+func validate(o *schemas.Output, raw json.RawMessage) error {
+	_, err := o.ValidateJSON(raw)
+	return err
 }

@@ -12,12 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
-
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
+	"github.com/mcp-subagent/mcp-subagent/schemas"
 )
 
 const (
@@ -54,7 +53,7 @@ type driver struct {
 	p           *Provider
 	path        string
 	cfg         turnConfig
-	resolved    *jsonschema.Resolved // the output schema, to check what the CLI returns
+	resolved    *schemas.Output // the output schema, to check what the CLI returns
 	journal     *agent.Journal
 	unsubscribe func() // one-shot progress listener
 }

@@ -1,0 +1,56 @@
+package spawn_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+)
+
+// A child an older version stored with a cyclic output schema is not
+// rebuilt on a follow-up after a restart: the send fails with
+// NOT_RESUMABLE naming the cause, and the model, which would trigger the
+// stack overflow with its first structured_output, is never called.
+func TestAStoredCyclicSchemaFailsTheFollowupCleanly(t *testing.T) {
+	var calls atomic.Int32
+	fake := fakeopenai.New(func(int, fakeopenai.Request) fakeopenai.Reply {
+		calls.Add(1)
+		return fakeopenai.Reply{Text: "ok"}
+	})
+	t.Cleanup(fake.Close)
+	store := memstore.New()
+	hdr := manager.Header{ID: manager.NewID(), Parent: manager.PrincipalAddress("local"), Principal: "local",
+		Depth: 1, DepthCap: 3, Mode: manager.ModeContinuable, Provider: "spawn", Label: "old", Cwd: t.TempDir(),
+		CreatedAt: time.Now()}
+	desc := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn",
+		Label: "old", OutputSchema: json.RawMessage(`{"type":"object","$ref":"#"}`)}
+	if err := store.CreateChild(hdr, desc); err != nil {
+		t.Fatal(err)
+	}
+	m := manager.New(manager.Options{Store: store})
+	if err := m.Register(spawn.New(spawn.Options{Client: llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k"}), Model: "m"})); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	caller := manager.ParentRef{Principal: "local", Cwd: hdr.Cwd}
+	_, err := m.Followup(context.Background(), caller, hdr.ID, "go on", true)
+	var me *manager.Error
+	if !errors.As(err, &me) || me.Code != manager.CodeNotResumable {
+		t.Fatalf("Followup = %v, want NOT_RESUMABLE", err)
+	}
+	if cause := errors.Unwrap(me); cause == nil || !strings.Contains(cause.Error(), "applies itself to the same value forever") {
+		t.Errorf("the refusal's cause = %v, want the schema loop", cause)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("the model was called %d times for a child that cannot be rebuilt", n)
+	}
+}
