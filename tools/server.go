@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -45,11 +46,12 @@ var _ Manager = (*manager.Manager)(nil)
 
 // Options configures a Server. Zero values mean the defaults given.
 type Options struct {
-	// Roots are the directories a root caller's cwd may lie in, beside its
-	// session's working directory and MCP roots; the first is the default
-	// cwd of a session that tells none. Zero: the process's working
-	// directory, unless NoWorkingDirRoot (a daemon, whose working directory
-	// is nobody's project).
+	// Roots are directories a root caller's cwd may lie in, beside its
+	// session's working directory and MCP roots, and beside the process's
+	// working directory unless NoWorkingDirRoot (a daemon, whose working
+	// directory is nobody's project). The first allowed root (the working
+	// directory, else Roots[0]) is the default cwd of a session that tells
+	// none.
 	Roots            []string
 	NoWorkingDirRoot bool
 	// DefaultProvider is used when a call names none; zero: the first
@@ -107,14 +109,17 @@ func New(mgr Manager, opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	roots := opts.Roots
-	if len(roots) == 0 && !opts.NoWorkingDirRoot {
+	// The configured roots add to the working directory, never replace it
+	// (the README's promise); it stays first, the default cwd.
+	var roots []string
+	if !opts.NoWorkingDirRoot {
 		wd, err := os.Getwd()
 		if err != nil {
 			return nil, err
 		}
-		roots = []string{wd}
+		roots = append(roots, wd)
 	}
+	roots = append(roots, opts.Roots...)
 	for _, r := range roots {
 		abs, err := filepath.Abs(r)
 		if err != nil {
@@ -124,7 +129,9 @@ func New(mgr Manager, opts Options) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("root %q: %w", r, err)
 		}
-		s.roots = append(s.roots, real)
+		if !slices.Contains(s.roots, real) {
+			s.roots = append(s.roots, real)
+		}
 	}
 	providers := mgr.Providers()
 	if len(providers) == 0 {
