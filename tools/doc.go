@@ -5,7 +5,9 @@
 // The same handlers serve every caller: a root MCP client (identified by the
 // transport: "local" over stdio, a token's principal over HTTP) and an
 // in-process child agent, which calls them in Go through AgentTools. The
-// caller's identity never comes from arguments.
+// caller's identity never comes from arguments, and is never defaulted: a
+// call the transport marked with no principal, or whose callback token was
+// revoked after the transport resolved it, is refused with UNAUTHORIZED.
 //
 // A completed run is a result with structuredContent; any other stop reason
 // is a result with isError, carrying the diagnostic and the partial output.

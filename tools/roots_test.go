@@ -36,7 +36,7 @@ func TestConfiguredRootsAddToTheWorkingDirectory(t *testing.T) {
 
 	t.Run("server", func(t *testing.T) {
 		s := newPlainServer(t, Options{Roots: []string{extra}})
-		ref := s.rootCaller(WithPrincipal(context.Background(), "local"))
+		ref := s.rootCaller(context.Background(), "local")
 		if ref.Cwd != wd {
 			t.Errorf("default cwd = %q, want the working directory %q", ref.Cwd, wd)
 		}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -80,6 +81,7 @@ type Server struct {
 
 	mu           sync.Mutex
 	sessionsByID map[string]*session          // root sessions known, by MCP session id
+	lastPrune    time.Time                    // when sessionsByID was last pruned
 	tokens       map[string]manager.ParentRef // callback token → external child
 	cbURL        string
 }
@@ -222,7 +224,7 @@ func (s *Server) Register(ms *server.MCPServer) {
 // Filter is the MCP server's tool filter: root callers do not see the
 // child-only tools (report).
 func (s *Server) Filter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
-	if _, child := ctx.Value(childKey{}).(manager.ParentRef); child {
+	if isChild(ctx) {
 		return tools
 	}
 	out := tools[:0:0]
@@ -260,8 +262,10 @@ func (s *Server) MintCallback(self manager.ParentRef) (manager.Callback, func())
 	}
 }
 
-// ChildContext resolves a callback bearer token; ok is false for an
-// unknown or revoked token.
+// ChildContext resolves a callback bearer token into a context marking
+// the call as that child's; ok is false for an unknown or revoked token.
+// Resolve once and pass the context on: a call made with it is refused
+// if the token is revoked before it runs.
 func (s *Server) ChildContext(ctx context.Context, token string) (context.Context, bool) {
 	s.mu.Lock()
 	self, ok := s.tokens[token]
@@ -269,7 +273,7 @@ func (s *Server) ChildContext(ctx context.Context, token string) (context.Contex
 	if !ok {
 		return ctx, false
 	}
-	return withChild(ctx, self), true
+	return withChild(ctx, self, token), true
 }
 
 // mcpHandler adapts a tool for an MCP caller: the caller comes from the
@@ -278,7 +282,11 @@ func (s *Server) ChildContext(ctx context.Context, token string) (context.Contex
 // result.
 func (s *Server) mcpHandler(t *tool) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		caller := s.caller(ctx)
+		caller, err := s.caller(ctx)
+		if err != nil {
+			s.log.Warn("tool call refused", "tool", t.name, "err", err)
+			return mcp.NewToolResultError("Error: " + err.Error()), nil
+		}
 		root := caller.AgentID == ""
 		if root && !s.seen(ctx, caller.Principal) {
 			return mcp.NewToolResultError("Error: UNAUTHORIZED: this MCP session belongs to another principal; start a session of your own"), nil

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/schemas"
 )
@@ -45,10 +46,55 @@ type DaemonConfig struct {
 	IdleSeconds float64 `json:"idle_seconds,omitempty"`
 }
 
-// HTTPConfig guards the streamable HTTP transport.
+// HTTPConfig guards the streamable HTTP transport (serve --http, and the
+// callback listener external children call back on).
 type HTTPConfig struct {
 	Tokens         []TokenConfig `json:"tokens,omitempty"`
 	AllowedOrigins []string      `json:"allowed_origins,omitempty"`
+	// MaxBodyBytes bounds a request body (larger: 413); zero: 8 MiB.
+	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
+	// ReadTimeoutSeconds bounds the time to send one request, headers and
+	// body (a trickled one is cut); zero: 30.
+	ReadTimeoutSeconds float64 `json:"read_timeout_seconds,omitempty"`
+	// IdleTimeoutSeconds closes a keep-alive connection idle this long;
+	// zero: 120.
+	IdleTimeoutSeconds float64 `json:"idle_timeout_seconds,omitempty"`
+	// SessionIdleSeconds forgets a session with no request this long;
+	// zero: 1800.
+	SessionIdleSeconds float64 `json:"session_idle_seconds,omitempty"`
+}
+
+const (
+	defaultMaxBody     = 8 << 20
+	defaultReadTimeout = 30 * time.Second
+	defaultIdleTimeout = 2 * time.Minute
+	defaultSessionIdle = 30 * time.Minute
+)
+
+func (hc HTTPConfig) maxBody() int64 {
+	if hc.MaxBodyBytes > 0 {
+		return hc.MaxBodyBytes
+	}
+	return defaultMaxBody
+}
+
+func orSeconds(v float64, def time.Duration) time.Duration {
+	if v > 0 {
+		return time.Duration(v * float64(time.Second))
+	}
+	return def
+}
+
+func (hc HTTPConfig) readTimeout() time.Duration {
+	return orSeconds(hc.ReadTimeoutSeconds, defaultReadTimeout)
+}
+
+func (hc HTTPConfig) idleTimeout() time.Duration {
+	return orSeconds(hc.IdleTimeoutSeconds, defaultIdleTimeout)
+}
+
+func (hc HTTPConfig) sessionIdle() time.Duration {
+	return orSeconds(hc.SessionIdleSeconds, defaultSessionIdle)
 }
 
 // TokenConfig is one bearer token and the principal it authenticates. The
