@@ -66,7 +66,9 @@ type Options struct {
 	// clientInfo.name: a client that cancels tool calls after a fixed time
 	// gets a handle before that instead of a cancelled child.
 	ClientWaitSeconds map[string]float64
-	Logger            *slog.Logger
+	// Limits bounds argument sizes; zero fields: the defaults.
+	Limits Limits
+	Logger *slog.Logger
 }
 
 // Server holds the tool handlers. Build it after the providers are
@@ -94,6 +96,7 @@ type tool struct {
 	schema      json.RawMessage
 	validator   *schemas.Validator
 	annotations mcp.ToolAnnotation
+	limits      Limits
 	rootToo     bool // published to root MCP clients (report is child-only)
 	handle      func(ctx context.Context, c call) *mcp.CallToolResult
 }
@@ -166,6 +169,7 @@ func New(mgr Manager, opts Options) (*Server, error) {
 		{"list_agents", listAgentsDescription, schemas.ListAgentsInput, true, true, s.listAgents},
 		{"report", reportDescription, schemas.ReportInput, false, false, s.report},
 	}
+	limits := opts.Limits.withDefaults()
 	for _, d := range defs {
 		if !mgr.Persistent() && d.name != "subagent" {
 			continue // control tools need the session store: publish only tools that work
@@ -178,7 +182,7 @@ func New(mgr Manager, opts Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.tools = append(s.tools, &tool{name: d.name, description: d.desc, schema: raw, validator: v, rootToo: d.rootToo,
+		s.tools = append(s.tools, &tool{name: d.name, description: d.desc, schema: raw, validator: v, limits: limits, rootToo: d.rootToo,
 			handle: d.handle, annotations: mcp.ToolAnnotation{
 				ReadOnlyHint: mcp.ToBoolPtr(d.readOnly), DestructiveHint: mcp.ToBoolPtr(false),
 				IdempotentHint: mcp.ToBoolPtr(d.readOnly), OpenWorldHint: mcp.ToBoolPtr(d.name == "subagent"),
@@ -405,10 +409,14 @@ func resultText(r *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-// decode validates a call's arguments into dst.
+// decode checks a call's arguments against the size limits, before
+// anything copies them, then validates them into dst.
 func (t *tool) decode(c call, dst any) *mcp.CallToolResult {
+	if err := t.limits.check(t.name, c.args); err != nil {
+		return mcp.NewToolResultError("Error: INVALID_REQUEST: " + err.Error())
+	}
 	if err := t.validator.Decode(c.args, dst); err != nil {
-		return mcp.NewToolResultError("Error: " + err.Error())
+		return mcp.NewToolResultError("Error: " + clip(err.Error()))
 	}
 	return nil
 }

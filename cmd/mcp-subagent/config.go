@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/schemas"
+	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // Config is the --config file. Its schema is schemas/config.json; zero
@@ -27,7 +28,23 @@ type Config struct {
 	// claude-code when on PATH; [] : none.
 	Providers []ProviderConfig `json:"providers"`
 	HTTP      HTTPConfig       `json:"http"`
+	Limits    LimitsConfig     `json:"limits"`
 }
+
+// LimitsConfig bounds tool arguments (tools.Limits); zero: the defaults
+// documented in schemas/config.json.
+type LimitsConfig struct {
+	PromptBytes       int `json:"prompt_bytes,omitempty"`
+	MessageBytes      int `json:"message_bytes,omitempty"`
+	PersonaBytes      int `json:"persona_bytes,omitempty"`
+	OutputSchemaBytes int `json:"output_schema_bytes,omitempty"`
+	AgentIDBytes      int `json:"agent_id_bytes,omitempty"`
+	LabelBytes        int `json:"label_bytes,omitempty"`
+	CwdBytes          int `json:"cwd_bytes,omitempty"`
+	ToolFilterNames   int `json:"tool_filter_names,omitempty"`
+}
+
+func (l LimitsConfig) tools() tools.Limits { return tools.Limits(l) }
 
 // LLMConfig is the chat API in-process children use.
 type LLMConfig struct {

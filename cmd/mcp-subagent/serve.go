@@ -183,7 +183,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		waits[k] = v
 	}
 	ts, err = tools.New(mgr, tools.Options{Roots: cfg.Roots, NoWorkingDirRoot: asDaemon, DefaultProvider: cfg.DefaultProvider,
-		DefaultWaitSeconds: cfg.WaitSeconds, ClientWaitSeconds: waits, Logger: log.With("component", "tools")})
+		DefaultWaitSeconds: cfg.WaitSeconds, ClientWaitSeconds: waits, Limits: cfg.Limits.tools(), Logger: log.With("component", "tools")})
 	if err != nil {
 		return nil, err
 	}
