@@ -166,15 +166,15 @@ func TestLimitsAreConfigurable(t *testing.T) {
 func TestLabelsMustBePlainText(t *testing.T) {
 	s, p := storedServer(t, Limits{})
 	for name, label := range map[string]string{
-		"NUL":           "fix\x00 the bug",
-		"ANSI escape":   "\x1b[31mred\x1b[0m",
-		"C1 CSI":        "a\u009b31mb",
-		"newline":       "line one\nline two",
-		"tab":           "a\tb",
-		"RLO override":  "invoice \u202efdp.exe",
-		"isolate":       "a\u2066b\u2069",
-		"LRM":           "a\u200eb",
-		"line sep":      "a\u2028b",
+		"NUL":          "fix\x00 the bug",
+		"ANSI escape":  "\x1b[31mred\x1b[0m",
+		"C1 CSI":       "a\u009b31mb",
+		"newline":      "line one\nline two",
+		"tab":          "a\tb",
+		"RLO override": "invoice \u202efdp.exe",
+		"isolate":      "a\u2066b\u2069",
+		"LRM":          "a\u200eb",
+		"line sep":     "a\u2028b",
 	} {
 		for i, res := range run(t, s, "subagent", map[string]any{"description": label, "prompt": "p"}) {
 			if got := resultText(res); !res.IsError || !strings.Contains(got, `"description"`) || !strings.Contains(got, "plain text") {
