@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"errors"
 
 	"github.com/mark3labs/mcp-go/server"
 
@@ -12,6 +13,7 @@ type principalKey struct{}
 
 // WithPrincipal marks ctx as a call from the named root principal. The
 // transports set it: "local" over stdio, the token's principal over HTTP.
+// A call marked with no principal (or "") is refused, never defaulted.
 func WithPrincipal(ctx context.Context, principal string) context.Context {
 	return context.WithValue(ctx, principalKey{}, principal)
 }
@@ -24,28 +26,54 @@ func Principal(ctx context.Context) string {
 
 type childKey struct{}
 
+// childCaller is an external child as its callback token resolved it.
+type childCaller struct {
+	self  manager.ParentRef
+	token string
+}
+
 // withChild marks ctx as a call from an external child agent that reached
 // the server back with its callback token.
-func withChild(ctx context.Context, self manager.ParentRef) context.Context {
-	return context.WithValue(ctx, childKey{}, self)
+func withChild(ctx context.Context, self manager.ParentRef, token string) context.Context {
+	return context.WithValue(ctx, childKey{}, childCaller{self: self, token: token})
 }
+
+func isChild(ctx context.Context) bool {
+	_, ok := ctx.Value(childKey{}).(childCaller)
+	return ok
+}
+
+var (
+	errNoCaller = errors.New("UNAUTHORIZED: the caller's identity could not be established (no principal and no callback token); the call was refused")
+	errRevoked  = errors.New("UNAUTHORIZED: this callback token was revoked (the subagent it was minted for has settled); the call was refused")
+)
 
 // caller is the identity of an MCP call: the external child its callback
-// token names, or the root principal the transport names.
-func (s *Server) caller(ctx context.Context) manager.ParentRef {
-	if self, ok := ctx.Value(childKey{}).(manager.ParentRef); ok {
-		return self
+// token names, or the root principal the transport names. An identity that
+// cannot be established is an error: defaulting it (to "local", the stdio
+// root at depth 0) would hand a caller powers nobody gave it.
+func (s *Server) caller(ctx context.Context) (manager.ParentRef, error) {
+	if c, ok := ctx.Value(childKey{}).(childCaller); ok {
+		// The token was resolved once, by the transport's guard; it must
+		// still be live when the call runs.
+		s.mu.Lock()
+		_, live := s.tokens[c.token]
+		s.mu.Unlock()
+		if !live {
+			return manager.ParentRef{}, errRevoked
+		}
+		return c.self, nil
 	}
-	return s.rootCaller(ctx)
-}
-
-// rootCaller is the ParentRef of a root MCP client: its principal, its
-// session, and the session's working directory (else the first root).
-func (s *Server) rootCaller(ctx context.Context) manager.ParentRef {
 	p := Principal(ctx)
 	if p == "" {
-		p = "local"
+		return manager.ParentRef{}, errNoCaller
 	}
+	return s.rootCaller(ctx, p), nil
+}
+
+// rootCaller is the ParentRef of root principal p: its session, and the
+// session's working directory (else the first root).
+func (s *Server) rootCaller(ctx context.Context, p string) manager.ParentRef {
 	ref := manager.ParentRef{Principal: p, Depth: 0}
 	if len(s.roots) > 0 {
 		ref.Cwd = s.roots[0]

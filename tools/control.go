@@ -127,7 +127,7 @@ func (s *Server) listAgents(ctx context.Context, c call) *mcp.CallToolResult {
 			fmt.Fprintf(&b, "%s [%s] — cannot be read", r.ID, r.Reason)
 			continue
 		}
-		fmt.Fprintf(&b, "%s [%s] — %s (provider %s, depth %d", r.ID, r.Status, r.Label, r.Provider, r.Depth)
+		fmt.Fprintf(&b, "%s [%s] — %s (provider %s, depth %d", r.ID, r.Status, displayLabel(r.Label), r.Provider, r.Depth)
 		if r.Usage != nil {
 			fmt.Fprintf(&b, ", %d in / %d out tokens", r.Usage.InputTokens, r.Usage.OutputTokens)
 		}

@@ -5,11 +5,21 @@
 // The same handlers serve every caller: a root MCP client (identified by the
 // transport: "local" over stdio, a token's principal over HTTP) and an
 // in-process child agent, which calls them in Go through AgentTools. The
-// caller's identity never comes from arguments.
+// caller's identity never comes from arguments, and is never defaulted: a
+// call the transport marked with no principal, or whose callback token was
+// revoked after the transport resolved it, is refused with UNAUTHORIZED.
 //
 // A completed run is a result with structuredContent; any other stop reason
 // is a result with isError, carrying the diagnostic and the partial output.
 // A bad argument is a tool error naming the field; the server keeps serving.
+// Arguments are bounded (Limits) and checked in the handlers before they
+// are validated or copied, so the bounds hold for every transport; an
+// error result quotes at most a few hundred bytes of its input. A label
+// (the subagent description, shown in lists, logs and terminals) must be
+// plain one-line text: NUL and other control characters (so ANSI escape
+// sequences), line separators, bidi controls and invalid UTF-8 are
+// refused, not stripped, so what is shown is what was asked for; labels
+// stored before that check are shown escaped.
 // Progress notes sent while a foreground run works may be dropped; the
 // result never is.
 //

@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -45,11 +47,12 @@ var _ Manager = (*manager.Manager)(nil)
 
 // Options configures a Server. Zero values mean the defaults given.
 type Options struct {
-	// Roots are the directories a root caller's cwd may lie in, beside its
-	// session's working directory and MCP roots; the first is the default
-	// cwd of a session that tells none. Zero: the process's working
-	// directory, unless NoWorkingDirRoot (a daemon, whose working directory
-	// is nobody's project).
+	// Roots are directories a root caller's cwd may lie in, beside its
+	// session's working directory and MCP roots, and beside the process's
+	// working directory unless NoWorkingDirRoot (a daemon, whose working
+	// directory is nobody's project). The first allowed root (the working
+	// directory, else Roots[0]) is the default cwd of a session that tells
+	// none.
 	Roots            []string
 	NoWorkingDirRoot bool
 	// DefaultProvider is used when a call names none; zero: the first
@@ -63,7 +66,9 @@ type Options struct {
 	// clientInfo.name: a client that cancels tool calls after a fixed time
 	// gets a handle before that instead of a cancelled child.
 	ClientWaitSeconds map[string]float64
-	Logger            *slog.Logger
+	// Limits bounds argument sizes; zero fields: the defaults.
+	Limits Limits
+	Logger *slog.Logger
 }
 
 // Server holds the tool handlers. Build it after the providers are
@@ -78,6 +83,7 @@ type Server struct {
 
 	mu           sync.Mutex
 	sessionsByID map[string]*session          // root sessions known, by MCP session id
+	lastPrune    time.Time                    // when sessionsByID was last pruned
 	tokens       map[string]manager.ParentRef // callback token → external child
 	cbURL        string
 }
@@ -90,6 +96,7 @@ type tool struct {
 	schema      json.RawMessage
 	validator   *schemas.Validator
 	annotations mcp.ToolAnnotation
+	limits      Limits
 	rootToo     bool // published to root MCP clients (report is child-only)
 	handle      func(ctx context.Context, c call) *mcp.CallToolResult
 }
@@ -107,14 +114,17 @@ func New(mgr Manager, opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	roots := opts.Roots
-	if len(roots) == 0 && !opts.NoWorkingDirRoot {
+	// The configured roots add to the working directory, never replace it
+	// (the README's promise); it stays first, the default cwd.
+	var roots []string
+	if !opts.NoWorkingDirRoot {
 		wd, err := os.Getwd()
 		if err != nil {
 			return nil, err
 		}
-		roots = []string{wd}
+		roots = append(roots, wd)
 	}
+	roots = append(roots, opts.Roots...)
 	for _, r := range roots {
 		abs, err := filepath.Abs(r)
 		if err != nil {
@@ -124,7 +134,9 @@ func New(mgr Manager, opts Options) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("root %q: %w", r, err)
 		}
-		s.roots = append(s.roots, real)
+		if !slices.Contains(s.roots, real) {
+			s.roots = append(s.roots, real)
+		}
 	}
 	providers := mgr.Providers()
 	if len(providers) == 0 {
@@ -157,6 +169,7 @@ func New(mgr Manager, opts Options) (*Server, error) {
 		{"list_agents", listAgentsDescription, schemas.ListAgentsInput, true, true, s.listAgents},
 		{"report", reportDescription, schemas.ReportInput, false, false, s.report},
 	}
+	limits := opts.Limits.withDefaults()
 	for _, d := range defs {
 		if !mgr.Persistent() && d.name != "subagent" {
 			continue // control tools need the session store: publish only tools that work
@@ -169,7 +182,7 @@ func New(mgr Manager, opts Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.tools = append(s.tools, &tool{name: d.name, description: d.desc, schema: raw, validator: v, rootToo: d.rootToo,
+		s.tools = append(s.tools, &tool{name: d.name, description: d.desc, schema: raw, validator: v, limits: limits, rootToo: d.rootToo,
 			handle: d.handle, annotations: mcp.ToolAnnotation{
 				ReadOnlyHint: mcp.ToBoolPtr(d.readOnly), DestructiveHint: mcp.ToBoolPtr(false),
 				IdempotentHint: mcp.ToBoolPtr(d.readOnly), OpenWorldHint: mcp.ToBoolPtr(d.name == "subagent"),
@@ -215,7 +228,7 @@ func (s *Server) Register(ms *server.MCPServer) {
 // Filter is the MCP server's tool filter: root callers do not see the
 // child-only tools (report).
 func (s *Server) Filter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
-	if _, child := ctx.Value(childKey{}).(manager.ParentRef); child {
+	if isChild(ctx) {
 		return tools
 	}
 	out := tools[:0:0]
@@ -253,8 +266,10 @@ func (s *Server) MintCallback(self manager.ParentRef) (manager.Callback, func())
 	}
 }
 
-// ChildContext resolves a callback bearer token; ok is false for an
-// unknown or revoked token.
+// ChildContext resolves a callback bearer token into a context marking
+// the call as that child's; ok is false for an unknown or revoked token.
+// Resolve once and pass the context on: a call made with it is refused
+// if the token is revoked before it runs.
 func (s *Server) ChildContext(ctx context.Context, token string) (context.Context, bool) {
 	s.mu.Lock()
 	self, ok := s.tokens[token]
@@ -262,7 +277,7 @@ func (s *Server) ChildContext(ctx context.Context, token string) (context.Contex
 	if !ok {
 		return ctx, false
 	}
-	return withChild(ctx, self), true
+	return withChild(ctx, self, token), true
 }
 
 // mcpHandler adapts a tool for an MCP caller: the caller comes from the
@@ -271,7 +286,11 @@ func (s *Server) ChildContext(ctx context.Context, token string) (context.Contex
 // result.
 func (s *Server) mcpHandler(t *tool) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		caller := s.caller(ctx)
+		caller, err := s.caller(ctx)
+		if err != nil {
+			s.log.Warn("tool call refused", "tool", t.name, "err", err)
+			return mcp.NewToolResultError("Error: " + err.Error()), nil
+		}
 		root := caller.AgentID == ""
 		if root && !s.seen(ctx, caller.Principal) {
 			return mcp.NewToolResultError("Error: UNAUTHORIZED: this MCP session belongs to another principal; start a session of your own"), nil
@@ -390,10 +409,14 @@ func resultText(r *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-// decode validates a call's arguments into dst.
+// decode checks a call's arguments against the size limits, before
+// anything copies them, then validates them into dst.
 func (t *tool) decode(c call, dst any) *mcp.CallToolResult {
+	if err := t.limits.check(t.name, c.args); err != nil {
+		return mcp.NewToolResultError("Error: INVALID_REQUEST: " + err.Error())
+	}
 	if err := t.validator.Decode(c.args, dst); err != nil {
-		return mcp.NewToolResultError("Error: " + err.Error())
+		return mcp.NewToolResultError("Error: " + clip(err.Error()))
 	}
 	return nil
 }

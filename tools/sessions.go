@@ -108,14 +108,9 @@ func (s *Server) seen(ctx context.Context, principal string) bool {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.pruneLocked(now)
 	se := s.sessionsByID[id]
 	if se == nil {
-		// Forget HTTP sessions long gone, so abandoned ones do not pile up.
-		for k, o := range s.sessionsByID {
-			if !o.connected(now) {
-				delete(s.sessionsByID, k)
-			}
-		}
 		se = &session{SessionInfo: SessionInfo{ID: id, Principal: principal}}
 		s.sessionsByID[id] = se
 	}
@@ -132,6 +127,55 @@ func (s *Server) seen(ctx context.Context, principal string) bool {
 	}
 	se.lastSeen = now
 	return true
+}
+
+// BindSession binds HTTP session id to principal if it is not bound yet
+// (an id from before a restart, unknown here) and reports whether it is
+// principal's. A request is activity: it keeps the session connected.
+func (s *Server) BindSession(id, principal string) bool {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pruneLocked(now)
+	se := s.sessionsByID[id]
+	if se == nil {
+		se = &session{SessionInfo: SessionInfo{ID: id, Principal: principal}}
+		s.sessionsByID[id] = se
+	}
+	if se.Principal == "" {
+		se.Principal = principal
+	}
+	if se.Principal != principal {
+		return false
+	}
+	se.lastSeen = now
+	return true
+}
+
+// SessionCount is the number of sessions the tools know of: connected
+// ones, and HTTP sessions ended or idled out less than a grace period ago.
+func (s *Server) SessionCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pruneLocked(time.Now())
+	return len(s.sessionsByID)
+}
+
+// pruneLocked forgets sessions no longer connected (HTTP sessions ended or
+// idled out, past their grace), so abandoned ones do not pile up. It runs
+// on session activity, sweeping at most every httpSessionGrace/4: the table
+// stays bounded by the sessions of one grace period, in amortised constant
+// time and with no goroutine of its own.
+func (s *Server) pruneLocked(now time.Time) {
+	if now.Sub(s.lastPrune) < httpSessionGrace/4 {
+		return
+	}
+	s.lastPrune = now
+	for k, se := range s.sessionsByID {
+		if !se.connected(now) {
+			delete(s.sessionsByID, k)
+		}
+	}
 }
 
 // sessionsOf returns the ids of principal's connected sessions.
@@ -158,11 +202,13 @@ func (s *Server) Hooks() *server.Hooks {
 		if cs == nil || cs.SessionID() == "" {
 			return
 		}
+		now := time.Now()
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.pruneLocked(now)
 		se := s.sessionsByID[cs.SessionID()]
 		if se == nil {
-			se = &session{SessionInfo: SessionInfo{ID: cs.SessionID(), Principal: Principal(ctx)}, lastSeen: time.Now()}
+			se = &session{SessionInfo: SessionInfo{ID: cs.SessionID(), Principal: Principal(ctx)}, lastSeen: now}
 			s.sessionsByID[cs.SessionID()] = se
 		}
 		se.Client = req.Params.ClientInfo.Name
@@ -184,12 +230,13 @@ func (s *Server) Hooks() *server.Hooks {
 		if _, ours := cs.(interface{ RelaySession() }); ours || cs.SessionID() == "stdio" {
 			return
 		}
+		now := time.Now()
 		s.mu.Lock()
-		se := s.sessionsByID[cs.SessionID()]
-		if se != nil && se.open > 0 {
+		if se := s.sessionsByID[cs.SessionID()]; se != nil && se.open > 0 {
 			se.open--
-			se.lastSeen = time.Now()
+			se.lastSeen = now
 		}
+		s.pruneLocked(now)
 		s.mu.Unlock()
 		s.mgr.SessionGone()
 	})

@@ -96,6 +96,9 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	if bad := s.tool("subagent").decode(c, &in); bad != nil {
 		return bad
 	}
+	if err := checkLabel("description", in.Description); err != nil {
+		return mcp.NewToolResultError("Error: INVALID_REQUEST: " + err.Error())
+	}
 	cwd, err := s.resolveCwd(ctx, c.caller, in.Cwd)
 	if err != nil {
 		return mcp.NewToolResultError("Error: INVALID_REQUEST: " + err.Error())
@@ -215,9 +218,9 @@ func handleResult(h Handle, text string) *mcp.CallToolResult {
 func errorResult(err error) *mcp.CallToolResult {
 	var e *manager.Error
 	if errors.As(err, &e) {
-		return mcp.NewToolResultError(fmt.Sprintf("Error: %s: %s", e.Code, e.Message))
+		return mcp.NewToolResultError(clip(fmt.Sprintf("Error: %s: %s", e.Code, e.Message)))
 	}
-	return mcp.NewToolResultError("Error: " + err.Error())
+	return mcp.NewToolResultError(clip("Error: " + err.Error()))
 }
 
 // foregroundResult maps a finished run: completed is a result with

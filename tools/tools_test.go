@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -57,7 +58,8 @@ func serveHTTP(t *testing.T, p manager.Provider) *client.Client {
 	}
 	ms := server.NewMCPServer("test", "1", server.WithToolCapabilities(false))
 	ts.Register(ms)
-	hs := httptest.NewServer(server.NewStreamableHTTPServer(ms))
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(ms, server.WithHTTPContextFunc(
+		func(ctx context.Context, _ *http.Request) context.Context { return WithPrincipal(ctx, "local") })))
 	t.Cleanup(hs.Close)
 	c, err := client.NewStreamableHttpClient(hs.URL)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -16,32 +15,17 @@ import (
 // serveCallbacks listens on loopback for external children calling this
 // server back (report, list_agents, subagent). Every request must carry a
 // bearer token minted for one child and not yet revoked; the caller is that
-// child. It runs whatever transport the parent side uses (stdio too) and
-// stops with ctx.
-func serveCallbacks(ctx context.Context, ms *server.MCPServer, ts *tools.Server, log *slog.Logger) (url string, done <-chan struct{}, err error) {
+// child. It runs whatever transport the parent side uses (stdio too), with
+// hc's body limit and timeouts, and stops with ctx.
+func serveCallbacks(ctx context.Context, ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger) (url string, done <-chan struct{}, err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
 	}
-	streamable := server.NewStreamableHTTPServer(ms,
-		server.WithEndpointPath("/mcp"),
-		server.WithStreamableHTTPLogger(log),
-		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
-			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			child, _ := ts.ChildContext(ctx, tok)
-			return child
-		}))
+	streamable := newStreamable(ms, hc, log)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if _, known := ts.ChildContext(r.Context(), tok); !ok || !known {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-subagent-callback"`)
-			http.Error(w, "Unauthorized: this endpoint serves subagents with a valid callback token", http.StatusUnauthorized)
-			return
-		}
-		streamable.ServeHTTP(w, r)
-	}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	mux.Handle("/mcp", callbackGuard(limitBody(streamable, hc), ts))
+	srv := newHTTPServer(mux, hc)
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -57,4 +41,25 @@ func serveCallbacks(ctx context.Context, ms *server.MCPServer, ts *tools.Server,
 	url = "http://" + ln.Addr().String() + "/mcp"
 	log.Info("serving callbacks for external children", "callback_url", url)
 	return url, stopped, nil
+}
+
+// callbackGuard resolves the request's callback token once and passes the
+// child's identity on in the request's context, which mcp-go hands to the
+// tool handlers. Nothing resolves it again later, so nothing can fall back
+// to another identity when the token is revoked in between: the handlers
+// then refuse the call.
+func callbackGuard(next http.Handler, ts *tools.Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := bearerToken(r.Header.Get("Authorization"))
+		ctx := r.Context()
+		if ok {
+			ctx, ok = ts.ChildContext(ctx, tok)
+		}
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-subagent-callback"`)
+			http.Error(w, "Unauthorized: this endpoint serves subagents with a valid callback token", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }

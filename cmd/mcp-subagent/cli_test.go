@@ -15,7 +15,7 @@ import (
 
 const initBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 
-func post(t *testing.T, url string, headers map[string]string) int {
+func post(t testing.TB, url string, headers map[string]string) int {
 	t.Helper()
 	req, err := http.NewRequest("POST", url, strings.NewReader(initBody))
 	if err != nil {

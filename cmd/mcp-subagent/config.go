@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/schemas"
+	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // Config is the --config file. Its schema is schemas/config.json; zero
@@ -26,7 +28,23 @@ type Config struct {
 	// claude-code when on PATH; [] : none.
 	Providers []ProviderConfig `json:"providers"`
 	HTTP      HTTPConfig       `json:"http"`
+	Limits    LimitsConfig     `json:"limits"`
 }
+
+// LimitsConfig bounds tool arguments (tools.Limits); zero: the defaults
+// documented in schemas/config.json.
+type LimitsConfig struct {
+	PromptBytes       int `json:"prompt_bytes,omitempty"`
+	MessageBytes      int `json:"message_bytes,omitempty"`
+	PersonaBytes      int `json:"persona_bytes,omitempty"`
+	OutputSchemaBytes int `json:"output_schema_bytes,omitempty"`
+	AgentIDBytes      int `json:"agent_id_bytes,omitempty"`
+	LabelBytes        int `json:"label_bytes,omitempty"`
+	CwdBytes          int `json:"cwd_bytes,omitempty"`
+	ToolFilterNames   int `json:"tool_filter_names,omitempty"`
+}
+
+func (l LimitsConfig) tools() tools.Limits { return tools.Limits(l) }
 
 // LLMConfig is the chat API in-process children use.
 type LLMConfig struct {
@@ -45,10 +63,55 @@ type DaemonConfig struct {
 	IdleSeconds float64 `json:"idle_seconds,omitempty"`
 }
 
-// HTTPConfig guards the streamable HTTP transport.
+// HTTPConfig guards the streamable HTTP transport (serve --http, and the
+// callback listener external children call back on).
 type HTTPConfig struct {
 	Tokens         []TokenConfig `json:"tokens,omitempty"`
 	AllowedOrigins []string      `json:"allowed_origins,omitempty"`
+	// MaxBodyBytes bounds a request body (larger: 413); zero: 8 MiB.
+	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
+	// ReadTimeoutSeconds bounds the time to send one request, headers and
+	// body (a trickled one is cut); zero: 30.
+	ReadTimeoutSeconds float64 `json:"read_timeout_seconds,omitempty"`
+	// IdleTimeoutSeconds closes a keep-alive connection idle this long;
+	// zero: 120.
+	IdleTimeoutSeconds float64 `json:"idle_timeout_seconds,omitempty"`
+	// SessionIdleSeconds forgets a session with no request this long;
+	// zero: 1800.
+	SessionIdleSeconds float64 `json:"session_idle_seconds,omitempty"`
+}
+
+const (
+	defaultMaxBody     = 8 << 20
+	defaultReadTimeout = 30 * time.Second
+	defaultIdleTimeout = 2 * time.Minute
+	defaultSessionIdle = 30 * time.Minute
+)
+
+func (hc HTTPConfig) maxBody() int64 {
+	if hc.MaxBodyBytes > 0 {
+		return hc.MaxBodyBytes
+	}
+	return defaultMaxBody
+}
+
+func orSeconds(v float64, def time.Duration) time.Duration {
+	if v > 0 {
+		return time.Duration(v * float64(time.Second))
+	}
+	return def
+}
+
+func (hc HTTPConfig) readTimeout() time.Duration {
+	return orSeconds(hc.ReadTimeoutSeconds, defaultReadTimeout)
+}
+
+func (hc HTTPConfig) idleTimeout() time.Duration {
+	return orSeconds(hc.IdleTimeoutSeconds, defaultIdleTimeout)
+}
+
+func (hc HTTPConfig) sessionIdle() time.Duration {
+	return orSeconds(hc.SessionIdleSeconds, defaultSessionIdle)
 }
 
 // TokenConfig is one bearer token and the principal it authenticates. The

@@ -333,7 +333,13 @@ func (p *serverProc) stop() {
 // logged; the test's cleanup stops it.
 func launchHTTP(t testing.TB, args, env []string, dir string, stderr *syncBuffer) (*serverProc, string) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	return launchHTTPOf(t, binary, args, env, dir, stderr)
+}
+
+// launchHTTPOf is launchHTTP with another build of the server.
+func launchHTTPOf(t testing.TB, bin string, args, env []string, dir string, stderr *syncBuffer) (*serverProc, string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env, cmd.Dir = env, dir
 	pr, pw := io.Pipe()
 	cmd.Stderr = io.MultiWriter(stderr, pw)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -13,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -184,7 +184,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		waits[k] = v
 	}
 	ts, err = tools.New(mgr, tools.Options{Roots: cfg.Roots, NoWorkingDirRoot: asDaemon, DefaultProvider: cfg.DefaultProvider,
-		DefaultWaitSeconds: cfg.WaitSeconds, ClientWaitSeconds: waits, Logger: log.With("component", "tools")})
+		DefaultWaitSeconds: cfg.WaitSeconds, ClientWaitSeconds: waits, Limits: cfg.Limits.tools(), Logger: log.With("component", "tools")})
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +199,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	ts.Register(a.ms)
 	if len(external) > 0 { // external children reach the server back here
 		cctx, stopCallbacks := context.WithCancel(ctx)
-		url, stopped, err := serveCallbacks(cctx, a.ms, ts, log.With("component", "callback"))
+		url, stopped, err := serveCallbacks(cctx, a.ms, ts, cfg.HTTP, log.With("component", "callback"))
 		if err != nil {
 			stopCallbacks()
 			return nil, fmt.Errorf("callback listener: %w", err)
@@ -290,24 +290,16 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 	return err
 }
 
-type principalCtxKey struct{}
-
 func serveHTTP(ctx context.Context, ln net.Listener, ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger) error {
-	streamable := server.NewStreamableHTTPServer(ms,
-		server.WithEndpointPath("/mcp"),
-		server.WithStreamableHTTPLogger(log.With("component", "http")),
-		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
-			p, _ := r.Context().Value(principalCtxKey{}).(string)
-			return tools.WithPrincipal(ctx, p)
-		}))
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", guard(bindSessions(streamable, ts), hc))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	log.Info("serving MCP over streamable HTTP", "version", version, "url", "http://"+ln.Addr().String()+"/mcp")
+	h, streamable := httpHandler(ms, ts, hc, log)
+	srv := newHTTPServer(h, hc)
+	log.Info("serving MCP over streamable HTTP", "version", version, "url", "http://"+ln.Addr().String()+"/mcp",
+		"max_body_bytes", hc.maxBody(), "read_timeout", srv.ReadTimeout, "idle_timeout", srv.IdleTimeout, "session_idle", hc.sessionIdle())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
+		_ = streamable.Shutdown(context.WithoutCancel(ctx)) // stops its session sweeper
 		return err
 	case <-ctx.Done():
 	}
@@ -318,8 +310,96 @@ func serveHTTP(ctx context.Context, ln net.Listener, ms *server.MCPServer, ts *t
 	return nil
 }
 
+// httpHandler is serve --http's handler: the origin and token guard, the
+// body limit, sessions bound to their principal, then mcp-go's
+// streamable HTTP server, whose Shutdown stops its session sweeper.
+func httpHandler(ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger) (http.Handler, *server.StreamableHTTPServer) {
+	streamable := newStreamable(ms, hc, log.With("component", "http"))
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", guard(limitBody(bindSessions(streamable, ts), hc), hc))
+	return mux, streamable
+}
+
+// newStreamable is mcp-go's streamable HTTP server with abandoned sessions
+// expiring: a session with no request for hc.sessionIdle() is forgotten
+// (its transport state, its registration, and through the unregister
+// hook the tools' record of it). An open GET stream counts as activity
+// only when it carries an event, so the stream's heartbeat runs well
+// inside the idle period.
+func newStreamable(ms *server.MCPServer, hc HTTPConfig, log *slog.Logger, opts ...server.StreamableHTTPOption) *server.StreamableHTTPServer {
+	ttl := hc.sessionIdle()
+	return server.NewStreamableHTTPServer(ms, append([]server.StreamableHTTPOption{
+		server.WithEndpointPath("/mcp"),
+		server.WithStreamableHTTPLogger(log),
+		server.WithSessionIdleTTL(ttl),
+		server.WithHeartbeatInterval(ttl / 3),
+	}, opts...)...)
+}
+
+// newHTTPServer bounds how long a client may take to send a request
+// (headers and body: ReadTimeout; net/http clears the read deadline once
+// the body is read, so SSE streams and long tool calls are not cut) and
+// how long an idle keep-alive connection is kept. There is deliberately no
+// WriteTimeout: a foreground subagent call answers after minutes.
+func newHTTPServer(h http.Handler, hc HTTPConfig) *http.Server {
+	read := hc.readTimeout()
+	return &http.Server{Handler: h, ReadTimeout: read, ReadHeaderTimeout: min(read, 10*time.Second), IdleTimeout: hc.idleTimeout()}
+}
+
+// limitBody reads a POST body whole, within hc.maxBody() bytes, before
+// anything parses it (mcp-go would read it whole, unbounded): a larger one
+// is refused with 413 before it is buffered, so its size costs no memory.
+func limitBody(next http.Handler, hc HTTPConfig) http.Handler {
+	limit := hc.maxBody()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		tooLarge := func() {
+			// Refuse the rest of the body too: the connection is closed.
+			w.Header().Set("Connection", "close")
+			http.Error(w, fmt.Sprintf("Request Entity Too Large: the request body exceeds %d bytes; a larger one needs http.max_body_bytes raised in the config", limit), http.StatusRequestEntityTooLarge)
+		}
+		if r.ContentLength > limit {
+			tooLarge()
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			var ne net.Error
+			switch {
+			case errors.As(err, &mbe):
+				tooLarge()
+			case errors.As(err, &ne) && ne.Timeout():
+				w.Header().Set("Connection", "close")
+				http.Error(w, "Request Timeout: the request body was not sent within http.read_timeout_seconds", http.StatusRequestTimeout)
+			default:
+				http.Error(w, "Bad Request: reading the request body failed", http.StatusBadRequest)
+			}
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bearerToken is the token of an Authorization header using the Bearer
+// scheme, whose name is case-insensitive (RFC 9110 §11.1).
+func bearerToken(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimLeft(tok, " ")
+	return tok, tok != ""
+}
+
 // guard checks the Origin header and, when tokens are configured, the
-// bearer token, and marks the request with its principal.
+// bearer token, and marks the request with its principal (which mcp-go
+// passes on to the tool handlers: the request context is the calls').
 func guard(next http.Handler, hc HTTPConfig) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, hc.AllowedOrigins) {
@@ -329,8 +409,7 @@ func guard(next http.Handler, hc HTTPConfig) http.Handler {
 		principal := "local"
 		if len(hc.Tokens) > 0 {
 			principal = ""
-			auth := r.Header.Get("Authorization")
-			if tok, ok := strings.CutPrefix(auth, "Bearer "); ok {
+			if tok, ok := bearerToken(r.Header.Get("Authorization")); ok {
 				for _, t := range hc.Tokens {
 					if subtle.ConstantTimeCompare([]byte(tok), []byte(t.Token)) == 1 {
 						principal = t.Principal
@@ -343,81 +422,31 @@ func guard(next http.Handler, hc HTTPConfig) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalCtxKey{}, principal)))
+		next.ServeHTTP(w, r.WithContext(tools.WithPrincipal(r.Context(), principal)))
 	})
 }
 
 // bindSessions binds each HTTP session to the principal that created it: a
 // request naming another principal's session gets 404, as an unknown
-// session would. A session is bound when its id is handed out (the
-// response to initialize) or, for an id this process did not mint (one
-// from before a restart), by its first request. A DELETE ends the session
-// for the tools at once.
+// session would. The binding is the tools' record of the session (made at
+// initialize; for an id this process did not mint, one from before a
+// restart, by its first request), so it ends when the session does: at a
+// DELETE, or when the session idles out.
 func bindSessions(next http.Handler, ts *tools.Server) http.Handler {
-	var mu sync.Mutex
-	owner := map[string]string{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		principal, _ := r.Context().Value(principalCtxKey{}).(string)
 		id := r.Header.Get(server.HeaderKeySessionID)
 		if id != "" {
-			mu.Lock()
-			o, ok := owner[id]
-			if !ok {
-				owner[id] = principal
-			}
-			if r.Method == http.MethodDelete {
-				delete(owner, id)
-			}
-			mu.Unlock()
-			if ok && o != principal {
+			if !ts.BindSession(id, tools.Principal(r.Context())) {
 				http.Error(w, "Not Found: no such session", http.StatusNotFound)
 				return
 			}
 			if r.Method == http.MethodDelete {
 				defer ts.EndSession(id)
 			}
-			next.ServeHTTP(w, r)
-			return
 		}
-		next.ServeHTTP(&sessionRecorder{ResponseWriter: w, bind: func(id string) {
-			mu.Lock()
-			owner[id] = principal
-			mu.Unlock()
-		}}, r)
+		next.ServeHTTP(w, r)
 	})
 }
-
-// sessionRecorder binds the session id a response hands out.
-type sessionRecorder struct {
-	http.ResponseWriter
-	bind  func(string)
-	wrote bool
-}
-
-func (s *sessionRecorder) WriteHeader(code int) {
-	if !s.wrote {
-		s.wrote = true
-		if id := s.Header().Get(server.HeaderKeySessionID); id != "" {
-			s.bind(id)
-		}
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *sessionRecorder) Write(b []byte) (int, error) {
-	if !s.wrote {
-		s.WriteHeader(http.StatusOK)
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *sessionRecorder) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (s *sessionRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func originAllowed(origin string, allowed []string) bool {
 	for _, a := range allowed {
