@@ -112,6 +112,9 @@ type Options struct {
 	// Session is called for each session before it serves: it returns the
 	// session's context (its principal) and a func called when it ends.
 	Session func(ctx context.Context, info SessionInfo) (context.Context, func())
+	// MaxMessageBytes bounds one message a session reads; zero:
+	// DefaultMaxMessage. A longer one is refused with an error.
+	MaxMessageBytes int
 }
 
 // SessionInfo is what a session tells of itself.
@@ -294,7 +297,7 @@ func (l *Listener) serveSession(ctx context.Context, o Options, log *slog.Logger
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	id := "sock-" + hex.EncodeToString(b[:])
-	s := newSession(id, c, func() { _ = c.Close() }, log)
+	s := newSession(id, c, func() { _ = c.Close() }, o.MaxMessageBytes, log)
 	s.bye = func() []byte {
 		l.mu.Lock()
 		defer l.mu.Unlock()

@@ -27,11 +27,17 @@ import (
 // A daemon handing over to a newer binary says so before it closes
 // (Handover); reconnect is then told not to start a daemon of its own, but
 // to wait for the one taking over.
-func Relay(ctx context.Context, c *Conn, stdin io.Reader, stdout io.Writer, reconnect func(ctx context.Context, start bool) (*Conn, error), log *slog.Logger) error {
+//
+// A client message longer than maxMessage bytes (zero: DefaultMaxMessage)
+// is answered with an error here and not held or forwarded.
+func Relay(ctx context.Context, c *Conn, stdin io.Reader, stdout io.Writer, maxMessage int, reconnect func(ctx context.Context, start bool) (*Conn, error), log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &relay{conn: c, out: stdout, inflight: map[string]*pending{}}
+	if maxMessage <= 0 {
+		maxMessage = DefaultMaxMessage
+	}
+	r := &relay{conn: c, out: stdout, inflight: map[string]*pending{}, maxMessage: maxMessage, log: log}
 	r.cond = sync.NewCond(&r.mu)
 	stdinDone := make(chan struct{})
 	go r.upstream(stdin, stdinDone)
@@ -70,6 +76,9 @@ type relay struct {
 	out      io.Writer
 	handover bool  // the daemon said it hands over
 	dead     *Conn // the connection downstream saw end, until switchTo
+
+	maxMessage int
+	log        *slog.Logger
 }
 
 // Handover is the line a daemon sends its sessions as it hands the data
@@ -113,8 +122,13 @@ func (r *relay) current() *Conn {
 func (r *relay) upstream(stdin io.Reader, done chan<- struct{}) {
 	br := bufio.NewReaderSize(stdin, 64<<10)
 	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
+		line, size, tooLong, err := readMessage(br, r.maxMessage)
+		if tooLong {
+			if reply := tooLongReply(line, size, r.maxMessage); reply != nil {
+				r.write(reply)
+			}
+			r.log.Warn("refused a message over the size limit", "bytes", size, "max_message_bytes", r.maxMessage)
+		} else if len(line) > 0 {
 			r.forward(line)
 		}
 		if err != nil {

@@ -36,6 +36,8 @@ type session struct {
 
 	bye func() []byte // the last line to send as the daemon closes the session; nil: none
 
+	maxMessage int // bytes in one message from the client; a longer one is refused
+
 	nextID  atomic.Int64
 	pmu     sync.Mutex
 	pending map[int64]chan rpcReply // our requests to the client (roots/list)
@@ -52,8 +54,12 @@ var (
 	_ server.SessionWithRoots      = (*session)(nil)
 )
 
-func newSession(id string, w io.Writer, close func(), log *slog.Logger) *session {
-	return &session{id: id, w: w, close: close, log: log, notifications: make(chan mcp.JSONRPCNotification, 100), pending: map[int64]chan rpcReply{}}
+func newSession(id string, w io.Writer, close func(), maxMessage int, log *slog.Logger) *session {
+	if maxMessage <= 0 {
+		maxMessage = DefaultMaxMessage
+	}
+	return &session{id: id, w: w, close: close, maxMessage: maxMessage, log: log,
+		notifications: make(chan mcp.JSONRPCNotification, 100), pending: map[int64]chan rpcReply{}}
 }
 
 func (s *session) SessionID() string                                   { return s.id }
@@ -187,8 +193,10 @@ func (s *session) serve(ctx context.Context, ms *server.MCPServer, r *bufio.Read
 	})
 	defer stop()
 	for {
-		line, err := r.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 {
+		line, size, tooLong, err := readMessage(r, s.maxMessage)
+		if tooLong {
+			s.refuse(line, size)
+		} else if len(bytes.TrimSpace(line)) > 0 {
 			s.handle(ctx, ms, &wg, line)
 		}
 		if err != nil {
@@ -198,6 +206,17 @@ func (s *session) serve(ctx context.Context, ms *server.MCPServer, r *bufio.Read
 			return err
 		}
 	}
+}
+
+// refuse answers a message over the bound with an error, by the id its
+// first bytes show, or drops it.
+func (s *session) refuse(head []byte, size int) {
+	if reply := tooLongReply(head, size, s.maxMessage); reply != nil {
+		s.wmu.Lock()
+		_, _ = s.w.Write(reply)
+		s.wmu.Unlock()
+	}
+	s.log.Warn("refused a message over the size limit", "session", s.id, "bytes", size, "max_message_bytes", s.maxMessage)
 }
 
 func (s *session) handle(ctx context.Context, ms *server.MCPServer, wg *sync.WaitGroup, line []byte) {
@@ -262,13 +281,16 @@ func (s *session) dispatch(ctx context.Context, ms *server.MCPServer, raw json.R
 // A read of r cannot be interrupted (stdin is a blocking file), so r is
 // copied through a pipe by a goroutine that ends at r's EOF or at the
 // first read after ServeStream returned; the process exits soon after.
-func ServeStream(ctx context.Context, ms *server.MCPServer, id string, r io.Reader, w io.Writer, wrap func(context.Context) context.Context, log *slog.Logger) error {
+//
+// A message longer than maxMessage bytes (zero: [DefaultMaxMessage]) is
+// refused with an error, without being held in memory.
+func ServeStream(ctx context.Context, ms *server.MCPServer, id string, r io.Reader, w io.Writer, maxMessage int, wrap func(context.Context) context.Context, log *slog.Logger) error {
 	pr, pw := io.Pipe()
 	go func() {
 		_, err := io.Copy(pw, r)
 		pw.CloseWithError(err)
 	}()
-	s := newSession(id, w, func() { _ = pr.Close() }, log)
+	s := newSession(id, w, func() { _ = pr.Close() }, maxMessage, log)
 	ctx = ms.WithContext(ctx, s)
 	if err := ms.RegisterSession(ctx, s); err != nil {
 		return fmt.Errorf("registering the session: %w", err)

@@ -19,6 +19,10 @@ type Config struct {
 	Shell           bool     `json:"shell,omitempty"`
 	DataDir         string   `json:"data_dir,omitempty"`
 	WaitSeconds     float64  `json:"wait_seconds,omitempty"`
+	// MaxMessageBytes bounds one MCP message a client sends over stdio (a
+	// line, in process or relayed); zero: 8 MiB. HTTP bodies have
+	// http.max_body_bytes.
+	MaxMessageBytes int `json:"max_message_bytes,omitempty"`
 	// ClientWaitSeconds bounds every wait per client (by clientInfo.name);
 	// it is merged over defaultClientWait.
 	ClientWaitSeconds map[string]float64 `json:"client_wait_seconds,omitempty"`

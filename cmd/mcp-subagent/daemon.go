@@ -98,7 +98,8 @@ func serveSocket(ctx context.Context, o serveOptions, cfg Config, l *daemon.List
 	log.Info("daemon serving", "version", version, "pid", os.Getpid(), "data_dir", a.dataDir, "socket", l.Path(), "idle_timeout", idle)
 	reason := l.Serve(ctx, daemon.Options{
 		MCP: a.ms, Version: version, Logger: log.With("component", "daemon"), IdleTimeout: idle,
-		Busy: func() bool { return a.mgr.Live() > 0 },
+		Busy:            func() bool { return a.mgr.Live() > 0 },
+		MaxMessageBytes: cfg.MaxMessageBytes,
 		Session: func(ctx context.Context, info daemon.SessionInfo) (context.Context, func()) {
 			p := info.Principal
 			if p == "" {
@@ -147,7 +148,7 @@ func relay(ctx context.Context, o serveOptions, cfg Config, stdin io.Reader, std
 	if c.Welcome.Version != version {
 		log.Info("the daemon runs another version; `mcp-subagent daemon stop` restarts it on this one", "daemon_version", c.Welcome.Version, "version", version)
 	}
-	return daemon.Relay(ctx, c, stdin, stdout, func(ctx context.Context, start bool) (*daemon.Conn, error) {
+	return daemon.Relay(ctx, c, stdin, stdout, cfg.MaxMessageBytes, func(ctx context.Context, start bool) (*daemon.Conn, error) {
 		nc, err := connect(ctx, start)
 		if err == nil {
 			log.Info("relaying to a new daemon", "daemon_pid", nc.Welcome.PID, "daemon_version", nc.Welcome.Version)

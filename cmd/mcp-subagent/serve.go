@@ -281,7 +281,7 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 	// on its own goroutine, as in a daemon session.
 	end := a.ts.OpenSession(tools.SessionInfo{ID: "stdio", Principal: o.principal})
 	defer end()
-	err = daemon.ServeStream(ctx, a.ms, "stdio", stdin, stdout, func(ctx context.Context) context.Context {
+	err = daemon.ServeStream(ctx, a.ms, "stdio", stdin, stdout, cfg.MaxMessageBytes, func(ctx context.Context) context.Context {
 		return tools.WithPrincipal(ctx, o.principal)
 	}, log.With("component", "stdio"))
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {

@@ -5,19 +5,31 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/daemon"
 )
 
 // pipeSession is the binary over stdio spoken to line by line, so that the
 // order of requests on the pipe is exactly the order they are written.
 type pipeSession struct {
 	cmd     *exec.Cmd
+	dataDir string
 	in      io.WriteCloser
-	replies chan int64 // ids of answered requests
+	replies chan reply // answered requests
+}
+
+type reply struct {
+	id   int64
+	line string
 }
 
 func startPipe(t testing.TB, args ...string) *pipeSession {
@@ -39,7 +51,7 @@ func startPipe(t testing.TB, args ...string) *pipeSession {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &pipeSession{cmd: cmd, in: in, replies: make(chan int64, 4096)}
+	s := &pipeSession{cmd: cmd, dataDir: dataDir, in: in, replies: make(chan reply, 4096)}
 	go func() {
 		defer close(s.replies)
 		sc := bufio.NewScanner(out)
@@ -49,7 +61,7 @@ func startPipe(t testing.TB, args ...string) *pipeSession {
 				ID *int64 `json:"id"`
 			}
 			if json.Unmarshal(sc.Bytes(), &m) == nil && m.ID != nil {
-				s.replies <- *m.ID
+				s.replies <- reply{*m.ID, sc.Text()}
 			}
 		}
 	}()
@@ -75,7 +87,7 @@ func (s *pipeSession) send(t testing.TB, line string) {
 
 // await reads replies until the one to id; other ids must not answer
 // (the waits answer only when the session ends).
-func (s *pipeSession) await(t testing.TB, id int64, d time.Duration, stderr fmt.Stringer) {
+func (s *pipeSession) await(t testing.TB, id int64, d time.Duration, stderr fmt.Stringer) string {
 	t.Helper()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -85,10 +97,10 @@ func (s *pipeSession) await(t testing.TB, id int64, d time.Duration, stderr fmt.
 			if !ok {
 				t.Fatalf("the server closed stdout before answering request %d; stderr:\n%v", id, stderr)
 			}
-			if got == id {
-				return
+			if got.id == id {
+				return got.line
 			}
-			t.Fatalf("request %d answered while waiting for %d: a wait ended early", got, id)
+			t.Fatalf("request %d answered while waiting for %d: a wait ended early", got.id, id)
 		case <-timer.C:
 			t.Fatalf("request %d not answered in %v: it is stalled behind the waiting calls", id, d)
 		}
@@ -149,6 +161,50 @@ func BenchmarkQuickCallBehindWaits(b *testing.B) {
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "ms-median")
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "ms-p99")
+		})
+	}
+}
+
+// A stdio message over max_message_bytes is answered with an error by its
+// id, is never held whole (in process, in the relay, in the daemon), and
+// the session goes on.
+func TestATooLongStdioMessageIsRefusedAndTheSessionGoesOn(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		config string
+		size   int
+	}{
+		{"no-daemon/default", []string{"--no-daemon"}, "", 20 << 20},
+		{"relayed/default", nil, "", 20 << 20},
+		{"relayed/configured", nil, `{"max_message_bytes": 65536}`, 100 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.config != "" {
+				p := filepath.Join(t.TempDir(), "config.json")
+				if err := os.WriteFile(p, []byte(tc.config), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--config", p)
+			}
+			s := startPipe(t, args...)
+			prompt := strings.Repeat("x", tc.size)
+			s.send(t, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"subagent","arguments":{"description":"big","prompt":"`+prompt+`"}}}`)
+			got := s.await(t, 5, 30*time.Second, &syncBuffer{})
+			if !strings.Contains(got, `"code":-32600`) || !strings.Contains(got, "max_message_bytes") || len(got) > 1024 {
+				t.Errorf("the answer to the long message = %.300s", got)
+			}
+			t.Logf("message %d KiB; peak RSS: serve %d MiB", tc.size>>10, procStatusKiB(t, s.cmd.Process.Pid, "VmHWM")>>10)
+			if b, err := os.ReadFile(daemon.LockPath(s.dataDir)); err == nil && tc.args == nil {
+				if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+					t.Logf("peak RSS of the daemon: %d MiB", procStatusKiB(t, pid, "VmHWM")>>10)
+				}
+			}
+			s.send(t, quickCall(6))
+			if got := s.await(t, 6, 20*time.Second, &syncBuffer{}); strings.Contains(got, `"error"`) {
+				t.Errorf("the next call failed: %.300s", got)
+			}
 		})
 	}
 }
