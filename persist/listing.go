@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -123,6 +124,7 @@ type writeReq struct {
 	w              manager.ChildWrite
 	hb, db, cb     []byte
 	events, queued [][]byte
+	notify         []byte // the settlement notice for a parent's inbox, encoded
 	done           chan error
 	err            error
 }
@@ -155,6 +157,23 @@ func encodeWrite(childID string, w manager.ChildWrite) (*writeReq, error) {
 	}
 	if w.Settle != nil {
 		r.cb = encodeCheckpoint(*w.Settle)
+	}
+	if n := w.Notify; n != nil {
+		if w.Settle == nil {
+			return nil, fmt.Errorf("persist: child %q: a notice is written only with its settlement", childID)
+		}
+		if n.To == "" {
+			return nil, fmt.Errorf("persist: child %q: the settlement notice has no recipient", childID)
+		}
+		if n.Inbox {
+			if r.notify, err = json.Marshal(n.Message); err != nil {
+				return nil, err
+			}
+		} else if n.Notice.Time.IsZero() {
+			c := *n
+			c.Notice.Time = time.Now().UTC()
+			r.w.Notify = &c
+		}
 	}
 	return r, nil
 }
@@ -207,6 +226,11 @@ func checkWrite(tx *bolt.Tx, r *writeReq) error {
 			}
 		}
 	}
+	if n := r.w.Notify; n != nil && n.Inbox {
+		if err := requireChild(tx, n.To); err != nil {
+			return fmt.Errorf("persist: child %q: the settlement notice's recipient: %w", r.id, err)
+		}
+	}
 	for i, e := range r.w.Events {
 		if want := next + int64(i); e.Seq != want {
 			return fmt.Errorf("persist: child %q: event sequence %d does not continue the journal (next is %d)", r.id, e.Seq, want)
@@ -245,7 +269,37 @@ func applyWrite(tx *bolt.Tx, r *writeReq) error {
 	if err != nil {
 		return err
 	}
-	return marks.Delete([]byte(r.id))
+	if err := marks.Delete([]byte(r.id)); err != nil {
+		return err
+	}
+	switch n := w.Notify; {
+	case n == nil:
+		return nil
+	case n.Inbox:
+		return appendInbox(tx, n.To, r.notify)
+	default:
+		return putNotice(tx, n.To, n.Notice)
+	}
+}
+
+// appendInbox adds one encoded message to a child's stored inbox.
+func appendInbox(tx *bolt.Tx, childID string, encoded []byte) error {
+	if err := requireChild(tx, childID); err != nil {
+		return err
+	}
+	inboxes, err := top(tx, bucketInboxes)
+	if err != nil {
+		return err
+	}
+	b, err := inboxes.CreateBucketIfNotExists([]byte(childID))
+	if err != nil {
+		return err
+	}
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	return b.Put(seqKey(seq), encoded)
 }
 
 // writeInbox appends admitted messages to a child's inbox (keyed by a
@@ -263,11 +317,7 @@ func writeInbox(tx *bolt.Tx, childID string, add []manager.QueuedMessage, encode
 		return err
 	}
 	for i := range add {
-		seq, err := b.NextSequence()
-		if err != nil {
-			return err
-		}
-		if err := b.Put(seqKey(seq), encoded[i]); err != nil {
+		if err := appendInbox(tx, childID, encoded[i]); err != nil {
 			return err
 		}
 	}

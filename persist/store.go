@@ -53,8 +53,9 @@ var (
 )
 
 // ErrNotFound is returned (wrapped, naming the id) by every per-child method
-// for an id the store does not hold. It is not manager.ErrCorrupt.
-var ErrNotFound = errors.New("no such child")
+// for an id the store does not hold. It is manager.ErrNotFound, never
+// manager.ErrCorrupt.
+var ErrNotFound = manager.ErrNotFound
 
 // ErrExists is returned (wrapped) by CreateChild for an id already stored.
 var ErrExists = errors.New("child already exists")
@@ -634,29 +635,32 @@ func (s *Store) AddNotice(principal string, n manager.Notice) error {
 	if n.Time.IsZero() {
 		n.Time = time.Now().UTC()
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		notices, err := top(tx, bucketNotices)
-		if err != nil {
-			return err
-		}
-		q, err := notices.CreateBucketIfNotExists([]byte(principal))
-		if err != nil {
-			return fmt.Errorf("persist: notices of %q: %w", principal, err)
-		}
-		seq, err := q.NextSequence()
-		if err != nil {
-			return err
-		}
-		if seq > math.MaxInt64 {
-			return fmt.Errorf("persist: notices of %q: sequence exhausted", principal)
-		}
-		n.Seq = int64(seq)
-		b, err := json.Marshal(n)
-		if err != nil {
-			return fmt.Errorf("persist: notices of %q: encode: %w", principal, err)
-		}
-		return q.Put(seqKey(seq), b)
-	})
+	return s.db.Update(func(tx *bolt.Tx) error { return putNotice(tx, principal, n) })
+}
+
+// putNotice queues n under principal (an address) with the next sequence.
+func putNotice(tx *bolt.Tx, principal string, n manager.Notice) error {
+	notices, err := top(tx, bucketNotices)
+	if err != nil {
+		return err
+	}
+	q, err := notices.CreateBucketIfNotExists([]byte(principal))
+	if err != nil {
+		return fmt.Errorf("persist: notices of %q: %w", principal, err)
+	}
+	seq, err := q.NextSequence()
+	if err != nil {
+		return err
+	}
+	if seq > math.MaxInt64 {
+		return fmt.Errorf("persist: notices of %q: sequence exhausted", principal)
+	}
+	n.Seq = int64(seq)
+	b, err := json.Marshal(n)
+	if err != nil {
+		return fmt.Errorf("persist: notices of %q: encode: %w", principal, err)
+	}
+	return q.Put(seqKey(seq), b)
 }
 
 // TakeNotices removes and returns the notices queued for principal that
