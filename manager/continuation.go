@@ -169,7 +169,7 @@ func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID str
 		a.usage = cp.Usage
 	}
 	if create == nil { // a new child is marked by CreateChild
-		if err := m.store.SetActive(hdr.ID, true); err != nil {
+		if err := m.storeWrite(func() error { return m.store.SetActive(hdr.ID, true) }); err != nil {
 			return nil, &Error{Code: CodePersistenceUnavailable, Message: "marking the child active failed", Err: err}
 		}
 	}
@@ -382,7 +382,7 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 		return nil, notResumable("its journal breaks the invariants", err)
 	}
 	if len(closing) > 0 {
-		if err := m.store.AppendEvents(hdr.ID, closing); err != nil {
+		if err := m.storeWrite(func() error { return m.store.AppendEvents(hdr.ID, closing) }); err != nil {
 			return nil, &Error{Code: CodePersistenceUnavailable, AgentID: hdr.ID, Message: "closing the interrupted turn failed", Err: err}
 		}
 	}

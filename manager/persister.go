@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 )
 
 // persister is a child's only writer. It commits the child's record, its
@@ -32,7 +33,8 @@ type persister struct {
 
 	mu      sync.Mutex
 	pending ChildWrite
-	claimed []string      // dequeues held back to ride with the next event
+	claimed []string      // dequeues held back to ride with the events that record them
+	unseen  int           // user-side messages of the claimed inputs not yet journaled
 	kick    chan struct{} // buffered 1
 	drained *sync.Cond    // broadcast after each commit
 	writing bool
@@ -78,14 +80,22 @@ func (p *persister) committed() error {
 }
 
 // add queues an event; it is the journal listener and never blocks on I/O.
-// Messages a turn claimed go out in the same commit as the turn's first
-// event, so a crash leaves either the queued message or its turn, never
-// neither.
+// Messages a turn claimed leave the stored inbox in the same commit as the
+// last of the journal events that record them (each input is a user-side
+// message; the turn's end, for a driver that records fewer), so a crash
+// leaves each message queued or journaled, never neither.
 func (p *persister) add(e agent.Event) {
 	p.mu.Lock()
 	p.pending.Events = append(p.pending.Events, e)
-	p.pending.Dequeue = append(p.pending.Dequeue, p.claimed...)
-	p.claimed = nil
+	if len(p.claimed) > 0 {
+		if e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == llm.RoleUser {
+			p.unseen--
+		}
+		if p.unseen <= 0 || e.Kind == agent.EventTurnEnd {
+			p.pending.Dequeue = append(p.pending.Dequeue, p.claimed...)
+			p.claimed, p.unseen = nil, 0
+		}
+	}
 	p.issued++
 	p.mu.Unlock()
 	p.poke()
@@ -100,10 +110,11 @@ func (p *persister) enqueue(q QueuedMessage) {
 	p.poke()
 }
 
-// claim records that a turn took these messages; see add.
+// claim records that a turn took these messages, one input each; see add.
 func (p *persister) claim(ids ...string) {
 	p.mu.Lock()
 	p.claimed = append(p.claimed, ids...)
+	p.unseen += len(ids)
 	p.mu.Unlock()
 }
 
@@ -212,7 +223,7 @@ func (p *persister) fail(cause error, hi int64) {
 		p.err = err
 	}
 	p.pending = ChildWrite{}
-	p.claimed = nil
+	p.claimed, p.unseen = nil, 0
 	p.writing = false
 	createPending := p.written == 0 && p.createErr == nil && !isClosed(p.created)
 	if createPending {
@@ -256,7 +267,7 @@ func (p *persister) flush(settle *Checkpoint, notify *ParentNotice) error {
 	}
 	if settle != nil && len(p.claimed) > 0 { // a turn that wrote no event
 		p.pending.Dequeue = append(p.pending.Dequeue, p.claimed...)
-		p.claimed = nil
+		p.claimed, p.unseen = nil, 0
 	}
 	t := p.issued
 	for p.written < t && p.err == nil {
