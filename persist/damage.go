@@ -31,7 +31,9 @@ func (e *DamagedError) Error() string {
 }
 
 // Is reports whether target is ErrDamaged or manager.ErrCorrupt.
-func (e *DamagedError) Is(target error) bool { return target == ErrDamaged || target == manager.ErrCorrupt }
+func (e *DamagedError) Is(target error) bool {
+	return target == ErrDamaged || target == manager.ErrCorrupt
+}
 
 func dirOf(path string) string {
 	for i := len(path) - 1; i >= 0; i-- {
