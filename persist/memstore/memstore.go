@@ -7,8 +7,9 @@
 // out (they are kept JSON-encoded, so nothing a caller holds aliases the
 // store's state), children list by created_at with ties broken by id, a
 // journal's sequence must continue without gaps, notices are numbered per
-// principal and taken once. Nothing is ever corrupt here, so ErrCorrupt is
-// never returned.
+// principal and taken once; WriteChild applies a child's writes (and a
+// settlement's notice) as one, and inboxes are kept (Inboxer). Nothing is
+// ever corrupt here, so ErrCorrupt is never returned.
 //
 // Caveats: everything is lost when the process ends, including the active
 // marks a restart would use to announce interrupted epochs.
