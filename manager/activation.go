@@ -24,7 +24,35 @@ type inboxMsg struct {
 // waiter is a caller waiting in band for the outcome of the turn that
 // handles one message.
 type waiter struct {
-	ch chan Result // buffered 1; receives the outcome once
+	ch chan outcome // buffered 1; receives the outcome once
+	p  *persister
+}
+
+// outcome is a turn's result and the ticket of the writes that hold it.
+type outcome struct {
+	res    Result
+	ticket int64
+}
+
+// committed returns o's result once its writes are committed, or the
+// failure to commit them as the turn's result.
+func (w *waiter) committed(o outcome) Result {
+	if o.ticket == 0 {
+		return o.res
+	}
+	if err := w.p.waitFor(o.ticket); err != nil {
+		return failedResult(o.res, err)
+	}
+	return o.res
+}
+
+// failedResult is a turn's result when the child's writes failed: an
+// error saying so, keeping the answer the caller would otherwise lose.
+func failedResult(res Result, err error) Result {
+	res.StopReason = agent.StopError
+	res.Structured = nil
+	res.Diagnostic = truncateUTF8(err.Error(), MaxDiagnostic)
+	return res
 }
 
 // activation is a continuable child resident in memory: its driver, its
@@ -40,6 +68,8 @@ type activation struct {
 
 	persist     *persister
 	unsubscribe func()
+	isNew       bool  // a new child: its first turn waits for its record
+	gate        int64 // ...and this ticket (record, seed, first message)
 
 	mu         sync.Mutex
 	wake       chan struct{} // closed and replaced to wake run
@@ -54,6 +84,7 @@ type activation struct {
 	last       Result // the outcome of the epoch's last turn
 	lastInBand bool   // ...and it was handed to a waiting caller
 	usage      Usage  // cumulative over the child's life as known here
+	failed     error  // the child's writes failed for good: it stops
 	released   chan struct{}
 }
 
@@ -81,7 +112,7 @@ func (a *activation) admit(text, source string, wait bool) (id string, w *waiter
 	a.persist.enqueue(QueuedMessage{ID: id, Text: text, Source: source})
 	a.parked = false // the next message sent wakes a parked queue
 	if wait {
-		w = &waiter{ch: make(chan Result, 1)}
+		w = &waiter{ch: make(chan outcome, 1), p: a.persist}
 		a.waiters[id] = w
 	}
 	a.signal()
@@ -104,25 +135,31 @@ func (a *activation) inject(text, source string) (string, bool) {
 // next claims the next message, or reports that the activation must
 // settle: inbox empty and no owned child left. A parked queue keeps the
 // activation resident (idle) until the next message wakes it. While the
-// manager shuts down it returns stop without settling.
-func (a *activation) next() (msg inboxMsg, injects []inboxMsg, settle, stop bool) {
+// manager shuts down it returns stop without settling; once the child's
+// writes failed, fail.
+func (a *activation) next() (msg inboxMsg, injects []inboxMsg, settle, stop, fail bool) {
 	for {
 		a.mu.Lock()
 		if a.ctx.Err() != nil {
 			a.mu.Unlock()
-			return msg, nil, false, true
+			return msg, nil, false, true, false
+		}
+		if a.failed != nil {
+			a.settling = true
+			a.mu.Unlock()
+			return msg, nil, false, false, true
 		}
 		if len(a.inbox) > 0 && !a.parked {
 			msg, a.inbox = a.inbox[0], a.inbox[1:]
 			injects, a.injects = a.injects, nil
 			a.turnMsg = msg.id
 			a.mu.Unlock()
-			return msg, injects, false, false
+			return msg, injects, false, false, false
 		}
 		if len(a.owned) == 0 && len(a.inbox) == 0 {
 			a.settling = true
 			a.mu.Unlock()
-			return msg, nil, true, false
+			return msg, nil, true, false, false
 		}
 		wake := a.wake
 		a.mu.Unlock()
@@ -135,13 +172,25 @@ func (a *activation) next() (msg inboxMsg, injects []inboxMsg, settle, stop bool
 
 func (a *activation) run() {
 	defer a.m.wg.Done()
+	if a.isNew {
+		// A new child does nothing before its record is committed: no
+		// turn, no tool call, no grandchild under an id nobody was given.
+		if err := a.persist.waitFor(a.gate); err != nil {
+			a.abandon()
+			return
+		}
+	}
 	// Each epoch (a start or a resume) is one start/end pair of lifecycle
 	// events.
 	a.m.emit(Event{Type: EventStart, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true})
 	for {
-		msg, injects, settle, stop := a.next()
+		msg, injects, settle, stop, fail := a.next()
 		if stop {
 			a.shutdown()
+			return
+		}
+		if fail {
+			a.fail()
 			return
 		}
 		if settle {
@@ -180,7 +229,9 @@ func (a *activation) finishTurn(msgID string, res Result) {
 	a.usage.OutputTokens += res.Usage.OutputTokens
 	a.usage.CostUSD += res.Usage.CostUSD
 	if w, ok := a.waiters[msgID]; ok {
-		w.ch <- res
+		// The turn's events are queued by now (the journal listener runs
+		// on Append): the caller gets the outcome once they are committed.
+		w.ch <- outcome{res: res, ticket: a.persist.mark()}
 		delete(a.waiters, msgID)
 		a.lastInBand = true
 	}
@@ -209,35 +260,101 @@ func (a *activation) status() string {
 }
 
 // settle ends the epoch: the agent is quiescent and owns no live child.
-// It flushes the projection checkpoint, disposes the driver, releases the
-// child from the manager and its parent, and delivers the settlement notice
-// (unless the epoch's last turn was already answered in band).
+// It commits the projection checkpoint, the clearing of the active mark and
+// the settlement notice in one write, disposes the driver, releases the
+// child from the manager and its parent, and delivers the notice (unless
+// the epoch's last turn was already answered in band).
 func (a *activation) settle() {
 	m := a.m
 	a.mu.Lock()
 	// next() settles only with an empty inbox, so no waiter is left.
 	last, inBand := a.last, a.lastInBand
 	a.mu.Unlock()
-	m.flush(a, true)
-	if err := a.driver.Close(); err != nil {
-		m.log.Warn("closing a child's driver failed", "agent_id", a.hdr.ID, "err", err)
-	}
 	var notice *inboxMsg
 	if !inBand {
 		notice = &inboxMsg{id: newMessageID(), text: settlementText(a.hdr.ID, last), source: agent.SourceSettled, stop: last.StopReason}
 	}
-	m.release(a, notice)
+	notify := m.settleNotice(a, notice)
+	if err := m.flush(a, true, notify); err != nil {
+		// Not stored: the mark stays set, so the next start announces the
+		// epoch again; the parent is told now all the same.
+		notify = nil
+	}
+	if err := a.driver.Close(); err != nil {
+		m.log.Warn("closing a child's driver failed", "agent_id", a.hdr.ID, "err", err)
+	}
+	m.release(a, notice, notify)
 	close(a.released)
 	m.emit(Event{Type: EventEnd, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true, StopReason: last.StopReason, Output: last.Output})
 	m.log.Info("subagent settled", "agent_id", a.hdr.ID, "stop_reason", last.StopReason, "in_band", inBand)
 }
 
+// persistFailed is the writer telling the activation its writes failed
+// for good: the turn in flight is cancelled and the child stops.
+func (a *activation) persistFailed(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failed == nil {
+		a.failed = err
+	}
+	if a.turnCancel != nil {
+		a.turnCancel(err)
+	}
+	a.signal()
+}
+
+// fail stops a child whose writes failed: every caller still waiting gets
+// the failure, the queue is dropped (its messages were refused, or their
+// ids never handed out), and the parent is told the child failed. The
+// active mark stays set (clearing it is a write too), so the next start
+// announces the epoch again from what the store holds.
+func (a *activation) fail() {
+	m := a.m
+	a.mu.Lock()
+	err := a.failed
+	waiters := a.waiters
+	a.waiters = map[string]*waiter{}
+	a.inbox, a.injects = nil, nil
+	last := a.last
+	a.mu.Unlock()
+	res := failedResult(Result{}, err)
+	for _, w := range waiters {
+		w.ch <- outcome{res: res}
+	}
+	a.unsubscribe()
+	a.persist.close()
+	if err := a.driver.Close(); err != nil {
+		m.log.Warn("closing a child's driver failed", "agent_id", a.hdr.ID, "err", err)
+	}
+	last = failedResult(last, err)
+	notice := &inboxMsg{id: newMessageID(), text: settlementText(a.hdr.ID, last), source: agent.SourceSettled, stop: agent.StopError}
+	m.release(a, notice, nil)
+	close(a.released)
+	m.emit(Event{Type: EventEnd, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true, StopReason: agent.StopError})
+	m.log.Error("subagent stopped: its writes failed", "agent_id", a.hdr.ID, "err", err)
+}
+
+// abandon undoes a new child whose record could not be committed: nobody
+// was given its id, so nobody is told; it ran nothing.
+func (a *activation) abandon() {
+	a.mu.Lock()
+	a.settling = true
+	a.waiters = map[string]*waiter{}
+	a.inbox, a.injects = nil, nil
+	a.mu.Unlock()
+	a.unsubscribe()
+	a.persist.close()
+	_ = a.driver.Close() // revokes its callback token
+	a.m.release(a, nil, nil)
+	close(a.released)
+}
+
 // shutdown stops an activation as the server stops: no notice; the active
 // mark stays, so the next start closes the epoch and announces it.
 func (a *activation) shutdown() {
-	a.m.flush(a, false)
+	_ = a.m.flush(a, false, nil)
 	_ = a.driver.Close()
-	a.m.release(a, nil)
+	a.m.release(a, nil, nil)
 	close(a.released)
 	a.m.emit(Event{Type: EventEnd, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true, StopReason: agent.StopAborted})
 }
@@ -276,4 +393,4 @@ func newMessageID() string { return "msg-" + NewID()[len("agent-"):] }
 
 // durable waits until everything the activation has admitted so far is
 // committed (not the journal events queued after).
-func (a *activation) durable() { a.persist.waitFor(a.persist.mark()) }
+func (a *activation) durable() error { return a.persist.waitFor(a.persist.mark()) }

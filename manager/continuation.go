@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
@@ -25,24 +26,27 @@ type Started struct {
 	waiter    *waiter
 	persist   *persister
 	m         *Manager
-	ticket    int64 // the writes that make the ids durable
+	ticket    int64  // the writes that make the ids durable
+	progress  func() // stops the first turn's progress notes
 }
 
-// Committed waits until the child's record and its first message are
-// committed; call it before handing the ids to anyone.
+// Committed reports whether the child's record and its first message are
+// committed. StartContinuable returns only once they are, so it never
+// waits; it is kept for callers that check before handing the ids out.
 func (s *Started) Committed() error {
 	if err := s.persist.committed(); err != nil {
 		return err
 	}
-	s.persist.waitFor(s.ticket)
-	return nil
+	return s.persist.waitFor(s.ticket)
 }
 
 // StartContinuable starts a continuable child and submits its first
-// prompt. It returns the moment the inbox admits the prompt; the child's id
-// is committed to the store first. A failure before admission returns no id
-// and leaves nothing behind. wait registers the caller to receive the first
-// turn's outcome in band (see Started.Wait).
+// prompt. It returns once the child's record and the prompt are committed
+// to the store, and the child starts its first turn only then: no turn,
+// tool call or grandchild ever runs under an id that was not handed out.
+// A failure returns no id and leaves nothing running (a commit that fails
+// stops the child before it did anything). wait registers the caller to
+// receive the first turn's outcome in band (see Started.Wait).
 func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRequest, wait bool) (*Started, error) {
 	p, err := m.validate(name, &req)
 	if err != nil {
@@ -86,35 +90,58 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 		return nil, startErr(ctx, name, err)
 	}
 	// The record (and the seed) is committed by the child's writer, ahead of
-	// its journal; the id is handed out only once it is (Started.Committed).
+	// its journal.
 	create := &NewChild{Header: hdr, Descriptor: desc}
 	a, err := m.activate(hdr, desc, drv, req.Parent.AgentID, create)
 	if err != nil {
 		_ = drv.Close()
 		return nil, err
 	}
+	stopProgress := func() {}
 	if req.Progress != nil {
-		// Progress covers the first turn, which the caller waits for.
-		var unsub func()
-		notes := agent.ProgressNotes(req.Progress)
-		unsub = drv.Journal().Subscribe(func(e agent.Event) {
-			notes(e)
-			if e.Kind == agent.EventTurnEnd {
-				unsub()
-			}
-		})
+		stopProgress = progressOf(drv.Journal(), req.Progress)
 	}
 	msgID, w, _, _ := a.admit(req.Prompt, agent.SourceUser, wait)
-	ticket := a.persist.mark() // the record, the seed and the first message
+	a.gate = a.persist.mark() // the record, the seed and the first message
 	go a.run()
-	st := &Started{ChildID: hdr.ID, MessageID: msgID, waiter: w, persist: a.persist, m: m, ticket: ticket}
-	if !wait {
-		// The id goes to the caller now: commit first.
-		if err := st.Committed(); err != nil {
-			return nil, err
-		}
+	// The ids go to the caller only once committed; the run waits for the
+	// same commit before its first turn, so this costs the caller nothing
+	// the turn would not have waited for.
+	if err := a.persist.waitFor(a.gate); err != nil {
+		stopProgress()
+		<-a.released // the run saw the failure and left nothing behind
+		return nil, err
 	}
-	return st, nil
+	return &Started{ChildID: hdr.ID, MessageID: msgID, waiter: w, persist: a.persist, m: m, ticket: a.gate, progress: stopProgress}, nil
+}
+
+// progressOf sends progress notes for a child's first turn until the turn
+// ends or the returned stop is called; after stop returns, no note is sent.
+func progressOf(j *agent.Journal, send func(string)) (stop func()) {
+	notes := agent.ProgressNotes(send)
+	var mu sync.Mutex
+	stopped := false
+	// The listener never unsubscribes itself: it runs under the journal's
+	// notification lock, which an Append may be waiting for while holding
+	// the lock Subscribe's cancel takes.
+	unsub := j.Subscribe(func(e agent.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		notes(e)
+		if e.Kind == agent.EventTurnEnd {
+			stopped = true
+		}
+	})
+	var once sync.Once
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		once.Do(unsub)
+	}
 }
 
 func startErr(ctx context.Context, provider string, err error) error {
@@ -137,12 +164,12 @@ func startErr(ctx context.Context, provider string, err error) error {
 // resumed child, which is marked active here instead.
 func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID string, create *NewChild) (*activation, error) {
 	a := &activation{m: m, hdr: hdr, desc: desc, driver: drv, wake: make(chan struct{}),
-		owned: map[string]*activation{}, waiters: map[string]*waiter{}, released: make(chan struct{})}
+		owned: map[string]*activation{}, waiters: map[string]*waiter{}, released: make(chan struct{}), isNew: create != nil}
 	if cp, ok, _ := m.store.Checkpoint(hdr.ID); ok {
 		a.usage = cp.Usage
 	}
 	if create == nil { // a new child is marked by CreateChild
-		if err := m.store.SetActive(hdr.ID, true); err != nil {
+		if err := m.storeWrite(func() error { return m.store.SetActive(hdr.ID, true) }); err != nil {
 			return nil, &Error{Code: CodePersistenceUnavailable, Message: "marking the child active failed", Err: err}
 		}
 	}
@@ -154,7 +181,8 @@ func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID str
 	if _, dup := m.live[hdr.ID]; dup {
 		return nil, newErr(CodeInvalidRequest, "subagent %s is already resident", hdr.ID)
 	}
-	a.persist = newPersister(m.store, hdr.ID, m.log, create)
+	a.persist = newPersister(m.store, hdr.ID, m.log, m.retry, create)
+	a.persist.onFail = a.persistFailed
 	if create != nil {
 		// A fork's seed is already in the journal: it goes out with the record.
 		for _, e := range drv.Journal().Events() {
@@ -180,18 +208,24 @@ func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID str
 
 // Wait waits for the first turn's outcome if the start asked for it. It
 // returns ok false when ctx ends first; the child goes on, and its outcome
-// then reaches the parent as the settlement notice.
+// then reaches the parent as the settlement notice. Progress notes stop
+// when Wait returns: they belong to the request that waits.
 func (s *Started) Wait(ctx context.Context) (Result, bool) {
+	defer s.progress()
 	return s.m.waitTurn(ctx, s.ChildID, s.waiter)
 }
 
+// waitTurn waits for the outcome of the turn that handles w's message. An
+// outcome is handed over only once the turn's journal is committed; one
+// whose commit failed comes back as a failure saying so, never as the
+// success the store does not hold.
 func (m *Manager) waitTurn(ctx context.Context, childID string, w *waiter) (Result, bool) {
 	if w == nil {
 		return Result{}, false
 	}
 	select {
-	case res := <-w.ch:
-		return res, true
+	case o := <-w.ch:
+		return w.committed(o), true
 	case <-ctx.Done():
 	}
 	// Give up the wait; if the outcome arrived meanwhile, take it.
@@ -208,8 +242,8 @@ func (m *Manager) waitTurn(ctx context.Context, childID string, w *waiter) (Resu
 		a.mu.Unlock()
 	}
 	select {
-	case res := <-w.ch:
-		return res, true
+	case o := <-w.ch:
+		return w.committed(o), true
 	default:
 		return Result{}, false
 	}
@@ -267,7 +301,9 @@ func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, conte
 		if a != nil {
 			id, w, route, ok := a.admit(content, agent.SourceUser, wait)
 			if ok {
-				a.durable() // the id is handed out: commit first
+				if err := a.durable(); err != nil { // the id is handed out: commit first
+					return nil, err
+				}
 				return &Sent{MessageID: id, Route: Route(route), ChildID: childID, waiter: w, m: m}, nil
 			}
 			// Settling: wait for the release, then resume it cold.
@@ -285,8 +321,10 @@ func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, conte
 			return nil, err
 		}
 		id, w, _, _ := a.admit(content, agent.SourceUser, wait)
-		a.durable() // the id is handed out: commit first
 		go a.run()
+		if err := a.durable(); err != nil { // the id is handed out: commit first
+			return nil, err // the run stops the child (persistFailed)
+		}
 		return &Sent{MessageID: id, Route: RouteResumed, ChildID: childID, waiter: w, m: m}, nil
 	}
 	return nil, &Error{Code: CodeNotResumable, AgentID: childID, Message: fmt.Sprintf("subagent %s is busy settling; send again", childID)}
@@ -344,7 +382,7 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 		return nil, notResumable("its journal breaks the invariants", err)
 	}
 	if len(closing) > 0 {
-		if err := m.store.AppendEvents(hdr.ID, closing); err != nil {
+		if err := m.storeWrite(func() error { return m.store.AppendEvents(hdr.ID, closing) }); err != nil {
 			return nil, &Error{Code: CodePersistenceUnavailable, AgentID: hdr.ID, Message: "closing the interrupted turn failed", Err: err}
 		}
 	}
@@ -387,13 +425,41 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 		}
 		a.mu.Unlock()
 	}
-	if notes, err := m.store.TakeNotices(hdr.ID, nil); err == nil {
-		for _, n := range notes {
-			a.inject(n.Text, n.Source)
-		}
-	}
+	m.adoptNotices(a)
 	m.log.Info("subagent resumed", "agent_id", hdr.ID, "events", len(events))
 	return a, nil
+}
+
+// adoptNotices moves the notices stored for a resumed agent into its inbox:
+// each is admitted (and committed) before it leaves the notice queue, so a
+// crash or a failed write between the two repeats a notice, never loses
+// one.
+func (m *Manager) adoptNotices(a *activation) {
+	seen := map[int64]bool{}
+	var notes []Notice
+	// A take that accepts nothing reads without writing.
+	if _, err := m.store.TakeNotices(a.hdr.ID, func(n Notice) bool {
+		if !seen[n.Seq] {
+			seen[n.Seq] = true
+			notes = append(notes, n)
+		}
+		return false
+	}); err != nil {
+		m.log.Error("reading a child's stored notices failed", "agent_id", a.hdr.ID, "err", err)
+		return
+	}
+	if len(notes) == 0 {
+		return
+	}
+	for _, n := range notes {
+		a.inject(n.Text, n.Source)
+	}
+	if err := a.durable(); err != nil {
+		return // they stay queued for the next resume
+	}
+	if _, err := m.store.TakeNotices(a.hdr.ID, func(n Notice) bool { return seen[n.Seq] }); err != nil {
+		m.log.Error("removing a child's adopted notices failed; they will be delivered again", "agent_id", a.hdr.ID, "err", err)
+	}
 }
 
 // closeOpenTurn ends a turn a crash left open: every pending tool call is
@@ -469,7 +535,19 @@ func (d revokingDriver) Close() error {
 func (m *Manager) noteCorrupt(id string, err error) {
 	if errors.Is(err, ErrCorrupt) {
 		m.mu.Lock()
-		m.corrupt[id] = true
+		m.corrupt[id] = "corrupt"
 		m.mu.Unlock()
 	}
+}
+
+// noteUnreadable remembers a child whose journal could not be read at all:
+// corrupt bytes, or a store that failed.
+func (m *Manager) noteUnreadable(id string, err error) {
+	reason := "unavailable"
+	if errors.Is(err, ErrCorrupt) {
+		reason = "corrupt"
+	}
+	m.mu.Lock()
+	m.corrupt[id] = reason
+	m.mu.Unlock()
 }

@@ -18,14 +18,17 @@ func toolMessage(callID, text string) *llm.Message {
 // release removes a from the manager and from its owning parent. A notice
 // (when given) goes into the owning parent's inbox in the same critical
 // section that drops the ownership, so the parent can never settle between
-// the two and miss it.
-func (m *Manager) release(a *activation, notice *inboxMsg) {
+// the two and miss it. stored is the notice as the settlement already
+// committed it (nil: not stored yet, so it is stored here).
+func (m *Manager) release(a *activation, notice *inboxMsg, stored *ParentNotice) {
 	delivered := false
 	if pa := a.parent; pa != nil {
 		pa.mu.Lock()
 		if notice != nil && !pa.settling {
 			pa.inbox = append(pa.inbox, *notice)
-			pa.persist.enqueue(QueuedMessage{ID: notice.id, Text: notice.text, Source: notice.source})
+			if stored == nil || !stored.Inbox {
+				pa.persist.enqueue(QueuedMessage{ID: notice.id, Text: notice.text, Source: notice.source})
+			}
 			pa.parked = false
 			delivered = true
 		}
@@ -37,7 +40,17 @@ func (m *Manager) release(a *activation, notice *inboxMsg) {
 		}
 	}
 	if notice != nil && !delivered {
-		m.deliver(a.hdr, Notice{Source: notice.source, Text: notice.text, StopReason: notice.stop})
+		switch {
+		case stored == nil:
+			if err := m.deliver(a.hdr, Notice{Source: notice.source, Text: notice.text, StopReason: notice.stop}); err != nil {
+				m.log.Error("a settlement notice could not be stored; the next start announces the epoch again", "child", a.hdr.ID, "err", err)
+			}
+		case stored.Inbox:
+			// In the stopped parent's stored inbox: its next resume runs it.
+			m.signalAddr(stored.To)
+		default:
+			m.announce(a.hdr, stored.Notice)
+		}
 	}
 	m.mu.Lock()
 	if m.live[a.hdr.ID] == a {
@@ -46,12 +59,48 @@ func (m *Manager) release(a *activation, notice *inboxMsg) {
 	m.mu.Unlock()
 }
 
+// settleNotice is how a settlement's notice is committed with it: into the
+// owning parent's stored inbox, or queued under the parent's address. Nil
+// when there is no notice, or when the parent is a live agent that does
+// not own the child (then deliver admits it after the settlement).
+func (m *Manager) settleNotice(a *activation, n *inboxMsg) *ParentNotice {
+	if n == nil {
+		return nil
+	}
+	if pa := a.parent; pa != nil {
+		pa.mu.Lock()
+		settling := pa.settling
+		pa.mu.Unlock()
+		if !settling {
+			return &ParentNotice{To: pa.hdr.ID, Inbox: true, Message: QueuedMessage{ID: n.id, Text: n.text, Source: n.source}}
+		}
+	} else {
+		m.mu.Lock()
+		pa := m.live[a.hdr.Parent]
+		m.mu.Unlock()
+		if pa != nil {
+			return nil
+		}
+	}
+	return &ParentNotice{To: a.hdr.Parent, Notice: stamp(a.hdr, Notice{Source: n.source, Text: n.text, StopReason: n.stop})}
+}
+
+// stamp fills in what a stored notice about child h carries.
+func stamp(h Header, n Notice) Notice {
+	n.ChildID, n.Time = h.ID, time.Now().UTC()
+	if h.Parent == PrincipalAddress(h.Principal) {
+		n.Session = h.Session
+	}
+	return n
+}
+
 // deliver hands a notice or report about child h to its parent: a live
 // parent agent gets it in its inbox as a turn; a stored agent gets it with
 // its next activation; a root principal gets it in band on a later call
 // (of the session that started the child while it is connected), with a
-// push to its connected sessions.
-func (m *Manager) deliver(h Header, n Notice) {
+// push to its connected sessions. It fails only when the notice could not
+// be stored.
+func (m *Manager) deliver(h Header, n Notice) error {
 	parentAddr := h.Parent
 	m.mu.Lock()
 	pa := m.live[parentAddr]
@@ -59,18 +108,20 @@ func (m *Manager) deliver(h Header, n Notice) {
 	if pa != nil {
 		if _, _, _, ok := pa.admit(n.Text, n.Source, false); ok {
 			m.signalAddr(parentAddr)
-			return
+			return pa.durable()
 		}
 	}
-	n.ChildID, n.Time = h.ID, time.Now().UTC()
-	root := parentAddr == PrincipalAddress(h.Principal)
-	if root {
-		n.Session = h.Session
+	n = stamp(h, n)
+	if err := m.storeWrite(func() error { return m.store.AddNotice(parentAddr, n) }); err != nil {
+		return &Error{Code: CodePersistenceUnavailable, AgentID: h.ID, Message: "storing a notice for " + parentAddr + " failed", Err: err}
 	}
-	if err := m.store.AddNotice(parentAddr, n); err != nil {
-		m.log.Error("storing a notice failed", "to", parentAddr, "child", h.ID, "err", err)
-	}
-	if hook := m.opts.OnNotice; hook != nil && root {
+	m.announce(h, n)
+	return nil
+}
+
+// announce tells whoever waits at h's parent that a notice was stored.
+func (m *Manager) announce(h Header, n Notice) {
+	if hook := m.opts.OnNotice; hook != nil && h.Parent == PrincipalAddress(h.Principal) {
 		func() {
 			defer func() {
 				if r := recover(); r != nil {
@@ -80,7 +131,24 @@ func (m *Manager) deliver(h Header, n Notice) {
 			hook(h.Principal, n)
 		}()
 	}
-	m.signalAddr(parentAddr)
+	m.signalAddr(h.Parent)
+}
+
+// storeWrite runs a write outside a child's writer with the same bounded
+// retry.
+func (m *Manager) storeWrite(write func() error) error {
+	delay := m.retry.delay
+	var err error
+	for i := 0; i < max(m.retry.attempts, 1); i++ {
+		if i > 0 {
+			time.Sleep(delay)
+			delay *= 2
+		}
+		if err = write(); err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // signalAddr wakes callers waiting for something pending at addr.
@@ -105,28 +173,33 @@ func (m *Manager) pendingChan(addr string) <-chan struct{} {
 }
 
 // flush drains the child's journal writer and writes its projection
-// checkpoint; settled also clears its active mark (in one commit where the
-// store can). A failed flush is logged, not fatal: a later list folds the
-// journal instead, and a mark left set makes the next start announce the
-// epoch again.
-func (m *Manager) flush(a *activation, settled bool) {
+// checkpoint; settled also clears its active mark and commits notify, in
+// one commit where the store can. A failed settlement write stops the
+// child (persistFailed) and is returned; a failed checkpoint at shutdown is
+// logged: a later list folds the journal instead.
+func (m *Manager) flush(a *activation, settled bool, notify *ParentNotice) error {
 	a.unsubscribe()
 	a.mu.Lock()
 	cp := Checkpoint{Seq: int64(a.driver.Journal().Len()), Mode: a.hdr.Mode, Label: a.hdr.Label, Usage: a.usage, Stop: a.last.StopReason,
 		Closing: truncateUTF8(a.last.Output, MaxClosingBytes)}
 	a.mu.Unlock()
+	var err error
 	if settled {
-		a.persist.flush(&cp)
-	} else if err := m.store.SetCheckpoint(a.hdr.ID, cp); err != nil {
-		m.log.Warn("writing a child's checkpoint failed", "agent_id", a.hdr.ID, "err", err)
+		err = a.persist.flush(&cp, notify)
+	} else if err = a.persist.flush(nil, nil); err == nil {
+		if err := m.store.SetCheckpoint(a.hdr.ID, cp); err != nil {
+			m.log.Warn("writing a child's checkpoint failed", "agent_id", a.hdr.ID, "err", err)
+		}
 	}
 	a.persist.close()
+	return err
 }
 
 // Interrupt stops a child's current turn and parks the rest of its queue;
 // its descendants keep running and the next message sent wakes the queue.
 // The caller must be the child's direct parent or a live ancestor agent. A
-// missing, one-shot or settled target is an accepted no-op.
+// missing, one-shot or settled target is an accepted no-op; a store that
+// cannot say whether the child exists is an error, not "missing".
 func (m *Manager) Interrupt(caller ParentRef, childID string) error {
 	m.mu.Lock()
 	a := m.live[childID]
@@ -136,11 +209,22 @@ func (m *Manager) Interrupt(caller ParentRef, childID string) error {
 			return nil
 		}
 		h, err := m.store.Header(childID)
-		if err != nil {
+		if errors.Is(err, ErrNotFound) {
 			return nil // missing: a no-op
 		}
-		if h.Parent != caller.Address() && !m.isStoredAncestor(caller.AgentID, h) {
-			return unauthorizedInterrupt(childID)
+		if err != nil {
+			return &Error{Code: CodePersistenceUnavailable, AgentID: childID, Err: err,
+				Message: fmt.Sprintf("subagent %s cannot be read from the session store (%v)", childID, err)}
+		}
+		if h.Parent != caller.Address() {
+			ok, err := m.isStoredAncestor(caller.AgentID, h)
+			if err != nil {
+				return &Error{Code: CodePersistenceUnavailable, AgentID: childID, Err: err,
+					Message: fmt.Sprintf("the ancestry of subagent %s cannot be read from the session store (%v)", childID, err)}
+			}
+			if !ok {
+				return unauthorizedInterrupt(childID)
+			}
 		}
 		return nil // settled: a no-op
 	}
@@ -172,21 +256,24 @@ func isLiveAncestor(a *activation, agentID string) bool {
 	return false
 }
 
-func (m *Manager) isStoredAncestor(agentID string, h Header) bool {
+func (m *Manager) isStoredAncestor(agentID string, h Header) (bool, error) {
 	if agentID == "" {
-		return false
+		return false, nil
 	}
 	for i := 0; i < 64 && h.Parent != "" && h.Parent != PrincipalAddress(h.Principal); i++ {
 		if h.Parent == agentID {
-			return true
+			return true, nil
 		}
 		next, err := m.store.Header(h.Parent)
+		if errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
 		if err != nil {
-			return false
+			return false, err
 		}
 		h = next
 	}
-	return false
+	return false, nil
 }
 
 // Delivery says how a report reaches the parent.
@@ -208,7 +295,9 @@ func (m *Manager) ReportFrom(caller ParentRef, content string, delivery Delivery
 	}
 	text := reportText(a.hdr.ID, content)
 	if a.hdr.Parent == PrincipalAddress(a.hdr.Principal) {
-		m.deliver(a.hdr, Notice{Source: agent.SourceReport, Text: text})
+		if err := m.deliver(a.hdr, Notice{Source: agent.SourceReport, Text: text}); err != nil {
+			return "", err
+		}
 		return newMessageID(), nil
 	}
 	m.mu.Lock()
@@ -228,7 +317,9 @@ func (m *Manager) ReportFrom(caller ParentRef, content string, delivery Delivery
 	if !ok {
 		return "", &Error{Code: CodeParentUnavailable, AgentID: a.hdr.ID, Message: "your parent is finishing and cannot take the report"}
 	}
-	pa.durable() // the id is handed out: commit first
+	if err := pa.durable(); err != nil { // the id is handed out: commit first
+		return "", err
+	}
 	m.signalAddr(a.hdr.Parent)
 	return id, nil
 }
@@ -346,7 +437,7 @@ func (m *Manager) list(root string, deep bool) ([]Row, error) {
 	if !deep {
 		ls, err := m.listings(root)
 		if err != nil {
-			return nil, &Error{Code: CodeControlUnavailable, Message: "reading the session store failed", Err: err}
+			return m.liveRows(root, err), nil
 		}
 		rows := make([]Row, 0, len(ls))
 		for _, l := range ls {
@@ -376,7 +467,19 @@ func (m *Manager) list(root string, deep bool) ([]Row, error) {
 		queue = queue[1:]
 		ls, err := m.listings(addr)
 		if err != nil {
-			return nil, &Error{Code: CodeControlUnavailable, Message: "reading the session store failed", Err: err}
+			// What is live still lists; the rest of this branch is one
+			// diagnostic row.
+			for _, r := range m.liveRows(addr, err) {
+				if _, seen := depthOf[r.ID]; seen && r.Kind == "child" {
+					continue
+				}
+				if r.Kind == "child" {
+					depthOf[r.ID], parentOf[r.ID] = depthOf[addr]+1, addr
+					queue = append(queue, r.ID)
+				}
+				rows = append(rows, r)
+			}
+			continue
 		}
 		for _, l := range ls {
 			id := l.Header.ID
@@ -407,6 +510,40 @@ func (m *Manager) list(root string, deep bool) ([]Row, error) {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt.Before(rows[j].CreatedAt) })
 	return rows, nil
 }
+
+// liveRows is a listing of parent's children when the store cannot be
+// read: the live ones from memory, and one diagnostic row that says the
+// store failed (so a listing never fails outright, and never passes an
+// unreadable store off as an empty one).
+func (m *Manager) liveRows(parent string, err error) []Row {
+	m.log.Error("listing children: the session store cannot be read", "parent", parent, "err", err)
+	m.mu.Lock()
+	var live []*activation
+	for _, a := range m.live {
+		if a.hdr.Parent == parent {
+			live = append(live, a)
+		}
+	}
+	m.mu.Unlock()
+	sort.Slice(live, func(i, j int) bool { return live[i].hdr.CreatedAt.Before(live[j].hdr.CreatedAt) })
+	rows := make([]Row, 0, len(live)+1)
+	for _, a := range live {
+		h := a.hdr
+		r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd,
+			Status: a.status()}
+		a.mu.Lock()
+		u, last := a.usage, a.last
+		a.mu.Unlock()
+		r.Usage, r.TreeUsage = &u, &u
+		r.LastStopReason, r.LastMessage = last.StopReason, truncateUTF8(last.Output, MaxClosingBytes)
+		rows = append(rows, r)
+	}
+	return append(rows, Row{Kind: "diagnostic", ID: StoreRowID, Reason: "unavailable"})
+}
+
+// StoreRowID is the id of the diagnostic row a listing carries when the
+// session store itself cannot be read.
+const StoreRowID = "session-store"
 
 func (u Usage) plus(v Usage) Usage {
 	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens, CostUSD: u.CostUSD + v.CostUSD}
@@ -485,8 +622,8 @@ func (m *Manager) row(l Listing) Row {
 	m.mu.Lock()
 	bad := m.corrupt[h.ID]
 	m.mu.Unlock()
-	if bad {
-		return Row{Kind: "diagnostic", ID: h.ID, Reason: "corrupt"}
+	if bad != "" {
+		return Row{Kind: "diagnostic", ID: h.ID, Reason: bad}
 	}
 	if cp := l.Checkpoint; cp != nil && l.JournalLen <= cp.Seq {
 		u := cp.Usage
@@ -532,7 +669,15 @@ func foldUsage(events []agent.Event) Usage {
 
 // Recover finds the children a crash (or a shutdown) left active, closes
 // their interrupted turns so they can be resumed, and announces each ended
-// epoch to its parent. Call it once after the providers are registered.
+// epoch to its parent: the closing events, the checkpoint, the clearing of
+// the mark and the notice are one write, so a crash during recovery
+// repeats it, never half of it. Call it once after the providers are
+// registered.
+//
+// A child whose journal cannot be read keeps its mark (clearing it would
+// forget the epoch for good; once the file is repaired, a later start
+// closes and announces it) and lists as corrupt, and its parent gets a
+// notice saying so, once per start while it stays unreadable.
 func (m *Manager) Recover() error {
 	if m.store == nil {
 		return nil
@@ -549,17 +694,15 @@ func (m *Manager) Recover() error {
 		}
 		events, err := m.store.Events(id)
 		if err != nil {
-			m.log.Error("an active child's journal cannot be read; leaving it", "agent_id", id, "err", err)
-			_ = m.store.SetActive(id, false)
+			m.log.Error("an active child's journal cannot be read; keeping its mark", "agent_id", id, "err", err)
+			m.noteUnreadable(id, err)
+			n := Notice{Source: agent.SourceSettled, StopReason: agent.StopError, Text: unreadableText(id, err)}
+			if err := m.deliver(h, n); err != nil {
+				m.log.Error("telling the parent of an unreadable child failed", "agent_id", id, "err", err)
+			}
 			continue
 		}
 		all, closing := closeOpenTurn(events)
-		if len(closing) > 0 {
-			if err := m.store.AppendEvents(id, closing); err != nil {
-				m.log.Error("closing an interrupted turn failed", "agent_id", id, "err", err)
-				continue
-			}
-		}
 		last := lastOutcome(all)
 		if last.StopReason == "" {
 			// No turn of the epoch reached the journal: the crash stopped
@@ -567,14 +710,26 @@ func (m *Manager) Recover() error {
 			// runs it).
 			last.StopReason = agent.StopAborted
 		}
-		if err := m.store.SetActive(id, false); err != nil {
-			m.log.Error("clearing an active mark failed", "agent_id", id, "err", err)
+		cp := Checkpoint{Seq: int64(len(all)), Mode: h.Mode, Label: h.Label, Usage: foldUsage(all), Stop: last.StopReason,
+			Closing: truncateUTF8(last.Output, MaxClosingBytes)}
+		n := stamp(h, Notice{Source: agent.SourceSettled, Text: settlementText(id, last), StopReason: last.StopReason})
+		w := ChildWrite{Events: closing, Settle: &cp, Notify: &ParentNotice{To: h.Parent, Notice: n}}
+		if err := m.storeWrite(func() error { return writeChild(m.store, id, w) }); err != nil {
+			m.log.Error("closing an interrupted epoch failed; the next start tries again", "agent_id", id, "err", err)
 			continue
 		}
-		m.deliver(h, Notice{Source: agent.SourceSettled, Text: settlementText(id, last), StopReason: last.StopReason})
+		m.announce(h, n)
 		m.log.Info("recovered a child left active", "agent_id", id, "closed_turn", len(closing) > 0)
 	}
 	return nil
+}
+
+// unreadableText is the notice about an active child whose journal cannot
+// be read.
+func unreadableText(id string, err error) string {
+	return fmt.Sprintf("Background subagent %s cannot be read from the session store, so how its last run ended is unknown (%s). "+
+		"It lists as corrupt; stop the server and run `mcp-subagent doctor` to copy every readable child into a fresh store.",
+		id, truncateUTF8(err.Error(), 300))
 }
 
 // lastOutcome reads how the journal's last turn ended and its last

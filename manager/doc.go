@@ -13,12 +13,24 @@
 //     in a filter and depths over the cap (DEPTH_EXCEEDED: "subagent depth
 //     N exceeds maxDepth M"; the deployment's default cap is 3).
 //   - A child's id, and a message's, is committed to the store before it
-//     is handed to anyone (Started.Committed; Followup and ReportFrom wait
-//     for their message). A queued message leaves the stored inbox in the
-//     same commit as its turn's first event, so a crash keeps one or the
-//     other; a resume runs what was left queued first, in order. Journal
-//     events are written behind the turn by the child's own writer, in
-//     order, batched per commit.
+//     is handed to anyone: StartContinuable returns only once the record
+//     and the first prompt are committed (so a progress note naming the id
+//     follows the commit), and a new child runs its first turn only then;
+//     Followup and ReportFrom wait for their message. A queued message
+//     leaves the stored inbox in the same commit as the journal events
+//     that record it, so a crash keeps one or the other; a resume runs
+//     what was left queued first, in order. Journal events are written
+//     behind the turn by the child's own writer, in order, batched per
+//     commit. An in-band turn outcome is handed over only once the turn's
+//     events are committed.
+//   - Nothing is counted as written that was not. A failed write is
+//     retried (Options.WriteAttempts, with a doubling delay); one that
+//     still fails stops the child: its caller gets PERSISTENCE_UNAVAILABLE
+//     (a send, a report, a start) or a failed outcome saying so (a wait),
+//     no id is handed out, the parent is told the child failed, and the
+//     active mark stays set so the next start announces the epoch from
+//     what the store holds. A new child whose record cannot be committed
+//     is removed without a notice: nobody had its id, and it ran nothing.
 //   - Each child has one inbox, its only turn queue; every message becomes
 //     one FIFO turn (or, for a quiet report, rides along with the next).
 //     A message never alters a turn in flight.
@@ -27,22 +39,42 @@
 //     parked queue), ready (stored only).
 //   - When an activation settles, its direct parent gets exactly one
 //     notice (source kind subagent-settled), unless the epoch's last turn
-//     was already answered in band to a waiting caller. The notice is put
-//     in a live parent's inbox in the same critical section that drops the
-//     parent's ownership, so a parent never settles without it. A root
-//     principal's notices are stored until its next call takes them.
+//     was already answered in band to a waiting caller. The notice is
+//     committed in the same write as the settlement (ChildWrite.Notify:
+//     into the owning parent's stored inbox, or a root principal's or a
+//     stored parent's notice queue), so a cleared active mark always has
+//     its notice. It is put in a live parent's inbox in the same critical
+//     section that drops the parent's ownership, so a parent never settles
+//     without it. A root principal's notices are stored until its next
+//     call takes them; a resumed agent's stored notices are admitted
+//     before they leave the queue (a crash repeats one, never loses it).
+//   - Recover closes each interrupted epoch in one write (closing events,
+//     checkpoint, cleared mark, notice). A child whose journal cannot be
+//     read keeps its mark, lists as corrupt (or unavailable), and its
+//     parent gets a notice saying so and naming mcp-subagent doctor, once
+//     per start while it stays unreadable.
+//   - Interrupt of an id the store does not hold is a no-op; a store that
+//     cannot say is PERSISTENCE_UNAVAILABLE. Progress notes stop when the
+//     caller's wait returns. A start refused while draining revokes the
+//     callback token minted for it.
 //   - Progress notes may be dropped; notices and results are not.
 //   - Listing never loads, resumes or queries a child: a live child is
 //     read from memory, a stored one from its checkpoint (current by
 //     construction) or, failing that, one fold of its journal. A child
 //     that cannot be read is a diagnostic row; its siblings are unaffected.
+//     A listing whose store cannot be read at all does not fail: it lists
+//     the live children and one diagnostic row, StoreRowID.
 //   - Close stops every resident child without a notice and leaves its
 //     active mark, exactly as a crash would; Recover, on the next start,
 //     closes the interrupted turns and announces each ended epoch.
 //
-// Caveats: a failed final flush is logged, not fatal; a later listing then
-// folds the journal, and a mark left set makes the next start announce the
-// epoch again. A crash can lose the journal events of the last few
+// Caveats: a failed settlement write stops the child and leaves its mark,
+// so the next start announces the epoch again (its parent may hear twice).
+// A settling child whose parent is live but does not own it (rare: the
+// parent was settling when the child was resumed) has its notice stored
+// after the settlement, not with it. A retry after a commit that failed
+// but landed is detected for journal events and records (not for a bare
+// inbox write, which could then be queued twice). A crash can lose the journal events of the last few
 // milliseconds of a turn — never a child or a message whose id was handed
 // out. Stores without the Inboxer ability (the in-memory one) keep no
 // inbox. A child interrupted with a parked queue stays resident until its

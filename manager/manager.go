@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 )
@@ -37,7 +39,21 @@ type Options struct {
 	// Callback, when set, mints the endpoint external children use to reach
 	// this server back; nil: none is offered.
 	Callback CallbackFunc
+	// WriteAttempts is how often a store write is tried before it counts
+	// as failed (the child then stops, and its caller gets the error);
+	// zero: DefaultWriteAttempts.
+	WriteAttempts int
+	// WriteRetryDelay is the wait before the first retry, doubled after
+	// each; zero: DefaultWriteRetryDelay.
+	WriteRetryDelay time.Duration
 }
+
+// Defaults for Options.WriteAttempts and WriteRetryDelay: a write is given
+// up after about 140 ms of retries.
+const (
+	DefaultWriteAttempts   = 4
+	DefaultWriteRetryDelay = 20 * time.Millisecond
+)
 
 // EventType names a lifecycle event.
 type EventType string
@@ -88,9 +104,11 @@ type Manager struct {
 	pendingSig map[string]chan struct{}
 	sessionSig chan struct{} // closed and replaced when a root session goes
 	// corrupt holds children whose stored journal failed to decode on a
-	// read (a resume, a fold): listings show them as corrupt from then on,
-	// even where a checkpoint would have spared the read.
-	corrupt map[string]bool
+	// read (a resume, a fold, a recovery), with the reason listings show
+	// for them from then on, even where a checkpoint would have spared the
+	// read.
+	corrupt map[string]string
+	retry   retryPolicy
 }
 
 // New returns a manager with no providers.
@@ -105,7 +123,8 @@ func New(opts Options) *Manager {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{opts: opts, log: log, providers: map[string]Provider{},
 		listeners: map[int]func(Event){}, runs: map[string]*handle{},
-		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), corrupt: map[string]bool{}}
+		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), corrupt: map[string]string{},
+		retry: retryPolicy{attempts: cmp.Or(opts.WriteAttempts, DefaultWriteAttempts), delay: cmp.Or(opts.WriteRetryDelay, DefaultWriteRetryDelay)}}
 }
 
 // Persistent reports whether the manager has a session store, which
@@ -350,7 +369,7 @@ func (m *Manager) Start(ctx context.Context, name string, req StartRequest) (Run
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		run.Dispose()
+		h.Dispose() // the run and its callback token
 		return nil, newErr(CodeDraining, "the server is shutting down; no new subagents start")
 	}
 	m.runs[run.ID()] = h

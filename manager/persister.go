@@ -1,10 +1,14 @@
 package manager
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 )
 
 // persister is a child's only writer. It commits the child's record, its
@@ -13,14 +17,24 @@ import (
 // goes out in the next commit. Ids handed to callers wait for the record's
 // commit (committed); a crash can lose at most the events of the last few
 // milliseconds.
+//
+// A commit that fails is retried (retry.attempts in all, with a doubling
+// delay). One that still fails breaks the writer for good: it writes
+// nothing more (a later write would have to skip the lost one, and a
+// journal must not have gaps), every waiter, present and future, gets the
+// error, and onFail tells the activation, which stops the child. Nothing
+// is ever counted as written that was not.
 type persister struct {
-	store Store
-	id    string
-	log   *slog.Logger
+	store  Store
+	id     string
+	log    *slog.Logger
+	retry  retryPolicy
+	onFail func(error) // called once, from the writer, outside mu
 
 	mu      sync.Mutex
 	pending ChildWrite
-	claimed []string      // dequeues held back to ride with the next event
+	claimed []string      // dequeues held back to ride with the events that record them
+	unseen  int           // user-side messages of the claimed inputs not yet journaled
 	kick    chan struct{} // buffered 1
 	drained *sync.Cond    // broadcast after each commit
 	writing bool
@@ -30,15 +44,22 @@ type persister struct {
 	// caller waits for its own write (waitFor(mark())) without waiting for
 	// everything queued after it.
 	issued, written int64
+	err             error // the write that failed for good; nothing after it is written
 
-	created   chan struct{} // closed once the record is committed
+	created   chan struct{} // closed once the record is committed (or failed)
 	createErr error
+}
+
+// retryPolicy is how a child's writer retries a failed commit.
+type retryPolicy struct {
+	attempts int
+	delay    time.Duration // before the first retry; doubled after each
 }
 
 // newPersister starts a child's writer. create, when non-nil, is the new
 // child's record, committed first.
-func newPersister(store Store, id string, log *slog.Logger, create *NewChild) *persister {
-	p := &persister{store: store, id: id, log: log, kick: make(chan struct{}, 1), done: make(chan struct{}),
+func newPersister(store Store, id string, log *slog.Logger, retry retryPolicy, create *NewChild) *persister {
+	p := &persister{store: store, id: id, log: log, retry: retry, kick: make(chan struct{}, 1), done: make(chan struct{}),
 		created: make(chan struct{})}
 	p.drained = sync.NewCond(&p.mu)
 	if create != nil {
@@ -59,14 +80,22 @@ func (p *persister) committed() error {
 }
 
 // add queues an event; it is the journal listener and never blocks on I/O.
-// Messages a turn claimed go out in the same commit as the turn's first
-// event, so a crash leaves either the queued message or its turn, never
-// neither.
+// Messages a turn claimed leave the stored inbox in the same commit as the
+// last of the journal events that record them (each input is a user-side
+// message; the turn's end, for a driver that records fewer), so a crash
+// leaves each message queued or journaled, never neither.
 func (p *persister) add(e agent.Event) {
 	p.mu.Lock()
 	p.pending.Events = append(p.pending.Events, e)
-	p.pending.Dequeue = append(p.pending.Dequeue, p.claimed...)
-	p.claimed = nil
+	if len(p.claimed) > 0 {
+		if e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == llm.RoleUser {
+			p.unseen--
+		}
+		if p.unseen <= 0 || e.Kind == agent.EventTurnEnd {
+			p.pending.Dequeue = append(p.pending.Dequeue, p.claimed...)
+			p.claimed, p.unseen = nil, 0
+		}
+	}
 	p.issued++
 	p.mu.Unlock()
 	p.poke()
@@ -81,10 +110,11 @@ func (p *persister) enqueue(q QueuedMessage) {
 	p.poke()
 }
 
-// claim records that a turn took these messages; see add.
+// claim records that a turn took these messages, one input each; see add.
 func (p *persister) claim(ids ...string) {
 	p.mu.Lock()
 	p.claimed = append(p.claimed, ids...)
+	p.unseen += len(ids)
 	p.mu.Unlock()
 }
 
@@ -95,14 +125,28 @@ func (p *persister) poke() {
 	}
 }
 
+func emptyWrite(w ChildWrite) bool {
+	return w.Create == nil && len(w.Events) == 0 && w.Settle == nil && len(w.Enqueue)+len(w.Dequeue) == 0
+}
+
 func (p *persister) loop() {
 	defer close(p.done)
+	// A panic here would take the whole server down; the store is the
+	// likeliest source (a damaged file), so it becomes a failed write.
+	defer func() {
+		if r := recover(); r != nil {
+			p.fail(fmt.Errorf("the store panicked: %v", r), p.issued)
+		}
+	}()
 	for range p.kick {
 		for {
 			p.mu.Lock()
 			w := p.pending
 			p.pending = ChildWrite{}
-			if w.Create == nil && len(w.Events) == 0 && w.Settle == nil && len(w.Enqueue)+len(w.Dequeue) == 0 {
+			if p.err != nil { // broken: nothing more is written
+				w = ChildWrite{}
+			}
+			if emptyWrite(w) {
 				p.writing = false
 				p.drained.Broadcast()
 				closed := p.closed
@@ -115,45 +159,125 @@ func (p *persister) loop() {
 			p.writing = true
 			hi := p.issued
 			p.mu.Unlock()
-			err := writeChild(p.store, p.id, w)
+			if err := p.write(w); err != nil {
+				p.fail(err, hi)
+				continue
+			}
 			p.mu.Lock()
 			p.written = hi
 			p.drained.Broadcast()
 			p.mu.Unlock()
 			if w.Create != nil {
-				if err != nil {
-					p.createErr = &Error{Code: CodePersistenceUnavailable, AgentID: p.id, Message: "recording the child failed", Err: err}
-				}
 				close(p.created)
-			}
-			if err != nil {
-				p.log.Error("persisting a child failed", "agent_id", p.id, "events", len(w.Events), "settle", w.Settle != nil, "err", err)
 			}
 		}
 	}
 }
 
+// write commits w, retrying a failed commit. Before a retry it checks
+// whether the failed attempt landed after all (a commit can fail after its
+// data reached the file): a journal already as long as w's last event, or
+// a created record already stored, means it did, and w is not applied
+// twice.
+func (p *persister) write(w ChildWrite) error {
+	attempts := max(p.retry.attempts, 1)
+	delay := p.retry.delay
+	var err error
+	for i := 0; i < attempts; i++ {
+		if i > 0 {
+			p.log.Warn("retrying a failed child write", "agent_id", p.id, "attempt", i+1, "err", err)
+			time.Sleep(delay)
+			delay *= 2
+			if p.landed(w) {
+				return nil
+			}
+		}
+		if err = writeChild(p.store, p.id, w); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+func (p *persister) landed(w ChildWrite) bool {
+	if n := len(w.Events); n > 0 {
+		l, err := p.store.JournalLen(p.id)
+		return err == nil && l >= w.Events[n-1].Seq+1
+	}
+	if w.Create != nil {
+		_, err := p.store.Header(p.id)
+		return err == nil
+	}
+	return false
+}
+
+// fail breaks the writer: the writes up to hi (and everything after) are
+// not stored.
+func (p *persister) fail(cause error, hi int64) {
+	err := &Error{Code: CodePersistenceUnavailable, AgentID: p.id,
+		Message: fmt.Sprintf("storing subagent %s failed (%v); it is stopped, and what it was last given may not have been kept", p.id, cause), Err: cause}
+	p.log.Error("persisting a child failed for good; stopping it", "agent_id", p.id, "err", cause)
+	p.mu.Lock()
+	first := p.err == nil
+	if first {
+		p.err = err
+	}
+	p.pending = ChildWrite{}
+	p.claimed, p.unseen = nil, 0
+	p.writing = false
+	createPending := p.written == 0 && p.createErr == nil && !isClosed(p.created)
+	if createPending {
+		p.createErr = err
+	}
+	p.drained.Broadcast()
+	p.mu.Unlock()
+	if createPending {
+		close(p.created)
+	}
+	if first && p.onFail != nil {
+		p.onFail(err)
+	}
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // flush waits until everything queued so far is committed; with settle it
-// first queues the final checkpoint (and the clearing of the active mark).
-func (p *persister) flush(settle *Checkpoint) {
+// first queues the final checkpoint (and the clearing of the active mark)
+// and notice, so that they commit together.
+func (p *persister) flush(settle *Checkpoint, notify *ParentNotice) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.err != nil {
+		return p.err
+	}
 	if p.closed {
-		return // the writer is gone (the server is stopping); nothing waits on it
+		return errWriterClosed // the server is stopping; nothing waits on it
 	}
 	if settle != nil {
 		p.pending.Settle = settle
+		p.pending.Notify = notify
+		p.issued++
 	}
 	if settle != nil && len(p.claimed) > 0 { // a turn that wrote no event
 		p.pending.Dequeue = append(p.pending.Dequeue, p.claimed...)
-		p.claimed = nil
+		p.claimed, p.unseen = nil, 0
 	}
-	for p.pending.Create != nil || len(p.pending.Events) > 0 || p.pending.Settle != nil ||
-		len(p.pending.Enqueue)+len(p.pending.Dequeue) > 0 || p.writing {
+	t := p.issued
+	for p.written < t && p.err == nil {
 		p.poke()
 		p.drained.Wait()
 	}
+	return p.err
 }
+
+var errWriterClosed = errors.New("the child's writer is closed")
 
 // mark returns a ticket for everything queued so far.
 func (p *persister) mark() int64 {
@@ -163,19 +287,26 @@ func (p *persister) mark() int64 {
 }
 
 // waitFor waits until the writes up to ticket t are committed (not those
-// queued after).
-func (p *persister) waitFor(t int64) {
+// queued after). It fails when the writer broke before writing them.
+func (p *persister) waitFor(t int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.written < t && !p.closed {
+	for p.written < t && p.err == nil && !p.closed {
 		p.poke()
 		p.drained.Wait()
 	}
+	if p.written >= t {
+		return nil
+	}
+	if p.err != nil {
+		return p.err
+	}
+	return &Error{Code: CodePersistenceUnavailable, AgentID: p.id, Message: "the server is stopping; the write was not made", Err: errWriterClosed}
 }
 
 // close stops the writer once it is drained.
 func (p *persister) close() {
-	p.flush(nil)
+	_ = p.flush(nil, nil)
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()

@@ -3,6 +3,7 @@ package manager
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
@@ -106,7 +107,8 @@ type Store interface {
 	// continue the stored journal without gaps.
 	AppendEvents(childID string, events []agent.Event) error
 	// Header, Descriptor and Events read one child. A child whose bytes do
-	// not decode yields an error wrapping ErrCorrupt.
+	// not decode yields an error wrapping ErrCorrupt; an unknown one, an
+	// error wrapping ErrNotFound.
 	Header(childID string) (Header, error)
 	Descriptor(childID string) (Descriptor, error)
 	Events(childID string) ([]agent.Event, error)
@@ -140,6 +142,11 @@ type Store interface {
 // ErrCorrupt marks persisted bytes that do not decode.
 var ErrCorrupt = errors.New("persisted child data is corrupt")
 
+// ErrNotFound marks a child id the store does not hold. Every per-child
+// Store method returns an error wrapping it for an unknown id, so a caller
+// can tell "no such child" from a store that failed.
+var ErrNotFound = errors.New("no such child")
+
 // Listing is one child of a parent as a store reads it for a listing, in
 // the same read: the header, the checkpoint if one is stored, and the
 // journal's length (the checkpoint's sequence gate).
@@ -161,13 +168,29 @@ type Lister interface {
 
 // ChildWrite is several writes for one child, applied in this order:
 // create the child (marking it active), append events, settle (final
-// checkpoint, active mark cleared).
+// checkpoint, active mark cleared) and the settlement's notice to the
+// parent.
 type ChildWrite struct {
 	Create  *NewChild
 	Enqueue []QueuedMessage // messages admitted to the inbox
 	Dequeue []string        // ids of messages a turn has claimed
 	Events  []agent.Event
 	Settle  *Checkpoint
+	// Notify is the settlement notice, committed with Settle: a crash
+	// keeps both or neither, so a cleared active mark always has its
+	// notice stored.
+	Notify *ParentNotice
+}
+
+// ParentNotice is a notice a child's write delivers to its parent. For a
+// live parent agent (Inbox set) it joins that agent's stored inbox as
+// Message, which the parent's turn later claims; otherwise it is queued
+// under To as AddNotice queues it (Notice.Seq is assigned by the store).
+type ParentNotice struct {
+	To      string // the parent's address (an agent id or a principal's)
+	Inbox   bool
+	Message QueuedMessage // when Inbox
+	Notice  Notice        // when not Inbox
 }
 
 // QueuedMessage is a message admitted to a child's inbox and not yet
@@ -203,6 +226,9 @@ type Batcher interface {
 // call per part (inbox writes then need an Inboxer, and are dropped
 // without one: that store keeps no inbox).
 func writeChild(s Store, id string, w ChildWrite) error {
+	if w.Notify != nil && w.Settle == nil {
+		return fmt.Errorf("child %q: a notice is written only with its settlement", id)
+	}
 	if b, ok := s.(Batcher); ok {
 		return b.WriteChild(id, w)
 	}
@@ -220,7 +246,12 @@ func writeChild(s Store, id string, w ChildWrite) error {
 		if err := s.SetCheckpoint(id, *w.Settle); err != nil {
 			return err
 		}
-		return s.SetActive(id, false)
+		if err := s.SetActive(id, false); err != nil {
+			return err
+		}
+		if n := w.Notify; n != nil && !n.Inbox {
+			return s.AddNotice(n.To, n.Notice)
+		}
 	}
 	return nil
 }

@@ -68,8 +68,29 @@
 //   - JournalLen trusts the last key; a gap inside a journal is found by
 //     Events, not by JournalLen. The store checks sequence numbers only;
 //     turn structure is agent.Validate's business.
-//   - Decoding is checked; bbolt's own page structure is not. A file damaged
-//     below the value level may make bbolt return errors or panic.
+//   - Decoding is checked; bbolt's own page structure is not, and bbolt
+//     answers a damaged page with a panic. Every read, write and open runs
+//     behind a guard that turns such a panic (and a fault reading past the
+//     file, via debug.SetPanicOnFault) into a *DamagedError naming the file
+//     and `mcp-subagent doctor` (errors.Is ErrDamaged and
+//     manager.ErrCorrupt); no panic leaves the store. After a write
+//     panicked, every later write is refused (bbolt may hold its writer
+//     lock, and writing into a damaged tree could spread it) and Close
+//     waits at most 2s. A listing marks a child on a damaged page corrupt
+//     and lists the rest. A stack overflow or an endless loop on a page
+//     cycle is not recoverable; random damage seldom makes one.
+//   - Repair (mcp-subagent doctor) copies every readable child — header,
+//     descriptor, journal up to its first unreadable event, inbox, active
+//     mark — and every readable notice into a fresh file that takes the
+//     original's place; the original is kept as FileName.corrupt-<time>.
+//     It reads a copy through bbolt read-only, one child per transaction,
+//     so a damaged page costs only the children on it. Checkpoints are not
+//     copied (listings rebuild them). It refuses to run beside a server.
+//   - A file with its meta and format but missing a bucket it was created
+//     with is damaged (opening it fails); only an empty file, or one
+//     missing the inboxes bucket a later build added, is laid out.
+//   - WriteChild commits a settlement's notice (ChildWrite.Notify) with it:
+//     into a live parent's stored inbox, or a notice queue (as AddNotice).
 //   - Nothing is deleted yet: the file grows with every child and event, and
 //     bbolt reuses freed pages but never shrinks the file (compact it offline
 //     with the bbolt CLI while the server is stopped).

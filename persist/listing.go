@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -26,7 +27,7 @@ var (
 // mangled comes back with Corrupt set; the others are unaffected.
 func (s *Store) Listings(parent string) ([]manager.Listing, error) {
 	var out []manager.Listing
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		byParent, err := top(tx, bucketByParent)
 		if err != nil {
 			return err
@@ -44,47 +45,53 @@ func (s *Store) Listings(parent string) ([]manager.Listing, error) {
 			return nil
 		}
 		c := idx.Cursor()
-		n := 0
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			n++
-		}
-		out = make([]manager.Listing, 0, n)
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if len(k) <= 8 {
 				s.log.Warn("skipping malformed index key", "parent", parent, "key", fmt.Sprintf("%x", k))
 				continue
 			}
-			id := k[8:]
-			l := manager.Listing{Header: manager.Header{ID: string(id), Parent: parent}}
-			rec, err := decodeIndexRecord(v)
-			if err == nil {
-				if d := descriptors.Get(id); d == nil || checksum(d) != rec.descCRC {
-					err = errors.New("descriptor bytes do not match their checksum")
-				}
-			}
-			if err != nil {
-				s.log.Warn("listing a corrupt child", "parent", parent, "child", string(id), "err", err)
-				l.Corrupt = true
-				out = append(out, l)
-				continue
-			}
-			l.Header.Depth, l.Header.Mode, l.Header.Provider, l.Header.Label = int(rec.depth), manager.Mode(rec.mode), rec.provider, rec.label
-			l.Header.Cwd = rec.cwd
-			l.Header.CreatedAt = unixTime(rec.createdAt)
-			l.HasChildren = byParent.Bucket(id) != nil
-			// A stored checkpoint is current (appends drop it), so its Seq is
-			// the journal's length: no journal is opened here.
-			if b := checkpoints.Get(id); b != nil {
-				if cp, err := decodeCheckpoint(b); err == nil {
-					l.Checkpoint = &cp
-					l.JournalLen = cp.Seq
-				}
-			}
-			out = append(out, l)
+			out = append(out, s.listing(parent, k[8:], v, descriptors, checkpoints, byParent))
 		}
 		return nil
 	})
 	return out, err
+}
+
+// listing reads one indexed child for Listings. A damaged page under one
+// child (a bbolt panic reading its descriptor or checkpoint) makes that
+// child corrupt, not the listing.
+func (s *Store) listing(parent string, id, rec []byte, descriptors, checkpoints, byParent *bolt.Bucket) (l manager.Listing) {
+	l = manager.Listing{Header: manager.Header{ID: string(id), Parent: parent}}
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("listing a child on a damaged page", "path", s.path, "child", string(id), "panic", clip(fmt.Sprint(r)))
+			l = manager.Listing{Header: manager.Header{ID: string(id), Parent: parent}, Corrupt: true}
+		}
+	}()
+	r, err := decodeIndexRecord(rec)
+	if err == nil {
+		if d := descriptors.Get(id); d == nil || checksum(d) != r.descCRC {
+			err = errors.New("descriptor bytes do not match their checksum")
+		}
+	}
+	if err != nil {
+		s.log.Warn("listing a corrupt child", "parent", parent, "child", string(id), "err", err)
+		l.Corrupt = true
+		return l
+	}
+	l.Header.Depth, l.Header.Mode, l.Header.Provider, l.Header.Label = int(r.depth), manager.Mode(r.mode), r.provider, r.label
+	l.Header.Cwd = r.cwd
+	l.Header.CreatedAt = unixTime(r.createdAt)
+	l.HasChildren = byParent.Bucket(id) != nil
+	// A stored checkpoint is current (appends drop it), so its Seq is
+	// the journal's length: no journal is opened here.
+	if b := checkpoints.Get(id); b != nil {
+		if cp, err := decodeCheckpoint(b); err == nil {
+			l.Checkpoint = &cp
+			l.JournalLen = cp.Seq
+		}
+	}
+	return l
 }
 
 // WriteChild applies a child's pending writes (create, inbox, events,
@@ -123,6 +130,7 @@ type writeReq struct {
 	w              manager.ChildWrite
 	hb, db, cb     []byte
 	events, queued [][]byte
+	notify         []byte // the settlement notice for a parent's inbox, encoded
 	done           chan error
 	err            error
 }
@@ -156,12 +164,29 @@ func encodeWrite(childID string, w manager.ChildWrite) (*writeReq, error) {
 	if w.Settle != nil {
 		r.cb = encodeCheckpoint(*w.Settle)
 	}
+	if n := w.Notify; n != nil {
+		if w.Settle == nil {
+			return nil, fmt.Errorf("persist: child %q: a notice is written only with its settlement", childID)
+		}
+		if n.To == "" {
+			return nil, fmt.Errorf("persist: child %q: the settlement notice has no recipient", childID)
+		}
+		if n.Inbox {
+			if r.notify, err = json.Marshal(n.Message); err != nil {
+				return nil, err
+			}
+		} else if n.Notice.Time.IsZero() {
+			c := *n
+			c.Notice.Time = time.Now().UTC()
+			r.w.Notify = &c
+		}
+	}
 	return r, nil
 }
 
 // commit applies a batch of writes in one transaction and answers each.
 func (s *Store) commit(batch []*writeReq) {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		for _, r := range batch {
 			if r.err = checkWrite(tx, r); r.err != nil {
 				continue // refused alone, before it touched anything
@@ -207,6 +232,11 @@ func checkWrite(tx *bolt.Tx, r *writeReq) error {
 			}
 		}
 	}
+	if n := r.w.Notify; n != nil && n.Inbox {
+		if err := requireChild(tx, n.To); err != nil {
+			return fmt.Errorf("persist: child %q: the settlement notice's recipient: %w", r.id, err)
+		}
+	}
 	for i, e := range r.w.Events {
 		if want := next + int64(i); e.Seq != want {
 			return fmt.Errorf("persist: child %q: event sequence %d does not continue the journal (next is %d)", r.id, e.Seq, want)
@@ -245,7 +275,37 @@ func applyWrite(tx *bolt.Tx, r *writeReq) error {
 	if err != nil {
 		return err
 	}
-	return marks.Delete([]byte(r.id))
+	if err := marks.Delete([]byte(r.id)); err != nil {
+		return err
+	}
+	switch n := w.Notify; {
+	case n == nil:
+		return nil
+	case n.Inbox:
+		return appendInbox(tx, n.To, r.notify)
+	default:
+		return putNotice(tx, n.To, n.Notice)
+	}
+}
+
+// appendInbox adds one encoded message to a child's stored inbox.
+func appendInbox(tx *bolt.Tx, childID string, encoded []byte) error {
+	if err := requireChild(tx, childID); err != nil {
+		return err
+	}
+	inboxes, err := top(tx, bucketInboxes)
+	if err != nil {
+		return err
+	}
+	b, err := inboxes.CreateBucketIfNotExists([]byte(childID))
+	if err != nil {
+		return err
+	}
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	return b.Put(seqKey(seq), encoded)
 }
 
 // writeInbox appends admitted messages to a child's inbox (keyed by a
@@ -263,11 +323,7 @@ func writeInbox(tx *bolt.Tx, childID string, add []manager.QueuedMessage, encode
 		return err
 	}
 	for i := range add {
-		seq, err := b.NextSequence()
-		if err != nil {
-			return err
-		}
-		if err := b.Put(seqKey(seq), encoded[i]); err != nil {
+		if err := appendInbox(tx, childID, encoded[i]); err != nil {
 			return err
 		}
 	}
@@ -298,7 +354,7 @@ func writeInbox(tx *bolt.Tx, childID string, add []manager.QueuedMessage, encode
 // not decode is skipped (and logged): a lost message, not a lost child.
 func (s *Store) Queued(childID string) ([]manager.QueuedMessage, error) {
 	var out []manager.QueuedMessage
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if err := requireChild(tx, childID); err != nil {
 			return err
 		}

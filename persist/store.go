@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -53,8 +54,9 @@ var (
 )
 
 // ErrNotFound is returned (wrapped, naming the id) by every per-child method
-// for an id the store does not hold. It is not manager.ErrCorrupt.
-var ErrNotFound = errors.New("no such child")
+// for an id the store does not hold. It is manager.ErrNotFound, never
+// manager.ErrCorrupt.
+var ErrNotFound = manager.ErrNotFound
 
 // ErrExists is returned (wrapped) by CreateChild for an id already stored.
 var ErrExists = errors.New("child already exists")
@@ -79,6 +81,10 @@ type Store struct {
 	dir  string
 	path string
 	log  *slog.Logger
+
+	// damaged is set by the first write that panicked; later writes
+	// return it (see guard).
+	damaged atomic.Pointer[DamagedError]
 
 	// Group commit for WriteChild: queued writes, and whether a caller is
 	// committing them.
@@ -125,45 +131,77 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("persist: create data directory %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout})
+	db, err := openBolt(path, bolt.Options{Timeout: opts.LockTimeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, &LockedError{Dir: dir, Timeout: opts.LockTimeout}
+	}
+	var damaged *DamagedError
+	if errors.As(err, &damaged) {
+		return nil, err
+	}
+	if errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrChecksum) || errors.Is(err, bolterrors.ErrVersionMismatch) {
+		return nil, &DamagedError{Path: path, Op: "open", Cause: err.Error()}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("persist: open %s: %w", path, err)
 	}
+	s := &Store{db: db, dir: dir, path: path, log: log}
 	// A store already laid out is only read at open: no write, no disk sync
 	// on the start path.
-	if err := db.View(checkLayout); errors.Is(err, errNeedsLayout) {
-		err = db.Update(initLayout)
+	if err := s.view(checkLayout); errors.Is(err, errNeedsLayout) {
+		err = s.update(initLayout)
 		if err != nil {
-			db.Close()
+			s.Close()
 			return nil, fmt.Errorf("persist: %s: %w", path, err)
 		}
 	} else if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("persist: %s: %w", path, err)
+		s.Close()
+		if !errors.As(err, &damaged) {
+			err = &DamagedError{Path: path, Op: "open", Cause: err.Error()}
+		}
+		return nil, err
 	}
 	log.Debug("store opened", "path", path)
-	return &Store{db: db, dir: dir, path: path, log: log}, nil
+	return s, nil
 }
 
 var errNeedsLayout = errors.New("store needs its layout")
 
 // checkLayout checks, read-only, that every top-level bucket exists and the
-// format version is the one this build reads.
+// format version is the one this build reads. Only an empty file, or one
+// missing a bucket a later build added (inboxes), is laid out: a file that
+// has lost a bucket it was created with is damaged, and laying it out again
+// would pass an empty store off as the real one.
 func checkLayout(tx *bolt.Tx) error {
+	missing, present := 0, 0
 	for _, name := range topBuckets {
 		if tx.Bucket(name) == nil {
-			return errNeedsLayout
+			missing++
+		} else {
+			present++
 		}
 	}
-	want := fmt.Sprint(FormatVersion)
-	switch got := tx.Bucket(bucketMeta).Get(keyFormat); {
-	case got == nil:
+	if present == 0 {
 		return errNeedsLayout
+	}
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return fmt.Errorf("the meta bucket is missing: %w", manager.ErrCorrupt)
+	}
+	want := fmt.Sprint(FormatVersion)
+	switch got := meta.Get(keyFormat); {
+	case got == nil:
+		return fmt.Errorf("the format version is missing: %w", manager.ErrCorrupt)
 	case string(got) != want:
 		return fmt.Errorf("store format %q is not the format %s this build reads", got, want)
+	}
+	for _, name := range topBuckets {
+		if tx.Bucket(name) == nil && string(name) != string(bucketInboxes) {
+			return fmt.Errorf("bucket %s is missing: %w", name, manager.ErrCorrupt)
+		}
+	}
+	if missing > 0 {
+		return errNeedsLayout
 	}
 	return nil
 }
@@ -190,7 +228,21 @@ func initLayout(tx *bolt.Tx) error {
 func (s *Store) Path() string { return s.path }
 
 // Close releases the database and its lock. Calling it again is a no-op.
-func (s *Store) Close() error { return s.db.Close() }
+// On a store a write panic left damaged it waits at most closeTimeout (and
+// the lock is then released when the process exits).
+func (s *Store) Close() error {
+	if s.damaged.Load() == nil {
+		return s.db.Close()
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.db.Close() }() // may never return: bbolt's writer lock
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(closeTimeout):
+		return fmt.Errorf("persist: closing the damaged store %s timed out", s.path)
+	}
+}
 
 // top returns a top-level bucket; initLayout creates them all, so a missing
 // one means the file was damaged.
@@ -258,7 +310,7 @@ func (s *Store) CreateChild(h manager.Header, d manager.Descriptor) error {
 	if err != nil {
 		return fmt.Errorf("persist: child %q: encode descriptor: %w", h.ID, err)
 	}
-	return s.db.Update(func(tx *bolt.Tx) error { return putChild(tx, h, hb, db) })
+	return s.update(func(tx *bolt.Tx) error { return putChild(tx, h, hb, db) })
 }
 
 // putChild writes one validated, encoded child into tx. Bulk loaders call it
@@ -355,7 +407,7 @@ func (s *Store) AppendEvents(childID string, events []agent.Event) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(tx *bolt.Tx) error { return appendEvents(tx, childID, events, encoded) })
+	return s.update(func(tx *bolt.Tx) error { return appendEvents(tx, childID, events, encoded) })
 }
 
 func encodeEvents(childID string, events []agent.Event) ([][]byte, error) {
@@ -447,7 +499,7 @@ func (s *Store) Events(childID string) ([]agent.Event, error) {
 	// The bytes are copied out in the transaction and decoded after it, on
 	// every core: decoding is nearly all of a cold resume's cost.
 	var raw [][]byte
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		j, err := journal(tx, childID)
 		if err != nil {
 			return err
@@ -521,7 +573,7 @@ func decodeEvents(childID string, raw [][]byte) ([]agent.Event, error) {
 // JournalLen returns the number of stored events without decoding them.
 func (s *Store) JournalLen(childID string) (int64, error) {
 	var n int64
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		j, err := journal(tx, childID)
 		if err != nil {
 			return err
@@ -538,7 +590,7 @@ func (s *Store) JournalLen(childID string) (int64, error) {
 // returned as manager.Header{ID: id} and its id is listed in corrupt; one bad
 // child never fails the call.
 func (s *Store) Children(parent string) (headers []manager.Header, corruptIDs []string, err error) {
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		byParent, err := top(tx, bucketByParent)
 		if err != nil {
 			return err
@@ -607,7 +659,7 @@ func (s *Store) Checkpoint(childID string) (manager.Checkpoint, bool, error) {
 // readChild reads a known child's value in one top-level bucket (nil when
 // absent) inside a read transaction; fn must not keep b.
 func (s *Store) readChild(childID string, bucket []byte, fn func(b []byte) error) error {
-	return s.db.View(func(tx *bolt.Tx) error {
+	return s.view(func(tx *bolt.Tx) error {
 		if err := requireChild(tx, childID); err != nil {
 			return err
 		}
@@ -622,7 +674,7 @@ func (s *Store) readChild(childID string, bucket []byte, fn func(b []byte) error
 // SetCheckpoint replaces the child's projection checkpoint.
 func (s *Store) SetCheckpoint(childID string, c manager.Checkpoint) error {
 	b := encodeCheckpoint(c)
-	return s.db.Update(func(tx *bolt.Tx) error { return putCheckpoint(tx, childID, c, b) })
+	return s.update(func(tx *bolt.Tx) error { return putCheckpoint(tx, childID, c, b) })
 }
 
 // AddNotice queues n for principal. The store assigns n.Seq (per principal,
@@ -634,29 +686,32 @@ func (s *Store) AddNotice(principal string, n manager.Notice) error {
 	if n.Time.IsZero() {
 		n.Time = time.Now().UTC()
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		notices, err := top(tx, bucketNotices)
-		if err != nil {
-			return err
-		}
-		q, err := notices.CreateBucketIfNotExists([]byte(principal))
-		if err != nil {
-			return fmt.Errorf("persist: notices of %q: %w", principal, err)
-		}
-		seq, err := q.NextSequence()
-		if err != nil {
-			return err
-		}
-		if seq > math.MaxInt64 {
-			return fmt.Errorf("persist: notices of %q: sequence exhausted", principal)
-		}
-		n.Seq = int64(seq)
-		b, err := json.Marshal(n)
-		if err != nil {
-			return fmt.Errorf("persist: notices of %q: encode: %w", principal, err)
-		}
-		return q.Put(seqKey(seq), b)
-	})
+	return s.update(func(tx *bolt.Tx) error { return putNotice(tx, principal, n) })
+}
+
+// putNotice queues n under principal (an address) with the next sequence.
+func putNotice(tx *bolt.Tx, principal string, n manager.Notice) error {
+	notices, err := top(tx, bucketNotices)
+	if err != nil {
+		return err
+	}
+	q, err := notices.CreateBucketIfNotExists([]byte(principal))
+	if err != nil {
+		return fmt.Errorf("persist: notices of %q: %w", principal, err)
+	}
+	seq, err := q.NextSequence()
+	if err != nil {
+		return err
+	}
+	if seq > math.MaxInt64 {
+		return fmt.Errorf("persist: notices of %q: sequence exhausted", principal)
+	}
+	n.Seq = int64(seq)
+	b, err := json.Marshal(n)
+	if err != nil {
+		return fmt.Errorf("persist: notices of %q: encode: %w", principal, err)
+	}
+	return q.Put(seqKey(seq), b)
 }
 
 // TakeNotices removes and returns the notices queued for principal that
@@ -670,7 +725,7 @@ func (s *Store) TakeNotices(principal string, take func(manager.Notice) bool) ([
 		return nil, nil
 	}
 	var out []manager.Notice
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		out = out[:0] // a retried transaction starts over
 		notices, err := top(tx, bucketNotices)
 		if err != nil {
@@ -721,7 +776,7 @@ func (s *Store) TakeNotices(principal string, take func(manager.Notice) bool) ([
 // A read error says yes: the write transaction reports it.
 func (s *Store) anyNotice(principal string, take func(manager.Notice) bool) bool {
 	found := false
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		notices := tx.Bucket(bucketNotices)
 		if notices == nil { // the write transaction reports it
 			found = true
@@ -746,7 +801,7 @@ func (s *Store) anyNotice(principal string, take func(manager.Notice) bool) bool
 
 // SetActive sets (true) or clears (false) the child's live-activation mark.
 func (s *Store) SetActive(childID string, active bool) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		if err := requireChild(tx, childID); err != nil {
 			return err
 		}
@@ -764,7 +819,7 @@ func (s *Store) SetActive(childID string, active bool) error {
 // Active returns the ids of marked children in byte order of their ids.
 func (s *Store) Active() ([]string, error) {
 	var ids []string
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		marks, err := top(tx, bucketActive)
 		if err != nil {
 			return err

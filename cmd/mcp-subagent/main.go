@@ -3,6 +3,7 @@
 //
 //	mcp-subagent serve                 # stdio
 //	mcp-subagent serve --http 127.0.0.1:8765
+//	mcp-subagent doctor
 //	mcp-subagent version
 package main
 
@@ -42,6 +43,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			control = args[1]
 			args = args[1:]
 		}
+	case "doctor":
+		return runDoctor(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stderr, usage)
 		return 0
@@ -105,6 +108,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 const usage = `Usage:
   mcp-subagent serve [--http ADDR] [--config FILE] [--data-dir DIR | --ephemeral] [--no-daemon] [--log-level LEVEL] [--log-format FORMAT] [--principal NAME]
   mcp-subagent daemon [stop|status] [--data-dir DIR] [--config FILE]
+  mcp-subagent doctor [--data-dir DIR]   copy every readable child of a damaged store into a fresh one
   mcp-subagent version
 
 serve over stdio relays to the one daemon of the data directory, starting it

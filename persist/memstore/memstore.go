@@ -7,8 +7,9 @@
 // out (they are kept JSON-encoded, so nothing a caller holds aliases the
 // store's state), children list by created_at with ties broken by id, a
 // journal's sequence must continue without gaps, notices are numbered per
-// principal and taken once. Nothing is ever corrupt here, so ErrCorrupt is
-// never returned.
+// principal and taken once; WriteChild applies a child's writes (and a
+// settlement's notice) as one, and inboxes are kept (Inboxer). Nothing is
+// ever corrupt here, so ErrCorrupt is never returned.
 //
 // Caveats: everything is lost when the process ends, including the active
 // marks a restart would use to announce interrupted epochs.
@@ -28,11 +29,14 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
-var _ manager.Store = (*Store)(nil)
+var (
+	_ manager.Store   = (*Store)(nil)
+	_ manager.Inboxer = (*Store)(nil)
+)
 
 // ErrNotFound is returned (wrapped, naming the id) by every per-child method
-// for an id the store does not hold.
-var ErrNotFound = errors.New("no such child")
+// for an id the store does not hold. It is manager.ErrNotFound.
+var ErrNotFound = manager.ErrNotFound
 
 // ErrExists is returned (wrapped) by CreateChild for an id already stored.
 var ErrExists = errors.New("child already exists")
@@ -44,7 +48,8 @@ type child struct {
 	header     []byte
 	descriptor []byte
 	events     [][]byte
-	checkpoint []byte // nil: none
+	checkpoint []byte   // nil: none
+	inbox      [][]byte // queued messages (manager.QueuedMessage JSON), in order
 }
 
 // indexEntry orders a parent's children.
@@ -102,25 +107,9 @@ var (
 // (ErrExists), an empty id or parent, a zero created_at, and a descriptor
 // version other than manager.DescriptorVersion.
 func (s *Store) CreateChild(h manager.Header, d manager.Descriptor) error {
-	switch {
-	case h.ID == "":
-		return errors.New("memstore: header id must not be empty")
-	case h.Parent == "":
-		return fmt.Errorf("memstore: child %q: header parent must not be empty", h.ID)
-	case h.CreatedAt.IsZero():
-		return fmt.Errorf("memstore: child %q: header created_at must be set", h.ID)
-	case h.CreatedAt.Before(minCreatedAt) || h.CreatedAt.After(maxCreatedAt):
-		return fmt.Errorf("memstore: child %q: header created_at %s is outside the years 1678-2262", h.ID, h.CreatedAt)
-	case d.Version != manager.DescriptorVersion:
-		return fmt.Errorf("memstore: child %q: descriptor version %d is not %d", h.ID, d.Version, manager.DescriptorVersion)
-	}
-	hb, err := json.Marshal(h)
+	hb, db, err := encodeNew(h, d)
 	if err != nil {
-		return fmt.Errorf("memstore: child %q: encode header: %w", h.ID, err)
-	}
-	db, err := json.Marshal(d)
-	if err != nil {
-		return fmt.Errorf("memstore: child %q: encode descriptor: %w", h.ID, err)
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -130,13 +119,40 @@ func (s *Store) CreateChild(h manager.Header, d manager.Descriptor) error {
 	if _, ok := s.children[h.ID]; ok {
 		return fmt.Errorf("memstore: child %q: %w", h.ID, ErrExists)
 	}
+	s.create(h, hb, db)
+	return nil
+}
+
+// create stores a validated new child under s.mu.
+func (s *Store) create(h manager.Header, hb, db []byte) {
 	s.children[h.ID] = &child{header: hb, descriptor: db}
 	e := indexEntry{createdAt: h.CreatedAt.UnixNano(), id: h.ID}
 	idx := s.byParent[h.Parent]
 	i, _ := slices.BinarySearchFunc(idx, e, compareEntries)
 	s.byParent[h.Parent] = slices.Insert(idx, i, e)
 	s.active[h.ID] = true // a new child is resident
-	return nil
+}
+
+func encodeNew(h manager.Header, d manager.Descriptor) (hb, db []byte, err error) {
+	switch {
+	case h.ID == "":
+		return nil, nil, errors.New("memstore: header id must not be empty")
+	case h.Parent == "":
+		return nil, nil, fmt.Errorf("memstore: child %q: header parent must not be empty", h.ID)
+	case h.CreatedAt.IsZero():
+		return nil, nil, fmt.Errorf("memstore: child %q: header created_at must be set", h.ID)
+	case h.CreatedAt.Before(minCreatedAt) || h.CreatedAt.After(maxCreatedAt):
+		return nil, nil, fmt.Errorf("memstore: child %q: header created_at %s is outside the years 1678-2262", h.ID, h.CreatedAt)
+	case d.Version != manager.DescriptorVersion:
+		return nil, nil, fmt.Errorf("memstore: child %q: descriptor version %d is not %d", h.ID, d.Version, manager.DescriptorVersion)
+	}
+	if hb, err = json.Marshal(h); err != nil {
+		return nil, nil, fmt.Errorf("memstore: child %q: encode header: %w", h.ID, err)
+	}
+	if db, err = json.Marshal(d); err != nil {
+		return nil, nil, fmt.Errorf("memstore: child %q: encode descriptor: %w", h.ID, err)
+	}
+	return hb, db, nil
 }
 
 func compareEntries(a, b indexEntry) int {
@@ -325,6 +341,11 @@ func (s *Store) AddNotice(principal string, n manager.Notice) error {
 	if s.closed {
 		return ErrClosed
 	}
+	return s.addNotice(principal, n)
+}
+
+// addNotice queues n under s.mu.
+func (s *Store) addNotice(principal string, n manager.Notice) error {
 	q := s.notices[principal]
 	if q == nil {
 		q = &queue{}
@@ -338,6 +359,153 @@ func (s *Store) AddNotice(principal string, n manager.Notice) error {
 	q.next++
 	q.items = append(q.items, b)
 	return nil
+}
+
+// WriteChild applies a child's writes (create, inbox, events, settle and
+// its notice) as one: every check passes before anything changes, so a
+// refused write leaves no trace.
+func (s *Store) WriteChild(childID string, w manager.ChildWrite) error {
+	var hb, db []byte
+	if c := w.Create; c != nil {
+		if c.Header.ID != childID {
+			return fmt.Errorf("memstore: child %q: create names %q", childID, c.Header.ID)
+		}
+		var err error
+		if hb, db, err = encodeNew(c.Header, c.Descriptor); err != nil {
+			return err
+		}
+	}
+	events := make([][]byte, len(w.Events))
+	for i, e := range w.Events {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("memstore: child %q: encode event %d: %w", childID, e.Seq, err)
+		}
+		events[i] = b
+	}
+	queued := make([][]byte, len(w.Enqueue))
+	for i, q := range w.Enqueue {
+		b, err := json.Marshal(q)
+		if err != nil {
+			return err
+		}
+		queued[i] = b
+	}
+	var cb, nb []byte
+	if w.Settle != nil {
+		var err error
+		if cb, err = json.Marshal(*w.Settle); err != nil {
+			return err
+		}
+	}
+	n := w.Notify
+	if n != nil {
+		switch {
+		case w.Settle == nil:
+			return fmt.Errorf("memstore: child %q: a notice is written only with its settlement", childID)
+		case n.To == "":
+			return fmt.Errorf("memstore: child %q: the settlement notice has no recipient", childID)
+		case n.Inbox:
+			var err error
+			if nb, err = json.Marshal(n.Message); err != nil {
+				return err
+			}
+		case n.Notice.Time.IsZero():
+			c := *n
+			c.Notice.Time = time.Now().UTC()
+			n = &c
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	// Check everything first.
+	next := 0
+	if w.Create != nil {
+		if _, ok := s.children[childID]; ok {
+			return fmt.Errorf("memstore: child %q: %w", childID, ErrExists)
+		}
+	} else {
+		c, err := s.get(childID)
+		if err != nil {
+			return err
+		}
+		next = len(c.events)
+	}
+	for i, e := range w.Events {
+		if want := int64(next + i); e.Seq != want {
+			return fmt.Errorf("memstore: child %q: event sequence %d does not continue the journal (next is %d)", childID, e.Seq, want)
+		}
+		if e.Kind == "" {
+			return fmt.Errorf("memstore: child %q: event %d has no kind", childID, e.Seq)
+		}
+	}
+	if n != nil && n.Inbox {
+		if _, err := s.get(n.To); err != nil {
+			return fmt.Errorf("memstore: child %q: the settlement notice's recipient: %w", childID, err)
+		}
+	}
+	// Then apply.
+	if w.Create != nil {
+		s.create(w.Create.Header, hb, db)
+	}
+	c := s.children[childID]
+	c.inbox = append(c.inbox, queued...)
+	if len(w.Dequeue) > 0 {
+		gone := map[string]bool{}
+		for _, id := range w.Dequeue {
+			gone[id] = true
+		}
+		c.inbox = slices.DeleteFunc(c.inbox, func(b []byte) bool {
+			var q manager.QueuedMessage
+			return json.Unmarshal(b, &q) != nil || gone[q.ID]
+		})
+	}
+	if len(events) > 0 {
+		c.events = append(c.events, events...)
+		c.checkpoint = nil
+	}
+	if w.Settle == nil {
+		return nil
+	}
+	if w.Settle.Seq == int64(len(c.events)) {
+		c.checkpoint = cb
+	}
+	delete(s.active, childID)
+	switch {
+	case n == nil:
+	case n.Inbox:
+		p := s.children[n.To]
+		p.inbox = append(p.inbox, nb)
+	default:
+		return s.addNotice(n.To, n.Notice)
+	}
+	return nil
+}
+
+// Queued returns a child's inbox in admission order.
+func (s *Store) Queued(childID string) ([]manager.QueuedMessage, error) {
+	s.mu.RLock()
+	c, err := s.get(childID)
+	var raw [][]byte
+	if err == nil {
+		raw = slices.Clone(c.inbox)
+	}
+	s.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]manager.QueuedMessage, 0, len(raw))
+	for _, b := range raw {
+		var q manager.QueuedMessage
+		if err := json.Unmarshal(b, &q); err != nil {
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	return out, nil
 }
 
 // TakeNotices removes and returns the notices queued for principal that

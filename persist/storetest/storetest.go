@@ -30,7 +30,8 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
-// Run runs the suite. open must return a new, empty store for each call;
+// Run runs the suite. Stores with the Batcher ability (WriteChild) must
+// also be Inboxers; the child-write tests skip stores without it. open must return a new, empty store for each call;
 // the suite closes it when the subtest ends (Close must therefore tolerate a
 // second call if open registers its own cleanup).
 func Run(t *testing.T, open func(t *testing.T) manager.Store) {
@@ -53,6 +54,9 @@ func Run(t *testing.T, open func(t *testing.T) manager.Store) {
 		{"concurrent appends to different children do not interfere", testConcurrentAppends},
 		{"concurrent CreateChild: distinct ids all land, one id lands once", testConcurrentCreate},
 		{"readers run beside writers", testReadersBesideWriters},
+		{"a child write applies whole: record, inbox, events, settlement", testWriteChild},
+		{"a settlement and its notice commit together", testSettlementNotice},
+		{"a refused child write leaves no trace", testWriteChildRefused},
 		{"after Close every method fails and Close may repeat", testClose},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -273,6 +277,8 @@ func testUnknownChild(t *testing.T, s manager.Store) {
 			t.Errorf("%s(%q) succeeded for an unknown child", method, id)
 		case errors.Is(err, manager.ErrCorrupt):
 			t.Errorf("%s(%q) = %v: an unknown child is not corrupt", method, id, err)
+		case !errors.Is(err, manager.ErrNotFound):
+			t.Errorf("%s(%q) = %v: does not match manager.ErrNotFound", method, id, err)
 		case !strings.Contains(err.Error(), id):
 			t.Errorf("%s(%q) = %v: the error does not name the child", method, id, err)
 		}
@@ -737,5 +743,139 @@ func testClose(t *testing.T, s manager.Store) {
 	}
 	if _, _, err := s.Children("p"); err == nil {
 		t.Error("Children after Close succeeded")
+	}
+}
+
+func batcher(t *testing.T, s manager.Store) manager.Inboxer {
+	t.Helper()
+	ib, ok := s.(manager.Inboxer)
+	if !ok {
+		if _, ok := s.(manager.Batcher); ok {
+			t.Fatal("the store can WriteChild but not read an inbox back (Queued)")
+		}
+		t.Skip("the store has no WriteChild")
+	}
+	return ib
+}
+
+func queuedIDs(t *testing.T, ib manager.Inboxer, id string) []string {
+	t.Helper()
+	qs, err := ib.Queued(id)
+	if err != nil {
+		t.Fatalf("Queued(%q): %v", id, err)
+	}
+	out := []string{}
+	for _, q := range qs {
+		out = append(out, q.ID)
+	}
+	return out
+}
+
+func testWriteChild(t *testing.T, s manager.Store) {
+	ib := batcher(t, s)
+	h := header("w1", "principal:local", 0)
+	err := ib.WriteChild("w1", manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: descriptor()},
+		Enqueue: []manager.QueuedMessage{{ID: "m1", Text: "first", Source: agent.SourceUser}, {ID: "m2", Text: "quiet", Source: agent.SourceReport, Quiet: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Header("w1"); !sameHeader(got, h) {
+		t.Errorf("Header after a create write = %+v", got)
+	}
+	if act, _ := s.Active(); !reflect.DeepEqual(act, []string{"w1"}) {
+		t.Errorf("Active = %v; a created child is active", act)
+	}
+	qs, err := ib.Queued("w1")
+	if err != nil || len(qs) != 2 || qs[0].ID != "m1" || qs[0].Text != "first" || !qs[1].Quiet || qs[1].Source != agent.SourceReport {
+		t.Fatalf("Queued = %+v, %v", qs, err)
+	}
+	// A turn claims m1 with its first events.
+	if err := ib.WriteChild("w1", manager.ChildWrite{Dequeue: []string{"m1"}, Events: turn(0, 1, "first"),
+		Enqueue: []manager.QueuedMessage{{ID: "m3", Text: "third"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := queuedIDs(t, ib, "w1"); !reflect.DeepEqual(got, []string{"m2", "m3"}) {
+		t.Errorf("Queued after a claim = %v, want [m2 m3] in order", got)
+	}
+	if n, _ := s.JournalLen("w1"); n != 4 {
+		t.Errorf("JournalLen = %d, want 4", n)
+	}
+	cp := manager.Checkpoint{Seq: 4, Mode: manager.ModeContinuable, Label: "l", Stop: agent.StopCompleted, Closing: "done"}
+	if err := ib.WriteChild("w1", manager.ChildWrite{Dequeue: []string{"m2", "m3"}, Settle: &cp}); err != nil {
+		t.Fatal(err)
+	}
+	if act, _ := s.Active(); len(act) != 0 {
+		t.Errorf("Active = %v after the settlement", act)
+	}
+	if got, ok, err := s.Checkpoint("w1"); err != nil || !ok || got.Closing != "done" {
+		t.Errorf("Checkpoint = %+v, %v, %v", got, ok, err)
+	}
+	if got := queuedIDs(t, ib, "w1"); len(got) != 0 {
+		t.Errorf("Queued after the settlement = %v", got)
+	}
+}
+
+func testSettlementNotice(t *testing.T, s manager.Store) {
+	ib := batcher(t, s)
+	mustCreate(t, s, header("parent", "principal:local", 0))
+	mustCreate(t, s, header("kid", "parent", time.Second))
+	mustCreate(t, s, header("root-kid", "principal:local", 2*time.Second))
+	// To a live parent agent: into its stored inbox.
+	cp := manager.Checkpoint{Seq: 0, Mode: manager.ModeContinuable}
+	msg := manager.QueuedMessage{ID: "msg-settled", Text: "kid finished", Source: agent.SourceSettled}
+	if err := ib.WriteChild("kid", manager.ChildWrite{Settle: &cp, Notify: &manager.ParentNotice{To: "parent", Inbox: true, Message: msg}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := queuedIDs(t, ib, "parent"); !reflect.DeepEqual(got, []string{"msg-settled"}) {
+		t.Errorf("parent's inbox = %v, want the settlement notice", got)
+	}
+	// To a principal: queued as a notice, numbered by the store.
+	n := manager.Notice{ChildID: "root-kid", Source: agent.SourceSettled, StopReason: agent.StopCompleted, Text: "root-kid finished"}
+	if err := ib.WriteChild("root-kid", manager.ChildWrite{Events: turn(0, 1, "go"), Settle: &manager.Checkpoint{Seq: 4},
+		Notify: &manager.ParentNotice{To: "principal:local", Notice: n}}); err != nil {
+		t.Fatal(err)
+	}
+	if act, _ := s.Active(); !reflect.DeepEqual(act, []string{"parent"}) {
+		t.Errorf("Active = %v, want only the parent", act)
+	}
+	got, err := s.TakeNotices("principal:local", nil)
+	if err != nil || len(got) != 1 || got[0].ChildID != "root-kid" || got[0].Text != n.Text || got[0].Seq != 1 || got[0].Time.IsZero() {
+		t.Errorf("TakeNotices = %+v, %v; want the settlement notice, Seq 1 and a time", got, err)
+	}
+}
+
+func testWriteChildRefused(t *testing.T, s manager.Store) {
+	ib := batcher(t, s)
+	mustCreate(t, s, header("r1", "principal:local", 0))
+	cp := manager.Checkpoint{Seq: 4}
+	// The recipient of the notice does not exist: nothing of the write lands.
+	err := ib.WriteChild("r1", manager.ChildWrite{Events: turn(0, 1, "x"), Settle: &cp,
+		Enqueue: []manager.QueuedMessage{{ID: "q"}},
+		Notify:  &manager.ParentNotice{To: "ghost", Inbox: true, Message: manager.QueuedMessage{ID: "n"}}})
+	if err == nil {
+		t.Fatal("a settlement notice to an unknown child's inbox was accepted")
+	}
+	if n, _ := s.JournalLen("r1"); n != 0 {
+		t.Errorf("JournalLen = %d after a refused write", n)
+	}
+	if act, _ := s.Active(); !reflect.DeepEqual(act, []string{"r1"}) {
+		t.Errorf("Active = %v after a refused settlement", act)
+	}
+	if got := queuedIDs(t, ib, "r1"); len(got) != 0 {
+		t.Errorf("Queued = %v after a refused write", got)
+	}
+	// Events that do not continue the journal: refused whole.
+	if err := ib.WriteChild("r1", manager.ChildWrite{Events: turn(1, 1, "x"), Settle: &cp}); err == nil {
+		t.Error("events with a gap were accepted")
+	}
+	if act, _ := s.Active(); !reflect.DeepEqual(act, []string{"r1"}) {
+		t.Errorf("Active = %v after a refused settlement", act)
+	}
+	// A notice without a settlement is refused.
+	if err := ib.WriteChild("r1", manager.ChildWrite{Notify: &manager.ParentNotice{To: "principal:local"}}); err == nil {
+		t.Error("a notice without its settlement was accepted")
+	}
+	if ns, _ := s.TakeNotices("principal:local", nil); len(ns) != 0 {
+		t.Errorf("notices = %+v after refused writes", ns)
 	}
 }
