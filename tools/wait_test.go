@@ -55,7 +55,7 @@ func TestWaitsEndAtTheirBound(t *testing.T) {
 				end := ts.OpenSession(SessionInfo{ID: "stdio", Principal: "local"})
 				served := make(chan error, 1)
 				go func() {
-					served <- daemon.ServeStream(ctx, ms, "stdio", serverIn, serverOut,
+					served <- daemon.ServeStream(ctx, ms, "stdio", serverIn, serverOut, 0,
 						func(ctx context.Context) context.Context { return WithPrincipal(ctx, "local") },
 						slog.New(slog.DiscardHandler))
 				}()
