@@ -19,9 +19,11 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -185,6 +187,14 @@ func (f *fakeAgent) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.
 		return stopWith(acpsdk.StopReasonMaxTurnRequests)
 	case strings.Contains(text, "unknown_stop"):
 		return stopWith("gave_up")
+	case strings.Contains(text, "late crash"):
+		// Stdout ends first, stderr's last words come after: what a
+		// crashing agent does when the reader of its stderr is slow.
+		signal.Ignore(syscall.SIGTERM)
+		os.Stdout.Close()
+		time.Sleep(100 * time.Millisecond)
+		fmt.Fprintln(os.Stderr, "fatal: the fake agent crashed on purpose, late")
+		os.Exit(3)
 	case strings.Contains(text, "crash"):
 		fmt.Fprintln(os.Stderr, "fatal: the fake agent crashed on purpose")
 		os.Exit(3)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +26,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	subreaper.Main() // a supervisor of the processes the tests start, when re-executed as one
 	if os.Getenv(fakeDirEnv) != "" {
 		os.Exit(fakeCodex(os.Args[1:]))
 	}
