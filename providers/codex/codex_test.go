@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper/leaktest"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -743,5 +744,57 @@ func FuzzDecode(f *testing.F) {
 		if len(note) > 4096 || len(diag) > 4096 {
 			t.Errorf("unbounded note %d / diag %d", len(note), len(diag))
 		}
+	})
+}
+
+// A Codex that starts background processes which leave its process group
+// (setsid), ignore hangups (nohup) or orphan themselves (a double fork),
+// and hold its stdout and stderr: none of them outlives the turn, however
+// the turn ends. The turn's end comes only once they are all reaped, so
+// no waiting is needed before looking.
+func TestNothingCodexStartedOutlivesItsTurn(t *testing.T) {
+	escapes := func(t *testing.T) (*fixture, string) {
+		mark := leaktest.Mark(t)
+		return newFixture(t, func(o *Options) { o.Env = append(o.Env, mark) }), mark
+	}
+	noneLive := func(t *testing.T, mark, when string) {
+		t.Helper()
+		if live := leaktest.Live(mark); len(live) > 0 {
+			t.Errorf("%d processes Codex started outlived %s: %v", len(live), when, live)
+		}
+	}
+	t.Run("turn end", func(t *testing.T) {
+		f, mark := escapes(t)
+		_, res := f.start("ESCAPE", nil)
+		if res.StopReason != agent.StopCompleted || res.Output != "escaped" {
+			t.Fatalf("stop = %q, output %q (%s)", res.StopReason, res.Output, res.Diagnostic)
+		}
+		noneLive(t, mark, "the turn")
+	})
+	t.Run("interrupt", func(t *testing.T) {
+		f, mark := escapes(t)
+		st, err := f.m.StartContinuable(ctxT(t), "codex", manager.StartRequest{Label: "escape", Prompt: "ESCAPE STAY", Parent: f.parent}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitPID(t, f.dir, "pid") // written once the 150 are started
+		if err := f.m.Interrupt(f.parent, st.ChildID); err != nil {
+			t.Fatal(err)
+		}
+		if res, ok := st.Wait(ctxT(t)); !ok || res.StopReason != agent.StopAborted {
+			t.Fatalf("stop = %q (%s)", res.StopReason, res.Diagnostic)
+		}
+		noneLive(t, mark, "the interrupt")
+	})
+	t.Run("shutdown", func(t *testing.T) {
+		f, mark := escapes(t)
+		if _, err := f.m.StartContinuable(ctxT(t), "codex", manager.StartRequest{Label: "escape", Prompt: "ESCAPE STAY", Parent: f.parent}, false); err != nil {
+			t.Fatal(err)
+		}
+		waitPID(t, f.dir, "pid")
+		if err := f.m.Close(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		noneLive(t, mark, "shutdown")
 	})
 }
