@@ -25,16 +25,24 @@
 //     points and bind mounts inside the root, and hard links to outside
 //     files made by someone else.
 //
-// run_shell is not confined: it starts /bin/sh -c in the root, with the
-// server's privileges, and the command may go anywhere the server can. It is
-// off unless [Options].Shell is set. What it does guarantee: the shell leads
-// its own process group; on timeout, cancellation, and also when the shell
-// exits, the whole group is killed, so no background process it started
-// outlives the call (one that moves itself to another group escapes this).
-// The shell is always waited for (no zombie), and on Linux the group is
-// killed before the shell is reaped, so the group id cannot have been
-// reused. Environment variables whose names suggest credentials are not
-// passed to it.
+// run_shell is not confined: it starts /bin/sh -c with its working
+// directory set to the root, with the server's privileges and environment
+// (minus variables whose names suggest credentials), and the command may
+// read and write anywhere the server can ("cat /etc/passwd", "cd /; rm
+// ..."). The confinement above is the file tools'; it does not extend to
+// the shell. It is off unless [Options].Shell is set (the config's
+// "shell": true); leave it off for a child that must stay in its cwd.
+//
+// What it does guarantee: nothing the command starts outlives the call.
+// Where the binary calls subreaper.Main (the server does; Linux), the
+// shell runs under a child-subreaper supervisor: when the shell exits,
+// times out or is cancelled, every process it started is killed and
+// reaped before the call returns, also those that left its process group
+// or session (setsid, a double fork, nohup). Elsewhere the shell leads its
+// own process group and the whole group is killed then; a process that
+// moved to another group escapes that. The shell is always waited for (no
+// zombie), and on Linux the group is killed before its leader is reaped,
+// so the group id cannot have been reused.
 //
 // # What the model sees
 //

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
 )
 
 // outputGrace is how long run_shell waits, once the process group is gone,
@@ -41,7 +42,9 @@ func (w *workspace) runShell(ctx context.Context, a args) (string, error) {
 		return "", fmt.Errorf("cannot run the command: %s", bareError(err))
 	}
 	defer pr.Close()
-	cmd := exec.Command("/bin/sh", "-c", a.str("command", ""))
+	// Under the subreaper supervisor where the binary has one: then not
+	// even a process that left the group (setsid) outlives the call.
+	cmd, supervised := subreaper.Command(0, "/bin/sh", "-c", a.str("command", ""))
 	cmd.Dir = w.real
 	cmd.Env = shellEnv(os.Environ())
 	cmd.Stdout, cmd.Stderr = pw, pw // an *os.File: no copying goroutine in exec
@@ -51,7 +54,16 @@ func (w *workspace) runShell(ctx context.Context, a args) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("cannot run the command: %s", bareError(err))
 	}
-	pgid := cmd.Process.Pid // Setpgid with Pgid 0: the shell leads a new group
+	// Setpgid with Pgid 0: the process started leads a new group (the
+	// supervisor, with the shell in a group of its own below it, or the
+	// shell itself).
+	pgid := cmd.Process.Pid
+	stop := func() { killGroup(pgid) }
+	if supervised {
+		// Not SIGKILL: the supervisor must live to kill the tree (its
+		// grace is zero), and it exits when the tree is gone.
+		stop = func() { _ = syscall.Kill(pgid, syscall.SIGTERM) }
+	}
 
 	out := newHeadTail(w.maxOutput)
 	copied := make(chan struct{})
@@ -80,21 +92,23 @@ func (w *workspace) runShell(ctx context.Context, a args) (string, error) {
 	case <-exited:
 	case <-timer.C:
 		stopped = "timeout"
-		killGroup(pgid)
+		stop()
 		<-exited
 	case <-ctx.Done():
 		stopped = "cancel"
-		killGroup(pgid)
+		stop()
 		<-exited
 	}
-	// Whatever the command left behind in its group dies with it.
+	// Whatever the command left behind in its group dies with it
+	// (supervised, it is dead already).
 	killGroup(pgid)
 	if !reaped {
 		waitErr = cmd.Wait()
 	}
 
 	// Everything in the group is dead, so the pipe closes unless a process
-	// moved to another group kept it open; do not wait for that one.
+	// moved to another group kept it open (not possible supervised); do
+	// not wait for that one.
 	grace := time.NewTimer(outputGrace)
 	defer grace.Stop()
 	select {

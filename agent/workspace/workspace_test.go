@@ -665,7 +665,7 @@ func TestRunShellKillsTheWholeProcessGroup(t *testing.T) {
 		wantErr string
 	}{
 		{"on cancellation", time.Minute, true, "", "the command was cancelled and killed with its process group: context canceled"},
-		{"on timeout", 300 * time.Millisecond, false, "(no output)\n[timed out after 300ms: the command and every process it started were killed", ""},
+		{"on timeout", time.Second, false, "(no output)\n[timed out after 1 second: the command and every process it started were killed", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,12 +18,16 @@ import (
 	"syscall"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
 func main() {
+	// Re-executed as the supervisor of an external agent or a shell
+	// command, it does only that (and never returns).
+	subreaper.Main()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

@@ -19,9 +19,11 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -57,7 +59,8 @@ type Exchange struct{ User, Agent string }
 func SaveSession(dir, id string, h []Exchange) { (&fakeAgent{dir: dir}).save(id, h) }
 
 type fakeAgent struct {
-	conn      *acpsdk.AgentSideConnection
+	conn      *acpsdk.AgentSideConnection // set once, before ready is closed
+	ready     chan struct{}
 	dir       string
 	load      bool
 	http      bool
@@ -72,12 +75,23 @@ var _ acpsdk.AgentLoader = (*fakeAgent)(nil)
 // Main serves ACP on stdin/stdout until the client goes away.
 func Main() int {
 	f := &fakeAgent{dir: os.Getenv(EnvDir), load: os.Getenv(EnvLoad) == "1", http: os.Getenv(EnvHTTP) == "1",
-		histories: map[string][]Exchange{}, callbacks: map[string]*callbackServer{}}
+		histories: map[string][]Exchange{}, callbacks: map[string]*callbackServer{}, ready: make(chan struct{})}
 	f.record(Record{Method: "start", Env: os.Environ()})
-	f.conn = acpsdk.NewAgentSideConnection(f, os.Stdout, os.Stdin)
-	f.conn.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))
-	<-f.conn.Done()
+	// The connection reads and dispatches requests as soon as it is made,
+	// before the assignment below; handlers wait for it (under load a
+	// prompt could otherwise meet a nil connection).
+	conn := acpsdk.NewAgentSideConnection(f, os.Stdout, os.Stdin)
+	conn.SetLogger(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	f.conn = conn
+	close(f.ready)
+	<-conn.Done()
 	return 0
+}
+
+// c is the connection, once Main has it.
+func (f *fakeAgent) c() *acpsdk.AgentSideConnection {
+	<-f.ready
+	return f.conn
 }
 
 func (f *fakeAgent) record(r Record) {
@@ -149,15 +163,15 @@ func (f *fakeAgent) LoadSession(ctx context.Context, p acpsdk.LoadSessionRequest
 	}
 	// Replay the history, as ACP requires, before answering.
 	for _, x := range h {
-		_ = f.conn.SessionUpdate(ctx, acpsdk.SessionNotification{SessionId: p.SessionId, Update: acpsdk.UpdateUserMessageText(x.User)})
-		_ = f.conn.SessionUpdate(ctx, acpsdk.SessionNotification{SessionId: p.SessionId, Update: acpsdk.UpdateAgentMessageText(x.Agent)})
+		_ = f.c().SessionUpdate(ctx, acpsdk.SessionNotification{SessionId: p.SessionId, Update: acpsdk.UpdateUserMessageText(x.User)})
+		_ = f.c().SessionUpdate(ctx, acpsdk.SessionNotification{SessionId: p.SessionId, Update: acpsdk.UpdateAgentMessageText(x.Agent)})
 	}
 	return acpsdk.LoadSessionResponse{}, nil
 }
 
 func (f *fakeAgent) send(sid acpsdk.SessionId, u acpsdk.SessionUpdate) {
 	// Not under the prompt's ctx: a cancelled turn still flushes its updates.
-	_ = f.conn.SessionUpdate(context.Background(), acpsdk.SessionNotification{SessionId: sid, Update: u})
+	_ = f.c().SessionUpdate(context.Background(), acpsdk.SessionNotification{SessionId: sid, Update: u})
 }
 
 func (f *fakeAgent) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.PromptResponse, error) {
@@ -185,12 +199,20 @@ func (f *fakeAgent) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.
 		return stopWith(acpsdk.StopReasonMaxTurnRequests)
 	case strings.Contains(text, "unknown_stop"):
 		return stopWith("gave_up")
+	case strings.Contains(text, "late crash"):
+		// Stdout ends first, stderr's last words come after: what a
+		// crashing agent does when the reader of its stderr is slow.
+		signal.Ignore(syscall.SIGTERM)
+		os.Stdout.Close()
+		time.Sleep(100 * time.Millisecond)
+		fmt.Fprintln(os.Stderr, "fatal: the fake agent crashed on purpose, late")
+		os.Exit(3)
 	case strings.Contains(text, "crash"):
 		fmt.Fprintln(os.Stderr, "fatal: the fake agent crashed on purpose")
 		os.Exit(3)
 	case strings.Contains(text, "permission"):
 		f.send(sid, acpsdk.StartToolCall("call_1", "Write config", acpsdk.WithStartKind(acpsdk.ToolKindEdit), acpsdk.WithStartStatus(acpsdk.ToolCallStatusPending)))
-		resp, err := f.conn.RequestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: sid,
+		resp, err := f.c().RequestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: sid,
 			ToolCall: acpsdk.ToolCallUpdate{ToolCallId: "call_1", Title: acpsdk.Ptr("Write config")},
 			Options: []acpsdk.PermissionOption{
 				{Kind: acpsdk.PermissionOptionKindAllowOnce, Name: "Allow", OptionId: "allow"},

@@ -83,18 +83,17 @@ func (d *driver) turn(ctx context.Context, t *extturn.Turn, text string) agent.S
 	if d.conn != nil {
 		select {
 		case <-d.conn.Done():
-			d.log.Warn("the ACP agent exited between turns; starting it again", "stderr", d.stderrTail())
-			d.stop()
+			d.log.Warn("the ACP agent exited between turns; starting it again", "stderr", d.stop())
 		default:
 		}
 	}
 	if d.conn == nil {
 		if err := d.connect(ctx, t); err != nil {
-			d.stop()
+			stderr := d.stop()
 			if ctx.Err() != nil {
 				return d.ended(ctx, t)
 			}
-			t.Diagnose(d.withStderr("starting the ACP agent failed: " + errText(err)))
+			t.Diagnose(withStderr("starting the ACP agent failed: "+errText(err), stderr))
 			return agent.StopError
 		}
 	}
@@ -162,8 +161,10 @@ func (d *driver) turn(ctx context.Context, t *extturn.Turn, text string) agent.S
 			case cancelled:
 				return d.ended(ctx, t)
 			case a.err != nil:
-				t.Diagnose(d.withStderr("the ACP agent failed: " + errText(a.err)))
-				d.stop()
+				// The connection ends with the agent's stdout, which can be
+				// before its last stderr lines are copied: the tail is read
+				// once the process is stopped and reaped.
+				t.Diagnose(withStderr("the ACP agent failed: "+errText(a.err), d.stop()))
 				return agent.StopError
 			}
 			stop, diag := stopReason(a.resp.StopReason)
@@ -305,17 +306,20 @@ func costSince(events []agent.Event, session string) float64 {
 }
 
 // stop ends the agent's process group and forgets the connection; the
-// next turn starts a new process.
-func (d *driver) stop() {
+// next turn starts a new process. It returns the tail of the agent's
+// stderr, complete now that the process is reaped.
+func (d *driver) stop() string {
 	if d.proc == nil {
-		return
+		return ""
 	}
 	d.proc.Stop()
+	stderr := d.stderrTail()
 	select {
 	case <-d.conn.Done():
 	case <-time.After(time.Second):
 	}
 	d.proc, d.conn, d.client, d.session = nil, nil, nil, ""
+	return stderr
 }
 
 // Close lets the agent exit on end of input, then stops its whole process
@@ -338,9 +342,9 @@ func (d *driver) Close() error {
 }
 
 // withStderr appends the tail of the agent's stderr to a diagnostic.
-func (d *driver) withStderr(msg string) string {
-	if s := d.stderrTail(); s != "" {
-		return msg + "; agent stderr: " + s
+func withStderr(msg, stderr string) string {
+	if stderr != "" {
+		return msg + "; agent stderr: " + stderr
 	}
 	return msg
 }

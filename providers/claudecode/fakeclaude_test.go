@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
 	"io"
 	"net/http"
 	"os"
@@ -32,6 +33,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	subreaper.Main() // a supervisor of the processes the tests start, when re-executed as one
 	switch os.Getenv(envFakeMode) {
 	case "claude":
 		os.Exit(fakeClaude())

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper/leaktest"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +27,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	subreaper.Main() // a supervisor of the processes the tests start, when re-executed as one
 	if os.Getenv(fakeDirEnv) != "" {
 		os.Exit(fakeCodex(os.Args[1:]))
 	}
@@ -525,13 +528,15 @@ func TestInterruptAbortsTheTurnWithinASecondAndEndsTheWholeGroup(t *testing.T) {
 }
 
 func TestATimeoutEndsTheTurnAsAnErrorAndKillsTheGroup(t *testing.T) {
-	f := newFixture(t, func(o *Options) { o.Timeout = 300 * time.Millisecond })
+	// Long enough for a race-enabled fake, started through a race-enabled
+	// supervisor on a loaded machine, to reach its hang and say so.
+	f := newFixture(t, func(o *Options) { o.Timeout = 1500 * time.Millisecond })
 	t0 := time.Now()
 	_, res := f.start("HANG", nil)
-	if res.StopReason != agent.StopError || !strings.Contains(res.Diagnostic, "did not finish the turn within 300ms") {
+	if res.StopReason != agent.StopError || !strings.Contains(res.Diagnostic, "did not finish the turn within 1.5s") {
 		t.Fatalf("stop = %q (%s)", res.StopReason, res.Diagnostic)
 	}
-	if d := time.Since(t0); d > 3*time.Second {
+	if d := time.Since(t0); d > 5*time.Second {
 		t.Errorf("the timeout took %v", d)
 	}
 	pgid := waitPID(t, f.dir, "pid")
@@ -741,5 +746,57 @@ func FuzzDecode(f *testing.F) {
 		if len(note) > 4096 || len(diag) > 4096 {
 			t.Errorf("unbounded note %d / diag %d", len(note), len(diag))
 		}
+	})
+}
+
+// A Codex that starts background processes which leave its process group
+// (setsid), ignore hangups (nohup) or orphan themselves (a double fork),
+// and hold its stdout and stderr: none of them outlives the turn, however
+// the turn ends. The turn's end comes only once they are all reaped, so
+// no waiting is needed before looking.
+func TestNothingCodexStartedOutlivesItsTurn(t *testing.T) {
+	escapes := func(t *testing.T) (*fixture, string) {
+		mark := leaktest.Mark(t)
+		return newFixture(t, func(o *Options) { o.Env = append(o.Env, mark) }), mark
+	}
+	noneLive := func(t *testing.T, mark, when string) {
+		t.Helper()
+		if live := leaktest.Live(mark); len(live) > 0 {
+			t.Errorf("%d processes Codex started outlived %s: %v", len(live), when, live)
+		}
+	}
+	t.Run("turn end", func(t *testing.T) {
+		f, mark := escapes(t)
+		_, res := f.start("ESCAPE", nil)
+		if res.StopReason != agent.StopCompleted || res.Output != "escaped" {
+			t.Fatalf("stop = %q, output %q (%s)", res.StopReason, res.Output, res.Diagnostic)
+		}
+		noneLive(t, mark, "the turn")
+	})
+	t.Run("interrupt", func(t *testing.T) {
+		f, mark := escapes(t)
+		st, err := f.m.StartContinuable(ctxT(t), "codex", manager.StartRequest{Label: "escape", Prompt: "ESCAPE STAY", Parent: f.parent}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitPID(t, f.dir, "pid") // written once the 150 are started
+		if err := f.m.Interrupt(f.parent, st.ChildID); err != nil {
+			t.Fatal(err)
+		}
+		if res, ok := st.Wait(ctxT(t)); !ok || res.StopReason != agent.StopAborted {
+			t.Fatalf("stop = %q (%s)", res.StopReason, res.Diagnostic)
+		}
+		noneLive(t, mark, "the interrupt")
+	})
+	t.Run("shutdown", func(t *testing.T) {
+		f, mark := escapes(t)
+		if _, err := f.m.StartContinuable(ctxT(t), "codex", manager.StartRequest{Label: "escape", Prompt: "ESCAPE STAY", Parent: f.parent}, false); err != nil {
+			t.Fatal(err)
+		}
+		waitPID(t, f.dir, "pid")
+		if err := f.m.Close(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		noneLive(t, mark, "shutdown")
 	})
 }

@@ -30,8 +30,9 @@ const (
 	// (a leftover member of its group may hold the pipe); then the group
 	// is stopped.
 	afterExit = 2 * time.Second
-	// afterStop bounds the reading of what a stopped group left in the
-	// pipe (something outside the group might still hold it open).
+	// afterStop bounds, without the subreaper supervisor, the reading of
+	// what a stopped group left in the pipe (something outside the group
+	// might still hold it open).
 	afterStop = 300 * time.Millisecond
 	// maxLine bounds one JSONL line; longer lines are skipped, not fatal.
 	maxLine = 8 << 20
@@ -250,8 +251,15 @@ loop:
 	// then take what it wrote before it ended (the thread id of a turn
 	// interrupted early is among it): with the group gone, stdout ends.
 	p.Stop()
-	drain := time.NewTimer(afterStop)
-	defer drain.Stop()
+	// Supervised, nothing that could hold stdout is left once Stop
+	// returns: read it to its end, however slow the reader is today.
+	// Otherwise something that left the group may hold it: bound the wait.
+	var drained <-chan time.Time
+	if !p.Supervised() {
+		drain := time.NewTimer(afterStop)
+		defer drain.Stop()
+		drained = drain.C
+	}
 	for lines != nil {
 		select {
 		case l, ok := <-lines:
@@ -260,7 +268,7 @@ loop:
 				continue
 			}
 			tr.handle(l)
-		case <-drain.C:
+		case <-drained:
 			lines = nil
 		}
 	}

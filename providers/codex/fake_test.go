@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper/leaktest"
 )
 
 // The fake Codex: TestMain runs it instead of the tests when FAKE_CODEX_DIR
@@ -29,6 +31,9 @@ import (
 //	CRASH      thread.started, turn.started, a line on stderr, exit 3
 //	FAIL       an error event, then turn.failed, exit 1
 //	HANG       writes its pid and a grandchild's pid, then sleeps
+//	ESCAPE     starts 150 background processes (setsid, nohup, double
+//	           fork) holding its stdout and stderr, then completes (with
+//	           STAY: writes its pid and sleeps)
 //	MIDERROR   a top-level error event mid-run, then completes
 //	SCHEMA     answers {"answer":"42"} (BADSCHEMA: plain text)
 //	DENIED     a command the sandbox refused, then completes
@@ -162,6 +167,20 @@ func fakeCodex(args []string) int {
 		out(map[string]any{"type": "error", "message": "Reconnecting... 1/1"})
 		out(map[string]any{"type": "turn.failed", "error": map[string]any{"message": "model overloaded (fake)"}})
 		return 1
+	case strings.Contains(prompt, "ESCAPE"):
+		// Background processes that leave the group or outlive their
+		// parent, holding Codex's stdout and stderr.
+		sh := exec.Command("/bin/sh", "-c", leaktest.Escapes(50))
+		sh.Stdout, sh.Stderr = os.Stdout, os.Stderr
+		if err := sh.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if strings.Contains(prompt, "STAY") {
+			_ = os.WriteFile(filepath.Join(dir, "pid"), []byte(fmt.Sprint(os.Getpid())), 0o644)
+			time.Sleep(time.Hour)
+		}
+		return complete("escaped")
 	case strings.Contains(prompt, "HANG"):
 		gc := exec.Command("/bin/sleep", "60") // stays in our process group
 		if err := gc.Start(); err != nil {

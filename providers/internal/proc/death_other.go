@@ -4,4 +4,4 @@ package proc
 
 import "syscall"
 
-func setDeathSignal(*syscall.SysProcAttr) {}
+func setDeathSignal(*syscall.SysProcAttr, bool) {}

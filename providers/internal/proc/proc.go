@@ -1,7 +1,17 @@
 // Package proc runs an external agent's process the way every external
 // provider must: in its own process group, with only the environment it is
 // given, stderr captured (bounded) for the diagnostic, and a stop that ends
-// the whole group and reaps it, so no orphan or zombie outlives a child.
+// every process it started and reaps them, so no orphan or zombie outlives
+// a child.
+//
+// Where the binary is wired for it ([subreaper.Main] in main, Linux), the
+// process runs under a supervisor that is a child subreaper: everything
+// the process starts, also what leaves its process group or session
+// (setsid, a double fork, nohup), is killed when the process exits or is
+// stopped, and [Process.Done] is closed only once all of it is gone. So
+// Stdout reaches EOF and the stderr capture is complete by then. Without
+// the supervisor, only the process group is killed, and a process that
+// left it may survive and hold the pipes.
 package proc
 
 import (
@@ -13,7 +23,19 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
 )
+
+// supervisorSlack is how long past the grace a stop waits for the
+// supervisor to report the tree gone before it kills the supervisor's
+// group itself (the supervisor does the killing; this is a last resort).
+const supervisorSlack = 3 * time.Second
+
+// unsupervisedIODelay bounds, without a supervisor, how long Wait waits for
+// the stderr pipe once the process exited: a process that left the group
+// may hold it forever.
+const unsupervisedIODelay = 2 * time.Second
 
 // Spec describes a process to start.
 type Spec struct {
@@ -39,6 +61,9 @@ type Process struct {
 	err    error // the Wait result, once done
 	once   sync.Once
 	grace  time.Duration
+	// supervised: cmd is the subreaper supervisor, in a group of its own;
+	// the agent leads another group below it.
+	supervised bool
 }
 
 // Start starts the process in a new process group. The process is not tied
@@ -48,22 +73,28 @@ func Start(s Spec) (*Process, error) {
 	if s.Path == "" {
 		return nil, errors.New("proc: no executable")
 	}
-	cmd := exec.Command(s.Path, s.Args...)
+	grace := s.Grace
+	if grace <= 0 {
+		grace = 2 * time.Second
+	}
+	cmd, supervised := subreaper.Command(grace, s.Path, s.Args...)
 	cmd.Dir = s.Dir
 	cmd.Env = s.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	setDeathSignal(cmd.SysProcAttr)
+	setDeathSignal(cmd.SysProcAttr, supervised)
+	if !supervised {
+		cmd.WaitDelay = unsupervisedIODelay
+	}
 	limit := s.StderrLimit
 	if limit <= 0 {
 		limit = 16 << 10
 	}
-	p := &Process{cmd: cmd, stderr: &tail{limit: limit}, done: make(chan struct{}), grace: s.Grace}
-	if p.grace <= 0 {
-		p.grace = 2 * time.Second
-	}
+	p := &Process{cmd: cmd, stderr: &tail{limit: limit}, done: make(chan struct{}), grace: grace, supervised: supervised}
+	// exec copies stderr into the tail and Wait waits for that copy to
+	// end: the capture is complete once done is closed, not before.
 	cmd.Stderr = p.stderr
 	var err error
 	if p.Stdin, err = cmd.StdinPipe(); err != nil {
@@ -92,10 +123,18 @@ func Start(s Spec) (*Process, error) {
 	return p, nil
 }
 
-// PID returns the process id, which is also its process group id.
+// PID returns the id of the process started: the supervisor's when
+// supervised, else the agent's own, which is also its process group id.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 
-// Done is closed once the process has exited and been reaped.
+// Supervised reports whether the process runs under the subreaper
+// supervisor, so that Done means everything it started is gone and
+// Stdout is sure to reach EOF once it is.
+func (p *Process) Supervised() bool { return p.supervised }
+
+// Done is closed once the process has exited and been reaped, its stderr
+// captured to the end, and (supervised) every process it started killed
+// and reaped.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Wait waits for the process to exit, or ctx to end (then it stops the
@@ -109,19 +148,33 @@ func (p *Process) Wait(ctx context.Context) error {
 	return p.err
 }
 
-// Stderr returns the captured tail of stderr.
+// Stderr returns the captured tail of stderr. It may miss the last lines
+// until Done is closed: a reader that learns of the process's end some
+// other way (its stdout ended) must wait for Done, or Stop, first.
 func (p *Process) Stderr() string { return p.stderr.String() }
 
-// Stop ends the whole process group: SIGTERM, then SIGKILL after the grace
-// period, and waits until the leader is reaped. Members that outlive the
-// leader are killed too. Safe to call more than once.
+// Stop ends the process and everything it started: SIGTERM, then SIGKILL
+// after the grace period, and waits until all of it is reaped. Safe to
+// call more than once.
 func (p *Process) Stop() {
 	p.once.Do(func() {
 		pgid := p.cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(p.grace):
+		if p.supervised {
+			// The supervisor's group is the supervisor alone; it passes the
+			// stop on to the whole tree, escalates after the grace, and
+			// exits when the tree is gone.
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			select {
+			case <-p.done:
+				return
+			case <-time.After(p.grace + supervisorSlack):
+			}
+		} else {
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(p.grace):
+			}
 		}
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		<-p.done

@@ -1,38 +1,80 @@
 package proc
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper/leaktest"
 )
 
-func groupGone(pgid int) bool {
-	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+func TestMain(m *testing.M) {
+	subreaper.Main()
+	os.Exit(m.Run())
 }
 
-func TestStopEndsTheWholeGroup(t *testing.T) {
-	p, err := Start(Spec{Path: "/bin/sh", Args: []string{"-c", "trap '' TERM; sleep 30 & sleep 30; wait"}, Grace: 200 * time.Millisecond})
+func processGone(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// escaper starts sh running script after 50 each of a setsid, a nohup and
+// a double-forked sleep, all marked, and waits for its first line.
+func escaper(t *testing.T, script string) (*Process, string) {
+	t.Helper()
+	mark := leaktest.Mark(t)
+	p, err := Start(Spec{Path: "/bin/sh", Args: []string{"-c", leaktest.Escapes(50) + "; " + script},
+		Env: []string{"PATH=/usr/bin:/bin", mark}, Grace: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	if !p.Supervised() {
+		t.Fatal("not supervised in a binary that called subreaper.Main")
+	}
+	br := bufio.NewReader(p.Stdout)
+	if l, err := br.ReadString('\n'); err != nil || l != "ready\n" {
+		t.Fatalf("first line %q, %v", l, err)
+	}
+	return p, mark
+}
+
+func TestStopEndsEverythingTheProcessStarted(t *testing.T) {
+	p, mark := escaper(t, "trap '' TERM; sleep 30 & echo ready; wait")
 	t0 := time.Now()
 	p.Stop()
 	if d := time.Since(t0); d > 3*time.Second {
 		t.Errorf("Stop took %v", d)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !groupGone(p.PID()) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !groupGone(p.PID()) {
-		t.Error("a member of the process group outlived Stop")
+	// Stop returned: everything is reaped, no waiting needed.
+	if live := leaktest.Live(mark); len(live) > 0 {
+		t.Errorf("%d processes outlived Stop: %v", len(live), live)
 	}
 	p.Stop() // idempotent
+}
+
+func TestNothingOutlivesAProcessThatExits(t *testing.T) {
+	p, mark := escaper(t, "echo ready; echo last words >&2; exit 3")
+	// Its stdout ends though the escaped sleeps inherited it.
+	if _, err := io.ReadAll(p.Stdout); err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	if live := leaktest.Live(mark); len(live) > 0 {
+		t.Errorf("%d processes outlived the process: %v", len(live), live)
+	}
+	var ee interface{ ExitCode() int }
+	if err := p.Wait(context.Background()); !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Errorf("exit = %v, want status 3", err)
+	}
+	if got := strings.TrimSpace(p.Stderr()); got != "last words" {
+		t.Errorf("stderr = %q", got)
+	}
 }
 
 func TestEnvironmentIsOnlyWhatIsGiven(t *testing.T) {
@@ -71,7 +113,7 @@ func TestWaitStopsOnCancel(t *testing.T) {
 	defer cancel()
 	t0 := time.Now()
 	_ = p.Wait(ctx)
-	if time.Since(t0) > 3*time.Second || !groupGone(p.PID()) {
+	if time.Since(t0) > 3*time.Second || !processGone(p.PID()) {
 		t.Error("Wait did not stop the group on cancel")
 	}
 }
