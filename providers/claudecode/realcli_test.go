@@ -54,7 +54,11 @@ func realClaude(t *testing.T) string {
 		}
 	}
 	if len(candidates) == 0 {
-		t.Skip("claude CLI not installed; .ci/run installs @anthropic-ai/claude-code (looked on PATH and in $MCP_SUBAGENT_NPM_PREFIX/bin)")
+		msg := "claude CLI not installed; .ci/run installs @anthropic-ai/claude-code (looked on PATH and in $MCP_SUBAGENT_NPM_PREFIX/bin)"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + " (CI=true: a missing CLI fails instead of skipping)")
+		}
+		t.Skip(msg)
 	}
 	var failures []string
 	for _, path := range candidates {

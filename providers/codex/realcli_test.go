@@ -26,7 +26,7 @@ import (
 )
 
 // The real Codex CLI against a fake Responses API (REFERENCE §4). These
-// tests skip only where the codex binary is absent.
+// tests skip only where the codex binary is absent, and fail then under CI=true.
 
 // findCodex looks for the real CLI on PATH and under the npm prefix CI
 // installs into.
@@ -41,7 +41,11 @@ func findCodex(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("codex CLI not installed; .ci/run installs @openai/codex")
+	msg := "codex CLI not installed; .ci/run installs @openai/codex (looked on PATH and in $MCP_SUBAGENT_NPM_PREFIX/bin)"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg + " (CI=true: a missing CLI fails instead of skipping)")
+	}
+	t.Skip(msg)
 	return ""
 }
 
