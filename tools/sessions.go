@@ -104,38 +104,31 @@ func (s *Server) seen(ctx context.Context, principal string) bool {
 	if cs == nil || cs.SessionID() == "" {
 		return true
 	}
-	id := cs.SessionID()
-	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pruneLocked(now)
-	se := s.sessionsByID[id]
-	if se == nil {
-		se = &session{SessionInfo: SessionInfo{ID: id, Principal: principal}}
-		s.sessionsByID[id] = se
-	}
-	if se.Principal == "" {
-		se.Principal = principal
-	}
-	if se.Principal != principal {
-		return false
-	}
-	if se.Client == "" {
-		if ci, ok := cs.(server.SessionWithClientInfo); ok {
+	se, ok := s.bindLocked(cs.SessionID(), principal)
+	if ok && se.Client == "" {
+		if ci, isCI := cs.(server.SessionWithClientInfo); isCI {
 			se.Client = ci.GetClientInfo().Name
 		}
 	}
-	se.lastSeen = now
-	return true
+	return ok
 }
 
 // BindSession binds HTTP session id to principal if it is not bound yet
 // (an id from before a restart, unknown here) and reports whether it is
 // principal's. A request is activity: it keeps the session connected.
 func (s *Server) BindSession(id, principal string) bool {
-	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	_, ok := s.bindLocked(id, principal)
+	return ok
+}
+
+// bindLocked finds or makes session id, binds it to principal if unbound,
+// and counts the call as activity when it is principal's.
+func (s *Server) bindLocked(id, principal string) (*session, bool) {
+	now := time.Now()
 	s.pruneLocked(now)
 	se := s.sessionsByID[id]
 	if se == nil {
@@ -146,10 +139,10 @@ func (s *Server) BindSession(id, principal string) bool {
 		se.Principal = principal
 	}
 	if se.Principal != principal {
-		return false
+		return se, false
 	}
 	se.lastSeen = now
-	return true
+	return se, true
 }
 
 // SessionCount is the number of sessions the tools know of: connected
