@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -398,7 +399,13 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb})
 	if err != nil {
 		revoke()
-		return nil, notResumable("its provider could not rebuild it", err)
+		// The cause (a stored output_schema that no longer compiles, say)
+		// tells the model why; it is clipped, as every error it reads is.
+		why := err.Error()
+		if len(why) > 300 {
+			why = strings.ToValidUTF8(why[:300], "") + "…"
+		}
+		return nil, notResumable("its provider could not rebuild it: "+why, err)
 	}
 	drv = revokingDriver{drv, revoke}
 	a, err := m.activate(hdr, desc, drv, caller.AgentID, nil)

@@ -50,6 +50,9 @@ func TestAStoredCyclicSchemaFailsTheFollowupCleanly(t *testing.T) {
 	if cause := errors.Unwrap(me); cause == nil || !strings.Contains(cause.Error(), "applies itself to the same value forever") {
 		t.Errorf("the refusal's cause = %v, want the schema loop", cause)
 	}
+	if !strings.Contains(me.Error(), "output_schema") || !strings.Contains(me.Error(), "applies itself to the same value forever") {
+		t.Errorf("the refusal the model reads = %q, want it to name the schema loop", me.Error())
+	}
 	if n := calls.Load(); n != 0 {
 		t.Errorf("the model was called %d times for a child that cannot be rebuilt", n)
 	}
