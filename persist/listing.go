@@ -256,7 +256,7 @@ func applyWrite(tx *bolt.Tx, r *writeReq) error {
 		}
 	}
 	if len(w.Enqueue)+len(w.Dequeue) > 0 {
-		if err := writeInbox(tx, r.id, w.Enqueue, r.queued, w.Dequeue); err != nil {
+		if err := writeInbox(tx, r.id, r.queued, w.Dequeue); err != nil {
 			return err
 		}
 	}
@@ -282,50 +282,52 @@ func applyWrite(tx *bolt.Tx, r *writeReq) error {
 	case n == nil:
 		return nil
 	case n.Inbox:
-		return appendInbox(tx, n.To, r.notify)
+		b, err := inboxBucket(tx, n.To)
+		if err != nil {
+			return err
+		}
+		return appendInbox(b, r.notify)
 	default:
 		return putNotice(tx, n.To, n.Notice)
 	}
 }
 
-// appendInbox adds one encoded message to a child's stored inbox.
-func appendInbox(tx *bolt.Tx, childID string, encoded []byte) error {
+// inboxBucket is a stored child's inbox bucket, made if it has none.
+func inboxBucket(tx *bolt.Tx, childID string) (*bolt.Bucket, error) {
 	if err := requireChild(tx, childID); err != nil {
-		return err
+		return nil, err
 	}
 	inboxes, err := top(tx, bucketInboxes)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	b, err := inboxes.CreateBucketIfNotExists([]byte(childID))
-	if err != nil {
-		return err
-	}
-	seq, err := b.NextSequence()
-	if err != nil {
-		return err
-	}
-	return b.Put(seqKey(seq), encoded)
+	return inboxes.CreateBucketIfNotExists([]byte(childID))
 }
 
-// writeInbox appends admitted messages to a child's inbox (keyed by a
-// sequence, so the order is kept) and removes claimed ones.
-func writeInbox(tx *bolt.Tx, childID string, add []manager.QueuedMessage, encoded [][]byte, remove []string) error {
-	if err := requireChild(tx, childID); err != nil {
-		return err
-	}
-	inboxes, err := top(tx, bucketInboxes)
-	if err != nil {
-		return err
-	}
-	b, err := inboxes.CreateBucketIfNotExists([]byte(childID))
-	if err != nil {
-		return err
-	}
-	for i := range add {
-		if err := appendInbox(tx, childID, encoded[i]); err != nil {
+// appendInbox adds encoded messages to an inbox, keyed by a sequence so
+// the order is kept.
+func appendInbox(b *bolt.Bucket, encoded ...[]byte) error {
+	for _, e := range encoded {
+		seq, err := b.NextSequence()
+		if err != nil {
 			return err
 		}
+		if err := b.Put(seqKey(seq), e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeInbox appends admitted messages to a child's inbox and removes
+// claimed ones.
+func writeInbox(tx *bolt.Tx, childID string, encoded [][]byte, remove []string) error {
+	b, err := inboxBucket(tx, childID)
+	if err != nil {
+		return err
+	}
+	if err := appendInbox(b, encoded...); err != nil {
+		return err
 	}
 	if len(remove) == 0 {
 		return nil
