@@ -2,14 +2,8 @@ package tools
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
@@ -19,33 +13,7 @@ import (
 // the stdio root at depth 0.
 func TestACallWithNoEstablishedCallerIsRefused(t *testing.T) {
 	p := &plainProvider{}
-	mgr := manager.New(manager.Options{})
-	if err := mgr.Register(p); err != nil {
-		t.Fatal(err)
-	}
-	ts, err := New(mgr, Options{Roots: []string{t.TempDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms := server.NewMCPServer("test", "1", server.WithToolCapabilities(false))
-	ts.Register(ms)
-	hs := httptest.NewServer(server.NewStreamableHTTPServer(ms)) // marks no principal
-	t.Cleanup(hs.Close)
-	c, err := client.NewStreamableHttpClient(hs.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
-	if _, err := c.Initialize(ctx, init); err != nil {
-		t.Fatal(err)
-	}
+	c := serveHTTPAs(t, p, nil) // marks no principal
 	res := callSubagent(t, c, map[string]any{"description": "who am i", "prompt": "p"})
 	if got := resultText(res); !res.IsError || !strings.Contains(got, "UNAUTHORIZED") || !strings.Contains(got, "identity") {
 		t.Errorf("call with no caller = isError %v %q; want UNAUTHORIZED", res.IsError, got)

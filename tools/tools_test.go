@@ -45,8 +45,16 @@ func (r *doneRun) Result() (manager.Result, error) { return r.res, nil }
 func (r *doneRun) Dispose()                        {}
 
 // serveHTTP serves the tools of a manager with p registered over real
-// streamable HTTP and returns a connected mcp-go client.
+// streamable HTTP, as principal "local", and returns a connected mcp-go
+// client.
 func serveHTTP(t *testing.T, p manager.Provider) *client.Client {
+	t.Helper()
+	return serveHTTPAs(t, p, func(ctx context.Context, _ *http.Request) context.Context { return WithPrincipal(ctx, "local") })
+}
+
+// serveHTTPAs is serveHTTP with the transport's context func; nil: one
+// that establishes no caller.
+func serveHTTPAs(t *testing.T, p manager.Provider, principal server.HTTPContextFunc) *client.Client {
 	t.Helper()
 	mgr := manager.New(manager.Options{})
 	if err := mgr.Register(p); err != nil {
@@ -58,8 +66,11 @@ func serveHTTP(t *testing.T, p manager.Provider) *client.Client {
 	}
 	ms := server.NewMCPServer("test", "1", server.WithToolCapabilities(false))
 	ts.Register(ms)
-	hs := httptest.NewServer(server.NewStreamableHTTPServer(ms, server.WithHTTPContextFunc(
-		func(ctx context.Context, _ *http.Request) context.Context { return WithPrincipal(ctx, "local") })))
+	var opts []server.StreamableHTTPOption
+	if principal != nil {
+		opts = append(opts, server.WithHTTPContextFunc(principal))
+	}
+	hs := httptest.NewServer(server.NewStreamableHTTPServer(ms, opts...))
 	t.Cleanup(hs.Close)
 	c, err := client.NewStreamableHttpClient(hs.URL)
 	if err != nil {
