@@ -532,3 +532,55 @@ func checkIdentity(t *testing.T, log, want string) {
 		}
 	}
 }
+
+// Issue 8: a refused argument reaches a real client's model as an error
+// that names the field and what to do; no child starts. The label here
+// carries a bidi override, which would reorder what a terminal shows.
+func TestRealClientsModelsReadARefusedArgument(t *testing.T) {
+	const label = "fix the \u202egnp.exe bug"
+	check := func(t *testing.T, rs []received, run *cliRun, child *childModel) {
+		t.Helper()
+		r := resultOf(t, rs, "subagent", "a refused subagent call", run)
+		t.Logf("the model received: %.300q", r.text)
+		if !strings.Contains(r.text, "description") || !strings.Contains(r.text, "bidi") {
+			t.Errorf("the model received %q; want the refusal naming description and its bidi control", r.text)
+		}
+		if n := len(child.Requests()); n != 0 {
+			t.Errorf("the child's model got %d requests for a refused call", n)
+		}
+	}
+	t.Run("claude", func(t *testing.T) {
+		bin := findCLI(t, "claude")
+		ctx := testContext(t, realCLITimeout)
+		dataDir := realDir(t)
+		stopDaemonAtCleanup(t, dataDir)
+		child := newChildModel(t)
+		const session = "SESSION-BAD-4470"
+		api := fakeanthropic.New(claudeParent([]claudeStep{
+			{tool: "mcp__subagent__subagent", input: map[string]any{"description": label, "prompt": child.Task("bad")}},
+		}, "done"))
+		t.Cleanup(api.Close)
+		h := newClaudeHome(t, bin, api)
+		h.register(t, dataDir, child)
+		run := h.run(t, realDir(t), session+": delegate one task")
+		run.wait(t, ctx)
+		check(t, claudeReceived(api, session), run, child)
+	})
+	t.Run("codex", func(t *testing.T) {
+		bin := findCLI(t, "codex")
+		ctx := testContext(t, realCLITimeout)
+		dataDir := realDir(t)
+		stopDaemonAtCleanup(t, dataDir)
+		child := newChildModel(t)
+		const session = "SESSION-BAD-4480"
+		api := fakeresponses.New(codexParent([]codexStep{
+			{tool: "subagent", args: map[string]any{"description": label, "prompt": child.Task("bad")}},
+		}, "done"))
+		t.Cleanup(api.Close)
+		h := newCodexHome(t, bin, api)
+		h.register(t, dataDir, child)
+		run := h.run(t, realDir(t), session+": delegate one task")
+		run.wait(t, ctx)
+		check(t, codexReceived(api, session), run, child)
+	})
+}
