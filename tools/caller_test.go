@@ -18,8 +18,8 @@ func TestACallWithNoEstablishedCallerIsRefused(t *testing.T) {
 	if got := resultText(res); !res.IsError || !strings.Contains(got, "UNAUTHORIZED") || !strings.Contains(got, "identity") {
 		t.Errorf("call with no caller = isError %v %q; want UNAUTHORIZED", res.IsError, got)
 	}
-	if p.started != 0 {
-		t.Errorf("%d children started for a caller with no identity", p.started)
+	if p.started.Load() != 0 {
+		t.Errorf("%d children started for a caller with no identity", p.started.Load())
 	}
 }
 

@@ -115,8 +115,8 @@ func TestOversizeArgumentsAreRefusedWithShortErrors(t *testing.T) {
 			}
 		})
 	}
-	if p.started != 0 {
-		t.Errorf("%d children started for refused requests", p.started)
+	if p.started.Load() != 0 {
+		t.Errorf("%d children started for refused requests", p.started.Load())
 	}
 }
 
@@ -155,8 +155,8 @@ func TestLimitsAreConfigurable(t *testing.T) {
 	if res.IsError {
 		t.Errorf("a prompt and a filter at their limits: %q", resultText(res))
 	}
-	if p.started != 1 {
-		t.Errorf("%d children started, want 1", p.started)
+	if p.started.Load() != 1 {
+		t.Errorf("%d children started, want 1", p.started.Load())
 	}
 }
 
@@ -182,8 +182,8 @@ func TestLabelsMustBePlainText(t *testing.T) {
 			}
 		}
 	}
-	if p.started != 0 {
-		t.Errorf("%d children started with bad labels", p.started)
+	if p.started.Load() != 0 {
+		t.Errorf("%d children started with bad labels", p.started.Load())
 	}
 	for _, label := range []string{"fix the parser", "café crème", "修复错误", "ship it 🚀", "family 👨‍👩‍👧"} {
 		if res := s.tool("subagent").handle(context.Background(), rootCall(s, map[string]any{"description": label, "prompt": "p"})); res.IsError {

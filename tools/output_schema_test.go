@@ -46,8 +46,8 @@ func TestABadOutputSchemaIsAnInvalidRequestBeforeStart(t *testing.T) {
 			}
 		})
 	}
-	if p.started != 0 {
-		t.Errorf("the provider was started %d times for refused schemas", p.started)
+	if p.started.Load() != 0 {
+		t.Errorf("the provider was started %d times for refused schemas", p.started.Load())
 	}
 	tree := map[string]any{"type": "object", "$ref": "#/$defs/node", "$defs": map[string]any{"node": map[string]any{"type": "object",
 		"properties": map[string]any{"children": map[string]any{"type": "array", "items": map[string]any{"$ref": "#/$defs/node"}}}}}}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,14 +20,14 @@ import (
 )
 
 // plainProvider supports no start capability and answers every prompt
-// with a fixed text.
-type plainProvider struct{ started int }
+// with a fixed text. Calls may run concurrently (the fuzz target's do).
+type plainProvider struct{ started atomic.Int32 }
 
 func (p *plainProvider) Name() string                       { return "plain" }
 func (p *plainProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
 func (p *plainProvider) InheritsParentContext() bool        { return false }
 func (p *plainProvider) Start(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
-	p.started++
+	p.started.Add(1)
 	done := make(chan struct{})
 	close(done)
 	return &doneRun{id: req.ID, done: done, res: manager.Result{Output: "plain says hi", StopReason: agent.StopCompleted}}, nil
@@ -125,8 +126,8 @@ func TestUnsupportedCapabilityOverHTTP(t *testing.T) {
 			}
 		})
 	}
-	if p.started != 0 {
-		t.Errorf("the provider was started %d times for refused requests", p.started)
+	if p.started.Load() != 0 {
+		t.Errorf("the provider was started %d times for refused requests", p.started.Load())
 	}
 	res := callSubagent(t, c, map[string]any{"description": "d", "prompt": "p"})
 	if res.IsError || resultText(res) != "plain says hi" {
