@@ -3,8 +3,6 @@ package manager
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
@@ -357,36 +355,6 @@ func (a *activation) shutdown() {
 	a.m.release(a, nil, nil)
 	close(a.released)
 	a.m.emit(Event{Type: EventEnd, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true, StopReason: agent.StopAborted})
-}
-
-// settlementText is the runtime's statement of how an epoch ended.
-func settlementText(id string, last Result) string {
-	var how string
-	switch last.StopReason {
-	case agent.StopCompleted:
-		how = "finished and will do no further work unless you send it more."
-	case agent.StopAborted:
-		how = "was stopped before it finished."
-	case agent.StopMaxTokens:
-		how = "ran out of room before it finished."
-	case agent.StopRefusal:
-		how = "declined the task."
-	default:
-		how = "failed before it finished."
-	}
-	s := fmt.Sprintf("Background subagent %s %s", id, how)
-	if last.Diagnostic != "" && last.StopReason != agent.StopCompleted {
-		s += " Diagnostic: " + last.Diagnostic
-	}
-	if strings.TrimSpace(last.Output) != "" {
-		return s + "\nIts closing message:\n" + last.Output
-	}
-	return s + "\nIt left no closing message."
-}
-
-// reportText is how a child's report reads to its parent.
-func reportText(id, content string) string {
-	return fmt.Sprintf("Background subagent %s reported:\n%s", id, content)
 }
 
 func newMessageID() string { return "msg-" + NewID()[len("agent-"):] }

@@ -313,3 +313,20 @@ func (p *persister) close() {
 	p.poke()
 	<-p.done
 }
+
+// storeWrite runs a write outside a child's writer with the same bounded
+// retry.
+func (m *Manager) storeWrite(write func() error) error {
+	delay := m.retry.delay
+	var err error
+	for i := 0; i < max(m.retry.attempts, 1); i++ {
+		if i > 0 {
+			time.Sleep(delay)
+			delay *= 2
+		}
+		if err = write(); err == nil {
+			return nil
+		}
+	}
+	return err
+}

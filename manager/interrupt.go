@@ -1,0 +1,87 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Interrupt stops a child's current turn and parks the rest of its queue;
+// its descendants keep running and the next message sent wakes the queue.
+// The caller must be the child's direct parent or a live ancestor agent. A
+// missing, one-shot or settled target is an accepted no-op; a store that
+// cannot say whether the child exists is an error, not "missing".
+func (m *Manager) Interrupt(caller ParentRef, childID string) error {
+	m.mu.Lock()
+	a := m.live[childID]
+	m.mu.Unlock()
+	if a == nil {
+		if m.store == nil {
+			return nil
+		}
+		h, err := m.store.Header(childID)
+		if errors.Is(err, ErrNotFound) {
+			return nil // missing: a no-op
+		}
+		if err != nil {
+			return &Error{Code: CodePersistenceUnavailable, AgentID: childID, Err: err,
+				Message: fmt.Sprintf("subagent %s cannot be read from the session store (%v)", childID, err)}
+		}
+		if h.Parent != caller.Address() {
+			ok, err := m.isStoredAncestor(caller.AgentID, h)
+			if err != nil {
+				return &Error{Code: CodePersistenceUnavailable, AgentID: childID, Err: err,
+					Message: fmt.Sprintf("the ancestry of subagent %s cannot be read from the session store (%v)", childID, err)}
+			}
+			if !ok {
+				return unauthorizedInterrupt(childID)
+			}
+		}
+		return nil // settled: a no-op
+	}
+	if caller.AgentID == childID {
+		return &Error{Code: CodeUnauthorized, AgentID: childID, Message: "an agent cannot interrupt itself; finish your turn instead"}
+	}
+	if a.hdr.Parent != caller.Address() && !isLiveAncestor(a, caller.AgentID) {
+		return unauthorizedInterrupt(childID)
+	}
+	a.interrupt()
+	m.log.Info("subagent interrupted", "agent_id", childID, "by", caller.Address())
+	return nil
+}
+
+func unauthorizedInterrupt(id string) error {
+	return &Error{Code: CodeUnauthorized, AgentID: id,
+		Message: fmt.Sprintf("you may interrupt only your own descendants; %s is not one of them", id)}
+}
+
+func isLiveAncestor(a *activation, agentID string) bool {
+	if agentID == "" {
+		return false
+	}
+	for p := a.parent; p != nil; p = p.parent {
+		if p.hdr.ID == agentID {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Manager) isStoredAncestor(agentID string, h Header) (bool, error) {
+	if agentID == "" {
+		return false, nil
+	}
+	for i := 0; i < 64 && h.Parent != "" && h.Parent != PrincipalAddress(h.Principal); i++ {
+		if h.Parent == agentID {
+			return true, nil
+		}
+		next, err := m.store.Header(h.Parent)
+		if errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		h = next
+	}
+	return false, nil
+}

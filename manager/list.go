@@ -1,0 +1,282 @@
+package manager
+
+import (
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+)
+
+// Row is one entry of a listing: a child, or a diagnostic for a child that
+// cannot be read.
+type Row struct {
+	Kind      string    `json:"kind"` // "child" or "diagnostic"
+	ID        string    `json:"id"`
+	Label     string    `json:"label,omitempty"`
+	Status    string    `json:"status,omitempty"` // running, idle, ready
+	Provider  string    `json:"provider,omitempty"`
+	Parent    string    `json:"parent,omitempty"`
+	Depth     int       `json:"depth,omitempty"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	Usage     *Usage    `json:"usage,omitempty"`      // the child's own
+	TreeUsage *Usage    `json:"tree_usage,omitempty"` // the child's and all its descendants'
+	// LastStopReason and LastMessage are how the child's last epoch (its
+	// last turn) ended and its closing message, clipped to
+	// MaxClosingBytes: a model that missed a notice still learns how a
+	// child ended, and a ready child that finished from one that stopped.
+	LastStopReason agent.StopReason `json:"last_stop_reason,omitempty"`
+	LastMessage    string           `json:"last_message,omitempty"`
+	Cwd            string           `json:"cwd,omitempty"`
+	Reason         string           `json:"reason,omitempty"` // corrupt, unavailable
+}
+
+// ListChildren lists the caller's direct continuable children, live state
+// merged over the store, in creation order. It never loads, resumes or
+// queries a child: a live child reads no journal; a stored child reads its
+// checkpoint when it is current, else folds its journal once.
+func (m *Manager) ListChildren(caller ParentRef) ([]Row, error) {
+	return m.list(caller.Address(), false)
+}
+
+// ListDescendants lists the caller's whole subtree.
+func (m *Manager) ListDescendants(caller ParentRef) ([]Row, error) {
+	return m.list(caller.Address(), true)
+}
+
+func (m *Manager) list(root string, deep bool) ([]Row, error) {
+	if m.store == nil {
+		return nil, newErr(CodeControlUnavailable, "listing needs a session store; none is configured")
+	}
+	if !deep {
+		ls, err := m.listings(root)
+		if err != nil {
+			return m.liveRows(root, err), nil
+		}
+		rows := make([]Row, 0, len(ls))
+		for _, l := range ls {
+			if l.Corrupt {
+				rows = append(rows, Row{Kind: "diagnostic", ID: l.Header.ID, Reason: "corrupt"})
+				continue
+			}
+			r := m.row(l)
+			r.TreeUsage = r.Usage
+			if l.HasChildren && r.Usage != nil {
+				if below, err := m.TreeUsage(r.ID); err == nil {
+					t := r.Usage.plus(below)
+					r.TreeUsage = &t
+				}
+			}
+			rows = append(rows, r)
+		}
+		return rows, nil
+	}
+	// The whole subtree, breadth first; tree usage summed bottom-up.
+	var rows []Row
+	depthOf := map[string]int{root: 0}
+	parentOf := map[string]string{}
+	queue := []string{root}
+	for len(queue) > 0 {
+		addr := queue[0]
+		queue = queue[1:]
+		ls, err := m.listings(addr)
+		if err != nil {
+			// What is live still lists; the rest of this branch is one
+			// diagnostic row.
+			for _, r := range m.liveRows(addr, err) {
+				if _, seen := depthOf[r.ID]; seen && r.Kind == "child" {
+					continue
+				}
+				if r.Kind == "child" {
+					depthOf[r.ID], parentOf[r.ID] = depthOf[addr]+1, addr
+					queue = append(queue, r.ID)
+				}
+				rows = append(rows, r)
+			}
+			continue
+		}
+		for _, l := range ls {
+			id := l.Header.ID
+			if _, seen := depthOf[id]; seen {
+				continue
+			}
+			depthOf[id], parentOf[id] = depthOf[addr]+1, addr
+			if l.Corrupt {
+				rows = append(rows, Row{Kind: "diagnostic", ID: id, Reason: "corrupt"})
+				continue
+			}
+			rows = append(rows, m.row(l))
+			queue = append(queue, id)
+		}
+	}
+	tree := make(map[string]Usage, len(rows))
+	for i := len(rows) - 1; i >= 0; i-- { // breadth-first order reversed: children before parents
+		r := &rows[i]
+		if r.Usage == nil {
+			continue
+		}
+		t := tree[r.ID].plus(*r.Usage)
+		tree[r.ID] = t
+		r.TreeUsage = &t
+		p := parentOf[r.ID]
+		tree[p] = tree[p].plus(t)
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt.Before(rows[j].CreatedAt) })
+	return rows, nil
+}
+
+// liveRows is a listing of parent's children when the store cannot be
+// read: the live ones from memory, and one diagnostic row that says the
+// store failed (so a listing never fails outright, and never passes an
+// unreadable store off as an empty one).
+func (m *Manager) liveRows(parent string, err error) []Row {
+	m.log.Error("listing children: the session store cannot be read", "parent", parent, "err", err)
+	m.mu.Lock()
+	var live []*activation
+	for _, a := range m.live {
+		if a.hdr.Parent == parent {
+			live = append(live, a)
+		}
+	}
+	m.mu.Unlock()
+	sort.Slice(live, func(i, j int) bool { return live[i].hdr.CreatedAt.Before(live[j].hdr.CreatedAt) })
+	rows := make([]Row, 0, len(live)+1)
+	for _, a := range live {
+		h := a.hdr
+		r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd,
+			Status: a.status()}
+		a.mu.Lock()
+		u, last := a.usage, a.last
+		a.mu.Unlock()
+		r.Usage, r.TreeUsage = &u, &u
+		r.LastStopReason, r.LastMessage = last.StopReason, truncateUTF8(last.Output, MaxClosingBytes)
+		rows = append(rows, r)
+	}
+	return append(rows, Row{Kind: "diagnostic", ID: StoreRowID, Reason: "unavailable"})
+}
+
+// StoreRowID is the id of the diagnostic row a listing carries when the
+// session store itself cannot be read.
+const StoreRowID = "session-store"
+
+func (u Usage) plus(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens, CostUSD: u.CostUSD + v.CostUSD}
+}
+
+// TreeUsage returns what the descendants of an agent (a child id) have
+// used so far, all levels summed.
+func (m *Manager) TreeUsage(agentID string) (Usage, error) {
+	rows, err := m.list(agentID, true)
+	if err != nil {
+		return Usage{}, err
+	}
+	var u Usage
+	for _, r := range rows {
+		if r.Usage != nil {
+			u = u.plus(*r.Usage)
+		}
+	}
+	return u, nil
+}
+
+// listings reads a parent's children: in one read where the store can,
+// else a header list plus per-child reads.
+func (m *Manager) listings(parent string) ([]Listing, error) {
+	if l, ok := m.store.(Lister); ok {
+		return l.Listings(parent)
+	}
+	hdrs, corrupt, err := m.store.Children(parent)
+	if err != nil {
+		return nil, err
+	}
+	bad := map[string]bool{}
+	for _, id := range corrupt {
+		bad[id] = true
+	}
+	out := make([]Listing, 0, len(hdrs))
+	for _, h := range hdrs {
+		l := Listing{Header: h, Corrupt: bad[h.ID]}
+		if !l.Corrupt {
+			if _, err := m.store.Descriptor(h.ID); errors.Is(err, ErrCorrupt) {
+				l.Corrupt = true
+			}
+			if cp, ok, err := m.store.Checkpoint(h.ID); err == nil && ok {
+				l.Checkpoint = &cp
+			}
+			l.JournalLen, _ = m.store.JournalLen(h.ID)
+			if kids, _, err := m.store.Children(h.ID); err == nil {
+				l.HasChildren = len(kids) > 0
+			}
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// row projects one child on the three-step ladder: a live child reads its
+// activation (no journal read); a stored child its checkpoint when the
+// sequence gate passes; otherwise its journal is folded once and the
+// checkpoint cached.
+func (m *Manager) row(l Listing) Row {
+	h := l.Header
+	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd}
+	m.mu.Lock()
+	a := m.live[h.ID]
+	m.mu.Unlock()
+	if a != nil {
+		r.Status = a.status()
+		a.mu.Lock()
+		u, last := a.usage, a.last
+		a.mu.Unlock()
+		r.Usage = &u
+		r.LastStopReason, r.LastMessage = last.StopReason, truncateUTF8(last.Output, MaxClosingBytes)
+		return r
+	}
+	r.Status = "ready"
+	m.mu.Lock()
+	bad := m.corrupt[h.ID]
+	m.mu.Unlock()
+	if bad != "" {
+		return Row{Kind: "diagnostic", ID: h.ID, Reason: bad}
+	}
+	if cp := l.Checkpoint; cp != nil && l.JournalLen <= cp.Seq {
+		u := cp.Usage
+		r.Usage = &u
+		r.LastStopReason, r.LastMessage = cp.Stop, cp.Closing
+		return r
+	}
+	events, err := m.store.Events(h.ID)
+	if err != nil {
+		m.noteCorrupt(h.ID, err)
+		return diagnostic(h.ID, err)
+	}
+	u := foldUsage(events)
+	r.Usage = &u
+	last := lastOutcome(events)
+	r.LastStopReason, r.LastMessage = last.StopReason, truncateUTF8(last.Output, MaxClosingBytes)
+	if err := m.store.SetCheckpoint(h.ID, Checkpoint{Seq: int64(len(events)), Mode: h.Mode, Label: h.Label, Usage: u,
+		Stop: last.StopReason, Closing: r.LastMessage}); err != nil {
+		m.log.Debug("caching a checkpoint failed", "agent_id", h.ID, "err", err)
+	}
+	return r
+}
+
+func diagnostic(id string, err error) Row {
+	reason := "unavailable"
+	if errors.Is(err, ErrCorrupt) {
+		reason = "corrupt"
+	}
+	return Row{Kind: "diagnostic", ID: id, Reason: reason}
+}
+
+func foldUsage(events []agent.Event) Usage {
+	var u Usage
+	for _, e := range events {
+		if e.Usage != nil {
+			u.InputTokens += e.Usage.InputTokens
+			u.OutputTokens += e.Usage.OutputTokens
+			u.CostUSD += e.Usage.CostUSD
+		}
+	}
+	return u
+}

@@ -1,0 +1,146 @@
+package manager
+
+import (
+	"context"
+	"time"
+)
+
+// stamp fills in what a stored notice about child h carries.
+func stamp(h Header, n Notice) Notice {
+	n.ChildID, n.Time = h.ID, time.Now().UTC()
+	if h.Parent == PrincipalAddress(h.Principal) {
+		n.Session = h.Session
+	}
+	return n
+}
+
+// deliver hands a notice or report about child h to its parent: a live
+// parent agent gets it in its inbox as a turn; a stored agent gets it with
+// its next activation; a root principal gets it in band on a later call
+// (of the session that started the child while it is connected), with a
+// push to its connected sessions. It fails only when the notice could not
+// be stored.
+func (m *Manager) deliver(h Header, n Notice) error {
+	parentAddr := h.Parent
+	m.mu.Lock()
+	pa := m.live[parentAddr]
+	m.mu.Unlock()
+	if pa != nil {
+		if _, _, _, ok := pa.admit(n.Text, n.Source, false); ok {
+			m.signalAddr(parentAddr)
+			return pa.durable()
+		}
+	}
+	n = stamp(h, n)
+	if err := m.storeWrite(func() error { return m.store.AddNotice(parentAddr, n) }); err != nil {
+		return &Error{Code: CodePersistenceUnavailable, AgentID: h.ID, Message: "storing a notice for " + parentAddr + " failed", Err: err}
+	}
+	m.announce(h, n)
+	return nil
+}
+
+// announce tells whoever waits at h's parent that a notice was stored.
+func (m *Manager) announce(h Header, n Notice) {
+	if hook := m.opts.OnNotice; hook != nil && h.Parent == PrincipalAddress(h.Principal) {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					m.log.Error("notice hook panicked", "panic", r)
+				}
+			}()
+			hook(h.Principal, n)
+		}()
+	}
+	m.signalAddr(h.Parent)
+}
+
+// signalAddr wakes callers waiting for something pending at addr.
+func (m *Manager) signalAddr(addr string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ch, ok := m.pendingSig[addr]; ok {
+		close(ch)
+		delete(m.pendingSig, addr)
+	}
+}
+
+func (m *Manager) pendingChan(addr string) <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ch, ok := m.pendingSig[addr]
+	if !ok {
+		ch = make(chan struct{})
+		m.pendingSig[addr] = ch
+	}
+	return ch
+}
+
+// TakeNotices removes and returns what is pending for a root principal's
+// session: the notices of children that session started, and those whose
+// originating session is gone (Options.SessionConnected) or unknown. With
+// session empty (a transport without sessions) it takes every notice of
+// the principal whose session is not connected.
+func (m *Manager) TakeNotices(principal, session string) []Notice {
+	if m.store == nil {
+		return nil
+	}
+	ns, err := m.store.TakeNotices(PrincipalAddress(principal), func(n Notice) bool {
+		return m.noticeFor(n, session)
+	})
+	if err != nil {
+		m.log.Error("reading pending notices failed", "principal", principal, "err", err)
+	}
+	return ns
+}
+
+// noticeFor reports whether a root notice may go to session: it is the
+// child's originating session, or that session is not connected.
+func (m *Manager) noticeFor(n Notice, session string) bool {
+	if n.Session == "" || n.Session == session {
+		return true
+	}
+	live := m.opts.SessionConnected
+	return live == nil || !live(n.Session)
+}
+
+// WaitNotices blocks until something is pending for a root principal's
+// session (see TakeNotices) or ctx ends, then takes it.
+func (m *Manager) WaitNotices(ctx context.Context, principal, session string) []Notice {
+	addr := PrincipalAddress(principal)
+	for {
+		ch := m.pendingChan(addr)
+		if ns := m.TakeNotices(principal, session); len(ns) > 0 {
+			return ns
+		}
+		select {
+		case <-ch:
+		case <-m.sessionsChanged():
+		case <-ctx.Done():
+			return m.TakeNotices(principal, session)
+		}
+	}
+}
+
+// SessionGone tells the manager a root session disconnected: its pending
+// notices become any session's of its principal, and waiters recheck.
+func (m *Manager) SessionGone() {
+	m.mu.Lock()
+	ch := m.sessionSig
+	m.sessionSig = make(chan struct{})
+	m.mu.Unlock()
+	close(ch)
+}
+
+func (m *Manager) sessionsChanged() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sessionSig
+}
+
+// WaitSignal blocks until something is delivered to addr or ctx ends.
+func (m *Manager) WaitSignal(ctx context.Context, addr string) {
+	select {
+	case <-m.pendingChan(addr):
+	case <-ctx.Done():
+	}
+}

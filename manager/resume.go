@@ -1,0 +1,217 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/llm"
+)
+
+func toolMessage(callID, text string) *llm.Message {
+	return &llm.Message{Role: llm.RoleTool, ToolCallID: callID, Content: text}
+}
+
+// header reads a child's header, live or stored.
+func (m *Manager) header(childID string) (Header, error) {
+	m.mu.Lock()
+	a := m.live[childID]
+	m.mu.Unlock()
+	if a != nil {
+		return a.hdr, nil
+	}
+	h, err := m.store.Header(childID)
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return h, &Error{Code: CodeNotResumable, AgentID: childID, Err: err,
+				Message: fmt.Sprintf("subagent %q cannot be resumed: its stored record is corrupt; do not retry send_message with this id", childID)}
+		}
+		return h, &Error{Code: CodeNotResumable, AgentID: childID, Err: err,
+			Message: fmt.Sprintf("subagent %q is unavailable", childID)}
+	}
+	return h, nil
+}
+
+// resume rebuilds a stored child: a new activation from its journal and
+// descriptor, without asking the provider for anything new.
+func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*activation, error) {
+	m.resumeMu.Lock()
+	defer m.resumeMu.Unlock()
+	m.mu.Lock()
+	_, resident := m.live[hdr.ID]
+	m.mu.Unlock()
+	if resident {
+		return nil, errResident
+	}
+	notResumable := func(why string, err error) error {
+		return &Error{Code: CodeNotResumable, AgentID: hdr.ID, Err: err,
+			Message: fmt.Sprintf("subagent %q cannot be resumed (%s); do not retry send_message with this id", hdr.ID, why)}
+	}
+	desc, err := m.store.Descriptor(hdr.ID)
+	if err != nil {
+		return nil, notResumable("its descriptor is unreadable", err)
+	}
+	events, err := m.store.Events(hdr.ID)
+	if err != nil {
+		m.noteCorrupt(hdr.ID, err)
+		return nil, notResumable("its journal is unreadable", err)
+	}
+	events, closing := closeOpenTurn(events)
+	journal, err := agent.NewJournal(events)
+	if err != nil {
+		return nil, notResumable("its journal breaks the invariants", err)
+	}
+	if len(closing) > 0 {
+		if err := m.storeWrite(func() error { return m.store.AppendEvents(hdr.ID, closing) }); err != nil {
+			return nil, &Error{Code: CodePersistenceUnavailable, AgentID: hdr.ID, Message: "closing the interrupted turn failed", Err: err}
+		}
+	}
+	m.mu.Lock()
+	p := m.providers[desc.Provider]
+	m.mu.Unlock()
+	cp, ok := p.(Continuable)
+	if !ok {
+		return nil, notResumable(fmt.Sprintf("its provider %q is not registered or cannot continue children", desc.Provider), nil)
+	}
+	self := ParentRef{Principal: hdr.Principal, AgentID: hdr.ID, Depth: hdr.Depth, DepthCap: hdr.DepthCap, Cwd: hdr.Cwd, Journal: journal}
+	cb, revoke := m.callback(self)
+	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb})
+	if err != nil {
+		revoke()
+		// The cause (a stored output_schema that no longer compiles, say)
+		// tells the model why; it is clipped, as every error it reads is.
+		why := err.Error()
+		if len(why) > 300 {
+			why = strings.ToValidUTF8(why[:300], "") + "…"
+		}
+		return nil, notResumable("its provider could not rebuild it: "+why, err)
+	}
+	drv = revokingDriver{drv, revoke}
+	a, err := m.activate(hdr, desc, drv, caller.AgentID, nil)
+	if err != nil {
+		_ = drv.Close()
+		return nil, err
+	}
+	// Messages a crash or a settlement left in the inbox run first, in
+	// order (they are already stored); notices that reached the child while
+	// it was cold ride with its next turn.
+	if ib, ok := m.store.(Inboxer); ok {
+		queued, err := ib.Queued(hdr.ID)
+		if err != nil {
+			m.log.Error("reading a child's stored inbox failed", "agent_id", hdr.ID, "err", err)
+		}
+		a.mu.Lock()
+		for _, q := range queued {
+			msg := inboxMsg{id: q.ID, text: q.Text, source: q.Source}
+			if q.Quiet {
+				a.injects = append(a.injects, msg)
+			} else {
+				a.inbox = append(a.inbox, msg)
+			}
+		}
+		a.mu.Unlock()
+	}
+	m.adoptNotices(a)
+	m.log.Info("subagent resumed", "agent_id", hdr.ID, "events", len(events))
+	return a, nil
+}
+
+// adoptNotices moves the notices stored for a resumed agent into its inbox:
+// each is admitted (and committed) before it leaves the notice queue, so a
+// crash or a failed write between the two repeats a notice, never loses
+// one.
+func (m *Manager) adoptNotices(a *activation) {
+	seen := map[int64]bool{}
+	var notes []Notice
+	// A take that accepts nothing reads without writing.
+	if _, err := m.store.TakeNotices(a.hdr.ID, func(n Notice) bool {
+		if !seen[n.Seq] {
+			seen[n.Seq] = true
+			notes = append(notes, n)
+		}
+		return false
+	}); err != nil {
+		m.log.Error("reading a child's stored notices failed", "agent_id", a.hdr.ID, "err", err)
+		return
+	}
+	if len(notes) == 0 {
+		return
+	}
+	for _, n := range notes {
+		a.inject(n.Text, n.Source)
+	}
+	if err := a.durable(); err != nil {
+		return // they stay queued for the next resume
+	}
+	if _, err := m.store.TakeNotices(a.hdr.ID, func(n Notice) bool { return seen[n.Seq] }); err != nil {
+		m.log.Error("removing a child's adopted notices failed; they will be delivered again", "agent_id", a.hdr.ID, "err", err)
+	}
+}
+
+// closeOpenTurn ends a turn a crash left open: every pending tool call is
+// answered and the turn ends aborted, so the journal is replayable.
+func closeOpenTurn(events []agent.Event) (all, closing []agent.Event) {
+	open := -1
+	for i, e := range events {
+		switch e.Kind {
+		case agent.EventTurnStart:
+			open = i
+		case agent.EventTurnEnd:
+			open = -1
+		}
+	}
+	if open < 0 {
+		return events, nil
+	}
+	turn := events[open].Turn
+	pending := []string{}
+	answered := map[string]bool{}
+	for _, e := range events[open:] {
+		if e.Message == nil {
+			continue
+		}
+		for _, tc := range e.Message.ToolCalls {
+			pending = append(pending, tc.ID)
+		}
+		if e.Message.ToolCallID != "" {
+			answered[e.Message.ToolCallID] = true
+		}
+	}
+	seq := int64(len(events))
+	now := time.Now().UTC()
+	for _, id := range pending {
+		if answered[id] {
+			continue
+		}
+		closing = append(closing, agent.Event{Seq: seq, Kind: agent.EventMessage, Time: now, Turn: turn,
+			Message: toolMessage(id, "not run: the server stopped while this turn ran")})
+		seq++
+	}
+	closing = append(closing, agent.Event{Seq: seq, Kind: agent.EventTurnEnd, Time: now, Turn: turn,
+		StopReason: agent.StopAborted, Diagnostic: "the server stopped while this turn ran"})
+	return append(events, closing...), closing
+}
+
+// noteCorrupt remembers a child whose stored bytes failed to decode.
+func (m *Manager) noteCorrupt(id string, err error) {
+	if errors.Is(err, ErrCorrupt) {
+		m.mu.Lock()
+		m.corrupt[id] = "corrupt"
+		m.mu.Unlock()
+	}
+}
+
+// noteUnreadable remembers a child whose journal could not be read at all:
+// corrupt bytes, or a store that failed.
+func (m *Manager) noteUnreadable(id string, err error) {
+	reason := "unavailable"
+	if errors.Is(err, ErrCorrupt) {
+		reason = "corrupt"
+	}
+	m.mu.Lock()
+	m.corrupt[id] = reason
+	m.mu.Unlock()
+}

@@ -1,0 +1,126 @@
+package manager
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+)
+
+// release removes a from the manager and from its owning parent. A notice
+// (when given) goes into the owning parent's inbox in the same critical
+// section that drops the ownership, so the parent can never settle between
+// the two and miss it. stored is the notice as the settlement already
+// committed it (nil: not stored yet, so it is stored here).
+func (m *Manager) release(a *activation, notice *inboxMsg, stored *ParentNotice) {
+	delivered := false
+	if pa := a.parent; pa != nil {
+		pa.mu.Lock()
+		if notice != nil && !pa.settling {
+			pa.inbox = append(pa.inbox, *notice)
+			if stored == nil || !stored.Inbox {
+				pa.persist.enqueue(QueuedMessage{ID: notice.id, Text: notice.text, Source: notice.source})
+			}
+			pa.parked = false
+			delivered = true
+		}
+		delete(pa.owned, a.hdr.ID)
+		pa.signal()
+		pa.mu.Unlock()
+		if delivered {
+			m.signalAddr(pa.hdr.ID)
+		}
+	}
+	if notice != nil && !delivered {
+		switch {
+		case stored == nil:
+			if err := m.deliver(a.hdr, Notice{Source: notice.source, Text: notice.text, StopReason: notice.stop}); err != nil {
+				m.log.Error("a settlement notice could not be stored; the next start announces the epoch again", "child", a.hdr.ID, "err", err)
+			}
+		case stored.Inbox:
+			// In the stopped parent's stored inbox: its next resume runs it.
+			m.signalAddr(stored.To)
+		default:
+			m.announce(a.hdr, stored.Notice)
+		}
+	}
+	m.mu.Lock()
+	if m.live[a.hdr.ID] == a {
+		delete(m.live, a.hdr.ID)
+	}
+	m.mu.Unlock()
+}
+
+// settleNotice is how a settlement's notice is committed with it: into the
+// owning parent's stored inbox, or queued under the parent's address. Nil
+// when there is no notice, or when the parent is a live agent that does
+// not own the child (then deliver admits it after the settlement).
+func (m *Manager) settleNotice(a *activation, n *inboxMsg) *ParentNotice {
+	if n == nil {
+		return nil
+	}
+	if pa := a.parent; pa != nil {
+		pa.mu.Lock()
+		settling := pa.settling
+		pa.mu.Unlock()
+		if !settling {
+			return &ParentNotice{To: pa.hdr.ID, Inbox: true, Message: QueuedMessage{ID: n.id, Text: n.text, Source: n.source}}
+		}
+	} else {
+		m.mu.Lock()
+		pa := m.live[a.hdr.Parent]
+		m.mu.Unlock()
+		if pa != nil {
+			return nil
+		}
+	}
+	return &ParentNotice{To: a.hdr.Parent, Notice: stamp(a.hdr, Notice{Source: n.source, Text: n.text, StopReason: n.stop})}
+}
+
+// flush drains the child's journal writer and writes its projection
+// checkpoint; settled also clears its active mark and commits notify, in
+// one commit where the store can. A failed settlement write stops the
+// child (persistFailed) and is returned; a failed checkpoint at shutdown is
+// logged: a later list folds the journal instead.
+func (m *Manager) flush(a *activation, settled bool, notify *ParentNotice) error {
+	a.unsubscribe()
+	a.mu.Lock()
+	cp := Checkpoint{Seq: int64(a.driver.Journal().Len()), Mode: a.hdr.Mode, Label: a.hdr.Label, Usage: a.usage, Stop: a.last.StopReason,
+		Closing: truncateUTF8(a.last.Output, MaxClosingBytes)}
+	a.mu.Unlock()
+	var err error
+	if settled {
+		err = a.persist.flush(&cp, notify)
+	} else if err = a.persist.flush(nil, nil); err == nil {
+		if err := m.store.SetCheckpoint(a.hdr.ID, cp); err != nil {
+			m.log.Warn("writing a child's checkpoint failed", "agent_id", a.hdr.ID, "err", err)
+		}
+	}
+	a.persist.close()
+	return err
+}
+
+// settlementText is the runtime's statement of how an epoch ended.
+func settlementText(id string, last Result) string {
+	var how string
+	switch last.StopReason {
+	case agent.StopCompleted:
+		how = "finished and will do no further work unless you send it more."
+	case agent.StopAborted:
+		how = "was stopped before it finished."
+	case agent.StopMaxTokens:
+		how = "ran out of room before it finished."
+	case agent.StopRefusal:
+		how = "declined the task."
+	default:
+		how = "failed before it finished."
+	}
+	s := fmt.Sprintf("Background subagent %s %s", id, how)
+	if last.Diagnostic != "" && last.StopReason != agent.StopCompleted {
+		s += " Diagnostic: " + last.Diagnostic
+	}
+	if strings.TrimSpace(last.Output) != "" {
+		return s + "\nIts closing message:\n" + last.Output
+	}
+	return s + "\nIt left no closing message."
+}

@@ -1,0 +1,208 @@
+package persist
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/manager"
+	bolt "go.etcd.io/bbolt"
+)
+
+// WriteChild applies a child's pending writes (create, inbox, events,
+// settle) in one commit. Writes from several children that arrive while a
+// commit is in flight share the next one (group commit): one disk sync for
+// everything that piled up, with no added delay. A write that fails its
+// checks is refused alone; the others in its commit still land.
+func (s *Store) WriteChild(childID string, w manager.ChildWrite) error {
+	req, err := encodeWrite(childID, w)
+	if err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	s.wqueue = append(s.wqueue, req)
+	if s.wleading {
+		s.wmu.Unlock()
+		return <-req.done
+	}
+	// This caller commits for everyone queued until the queue is empty.
+	s.wleading = true
+	for len(s.wqueue) > 0 {
+		batch := s.wqueue
+		s.wqueue = nil
+		s.wmu.Unlock()
+		s.commit(batch)
+		s.wmu.Lock()
+	}
+	s.wleading = false
+	s.wmu.Unlock()
+	return <-req.done
+}
+
+// writeReq is one child's encoded write waiting for a group commit.
+type writeReq struct {
+	id             string
+	w              manager.ChildWrite
+	hb, db, cb     []byte
+	events, queued [][]byte
+	notify         []byte // the settlement notice for a parent's inbox, encoded
+	done           chan error
+	err            error
+}
+
+func encodeWrite(childID string, w manager.ChildWrite) (*writeReq, error) {
+	r := &writeReq{id: childID, w: w, done: make(chan error, 1)}
+	var err error
+	if c := w.Create; c != nil {
+		if c.Header.ID != childID {
+			return nil, fmt.Errorf("persist: child %q: create names %q", childID, c.Header.ID)
+		}
+		if err := validateNew(c.Header, c.Descriptor); err != nil {
+			return nil, err
+		}
+		if r.hb, err = json.Marshal(c.Header); err != nil {
+			return nil, err
+		}
+		if r.db, err = json.Marshal(c.Descriptor); err != nil {
+			return nil, err
+		}
+	}
+	if r.events, err = encodeEvents(childID, w.Events); err != nil {
+		return nil, err
+	}
+	r.queued = make([][]byte, len(w.Enqueue))
+	for i, q := range w.Enqueue {
+		if r.queued[i], err = json.Marshal(q); err != nil {
+			return nil, err
+		}
+	}
+	if w.Settle != nil {
+		r.cb = encodeCheckpoint(*w.Settle)
+	}
+	if n := w.Notify; n != nil {
+		if w.Settle == nil {
+			return nil, fmt.Errorf("persist: child %q: a notice is written only with its settlement", childID)
+		}
+		if n.To == "" {
+			return nil, fmt.Errorf("persist: child %q: the settlement notice has no recipient", childID)
+		}
+		if n.Inbox {
+			if r.notify, err = json.Marshal(n.Message); err != nil {
+				return nil, err
+			}
+		} else if n.Notice.Time.IsZero() {
+			c := *n
+			c.Notice.Time = time.Now().UTC()
+			r.w.Notify = &c
+		}
+	}
+	return r, nil
+}
+
+// commit applies a batch of writes in one transaction and answers each.
+func (s *Store) commit(batch []*writeReq) {
+	err := s.update(func(tx *bolt.Tx) error {
+		for _, r := range batch {
+			if r.err = checkWrite(tx, r); r.err != nil {
+				continue // refused alone, before it touched anything
+			}
+			if err := applyWrite(tx, r); err != nil {
+				return err // a storage fault: the whole commit fails
+			}
+		}
+		return nil
+	})
+	for _, r := range batch {
+		if err != nil {
+			r.done <- err
+		} else {
+			r.done <- r.err
+		}
+	}
+}
+
+// checkWrite refuses a write that cannot apply whole: a duplicate create,
+// an unknown child, events that do not continue the journal.
+func checkWrite(tx *bolt.Tx, r *writeReq) error {
+	next := int64(0)
+	if r.w.Create != nil {
+		children, err := top(tx, bucketChildren)
+		if err != nil {
+			return err
+		}
+		if children.Get([]byte(r.id)) != nil {
+			return fmt.Errorf("persist: child %q: %w", r.id, ErrExists)
+		}
+	} else {
+		if err := requireChild(tx, r.id); err != nil {
+			return err
+		}
+		if len(r.w.Events) > 0 {
+			j, err := journal(tx, r.id)
+			if err != nil {
+				return err
+			}
+			if next, err = journalLen(r.id, j); err != nil {
+				return err
+			}
+		}
+	}
+	if n := r.w.Notify; n != nil && n.Inbox {
+		if err := requireChild(tx, n.To); err != nil {
+			return fmt.Errorf("persist: child %q: the settlement notice's recipient: %w", r.id, err)
+		}
+	}
+	for i, e := range r.w.Events {
+		if want := next + int64(i); e.Seq != want {
+			return fmt.Errorf("persist: child %q: event sequence %d does not continue the journal (next is %d)", r.id, e.Seq, want)
+		}
+		if e.Kind == "" {
+			return fmt.Errorf("persist: child %q: event %d has no kind", r.id, e.Seq)
+		}
+	}
+	return nil
+}
+
+func applyWrite(tx *bolt.Tx, r *writeReq) error {
+	w := r.w
+	if w.Create != nil {
+		if err := putChild(tx, w.Create.Header, r.hb, r.db); err != nil {
+			return err
+		}
+	}
+	if len(w.Enqueue)+len(w.Dequeue) > 0 {
+		if err := writeInbox(tx, r.id, r.queued, w.Dequeue); err != nil {
+			return err
+		}
+	}
+	if len(w.Events) > 0 {
+		if err := appendEvents(tx, r.id, w.Events, r.events); err != nil {
+			return err
+		}
+	}
+	if w.Settle == nil {
+		return nil
+	}
+	if err := putCheckpoint(tx, r.id, *w.Settle, r.cb); err != nil {
+		return err
+	}
+	marks, err := top(tx, bucketActive)
+	if err != nil {
+		return err
+	}
+	if err := marks.Delete([]byte(r.id)); err != nil {
+		return err
+	}
+	switch n := w.Notify; {
+	case n == nil:
+		return nil
+	case n.Inbox:
+		b, err := inboxBucket(tx, n.To)
+		if err != nil {
+			return err
+		}
+		return appendInbox(b, r.notify)
+	default:
+		return putNotice(tx, n.To, n.Notice)
+	}
+}
