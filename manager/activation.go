@@ -362,3 +362,13 @@ func newMessageID() string { return "msg-" + NewID()[len("agent-"):] }
 // durable waits until everything the activation has admitted so far is
 // committed (not the journal events queued after).
 func (a *activation) durable() error { return a.persist.waitFor(a.persist.mark()) }
+
+// turnFor commits what a has admitted so far (a message whose id is about
+// to be handed out) and returns the turn that waits on w.
+func (a *activation) turnFor(w *waiter) (*turn, error) {
+	t := &turn{m: a.m, childID: a.hdr.ID, waiter: w, persist: a.persist, ticket: a.persist.mark()}
+	if err := a.persist.waitFor(t.ticket); err != nil {
+		return nil, err
+	}
+	return t, nil
+}

@@ -19,25 +19,62 @@ func (p ParentRef) Address() string {
 	return PrincipalAddress(p.Principal)
 }
 
-// Started is what StartContinuable hands back.
+// Started is what StartContinuable hands back: plain data and the first
+// turn, so a caller's test can build one.
 type Started struct {
 	ChildID   string
 	MessageID string
-	waiter    *waiter
-	persist   *persister
-	m         *Manager
-	ticket    int64  // the writes that make the ids durable
-	progress  func() // stops the first turn's progress notes
+	// Turn is the first turn. Its outcome comes in band only when the start
+	// asked to wait; otherwise Wait reports ok false at once.
+	Turn Turn
 }
 
-// Committed reports whether the child's record and its first message are
-// committed. StartContinuable returns only once they are, so it never
-// waits; it is kept for callers that check before handing the ids out.
-func (s *Started) Committed() error {
-	if err := s.persist.committed(); err != nil {
+// Wait waits for the first turn's outcome (see Turn.Wait).
+func (s *Started) Wait(ctx context.Context) (Result, bool) { return s.Turn.Wait(ctx) }
+
+// Committed reports whether the child's writes still stand (see
+// Turn.Committed).
+func (s *Started) Committed() error { return s.Turn.Committed() }
+
+// Turn is a turn a caller handed a message id to, whose outcome it may
+// wait for.
+type Turn interface {
+	// Wait returns the turn's outcome if the caller registered to wait for
+	// it, ok false when ctx ends first (the child goes on, and its outcome
+	// reaches the parent as the settlement notice) or when nobody waits.
+	// An outcome is handed over only once the turn's journal is committed.
+	Wait(ctx context.Context) (Result, bool)
+	// Committed reports whether everything the child wrote up to the
+	// message's admission is committed and its writer has not failed
+	// since: a failed writer stops the child, and the caller then gets the
+	// error rather than a handle to it.
+	Committed() error
+}
+
+// turn is the manager's Turn.
+type turn struct {
+	m        *Manager
+	childID  string
+	waiter   *waiter
+	persist  *persister
+	ticket   int64  // the writes that make the ids durable
+	progress func() // stops the turn's progress notes; nil: none
+}
+
+// Wait stops the progress notes when it returns: they belong to the
+// request that waits.
+func (t *turn) Wait(ctx context.Context) (Result, bool) {
+	if t.progress != nil {
+		defer t.progress()
+	}
+	return t.m.waitTurn(ctx, t.childID, t.waiter)
+}
+
+func (t *turn) Committed() error {
+	if err := t.persist.committed(); err != nil {
 		return err
 	}
-	return s.persist.waitFor(s.ticket)
+	return t.persist.waitFor(t.ticket)
 }
 
 // StartContinuable starts a continuable child and submits its first
@@ -112,7 +149,8 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 		<-a.released // the run saw the failure and left nothing behind
 		return nil, err
 	}
-	return &Started{ChildID: hdr.ID, MessageID: msgID, waiter: w, persist: a.persist, m: m, ticket: a.gate, progress: stopProgress}, nil
+	return &Started{ChildID: hdr.ID, MessageID: msgID,
+		Turn: &turn{m: m, childID: hdr.ID, waiter: w, persist: a.persist, ticket: a.gate, progress: stopProgress}}, nil
 }
 
 // progressOf sends progress notes for a child's first turn until the turn
@@ -206,15 +244,6 @@ func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID str
 	return a, nil
 }
 
-// Wait waits for the first turn's outcome if the start asked for it. It
-// returns ok false when ctx ends first; the child goes on, and its outcome
-// then reaches the parent as the settlement notice. Progress notes stop
-// when Wait returns: they belong to the request that waits.
-func (s *Started) Wait(ctx context.Context) (Result, bool) {
-	defer s.progress()
-	return s.m.waitTurn(ctx, s.ChildID, s.waiter)
-}
-
 // waitTurn waits for the outcome of the turn that handles w's message. An
 // outcome is handed over only once the turn's journal is committed; one
 // whose commit failed comes back as a failure saying so, never as the
@@ -258,19 +287,18 @@ const (
 	RouteResumed Route = "resumed" // the child was rebuilt from the store
 )
 
-// Sent is what Followup hands back.
+// Sent is what Followup hands back: plain data and the turn that handles
+// the message.
 type Sent struct {
 	MessageID string
 	Route     Route
 	ChildID   string
-	waiter    *waiter
-	m         *Manager
+	Turn      Turn
 }
 
-// Wait waits for the outcome of the turn that handles the message.
-func (s *Sent) Wait(ctx context.Context) (Result, bool) {
-	return s.m.waitTurn(ctx, s.ChildID, s.waiter)
-}
+// Wait waits for the outcome of the turn that handles the message (see
+// Turn.Wait).
+func (s *Sent) Wait(ctx context.Context) (Result, bool) { return s.Turn.Wait(ctx) }
 
 // Followup sends a message to a continuable child; only its exact direct
 // parent may. The child runs it as a turn: behind the current one if it is
@@ -301,10 +329,11 @@ func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, conte
 		if a != nil {
 			id, w, route, ok := a.admit(content, agent.SourceUser, wait)
 			if ok {
-				if err := a.durable(); err != nil { // the id is handed out: commit first
+				t, err := a.turnFor(w)
+				if err != nil { // the id is handed out: commit first
 					return nil, err
 				}
-				return &Sent{MessageID: id, Route: Route(route), ChildID: childID, waiter: w, m: m}, nil
+				return &Sent{MessageID: id, Route: Route(route), ChildID: childID, Turn: t}, nil
 			}
 			// Settling: wait for the release, then resume it cold.
 			select {
@@ -322,10 +351,11 @@ func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, conte
 		}
 		id, w, _, _ := a.admit(content, agent.SourceUser, wait)
 		go a.run()
-		if err := a.durable(); err != nil { // the id is handed out: commit first
+		t, err := a.turnFor(w)
+		if err != nil { // the id is handed out: commit first
 			return nil, err // the run stops the child (persistFailed)
 		}
-		return &Sent{MessageID: id, Route: RouteResumed, ChildID: childID, waiter: w, m: m}, nil
+		return &Sent{MessageID: id, Route: RouteResumed, ChildID: childID, Turn: t}, nil
 	}
 	return nil, &Error{Code: CodeNotResumable, AgentID: childID, Message: fmt.Sprintf("subagent %s is busy settling; send again", childID)}
 }

@@ -40,7 +40,7 @@ func (s *Server) sendMessage(ctx context.Context, c call) *mcp.CallToolResult {
 	if bad := s.tool("send_message").decode(c, &in); bad != nil {
 		return bad
 	}
-	sent, err := s.mgr.Followup(ctx, c.caller, in.SubagentID, in.Message, in.WaitSeconds > 0)
+	sent, err := s.messenger.Followup(ctx, c.caller, in.SubagentID, in.Message, in.WaitSeconds > 0)
 	if err != nil {
 		return errorResult(err)
 	}
@@ -76,7 +76,7 @@ func (s *Server) interrupt(ctx context.Context, c call) *mcp.CallToolResult {
 	if bad := s.tool("interrupt_agent").decode(c, &in); bad != nil {
 		return bad
 	}
-	if err := s.mgr.Interrupt(c.caller, in.AgentID); err != nil {
+	if err := s.interrupter.Interrupt(c.caller, in.AgentID); err != nil {
 		return errorResult(err)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent("interrupt requested for agent " + in.AgentID)},
@@ -96,18 +96,18 @@ func (s *Server) listAgents(ctx context.Context, c call) *mcp.CallToolResult {
 	if in.WaitSeconds > 0 {
 		wctx, cancel := context.WithTimeout(ctx, seconds(s.boundWait(ctx, in.WaitSeconds)))
 		if c.caller.AgentID == "" {
-			notes = s.mgr.WaitNotices(wctx, c.caller.Principal, c.caller.Session)
+			notes = s.notices.WaitNotices(wctx, c.caller.Principal, c.caller.Session)
 		} else {
-			s.mgr.WaitSignal(wctx, c.caller.Address())
+			s.lister.WaitSignal(wctx, c.caller.Address())
 		}
 		cancel()
 	}
 	var rows []manager.Row
 	var err error
 	if in.Scope == "descendants" {
-		rows, err = s.mgr.ListDescendants(c.caller)
+		rows, err = s.lister.ListDescendants(c.caller)
 	} else {
-		rows, err = s.mgr.ListChildren(c.caller)
+		rows, err = s.lister.ListChildren(c.caller)
 	}
 	if err != nil {
 		return errorResult(err)
@@ -184,7 +184,7 @@ func (s *Server) report(ctx context.Context, c call) *mcp.CallToolResult {
 	if in.Delivery == string(manager.DeliveryQuiet) {
 		d = manager.DeliveryQuiet
 	}
-	id, err := s.mgr.ReportFrom(c.caller, in.Output, d)
+	id, err := s.reporter.ReportFrom(c.caller, in.Output, d)
 	if err != nil {
 		return errorResult(err)
 	}

@@ -9,11 +9,11 @@ func (s *Server) subagentDescription() string {
 	var b strings.Builder
 	b.WriteString("Delegate a task to a child agent. The child works on its own with its own tools in a working directory inside yours, and does not see your conversation unless its provider says so: put everything it needs in `prompt`. ")
 	b.WriteString("By default the call waits and returns the child's last message (and `structured` when you gave an `output_schema` and the child met it). A child that did not complete (cancelled, out of tokens, declined, failed) is an error result with a diagnostic and its partial output, never a half answer. ")
-	if s.mgr.Persistent() {
+	if s.catalog.Persistent() {
 		b.WriteString("With `run_in_background: true` it returns the child's durable id at once; when the child settles you receive a notice with its outcome and closing message. Children are continuable: `send_message` gives one more work later (even after a server restart), `interrupt_agent` stops its current turn, `list_agents` shows them. ")
 	}
-	fmt.Fprintf(&b, "Children may delegate further, up to the depth cap (%d). Several calls may run at once.\n\nProviders:", s.mgr.MaxDepth())
-	for _, p := range s.mgr.Providers() {
+	fmt.Fprintf(&b, "Children may delegate further, up to the depth cap (%d). Several calls may run at once.\n\nProviders:", s.catalog.MaxDepth())
+	for _, p := range s.catalog.Providers() {
 		fmt.Fprintf(&b, "\n- %s", p.Name)
 		if p.Name == s.opts.DefaultProvider {
 			b.WriteString(" (default)")
@@ -31,7 +31,7 @@ func (s *Server) subagentDescription() string {
 				caps = append(caps, f.name)
 			}
 		}
-		if p.Continuable && s.mgr.Persistent() {
+		if p.Continuable && s.catalog.Persistent() {
 			caps = append(caps, "run_in_background")
 		}
 		if len(caps) > 0 {

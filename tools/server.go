@@ -23,24 +23,61 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/schemas"
 )
 
-// Manager is what the tools need of the manager (*manager.Manager
-// implements it); tests can fake it.
+// The tools use the manager through one small interface per use, so a
+// handler's test fakes only what that handler calls. *manager.Manager
+// implements all of them; Manager is their union, what New takes.
+type (
+	// Catalog is what the tool descriptions and the subagent tool read of
+	// the deployment.
+	Catalog interface {
+		Providers() []manager.ProviderInfo
+		MaxDepth() int
+		Persistent() bool
+	}
+	// Delegator starts children (subagent).
+	Delegator interface {
+		Start(ctx context.Context, provider string, req manager.StartRequest) (manager.Run, error)
+		StartContinuable(ctx context.Context, provider string, req manager.StartRequest, wait bool) (*manager.Started, error)
+		TreeUsage(agentID string) (manager.Usage, error)
+	}
+	// Messenger sends a child its next message (send_message).
+	Messenger interface {
+		Followup(ctx context.Context, caller manager.ParentRef, childID, content string, wait bool) (*manager.Sent, error)
+	}
+	// Interrupter stops a child's turn (interrupt_agent, and subagent when
+	// its client cancels a foreground call).
+	Interrupter interface {
+		Interrupt(caller manager.ParentRef, childID string) error
+	}
+	// Lister lists a caller's children and waits for news of them
+	// (list_agents).
+	Lister interface {
+		ListChildren(caller manager.ParentRef) ([]manager.Row, error)
+		ListDescendants(caller manager.ParentRef) ([]manager.Row, error)
+		WaitSignal(ctx context.Context, addr string)
+	}
+	// Reporter delivers a child's report to its parent (report).
+	Reporter interface {
+		ReportFrom(caller manager.ParentRef, content string, delivery manager.Delivery) (string, error)
+	}
+	// Notices hands root callers what is pending for them, and hears when
+	// one of their sessions leaves.
+	Notices interface {
+		TakeNotices(principal, session string) []manager.Notice
+		WaitNotices(ctx context.Context, principal, session string) []manager.Notice
+		SessionGone()
+	}
+)
+
+// Manager is every use at once: what the server is built over.
 type Manager interface {
-	Providers() []manager.ProviderInfo
-	MaxDepth() int
-	Persistent() bool
-	Start(ctx context.Context, provider string, req manager.StartRequest) (manager.Run, error)
-	StartContinuable(ctx context.Context, provider string, req manager.StartRequest, wait bool) (*manager.Started, error)
-	Followup(ctx context.Context, caller manager.ParentRef, childID, content string, wait bool) (*manager.Sent, error)
-	Interrupt(caller manager.ParentRef, childID string) error
-	ReportFrom(caller manager.ParentRef, content string, delivery manager.Delivery) (string, error)
-	ListChildren(caller manager.ParentRef) ([]manager.Row, error)
-	ListDescendants(caller manager.ParentRef) ([]manager.Row, error)
-	TreeUsage(agentID string) (manager.Usage, error)
-	TakeNotices(principal, session string) []manager.Notice
-	WaitNotices(ctx context.Context, principal, session string) []manager.Notice
-	SessionGone()
-	WaitSignal(ctx context.Context, addr string)
+	Catalog
+	Delegator
+	Messenger
+	Interrupter
+	Lister
+	Reporter
+	Notices
 }
 
 var _ Manager = (*manager.Manager)(nil)
@@ -74,12 +111,20 @@ type Options struct {
 // Server holds the tool handlers. Build it after the providers are
 // registered: the subagent tool's schema lists them.
 type Server struct {
-	mgr   Manager
-	opts  Options
-	log   *slog.Logger
-	roots []string // absolute, symlinks resolved
-	tools []*tool
-	mcp   *server.MCPServer
+	// One field per use of the manager (see Catalog): what a handler
+	// reads tells what it depends on.
+	catalog     Catalog
+	delegate    Delegator
+	messenger   Messenger
+	interrupter Interrupter
+	lister      Lister
+	reporter    Reporter
+	notices     Notices
+	opts        Options
+	log         *slog.Logger
+	roots       []string // absolute, symlinks resolved
+	tools       []*tool
+	mcp         *server.MCPServer
 
 	mu           sync.Mutex
 	sessionsByID map[string]*session          // root sessions known, by MCP session id
@@ -110,7 +155,7 @@ type call struct {
 
 // New builds the tool handlers over mgr.
 func New(mgr Manager, opts Options) (*Server, error) {
-	s := &Server{mgr: mgr, opts: opts, log: opts.Logger, sessionsByID: map[string]*session{}, tokens: map[string]manager.ParentRef{}}
+	s := &Server{catalog: mgr, delegate: mgr, messenger: mgr, interrupter: mgr, lister: mgr, reporter: mgr, notices: mgr, opts: opts, log: opts.Logger, sessionsByID: map[string]*session{}, tokens: map[string]manager.ParentRef{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -301,7 +346,7 @@ func (s *Server) mcpHandler(t *tool) server.ToolHandlerFunc {
 		}
 		res := t.handle(ctx, c)
 		if root {
-			withNotices(res, s.mgr.TakeNotices(caller.Principal, caller.Session))
+			withNotices(res, s.notices.TakeNotices(caller.Principal, caller.Session))
 		}
 		return res, nil
 	}

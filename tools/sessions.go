@@ -55,7 +55,7 @@ func (s *Server) OpenSession(info SessionInfo) (end func()) {
 		}
 		s.mu.Unlock()
 		if gone {
-			s.mgr.SessionGone()
+			s.notices.SessionGone()
 		}
 	}
 }
@@ -68,7 +68,7 @@ func (s *Server) EndSession(id string) {
 	delete(s.sessionsByID, id)
 	s.mu.Unlock()
 	if known {
-		s.mgr.SessionGone()
+		s.notices.SessionGone()
 	}
 }
 
@@ -231,7 +231,7 @@ func (s *Server) Hooks() *server.Hooks {
 		}
 		s.pruneLocked(now)
 		s.mu.Unlock()
-		s.mgr.SessionGone()
+		s.notices.SessionGone()
 	})
 	return h
 }

@@ -112,9 +112,9 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 		OutputSchema: in.OutputSchema, MaxDepth: in.MaxDepth, ToolFilter: in.ToolFilter,
 		Persona: in.Persona, Progress: c.progress,
 	}
-	continuable := s.mgr.Persistent() && s.providerInfo(provider).Continuable
+	continuable := s.catalog.Persistent() && s.providerInfo(provider).Continuable
 	if in.RunInBackground && !continuable {
-		if !s.mgr.Persistent() {
+		if !s.catalog.Persistent() {
 			return mcp.NewToolResultError("Error: PERSISTENCE_UNAVAILABLE: background children need the session store, which this server runs without; run in the foreground")
 		}
 		if s.providerInfo(provider).Name != "" {
@@ -127,7 +127,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	if in.RunInBackground {
 		sr.Progress = nil
 	}
-	st, err := s.mgr.StartContinuable(ctx, provider, sr, !in.RunInBackground)
+	st, err := s.delegate.StartContinuable(ctx, provider, sr, !in.RunInBackground)
 	if err != nil {
 		return errorResult(err)
 	}
@@ -153,7 +153,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	if !ok {
 		if ctx.Err() != nil {
 			// The client cancelled: stop the child's turn, answer aborted.
-			_ = s.mgr.Interrupt(c.caller, st.ChildID)
+			_ = s.interrupter.Interrupt(c.caller, st.ChildID)
 			s.log.Info("subagent run ended", "agent_id", st.ChildID, "provider", provider, "stop_reason", agent.StopAborted, "why", "the client cancelled the call")
 			return foregroundResult(st.ChildID, manager.Result{StopReason: agent.StopAborted, Diagnostic: "the client cancelled the call"})
 		}
@@ -169,7 +169,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	s.log.Info("subagent run ended", "agent_id", st.ChildID, "provider", provider,
 		"stop_reason", res.StopReason, "input_tokens", res.Usage.InputTokens, "output_tokens", res.Usage.OutputTokens)
 	r := foregroundResult(st.ChildID, res)
-	if below, err := s.mgr.TreeUsage(st.ChildID); err == nil && below != (manager.Usage{}) {
+	if below, err := s.delegate.TreeUsage(st.ChildID); err == nil && below != (manager.Usage{}) {
 		fg := r.StructuredContent.(Foreground)
 		t := manager.Usage{InputTokens: res.Usage.InputTokens + below.InputTokens, OutputTokens: res.Usage.OutputTokens + below.OutputTokens,
 			CostUSD: res.Usage.CostUSD + below.CostUSD}
@@ -180,7 +180,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 }
 
 func (s *Server) providerInfo(name string) manager.ProviderInfo {
-	for _, p := range s.mgr.Providers() {
+	for _, p := range s.catalog.Providers() {
 		if p.Name == name {
 			return p
 		}
@@ -191,7 +191,7 @@ func (s *Server) providerInfo(name string) manager.ProviderInfo {
 // oneShot runs a child on a provider without continuable support: one
 // turn, then disposed.
 func (s *Server) oneShot(ctx context.Context, provider string, sr manager.StartRequest) *mcp.CallToolResult {
-	run, err := s.mgr.Start(ctx, provider, sr)
+	run, err := s.delegate.Start(ctx, provider, sr)
 	if err != nil {
 		return errorResult(err)
 	}
