@@ -38,12 +38,10 @@ package fakeanthropic
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"time"
 
@@ -151,11 +149,8 @@ func Generic(Request) Reply { return Reply{Text: "ok"} }
 
 // Server is a running fake. Create it with New; Close it when done.
 type Server struct {
-	ts *httptest.Server
-	h  Handler
-
-	reqs   record.Log[Request]
-	others record.Log[string] // "METHOD /path" of every other request
+	record.Server[Request]
+	h Handler
 }
 
 // New starts a fake answering with h (nil: Generic).
@@ -164,32 +159,12 @@ func New(h Handler) *Server {
 		h = Generic
 	}
 	s := &Server{h: h}
-	s.ts = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.Serve(http.HandlerFunc(s.serve))
 	return s
 }
 
 // URL is the base URL for ANTHROPIC_BASE_URL (http://127.0.0.1:PORT).
-func (s *Server) URL() string { return s.ts.URL }
-
-// Close shuts the server down, cutting open connections.
-func (s *Server) Close() {
-	s.ts.CloseClientConnections()
-	s.ts.Close()
-}
-
-// Requests returns every messages request so far, in order of arrival.
-func (s *Server) Requests() []Request { return s.reqs.All() }
-
-// Others lists the other requests ("METHOD /path"), count_tokens included.
-func (s *Server) Others() []string {
-	return s.others.All()
-}
-
-// Wait returns the first recorded request for which match holds, waiting
-// for new arrivals until ctx ends.
-func (s *Server) Wait(ctx context.Context, match func(Request) bool) (Request, error) {
-	return s.reqs.Wait(ctx, match)
-}
+func (s *Server) URL() string { return s.BaseURL() }
 
 // IsAgentLoop reports whether the request comes from the CLI's agent loop
 // (it offers tools) rather than one of its background requests.
@@ -500,7 +475,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Path, req.Header = path, r.Header.Clone()
-	s.reqs.Add(func(seq int) Request { req.Seq = seq; return req })
+	s.Record(func(seq int) Request { req.Seq = seq; return req })
 
 	rep := s.h(req)
 	if rep.Hang {
@@ -604,7 +579,7 @@ func (rep Reply) content(seq int) ([]map[string]any, string) {
 }
 
 func (s *Server) other(r *http.Request) {
-	s.others.Add(func(int) string { return r.Method + " " + r.URL.Path })
+	s.RecordOther(r)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

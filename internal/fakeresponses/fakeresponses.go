@@ -33,12 +33,10 @@ package fakeresponses
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"time"
 
@@ -128,11 +126,8 @@ func Generic(Request) Reply { return Reply{Text: "ok"} }
 
 // Server is a running fake. Create it with New; Close it when done.
 type Server struct {
-	ts *httptest.Server
-	h  Handler
-
-	reqs   record.Log[Request]
-	others record.Log[string] // "METHOD /path" of every other request
+	record.Server[Request]
+	h Handler
 }
 
 // New starts a fake answering with h (nil: Generic).
@@ -141,12 +136,12 @@ func New(h Handler) *Server {
 		h = Generic
 	}
 	s := &Server{h: h}
-	s.ts = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.Serve(http.HandlerFunc(s.serve))
 	return s
 }
 
 // URL is the provider base URL, ending in /v1.
-func (s *Server) URL() string { return s.ts.URL + "/v1" }
+func (s *Server) URL() string { return s.BaseURL() + "/v1" }
 
 // ProviderTOML is the config.toml text that makes Codex use this fake as
 // its model provider "fake" with model "fake-model"; the API key is read
@@ -163,26 +158,6 @@ wire_api = "responses"
 request_max_retries = 0
 stream_max_retries = 0
 `, s.URL(), envKey)
-}
-
-// Close shuts the server down, cutting open connections.
-func (s *Server) Close() {
-	s.ts.CloseClientConnections()
-	s.ts.Close()
-}
-
-// Requests returns every responses request so far, in order.
-func (s *Server) Requests() []Request { return s.reqs.All() }
-
-// Others lists the other requests, "METHOD /path".
-func (s *Server) Others() []string {
-	return s.others.All()
-}
-
-// Wait returns the first recorded request for which match holds, waiting
-// for new arrivals until ctx ends.
-func (s *Server) Wait(ctx context.Context, match func(Request) bool) (Request, error) {
-	return s.reqs.Wait(ctx, match)
 }
 
 // IsAgentTurn reports whether the request belongs to an agent turn (it
@@ -440,7 +415,7 @@ func decode(body []byte) (Request, error) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	if r.Method != http.MethodPost || (r.URL.Path != "/v1/responses" && r.URL.Path != "/responses") {
-		s.others.Add(func(int) string { return r.Method + " " + r.URL.Path })
+		s.RecordOther(r)
 		w.Header().Set("Content-Type", "application/json")
 		if strings.HasSuffix(r.URL.Path, "/models") {
 			_, _ = w.Write([]byte(`{"object":"list","data":[]}`))
@@ -455,7 +430,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Header = r.Header.Clone()
-	s.reqs.Add(func(seq int) Request { req.Seq = seq; return req })
+	s.Record(func(seq int) Request { req.Seq = seq; return req })
 
 	rep := s.h(req)
 	if rep.Hang {
