@@ -5,14 +5,20 @@ import (
 	"strings"
 )
 
+// The descriptions are what every model pays for on every request, so they
+// say what a model needs and nothing twice: what the call returns, that a
+// child that did not complete is an error (never a half answer), that
+// send_message returns no answer, that list_agents is not for polling.
+// cmd/mcp-subagent's surface test holds them to that and to a byte budget.
+
 func (s *Server) subagentDescription() string {
 	var b strings.Builder
-	b.WriteString("Delegate a task to a child agent. The child works on its own with its own tools in a working directory inside yours, and does not see your conversation unless its provider says so: put everything it needs in `prompt`. ")
-	b.WriteString("By default the call waits and returns the child's last message (and `structured` when you gave an `output_schema` and the child met it). A child that did not complete (cancelled, out of tokens, declined, failed) is an error result with a diagnostic and its partial output, never a half answer. ")
+	b.WriteString("Delegate a task to a child agent. It works alone in a directory inside yours and does not see your conversation unless its provider says so: put everything it needs in `prompt`. ")
+	b.WriteString("The call waits and returns the child's last message (and `structured` if it met your `output_schema`); a child that did not complete is an error result with a diagnostic, never a half answer. ")
 	if s.catalog.Persistent() {
-		b.WriteString("With `run_in_background: true` it returns the child's durable id at once; when the child settles you receive a notice with its outcome and closing message. Children are continuable: `send_message` gives one more work later (even after a server restart), `interrupt_agent` stops its current turn, `list_agents` shows them. ")
+		b.WriteString("Children are continuable: `send_message` gives one more work (even after a restart), `interrupt_agent` stops its turn, `list_agents` shows them. ")
 	}
-	fmt.Fprintf(&b, "Children may delegate further, up to the depth cap (%d). Several calls may run at once.\n\nProviders:", s.catalog.MaxDepth())
+	fmt.Fprintf(&b, "Depth cap: %d; calls may run in parallel.\n\nProviders (all options unless noted):", s.catalog.MaxDepth())
 	for _, p := range s.catalog.Providers() {
 		fmt.Fprintf(&b, "\n- %s", p.Name)
 		if p.Name == s.opts.DefaultProvider {
@@ -21,35 +27,34 @@ func (s *Server) subagentDescription() string {
 		if p.Description != "" {
 			b.WriteString(": " + p.Description)
 		}
-		var caps []string
+		var missing []string
 		c := p.Capabilities
 		for _, f := range []struct {
 			on   bool
 			name string
-		}{{c.OutputSchema, "output_schema"}, {c.DepthLimit, "max_depth"}, {c.ToolFilter, "tool_filter"}, {c.Persona, "persona"}} {
-			if f.on {
-				caps = append(caps, f.name)
+		}{{c.OutputSchema, "output_schema"}, {c.DepthLimit, "max_depth"}, {c.ToolFilter, "tool_filter"}, {c.Persona, "persona"},
+			{p.Continuable && s.catalog.Persistent(), "run_in_background"}} {
+			if !f.on {
+				missing = append(missing, f.name)
 			}
 		}
-		if p.Continuable && s.catalog.Persistent() {
-			caps = append(caps, "run_in_background")
-		}
-		if len(caps) > 0 {
-			b.WriteString(" [supports " + strings.Join(caps, ", ") + "]")
-		} else {
-			b.WriteString(" [supports none of output_schema, max_depth, tool_filter, persona, run_in_background]")
+		switch {
+		case len(missing) == 5:
+			b.WriteString(" [supports none of the options]")
+		case len(missing) > 0:
+			b.WriteString(" [no " + strings.Join(missing, ", ") + "]")
 		}
 		if p.InheritsParentContext {
-			b.WriteString(" The child sees your completed turns; only agents with a conversation (not an MCP client) can use it.")
+			b.WriteString(" (for agents, not MCP clients)")
 		}
 	}
 	return b.String()
 }
 
-const sendMessageDescription = "Send a message to one of your own direct children (by the id `subagent` gave you). It becomes the child's next turn: queued behind the turn it is working on, taken at once if it is idle, or after resuming it from storage if it has settled (also after a server restart). It cannot redirect a turn already running. It returns the message id and how it was routed, not an answer — unless you pass `wait_seconds`, which waits that long for the outcome of the turn your message starts. If it fails, the message was NOT delivered."
+const sendMessageDescription = "Send one of your direct children its next turn: queued behind a running turn, taken at once if it is idle, or resumed from storage if it settled (also after a restart). It returns the message id and route, not an answer, unless `wait_seconds` waits for the turn's outcome. If it fails, the message was NOT delivered."
 
-const interruptDescription = "Stop the current turn of one of your descendants. Its queued messages are kept but parked until you send it another message; its own children keep running; it stays resumable. A finished or unknown id is accepted and does nothing."
+const interruptDescription = "Stop a descendant's current turn. Its queued messages are parked until you send it another; its children keep running; it stays resumable. A finished or unknown id is a no-op."
 
-const listAgentsDescription = "List your continuable subagents: id, label, status (running: working on a turn; idle: resident, waiting for its own children or a parked message; ready: stored and resumable — last_stop_reason tells whether it finished or was stopped, last_message is its closing message), provider, depth and token usage. scope=descendants includes your children's children. This is not for polling: you are sent a notice when a child settles. To wait for one, pass `wait_seconds`: the call blocks until something is pending for you (or the time passes) and delivers it."
+const listAgentsDescription = "List your continuable children: id, label, status (running: on a turn; idle: resident, waiting for its children or a parked message; ready: stored, resumable), how its last turn ended and its closing message, provider, depth, token usage. Not for polling: a notice comes when a child settles; to wait for one, pass `wait_seconds`."
 
 const reportDescription = "Send your parent a message now, while you keep working: a progress note or a partial result. Your turn goes on; your final answer still goes in your last message. delivery next-step (default) makes it your parent's next turn; quiet lets it ride along with your parent's next turn."

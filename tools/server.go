@@ -219,30 +219,71 @@ func New(mgr Manager, opts Options) (*Server, error) {
 		if !mgr.Persistent() && d.name != "subagent" {
 			continue // control tools need the session store: publish only tools that work
 		}
-		raw, err := stripSchemaKeyword(d.schema)
+		raw, err := publishedSchema(d.schema)
 		if err != nil {
 			return nil, fmt.Errorf("%s schema: %w", d.name, err)
 		}
-		v, err := schemas.Compile("arguments for "+d.name, raw)
+		v, err := schemas.Compile("arguments for "+d.name, d.schema)
 		if err != nil {
 			return nil, err
 		}
 		s.tools = append(s.tools, &tool{name: d.name, description: d.desc, schema: raw, validator: v, limits: limits, rootToo: d.rootToo,
-			handle: d.handle, annotations: mcp.ToolAnnotation{
-				ReadOnlyHint: mcp.ToBoolPtr(d.readOnly), DestructiveHint: mcp.ToBoolPtr(false),
-				IdempotentHint: mcp.ToBoolPtr(d.readOnly), OpenWorldHint: mcp.ToBoolPtr(d.name == "subagent"),
-			}})
+			handle: d.handle, annotations: annotations(d.readOnly, d.name == "subagent")})
 	}
 	return s, nil
 }
 
-func stripSchemaKeyword(raw []byte) (json.RawMessage, error) {
+// annotations are the tool's hints, each sent only where it differs from
+// the spec's default (readOnly false, destructive true, idempotent false,
+// openWorld true): every tools/list carries them to the model.
+func annotations(readOnly, openWorld bool) mcp.ToolAnnotation {
+	a := mcp.ToolAnnotation{DestructiveHint: mcp.ToBoolPtr(false)}
+	if readOnly {
+		a.ReadOnlyHint, a.IdempotentHint = mcp.ToBoolPtr(true), mcp.ToBoolPtr(true)
+	}
+	if !openWorld {
+		a.OpenWorldHint = mcp.ToBoolPtr(false)
+	}
+	return a
+}
+
+// publishedSchema is the input schema as tools/list shows it: without
+// $schema, and without the bounds the server checks itself (lengths,
+// ranges, property counts), which cost every request bytes and tell a
+// model nothing it needs; a value out of bounds gets an error naming the
+// field and the bound. Types, enums, required fields, descriptions and
+// additionalProperties stay.
+func publishedSchema(raw []byte) (json.RawMessage, error) {
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, err
 	}
 	delete(m, "$schema")
+	leanSchema(m)
 	return json.Marshal(m)
+}
+
+// boundKeywords are the validation-only keywords publishedSchema drops.
+var boundKeywords = []string{"minLength", "maxLength", "minimum", "maximum", "minProperties", "maxProperties", "minItems", "maxItems"}
+
+// leanSchema drops boundKeywords from a schema node and the schemas under
+// it, walking only schema positions (a property may be named "minimum").
+func leanSchema(node map[string]any) {
+	for _, k := range boundKeywords {
+		delete(node, k)
+	}
+	if props, ok := node["properties"].(map[string]any); ok {
+		for _, p := range props {
+			if sub, ok := p.(map[string]any); ok {
+				leanSchema(sub)
+			}
+		}
+	}
+	for _, k := range []string{"items", "additionalProperties"} {
+		if sub, ok := node[k].(map[string]any); ok {
+			leanSchema(sub)
+		}
+	}
 }
 
 // subagentSchema is the embedded input schema with the providers as an enum.

@@ -147,7 +147,10 @@ func TestToolListing(t *testing.T) {
 		t.Fatalf("tools = %+v; only working tools may be published", lt.Tools)
 	}
 	tool := lt.Tools[0]
-	if a := tool.Annotations; a.ReadOnlyHint == nil || *a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint {
+	// Hints are sent only where they differ from the spec's defaults:
+	// subagent is not read-only (the default) and not destructive (not the
+	// default, so it must be said).
+	if a := tool.Annotations; (a.ReadOnlyHint != nil && *a.ReadOnlyHint) || a.DestructiveHint == nil || *a.DestructiveHint {
 		t.Errorf("annotations = %+v", a)
 	}
 	if !strings.Contains(tool.Description, "plain") || !strings.Contains(tool.Description, "supports none") {

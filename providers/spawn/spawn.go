@@ -78,9 +78,9 @@ func (p *Provider) InheritsParentContext() bool { return p.fork }
 
 func (p *Provider) Description() string {
 	if p.fork {
-		return "an in-process agent that starts with a copy of your conversation so far (your completed turns)"
+		return "an in-process agent starting from a copy of your completed turns"
 	}
-	return "a fresh in-process agent with workspace tools (read, list, search, write) in its cwd"
+	return "a fresh in-process agent with workspace tools in its cwd"
 }
 
 // ToolNames lists every tool a child of this provider can have.
