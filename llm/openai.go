@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -71,6 +72,7 @@ type OpenAI struct {
 	baseDelay      time.Duration
 	completionsKey bool // send max_completion_tokens rather than max_tokens
 	log            *slog.Logger
+	tools          toolCache
 }
 
 var _ Client = (*OpenAI)(nil)
@@ -586,7 +588,7 @@ func (c *OpenAI) params(req Request) (openai.ChatCompletionNewParams, error) {
 		p.Messages = append(p.Messages, mp)
 	}
 	for i, t := range req.Tools {
-		tp, err := toolParam(t)
+		tp, err := c.toolParam(t)
 		if err != nil {
 			return p, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
 		}
@@ -636,20 +638,72 @@ func messageParam(m Message) (openai.ChatCompletionMessageParamUnion, error) {
 	return openai.ChatCompletionMessageParamUnion{}, fmt.Errorf("unknown role %q", m.Role)
 }
 
-func toolParam(t ToolDef) (openai.ChatCompletionToolUnionParam, error) {
-	if t.Name == "" {
-		return openai.ChatCompletionToolUnionParam{}, errors.New("tool without a name")
+// toolParam maps a tool definition to the SDK's parameter. The function
+// definition is encoded once per distinct definition and handed to the SDK
+// as raw JSON: a child sends the same tools on every model call, and
+// decoding its schemas into maps for the SDK to re-encode by reflection
+// was a tenth of the CPU of a delegation.
+func (c *OpenAI) toolParam(t ToolDef) (openai.ChatCompletionToolUnionParam, error) {
+	raw, err := c.tools.encoded(t)
+	if err != nil {
+		return openai.ChatCompletionToolUnionParam{}, err
 	}
-	schema := shared.FunctionParameters{"type": "object", "properties": map[string]any{}}
-	if len(bytes.TrimSpace(t.Parameters)) > 0 {
-		schema = nil
-		if err := json.Unmarshal(t.Parameters, &schema); err != nil || schema == nil {
-			return openai.ChatCompletionToolUnionParam{}, errors.New("parameters are not a JSON object")
-		}
-	}
-	fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: schema}
-	if t.Description != "" {
-		fn.Description = param.NewOpt(t.Description)
-	}
+	var fn shared.FunctionDefinitionParam
+	param.SetJSON(raw, &fn)
 	return openai.ChatCompletionFunctionTool(fn), nil
+}
+
+// toolCache holds encoded function definitions by their content. It is
+// bounded: a deployment has a few dozen distinct tools; past maxCachedTools
+// it starts over rather than grow.
+type toolCache struct {
+	mu sync.Mutex
+	m  map[toolKey][]byte
+}
+
+type toolKey struct{ name, description, parameters string }
+
+const maxCachedTools = 1024
+
+func (tc *toolCache) encoded(t ToolDef) ([]byte, error) {
+	k := toolKey{t.Name, t.Description, string(t.Parameters)}
+	tc.mu.Lock()
+	raw, ok := tc.m[k]
+	tc.mu.Unlock()
+	if ok {
+		return raw, nil
+	}
+	raw, err := encodeTool(t)
+	if err != nil {
+		return nil, err
+	}
+	tc.mu.Lock()
+	if tc.m == nil || len(tc.m) >= maxCachedTools {
+		tc.m = map[toolKey][]byte{}
+	}
+	tc.m[k] = raw
+	tc.mu.Unlock()
+	return raw, nil
+}
+
+// encodeTool encodes a function definition as the chat API takes it:
+// name, description if any, and the parameters schema, which must be a
+// JSON object (an empty one when none is given).
+func encodeTool(t ToolDef) ([]byte, error) {
+	if t.Name == "" {
+		return nil, errors.New("tool without a name")
+	}
+	params := json.RawMessage(`{"type":"object","properties":{}}`)
+	if trimmed := bytes.TrimSpace(t.Parameters); len(trimmed) > 0 {
+		if trimmed[0] != '{' || !json.Valid(trimmed) {
+			return nil, errors.New("parameters are not a JSON object")
+		}
+		params = trimmed
+	}
+	fn := struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters"`
+	}{t.Name, t.Description, params}
+	return json.Marshal(fn)
 }

@@ -1,0 +1,109 @@
+package llm
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+)
+
+// benchTools are tool definitions the size of a child's: the workspace
+// tools and the delegation tools, schemas of a few hundred bytes to 2 KB.
+func benchTools() []ToolDef {
+	var out []ToolDef
+	for i := range 10 {
+		props := map[string]any{}
+		for j := range 6 + i%4 {
+			props[fmt.Sprintf("field_%d", j)] = map[string]any{"type": "string", "description": "A field that a model fills in, described in a sentence of ordinary length."}
+		}
+		raw, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": []string{"field_0"}, "additionalProperties": false})
+		out = append(out, ToolDef{Name: fmt.Sprintf("tool_%d", i), Description: "Does one thing a child needs, described for the model in a couple of sentences so it knows when to call it.", Parameters: raw})
+	}
+	return out
+}
+
+// BenchmarkRequestBody is the client's work per model call before the
+// HTTP round trip: mapping a request (a short conversation and a child's
+// tools) to the SDK's parameters and encoding them.
+func BenchmarkRequestBody(b *testing.B) {
+	c := NewOpenAI(Config{Model: "m", APIKey: "k"})
+	req := Request{Messages: []Message{{Role: RoleSystem, Content: "You are a subagent."}, {Role: RoleUser, Content: "Do the task."}}, Tools: benchTools()}
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := c.params(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.MarshalJSON(); err != nil { // as the SDK encodes a body
+			b.Fatal(err)
+		}
+	}
+}
+
+// The tools a request carries are the definitions given, whether encoded
+// afresh or from the cache: name, description and parameters (an empty
+// object schema when none), as the chat API takes them.
+func TestRequestToolsAreTheDefinitionsGiven(t *testing.T) {
+	c := NewOpenAI(Config{Model: "m", APIKey: "k"})
+	defs := append(benchTools(), ToolDef{Name: "bare"}, ToolDef{Name: "spaced", Parameters: json.RawMessage(" {\"type\": \"object\"} ")})
+	for round := range 2 {
+		p, err := c.params(Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}, Tools: defs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := p.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Tools []struct {
+				Type     string `json:"type"`
+				Function struct {
+					Name        string          `json:"name"`
+					Description *string         `json:"description"`
+					Parameters  json.RawMessage `json:"parameters"`
+				} `json:"function"`
+			} `json:"tools"`
+		}
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatalf("round %d: %v\n%s", round, err, body)
+		}
+		if len(got.Tools) != len(defs) {
+			t.Fatalf("round %d: %d tools, want %d", round, len(got.Tools), len(defs))
+		}
+		for i, d := range defs {
+			g := got.Tools[i]
+			wantParams := string(d.Parameters)
+			switch d.Name {
+			case "bare":
+				wantParams = `{"type":"object","properties":{}}`
+			case "spaced":
+				wantParams = `{"type": "object"}`
+			}
+			if g.Type != "function" || g.Function.Name != d.Name || !jsonEqual(t, g.Function.Parameters, []byte(wantParams)) {
+				t.Errorf("round %d: tools[%d] = %+v, want %s with %s", round, i, g, d.Name, wantParams)
+			}
+			if (g.Function.Description == nil) != (d.Description == "") || (g.Function.Description != nil && *g.Function.Description != d.Description) {
+				t.Errorf("round %d: tools[%d] description = %v, want %q", round, i, g.Function.Description, d.Description)
+			}
+		}
+	}
+	for _, bad := range []string{`[1]`, `{"type":`, `"x"`} {
+		if _, err := c.params(Request{Tools: []ToolDef{{Name: "bad", Parameters: json.RawMessage(bad)}}}); err == nil {
+			t.Errorf("parameters %s were accepted", bad)
+		}
+	}
+	if _, err := c.params(Request{Tools: []ToolDef{{Parameters: json.RawMessage(`{}`)}}}); err == nil {
+		t.Error("a tool without a name was accepted")
+	}
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return string(xa) == string(ya)
+}
