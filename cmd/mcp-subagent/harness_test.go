@@ -34,6 +34,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(fakeacp.EnvFake) == "1" {
 		os.Exit(fakeacp.Main())
 	}
+	// Re-executed as the echo floor of the benchmarks.
+	if os.Getenv(envEchoFloor) == "1" {
+		os.Exit(echoFloorMain())
+	}
 	dir, err := os.MkdirTemp("", "mcp-subagent-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -187,6 +191,9 @@ type serverOpts struct {
 	// empty: fresh temporary directories.
 	dataDir, workspace string
 	bin                string // the server binary; empty: the one built for the tests
+	// wrap is a command the server runs under (e.g. strace and its
+	// arguments); the server's command line follows it.
+	wrap []string
 }
 
 func serverEnv(fake *fakeopenai.Server, extra []string) []string {
@@ -249,6 +256,9 @@ func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 		tr := transport.NewStdioWithOptions(bin, env, args,
 			transport.WithCommandStderrWriter(s.stderr),
 			transport.WithCommandFunc(func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
+				if len(o.wrap) > 0 {
+					command, args = o.wrap[0], append(append(o.wrap[1:len(o.wrap):len(o.wrap)], command), args...)
+				}
 				cmd := exec.CommandContext(ctx, command, args...)
 				cmd.Env, cmd.Dir = env, ws
 				return cmd, nil

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+)
+
+// envEchoFloor makes the test binary the echo floor: a bare mcp-go stdio
+// server with one tool, echo, that answers its argument. One call to it is
+// the least an MCP round trip costs on this machine; delegation overheads
+// are measured against it, interleaved in one run.
+const envEchoFloor = "MCP_SUBAGENT_ECHO_FLOOR"
+
+func echoFloorMain() int {
+	s := server.NewMCPServer("echo-floor", "1", server.WithToolCapabilities(false))
+	s.AddTool(mcp.NewTool("echo", mcp.WithString("text", mcp.Required())),
+		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText(req.GetString("text", "")), nil
+		})
+	if err := server.ServeStdio(s); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// startEchoFloor starts the floor server and returns a connected client.
+func startEchoFloor(tb testing.TB) *client.Client {
+	tb.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := client.NewStdioMCPClient(self, []string{envEchoFloor + "=1"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "bench", Version: "1"}
+	if _, err := c.Initialize(context.Background(), init); err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// BenchmarkDelegationAgainstFloor interleaves, in one run, one echo call
+// to the floor server and one foreground delegation on each of a durable
+// server (relayed to its daemon, and in-process) and an --ephemeral one;
+// each delegation's overhead is its round trip minus the fake model's own
+// time. The ratios to the floor's median are the figures of merit.
+func BenchmarkDelegationAgainstFloor(b *testing.B) {
+	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done"}))
+	defer fake.Close()
+	floor := startEchoFloor(b)
+	servers := []struct {
+		name string
+		s    *instance
+		ds   []time.Duration
+	}{
+		{name: "durable-relayed", s: start(b, fake, serverOpts{args: []string{"--log-level", "error"}})},
+		{name: "durable-inprocess", s: start(b, fake, serverOpts{args: []string{"--log-level", "error", "--no-daemon"}})},
+		{name: "ephemeral", s: start(b, fake, serverOpts{args: []string{"--log-level", "error", "--ephemeral"}})},
+	}
+	ctx := context.Background()
+	echo := mcp.CallToolRequest{}
+	echo.Params.Name = "echo"
+	echo.Params.Arguments = map[string]any{"text": "go"}
+	delegate := mcp.CallToolRequest{}
+	delegate.Params.Name = "subagent"
+	delegate.Params.Arguments = map[string]any{"description": "bench", "prompt": "go"}
+	var floorDs []time.Duration
+	round := func(record bool) {
+		t0 := time.Now()
+		if res, err := floor.CallTool(ctx, echo); err != nil || res.IsError {
+			b.Fatalf("echo: %v %v", err, res)
+		}
+		if record {
+			floorDs = append(floorDs, time.Since(t0))
+		}
+		for i := range servers {
+			before := len(fake.Served())
+			t0 := time.Now()
+			res, err := servers[i].s.client.CallTool(ctx, delegate)
+			rt := time.Since(t0)
+			if err != nil || res.IsError {
+				b.Fatalf("%s: %v %v", servers[i].name, err, res)
+			}
+			for _, d := range fake.Served()[before:] {
+				rt -= d
+			}
+			if record {
+				servers[i].ds = append(servers[i].ds, rt)
+			}
+		}
+	}
+	for range 20 {
+		round(false)
+	}
+	for b.Loop() {
+		round(true)
+	}
+	b.StopTimer()
+	f := median(floorDs)
+	b.ReportMetric(float64(f.Microseconds())/1000, "floor-p50-ms")
+	for _, s := range servers {
+		m := median(s.ds)
+		b.ReportMetric(float64(m.Microseconds())/1000, s.name+"-p50-ms")
+		b.ReportMetric(float64(m)/float64(f), s.name+"-x-floor")
+	}
+}
+
+// BenchmarkSyncsPerDelegation counts, with strace, the fsync and fdatasync
+// calls of a durable server (in-process, so every sync is its own) per
+// foreground delegation: the disk's share of the overhead, counted.
+func BenchmarkSyncsPerDelegation(b *testing.B) {
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		b.Skip("strace is not installed (apt-get install strace)")
+	}
+	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done"}))
+	defer fake.Close()
+	out := filepath.Join(b.TempDir(), "syncs")
+	s := start(b, fake, serverOpts{args: []string{"--log-level", "error", "--no-daemon"},
+		wrap: []string{strace, "-f", "-qq", "-e", "trace=fsync,fdatasync,sync_file_range,msync", "-o", out}})
+	ctx := context.Background()
+	delegate := mcp.CallToolRequest{}
+	delegate.Params.Name = "subagent"
+	delegate.Params.Arguments = map[string]any{"description": "bench", "prompt": "go"}
+	count := func() int {
+		raw, _ := os.ReadFile(out)
+		return strings.Count(string(raw), "sync(") + strings.Count(string(raw), "sync_file_range(")
+	}
+	for range 5 {
+		if _, err := s.client.CallTool(ctx, delegate); err != nil {
+			b.Fatal(err)
+		}
+	}
+	before, n := count(), 0
+	for b.Loop() {
+		res, err := s.client.CallTool(ctx, delegate)
+		if err != nil || res.IsError {
+			b.Fatalf("call: %v %v", err, res)
+		}
+		n++
+	}
+	b.StopTimer()
+	// Closing the client ends the server (and strace) once the last
+	// settlement is committed: what its syncs cost is counted too, as the
+	// warm-up's tail before the count started was.
+	s.client.Close()
+	b.ReportMetric(float64(count()-before)/float64(n), "syncs/delegation")
+}
