@@ -3,7 +3,6 @@ package agent_test
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"os"
 	"reflect"
 	"testing"
@@ -103,8 +102,10 @@ func readGolden(t testing.TB) [][]byte {
 	return lines
 }
 
-// TestGoldenJournalDecodes: every line of the golden journal reads back as
-// the event it was written from, and the journal is valid.
+// TestGoldenJournalDecodes: every line of the golden journal decodes as
+// the event it was written from, the journal is valid, and this build
+// encodes each event to the very bytes of its line, so builds of that date
+// read what this one writes.
 func TestGoldenJournalDecodes(t *testing.T) {
 	lines, want := readGolden(t), goldenEvents()
 	if len(lines) != len(want) {
@@ -112,14 +113,32 @@ func TestGoldenJournalDecodes(t *testing.T) {
 	}
 	got := make([]agent.Event, len(lines))
 	for i, line := range lines {
-		if err := json.Unmarshal(line, &got[i]); err != nil {
+		e, err := agent.DecodeEvent(line)
+		if err != nil {
 			t.Fatalf("line %d: %v", i+1, err)
 		}
-		if !reflect.DeepEqual(got[i], want[i]) {
-			t.Errorf("line %d decodes as\n%+v\nwant\n%+v", i+1, got[i], want[i])
+		got[i] = e
+		if !reflect.DeepEqual(e, want[i]) {
+			t.Errorf("line %d decodes as\n%+v\nwant\n%+v", i+1, e, want[i])
+		}
+		enc, err := agent.EncodeEvent(want[i])
+		if err != nil {
+			t.Fatalf("encode line %d's event: %v", i+1, err)
+		}
+		if !bytes.Equal(enc, line) {
+			t.Errorf("line %d's event encodes as\n%s\nthe golden line is\n%s", i+1, enc, line)
 		}
 	}
 	if err := agent.Validate(got); err != nil {
 		t.Fatal(err)
+	}
+	kinds := map[agent.EventKind]bool{}
+	for _, e := range got {
+		kinds[e.Kind] = true
+	}
+	for _, k := range []agent.EventKind{agent.EventTurnStart, agent.EventMessage, agent.EventTurnEnd, agent.EventSession} {
+		if !kinds[k] {
+			t.Errorf("the golden journal has no %s event", k)
+		}
 	}
 }
