@@ -34,14 +34,7 @@ func TestRecordsALaterBuildWroteAreSkippedOnResume(t *testing.T) {
 	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	ctx := context.Background()
 	open := func() (*persist.Store, *manager.Manager) {
-		st, err := persist.Open(dir, persist.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := manager.New(manager.Options{Store: st})
-		if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "m"})); err != nil {
-			t.Fatal(err)
-		}
+		st, m := openSpawn(t, dir, client)
 		if err := m.Recover(); err != nil {
 			t.Fatal(err)
 		}
@@ -145,4 +138,19 @@ func TestRecordsALaterBuildWroteAreSkippedOnResume(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// openSpawn opens the store in dir and a manager on it with spawn over
+// client registered.
+func openSpawn(t *testing.T, dir string, client llm.Client) (*persist.Store, *manager.Manager) {
+	t.Helper()
+	st, err := persist.Open(dir, persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := manager.New(manager.Options{Store: st})
+	if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "m"})); err != nil {
+		t.Fatal(err)
+	}
+	return st, m
 }
