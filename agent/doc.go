@@ -6,7 +6,22 @@
 // every tool call the model makes is answered by a tool message before the
 // turn ends, even when the turn is cancelled or cut off, so any journal (and
 // any prefix ending at a turn/end) can be replayed to a model. Validate
-// checks these invariants.
+// checks these invariants. The journal's readers live here too:
+// CompletedPrefix (a fork's seed), Messages (the transcript a model sees),
+// LastOutcome (how the last turn ended), LastSession, and CloseOpenTurn,
+// which ends a turn a crash left open so the journal is replayable again.
+//
+// The journal owns its stored format (wire.go): EncodeEvent and DecodeEvent
+// map an Event to one JSON record with fields of its own, so a change to
+// llm cannot change what is on disk. Version 1, the format of every build
+// so far, has no "v" field and is written byte for byte as before, so older
+// builds read newer stores; a later incompatible format writes "v". Unknown
+// fields are ignored. A record of a kind this build does not know, or of
+// another version, folds to the sentinel EventUnknown, which keeps its
+// sequence number and time and nothing else: it stays in the journal, in
+// place, Validate accepts it anywhere, and every reader skips it, so a
+// resumed model's transcript leaves it out. Only bytes that are not a record
+// are an error.
 //
 // The loop calls the model, runs the tool calls of one answer concurrently,
 // records their results in call order, and repeats until the model answers

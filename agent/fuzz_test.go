@@ -1,8 +1,11 @@
 package agent_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
+	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 )
@@ -69,4 +72,67 @@ func FuzzJournalValidate(f *testing.F) {
 			t.Fatalf("NewJournal(prefix): %v", err)
 		}
 	})
+}
+
+// FuzzDecodeEvent feeds DecodeEvent arbitrary bytes, seeded with the golden
+// journal's records: it never panics, what it accepts is a kind this build
+// reads or the sentinel, and re-encoding is lossless from then on:
+// decode(encode(decode(b))) == decode(b), and that encoding is a fixed
+// point.
+func FuzzDecodeEvent(f *testing.F) {
+	for _, line := range readGolden(f) {
+		f.Add(line)
+	}
+	for _, s := range []string{
+		``, `null`, `{}`, `[]`, `{"seq":0}`, `{"seq":-1,"kind":"message"}`, `{"kind":"x"}`, `{"kind":"unknown","turn":"x"}`,
+		`{"v":1,"seq":1,"kind":"turn/start","time":"2025-01-02T03:04:05.000000006-07:00","turn":1}`,
+		`{"v":2,"seq":3,"kind":"message","time":17,"message":["x"]}`, `{"v":"2","kind":"x"}`,
+		`{"seq":0,"kind":"message","time":"2026-12-01T09:00:00-00:00","message":{"role":"tool","tool_calls":[null,{}]},"usage":{}}`,
+		`{"seq":0,"kind":"message","message":"hi"}`, "{\"seq\":0,\"kind\":\"session\",\"session\":\"\xff\"}",
+		`{"seq":0,"kind":"turn/end"} x`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := agent.DecodeEvent(b)
+		if err != nil {
+			return
+		}
+		switch e.Kind {
+		case agent.EventTurnStart, agent.EventMessage, agent.EventTurnEnd, agent.EventSession:
+		case agent.EventUnknown:
+			if !reflect.DeepEqual(e, agent.Event{Seq: e.Seq, Kind: e.Kind, Time: e.Time}) {
+				t.Fatalf("the sentinel carries more than its place: %+v", e)
+			}
+		default:
+			t.Fatalf("%q decodes to kind %q, neither known nor the sentinel", b, e.Kind)
+		}
+		enc, err := agent.EncodeEvent(e)
+		if err != nil {
+			t.Fatalf("accepted %q but cannot encode %+v: %v", b, e, err)
+		}
+		e2, err := agent.DecodeEvent(enc)
+		if err != nil {
+			t.Fatalf("accepted %q but refuses its encoding %s: %v", b, enc, err)
+		}
+		if !sameEvent(e, e2) {
+			t.Fatalf("%q decodes as\n%+v\nits encoding %s as\n%+v", b, e, enc, e2)
+		}
+		enc2, err := agent.EncodeEvent(e2)
+		if err != nil || !bytes.Equal(enc, enc2) {
+			t.Fatalf("encoding is not a fixed point: %s then %s (%v)", enc, enc2, err)
+		}
+	})
+}
+
+// sameEvent compares events, their times as instants with the same offset
+// (a parsed zone is a new *time.Location each time).
+func sameEvent(a, b agent.Event) bool {
+	_, ao := a.Time.Zone()
+	_, bo := b.Time.Zone()
+	if !a.Time.Equal(b.Time) || ao != bo {
+		return false
+	}
+	a.Time, b.Time = time.Time{}, time.Time{}
+	return reflect.DeepEqual(a, b)
 }

@@ -19,6 +19,15 @@ const (
 	// thread id, a Claude Code session id, an ACP session id) as soon as it
 	// is known, so a cold resume continues the same external session.
 	EventSession EventKind = "session"
+	// EventUnknown is the sentinel a stored record folds to when this build
+	// cannot read it: a kind it does not know, or a later format version
+	// (see DecodeEvent). It holds only its sequence number and time. It
+	// keeps its place in the journal, so sequence numbers stay contiguous
+	// and later events stay where they were, but it means nothing: Validate
+	// accepts it anywhere, Messages leaves it out of the transcript a
+	// resumed model sees, and no fold (usage, last outcome, session,
+	// progress) reads it. A fork seed copies it as the sentinel.
+	EventUnknown EventKind = "unknown"
 )
 
 // Source kinds of user-side messages. They keep the runtime's words apart
@@ -30,6 +39,9 @@ const (
 )
 
 // Event is one sequenced journal entry. Seq counts from 0 without gaps.
+//
+// Its JSON tags serve in-memory copies and test fixtures; the stored format
+// is EncodeEvent's, which does not follow them.
 type Event struct {
 	Seq        int64        `json:"seq"`
 	Kind       EventKind    `json:"kind"`
@@ -171,7 +183,8 @@ func Messages(events []Event) []llm.Message {
 // Validate checks the journal invariants: sequence numbers from 0 without
 // gaps, turns strictly alternating start/end (at most the last one open),
 // messages only inside turns, and every assistant tool call answered by a
-// tool message before the turn ends.
+// tool message before the turn ends. Kinds other than those defined here
+// are refused; the sentinel EventUnknown is accepted anywhere.
 func Validate(events []Event) error {
 	open := false
 	pending := map[string]bool{}
@@ -213,9 +226,89 @@ func Validate(events []Event) error {
 			if e.Session == "" {
 				return fmt.Errorf("journal event %d records an empty session", i)
 			}
+		case EventUnknown:
+			// A record this build cannot read: it neither opens nor closes
+			// a turn nor answers a call, so it is valid wherever it stands.
 		default:
 			return fmt.Errorf("journal event %d has unknown kind %q", i, e.Kind)
 		}
 	}
 	return nil
+}
+
+// ToolResult returns the tool message that answers the tool call callID
+// with text.
+func ToolResult(callID, text string) *llm.Message {
+	return &llm.Message{Role: llm.RoleTool, ToolCallID: callID, Content: text}
+}
+
+// crashed is the reason CloseOpenTurn gives for the turn it ends and the
+// tool calls it answers.
+const crashed = "the server stopped while this turn ran"
+
+// CloseOpenTurn ends the turn a crash left open, if any, so the journal is
+// replayable again: every tool call of that turn still unanswered gets a
+// tool message saying it was not run, then the turn ends aborted. It
+// returns events with the closing events appended (sharing events' array
+// where it has room) and the closing events alone, numbered on from
+// events; closing is nil when no turn was open.
+func CloseOpenTurn(events []Event) (all, closing []Event) {
+	open := -1
+	for i, e := range events {
+		switch e.Kind {
+		case EventTurnStart:
+			open = i
+		case EventTurnEnd:
+			open = -1
+		}
+	}
+	if open < 0 {
+		return events, nil
+	}
+	turn := events[open].Turn
+	pending := []string{}
+	answered := map[string]bool{}
+	for _, e := range events[open:] {
+		if e.Message == nil {
+			continue
+		}
+		for _, tc := range e.Message.ToolCalls {
+			pending = append(pending, tc.ID)
+		}
+		if e.Message.ToolCallID != "" {
+			answered[e.Message.ToolCallID] = true
+		}
+	}
+	seq := int64(len(events))
+	now := time.Now().UTC()
+	for _, id := range pending {
+		if answered[id] {
+			continue
+		}
+		closing = append(closing, Event{Seq: seq, Kind: EventMessage, Time: now, Turn: turn,
+			Message: ToolResult(id, "not run: "+crashed)})
+		seq++
+	}
+	closing = append(closing, Event{Seq: seq, Kind: EventTurnEnd, Time: now, Turn: turn,
+		StopReason: StopAborted, Diagnostic: crashed})
+	return append(events, closing...), closing
+}
+
+// LastOutcome reads how the journal's last turn ended: the stop reason and
+// diagnostic of the last turn/end, and the last non-empty assistant message
+// since the last turn/start (empty if that turn has none). StopReason is
+// empty when no turn ended; Structured and Usage are never set.
+func LastOutcome(events []Event) TurnResult {
+	var r TurnResult
+	for _, e := range events {
+		switch {
+		case e.Kind == EventTurnStart:
+			r.Output = ""
+		case e.Kind == EventMessage && e.Message != nil && e.Message.Role == llm.RoleAssistant && e.Message.Content != "":
+			r.Output = e.Message.Content
+		case e.Kind == EventTurnEnd:
+			r.StopReason, r.Diagnostic = e.StopReason, e.Diagnostic
+		}
+	}
+	return r
 }

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ func user(text string) agent.Event {
 func assistant(text string, calls ...llm.ToolCall) agent.Event {
 	return agent.Event{Kind: agent.EventMessage, Message: &llm.Message{Role: llm.RoleAssistant, Content: text, ToolCalls: calls}}
 }
+func unknown() agent.Event { return agent.Event{Kind: agent.EventUnknown} }
 func toolMsg(id, text string) agent.Event {
 	return agent.Event{Kind: agent.EventMessage, Message: &llm.Message{Role: llm.RoleTool, ToolCallID: id, Content: text}}
 }
@@ -81,6 +83,12 @@ func TestValidate(t *testing.T) {
 			wantErr: `answers unknown tool call "c1"`},
 		{name: "an unknown kind is refused", events: ev(start(1), agent.Event{Kind: "turn/pause"}, end(1)),
 			wantErr: `unknown kind "turn/pause"`},
+		{name: "the sentinel of an unreadable record is valid inside and between turns",
+			events: ev(unknown(), start(1), unknown(), assistant("", tc("c1", "a", "")), unknown(), toolMsg("c1", "x"), end(1), unknown())},
+		{name: "the sentinel does not open a turn", events: ev(unknown(), user("hi")),
+			wantErr: "event 1 is a message outside a turn"},
+		{name: "the sentinel does not answer a call", events: ev(start(1), assistant("", tc("c1", "a", "")), unknown(), end(1)),
+			wantErr: "unanswered tool calls"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -231,4 +239,121 @@ func TestCompletedPrefix(t *testing.T) {
 		t.Errorf("prefix len %d, seeded journal len %d after the parent went on", len(prefix), seeded.Len())
 	}
 	checkJournal(t, parent.Journal())
+}
+
+func TestToolResultAnswersTheCall(t *testing.T) {
+	got := agent.ToolResult("call_7", "not run")
+	if want := (&llm.Message{Role: llm.RoleTool, ToolCallID: "call_7", Content: "not run"}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("ToolResult = %+v, want %+v", got, want)
+	}
+	if err := agent.Validate(ev(start(1), assistant("", tc("call_7", "a", "")), agent.Event{Kind: agent.EventMessage, Message: got}, end(1))); err != nil {
+		t.Fatalf("a ToolResult does not answer its call: %v", err)
+	}
+}
+
+func TestCloseOpenTurn(t *testing.T) {
+	const why = "the server stopped while this turn ran"
+	aborted := func(turn int) agent.Event {
+		return agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopAborted, Diagnostic: why}
+	}
+	notRun := func(turn int, id string) agent.Event {
+		e := toolMsg(id, "not run: "+why)
+		e.Turn = turn
+		return e
+	}
+	tests := []struct {
+		name    string
+		events  []agent.Event
+		closing []agent.Event // without Seq and Time; nil: nothing to close
+	}{
+		{name: "an empty journal has nothing to close"},
+		{name: "a journal of ended turns has nothing to close",
+			events: ev(start(1), user("hi"), assistant("", tc("c1", "a", "")), toolMsg("c1", "x"), end(1))},
+		{name: "an open turn without calls ends aborted",
+			events:  ev(start(1), user("hi"), end(1), start(2), user("more"), assistant("half")),
+			closing: []agent.Event{aborted(2)}},
+		{name: "an open turn's unanswered calls are answered in call order before it ends",
+			events: ev(start(3), user("go"), assistant("", tc("c1", "a", ""), tc("c2", "b", ""), tc("c3", "c", "")), toolMsg("c2", "done"),
+				unknown()),
+			closing: []agent.Event{notRun(3, "c1"), notRun(3, "c3"), aborted(3)}},
+		{name: "calls of an earlier, ended turn are not answered again",
+			events: ev(start(1), assistant("", tc("c1", "a", "")), toolMsg("c1", "x"), end(1),
+				start(2), assistant("", tc("c2", "a", ""))),
+			closing: []agent.Event{notRun(2, "c2"), aborted(2)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := time.Now().UTC().Add(-time.Second)
+			all, closing := agent.CloseOpenTurn(append([]agent.Event(nil), tt.events...))
+			if len(all) != len(tt.events)+len(closing) || !reflect.DeepEqual(all[:len(tt.events)], tt.events) {
+				t.Fatalf("all does not begin with the events: %s", dump(all))
+			}
+			if len(closing) > 0 && !reflect.DeepEqual(all[len(tt.events):], closing) {
+				t.Fatalf("all does not end with closing: %s", dump(all))
+			}
+			if tt.closing == nil {
+				if closing != nil {
+					t.Fatalf("closed a journal with no open turn: %s", dump(closing))
+				}
+				return
+			}
+			if len(closing) != len(tt.closing) {
+				t.Fatalf("closing = %s, want %d events", dump(closing), len(tt.closing))
+			}
+			for i, e := range closing {
+				if e.Seq != int64(len(tt.events)+i) {
+					t.Errorf("closing event %d has seq %d, want %d", i, e.Seq, len(tt.events)+i)
+				}
+				if e.Time.Before(before) || e.Time.Location() != time.UTC {
+					t.Errorf("closing event %d has time %v, want now in UTC", i, e.Time)
+				}
+				e.Seq, e.Time = 0, time.Time{}
+				if !reflect.DeepEqual(e, tt.closing[i]) {
+					t.Errorf("closing event %d = %+v, want %+v", i, e, tt.closing[i])
+				}
+			}
+			if err := agent.Validate(all); err != nil {
+				t.Errorf("the closed journal is invalid: %v", err)
+			}
+			if all[len(all)-1].Kind != agent.EventTurnEnd {
+				t.Errorf("the closed journal ends with %s", all[len(all)-1].Kind)
+			}
+		})
+	}
+}
+
+func TestLastOutcome(t *testing.T) {
+	ended := func(turn int, stop agent.StopReason, diag string) agent.Event {
+		return agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: stop, Diagnostic: diag}
+	}
+	refusal := agent.Event{Kind: agent.EventMessage, Message: &llm.Message{Role: llm.RoleAssistant, Refusal: "no"}}
+	tests := []struct {
+		name   string
+		events []agent.Event
+		want   agent.TurnResult
+	}{
+		{name: "an empty journal has no outcome"},
+		{name: "no turn ended: no stop reason, and the open turn's output",
+			events: ev(start(1), user("hi"), assistant("working")), want: agent.TurnResult{Output: "working"}},
+		{name: "the last non-empty assistant message of the last turn is the output",
+			events: ev(start(1), user("q"), assistant("first"), assistant("", tc("c1", "a", "")), toolMsg("c1", "r"),
+				assistant("second"), assistant(""), unknown(), end(1)),
+			want: agent.TurnResult{Output: "second", StopReason: agent.StopCompleted}},
+		{name: "an earlier turn's output does not carry over",
+			events: ev(start(1), assistant("old"), end(1), start(2), user("q"), refusal, ended(2, agent.StopRefusal, "declined")),
+			want:   agent.TurnResult{StopReason: agent.StopRefusal, Diagnostic: "declined"}},
+		{name: "a turn that started after the last end resets the output but not the stop",
+			events: ev(start(1), assistant("old"), ended(1, agent.StopError, "boom"), start(2), user("q")),
+			want:   agent.TurnResult{StopReason: agent.StopError, Diagnostic: "boom"}},
+		{name: "user and tool messages are not output",
+			events: ev(start(1), user("q"), assistant("", tc("c1", "a", "")), toolMsg("c1", "r"), ended(1, agent.StopMaxTokens, "cut")),
+			want:   agent.TurnResult{StopReason: agent.StopMaxTokens, Diagnostic: "cut"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := agent.LastOutcome(tt.events); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("LastOutcome = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
 }

@@ -123,17 +123,7 @@ func TestMangledJournalListsAsCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	ctx := context.Background()
-	open := func() (*persist.Store, *manager.Manager) {
-		st, err := persist.Open(dir, persist.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := manager.New(manager.Options{Store: st})
-		if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "m"})); err != nil {
-			t.Fatal(err)
-		}
-		return st, m
-	}
+	open := func() (*persist.Store, *manager.Manager) { return openSpawn(t, dir, client) }
 	st, m := open()
 	var ids []string
 	for _, p := range []string{"a", "b", "c"} {

@@ -252,7 +252,7 @@ func (m *Manager) row(l Listing) Row {
 	}
 	u := foldUsage(events)
 	r.Usage = &u
-	last := lastOutcome(events)
+	last := agent.LastOutcome(events)
 	r.LastStopReason, r.LastMessage = last.StopReason, truncateUTF8(last.Output, MaxClosingBytes)
 	if err := m.store.SetCheckpoint(h.ID, Checkpoint{Seq: int64(len(events)), Mode: h.Mode, Label: h.Label, Usage: u,
 		Stop: last.StopReason, Closing: r.LastMessage}); err != nil {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 )
 
 // Recover finds the children a crash (or a shutdown) left active, closes
@@ -42,8 +41,9 @@ func (m *Manager) Recover() error {
 			}
 			continue
 		}
-		all, closing := closeOpenTurn(events)
-		last := lastOutcome(all)
+		all, closing := agent.CloseOpenTurn(events)
+		out := agent.LastOutcome(all)
+		last := Result{Output: out.Output, StopReason: out.StopReason, Diagnostic: out.Diagnostic}
 		if last.StopReason == "" {
 			// No turn of the epoch reached the journal: the crash stopped
 			// it before it began (its prompt is still queued, and a resume
@@ -70,21 +70,4 @@ func unreadableText(id string, err error) string {
 	return fmt.Sprintf("Background subagent %s cannot be read from the session store, so how its last run ended is unknown (%s). "+
 		"It lists as corrupt; stop the server and run `mcp-subagent doctor` to copy every readable child into a fresh store.",
 		id, truncateUTF8(err.Error(), 300))
-}
-
-// lastOutcome reads how the journal's last turn ended and its last
-// assistant message.
-func lastOutcome(events []agent.Event) Result {
-	var r Result
-	for _, e := range events {
-		switch {
-		case e.Kind == agent.EventTurnStart:
-			r.Output = ""
-		case e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == llm.RoleAssistant && e.Message.Content != "":
-			r.Output = e.Message.Content
-		case e.Kind == agent.EventTurnEnd:
-			r.StopReason, r.Diagnostic = e.StopReason, e.Diagnostic
-		}
-	}
-	return r
 }

@@ -5,15 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 )
-
-func toolMessage(callID, text string) *llm.Message {
-	return &llm.Message{Role: llm.RoleTool, ToolCallID: callID, Content: text}
-}
 
 // header reads a child's header, live or stored.
 func (m *Manager) header(childID string) (Header, error) {
@@ -59,7 +53,7 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 		m.noteCorrupt(hdr.ID, err)
 		return nil, notResumable("its journal is unreadable", err)
 	}
-	events, closing := closeOpenTurn(events)
+	events, closing := agent.CloseOpenTurn(events)
 	journal, err := agent.NewJournal(events)
 	if err != nil {
 		return nil, notResumable("its journal breaks the invariants", err)
@@ -149,50 +143,6 @@ func (m *Manager) adoptNotices(a *activation) {
 	if _, err := m.store.TakeNotices(a.hdr.ID, func(n Notice) bool { return seen[n.Seq] }); err != nil {
 		m.log.Error("removing a child's adopted notices failed; they will be delivered again", "agent_id", a.hdr.ID, "err", err)
 	}
-}
-
-// closeOpenTurn ends a turn a crash left open: every pending tool call is
-// answered and the turn ends aborted, so the journal is replayable.
-func closeOpenTurn(events []agent.Event) (all, closing []agent.Event) {
-	open := -1
-	for i, e := range events {
-		switch e.Kind {
-		case agent.EventTurnStart:
-			open = i
-		case agent.EventTurnEnd:
-			open = -1
-		}
-	}
-	if open < 0 {
-		return events, nil
-	}
-	turn := events[open].Turn
-	pending := []string{}
-	answered := map[string]bool{}
-	for _, e := range events[open:] {
-		if e.Message == nil {
-			continue
-		}
-		for _, tc := range e.Message.ToolCalls {
-			pending = append(pending, tc.ID)
-		}
-		if e.Message.ToolCallID != "" {
-			answered[e.Message.ToolCallID] = true
-		}
-	}
-	seq := int64(len(events))
-	now := time.Now().UTC()
-	for _, id := range pending {
-		if answered[id] {
-			continue
-		}
-		closing = append(closing, agent.Event{Seq: seq, Kind: agent.EventMessage, Time: now, Turn: turn,
-			Message: toolMessage(id, "not run: the server stopped while this turn ran")})
-		seq++
-	}
-	closing = append(closing, agent.Event{Seq: seq, Kind: agent.EventTurnEnd, Time: now, Turn: turn,
-		StopReason: agent.StopAborted, Diagnostic: "the server stopped while this turn ran"})
-	return append(events, closing...), closing
 }
 
 // noteCorrupt remembers a child whose stored bytes failed to decode.

@@ -37,20 +37,12 @@ func decodeObject(b []byte, v any, strict bool) error {
 	return nil
 }
 
-// decodeEvent decodes one journal event. Unknown fields are tolerated (a
-// later build may add some); an event without a kind is not an event.
+// decodeEvent decodes one journal event with the journal's own codec
+// (agent.DecodeEvent): unknown fields are tolerated, a record of a kind or
+// version this build does not know folds to agent.EventUnknown, and bytes
+// that are not a record are an error.
 func decodeEvent(b []byte) (agent.Event, error) {
-	var e agent.Event
-	if err := decodeObject(b, &e, false); err != nil {
-		return agent.Event{}, err
-	}
-	if e.Kind == "" {
-		return agent.Event{}, errors.New("event has no kind")
-	}
-	if e.Seq < 0 {
-		return agent.Event{}, fmt.Errorf("event has negative sequence %d", e.Seq)
-	}
-	return e, nil
+	return agent.DecodeEvent(b)
 }
 
 // decodeHeader decodes a child's header. Unknown fields are tolerated; a

@@ -21,7 +21,7 @@
 //	meta         "format" → "1" (FormatVersion)
 //	children     child id → header JSON (manager.Header)
 //	descriptors  child id → descriptor JSON (manager.Descriptor, strict)
-//	journals     child id → nested bucket: seq (8-byte big-endian) → event JSON (agent.Event)
+//	journals     child id → nested bucket: seq (8-byte big-endian) → event record (agent.EncodeEvent; versioned, tolerant)
 //	by_parent    parent address → nested bucket:
 //	             created_at Unix nanos (8-byte big-endian, sign bit flipped) ‖ child id → empty
 //	checkpoints  child id → checkpoint JSON (manager.Checkpoint)

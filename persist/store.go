@@ -413,7 +413,7 @@ func (s *Store) AppendEvents(childID string, events []agent.Event) error {
 func encodeEvents(childID string, events []agent.Event) ([][]byte, error) {
 	encoded := make([][]byte, len(events))
 	for i, e := range events {
-		b, err := json.Marshal(e)
+		b, err := agent.EncodeEvent(e)
 		if err != nil {
 			return nil, fmt.Errorf("persist: child %q: encode event %d: %w", childID, e.Seq, err)
 		}
