@@ -31,18 +31,9 @@ type countingStore struct {
 	eventReads atomic.Int64
 }
 
-func (c *countingStore) Events(id string) ([]agent.Event, error) {
+func (c *countingStore) Events(ctx context.Context, id string) ([]agent.Event, error) {
 	c.eventReads.Add(1)
-	return c.Store.Events(id)
-}
-
-// The optional abilities pass through, so the manager takes its fast paths.
-func (c *countingStore) Listings(parent string) ([]manager.Listing, error) {
-	return c.Store.(manager.Lister).Listings(parent)
-}
-
-func (c *countingStore) WriteChild(id string, w manager.ChildWrite) error {
-	return c.Store.(manager.Batcher).WriteChild(id, w)
+	return c.Store.Events(ctx, id)
 }
 
 func openStore(tb testing.TB) *countingStore {
@@ -75,17 +66,12 @@ func seedChildren(tb testing.TB, st manager.Store, n int) {
 			Mode: manager.ModeContinuable, Provider: "spawn", Label: "child " + strconv.Itoa(i), Cwd: os.TempDir(),
 			CreatedAt: now.Add(time.Duration(i))}
 		d := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn", Label: h.Label}
-		if err := st.CreateChild(h, d); err != nil {
-			tb.Fatal(err)
-		}
 		evs := turnEvents(0, 1)
-		if err := st.AppendEvents(id, evs); err != nil {
+		ctx := context.Background()
+		if err := st.WriteChild(ctx, id, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}, Events: evs}); err != nil {
 			tb.Fatal(err)
 		}
-		if err := st.SetActive(id, false); err != nil {
-			tb.Fatal(err)
-		}
-		if err := st.SetCheckpoint(id, manager.Checkpoint{Seq: int64(len(evs)), Mode: h.Mode, Label: h.Label}); err != nil {
+		if err := st.SetCheckpoint(ctx, id, manager.Checkpoint{Seq: int64(len(evs)), Mode: h.Mode, Label: h.Label}); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -182,13 +168,8 @@ func BenchmarkColdResume10k(b *testing.B) {
 		h := manager.Header{ID: id, Parent: root.Address(), Principal: root.Principal, Depth: 1, DepthCap: 3,
 			Mode: manager.ModeContinuable, Provider: "spawn", Label: "long", Cwd: b.TempDir(), CreatedAt: time.Now().UTC()}
 		d := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn", Label: "long"}
-		if err := st.CreateChild(h, d); err != nil {
-			b.Fatal(err)
-		}
-		if err := st.AppendEvents(id, turnEvents(0, 2500)); err != nil {
-			b.Fatal(err)
-		}
-		if err := st.SetActive(id, false); err != nil {
+		w := manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}, Events: turnEvents(0, 2500)}
+		if err := st.WriteChild(context.Background(), id, w); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

@@ -258,7 +258,7 @@ func (a *activation) status() string {
 }
 
 // settle ends the epoch: the agent is quiescent and owns no live child.
-// It commits the projection checkpoint, the clearing of the active mark and
+// It commits the projection checkpoint, the revocation of its claim and
 // the settlement notice in one write, disposes the driver, releases the
 // child from the manager and its parent, and delivers the notice (unless
 // the epoch's last turn was already answered in band).
@@ -274,7 +274,7 @@ func (a *activation) settle() {
 	}
 	notify := m.settleNotice(a, notice)
 	if err := m.flush(a, true, notify); err != nil {
-		// Not stored: the mark stays set, so the next start announces the
+		// Not stored: the claim stays, so the next start announces the
 		// epoch again; the parent is told now all the same.
 		notify = nil
 	}
@@ -304,7 +304,7 @@ func (a *activation) persistFailed(err error) {
 // fail stops a child whose writes failed: every caller still waiting gets
 // the failure, the queue is dropped (its messages were refused, or their
 // ids never handed out), and the parent is told the child failed. The
-// active mark stays set (clearing it is a write too), so the next start
+// claim stays (revoking it is a write too), so the next start
 // announces the epoch again from what the store holds.
 func (a *activation) fail() {
 	m := a.m
@@ -347,8 +347,8 @@ func (a *activation) abandon() {
 	close(a.released)
 }
 
-// shutdown stops an activation as the server stops: no notice; the active
-// mark stays, so the next start closes the epoch and announces it.
+// shutdown stops an activation as the server stops: no notice; the claim
+// stays, so the next start closes the epoch and announces it.
 func (a *activation) shutdown() {
 	_ = a.m.flush(a, false, nil)
 	_ = a.driver.Close()

@@ -312,7 +312,7 @@ func TestSettlementNoticeExactlyOnceInABubble(t *testing.T) {
 	})
 	for restart := range 2 {
 		bubble(t, store, p, func(m *manager.Manager) {
-			if err := m.Recover(); err != nil {
+			if err := m.Recover(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			synctest.Wait()

@@ -129,7 +129,7 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 	// The record (and the seed) is committed by the child's writer, ahead of
 	// its journal.
 	create := &NewChild{Header: hdr, Descriptor: desc}
-	a, err := m.activate(hdr, desc, drv, req.Parent.AgentID, create)
+	a, err := m.activate(ctx, hdr, desc, drv, req.Parent.AgentID, create, nil)
 	if err != nil {
 		_ = drv.Close()
 		return nil, err
@@ -194,21 +194,26 @@ func startErr(ctx context.Context, provider string, err error) error {
 }
 
 // activate makes a child resident: registers it, records its ownership by
-// the live parent agent (if any), marks it active in the store and wires
-// the journal to the store. The caller admits the first message, then
-// calls start: an activation started with an empty inbox would settle at
-// once.
-// create is a new child's record, committed by its writer first; nil for a
-// resumed child, which is marked active here instead.
-func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID string, create *NewChild) (*activation, error) {
+// the live parent agent (if any), claims it in the store for this manager
+// and wires the journal to the store. The caller admits the first message,
+// then calls start: an activation started with an empty inbox would settle
+// at once.
+// create is a new child's record, committed by its writer first with the
+// claim; nil for a resumed child, which is claimed here instead, in one
+// write with closing, the events that end a turn a crash left open. ctx is
+// the caller's: a resume's claim is part of its materialisation.
+func (m *Manager) activate(ctx context.Context, hdr Header, desc Descriptor, drv Driver, parentID string, create *NewChild, closing []agent.Event) (*activation, error) {
 	a := &activation{m: m, hdr: hdr, desc: desc, driver: drv, wake: make(chan struct{}),
 		owned: map[string]*activation{}, waiters: map[string]*waiter{}, released: make(chan struct{}), isNew: create != nil}
-	if cp, ok, _ := m.store.Checkpoint(hdr.ID); ok {
-		a.usage = cp.Usage
-	}
-	if create == nil { // a new child is marked by CreateChild
-		if err := m.storeWrite(func() error { return m.store.SetActive(hdr.ID, true) }); err != nil {
-			return nil, &Error{Code: CodePersistenceUnavailable, Message: "marking the child active failed", Err: err}
+	if create == nil {
+		if cp, ok, _ := m.store.Checkpoint(ctx, hdr.ID); ok {
+			a.usage = cp.Usage
+		}
+		lease := m.lease()
+		if err := m.storeWrite(ctx, func(ctx context.Context) error {
+			return m.store.WriteChild(ctx, hdr.ID, ChildWrite{Claim: &lease, Events: closing})
+		}); err != nil {
+			return nil, claimErr(ctx, hdr.ID, err)
 		}
 	}
 	m.mu.Lock()
@@ -219,7 +224,7 @@ func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID str
 	if _, dup := m.live[hdr.ID]; dup {
 		return nil, newErr(CodeInvalidRequest, "subagent %s is already resident", hdr.ID)
 	}
-	a.persist = newPersister(m.store, hdr.ID, m.log, m.retry, create)
+	a.persist = m.newPersister(hdr.ID, create)
 	a.persist.onFail = a.persistFailed
 	if create != nil {
 		// A fork's seed is already in the journal: it goes out with the record.
@@ -241,7 +246,20 @@ func (m *Manager) activate(hdr Header, desc Descriptor, drv Driver, parentID str
 	}
 	m.live[hdr.ID] = a
 	m.wg.Add(1)
+	m.startRenewer()
 	return a, nil
+}
+
+// claimErr is the error of a resume whose claim was not granted.
+func claimErr(ctx context.Context, id string, err error) error {
+	switch {
+	case errors.Is(err, ErrOwned):
+		return &Error{Code: CodeNotResumable, AgentID: id, Err: err,
+			Message: fmt.Sprintf("subagent %s is resident in another server sharing this session store (%v); send it there, or again once that server has stopped", id, err)}
+	case ctx.Err() != nil:
+		return &Error{Code: CodeCancelled, AgentID: id, Message: "the send was cancelled", Err: err}
+	}
+	return &Error{Code: CodePersistenceUnavailable, AgentID: id, Message: "claiming the child for this server failed", Err: err}
 }
 
 // waitTurn waits for the outcome of the turn that handles w's message. An
@@ -315,7 +333,7 @@ func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, conte
 		if err := ctx.Err(); err != nil {
 			return nil, &Error{Code: CodeCancelled, Message: "the send was cancelled", Err: err}
 		}
-		hdr, err := m.header(childID)
+		hdr, err := m.header(ctx, childID)
 		if err != nil {
 			return nil, err
 		}

@@ -62,11 +62,11 @@ func TestRecoverKeepsAndAnnouncesAnUnreadableActiveChild(t *testing.T) {
 	defer st.Close()
 	m = manager.New(manager.Options{Store: st})
 	defer m.Close(ctx)
-	if err := m.Recover(); err != nil {
+	if err := m.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if act, _ := st.Active(); len(act) != 1 || act[0] != s.ChildID {
-		t.Errorf("active marks after recovery = %v, want the unreadable child's kept", act)
+	if act, _ := st.Residents(ctx); len(act) != 1 || act[0].ChildID != s.ChildID {
+		t.Errorf("claims after recovery = %v, want the unreadable child's kept", act)
 	}
 	rows, err := m.ListChildren(root)
 	if err != nil || len(rows) != 1 || rows[0].Kind != "diagnostic" || rows[0].Reason != "corrupt" {
@@ -87,11 +87,11 @@ type brokenReads struct {
 
 var errDisk = errors.New("input/output error")
 
-func (b brokenReads) Header(id string) (manager.Header, error) {
+func (b brokenReads) Header(ctx context.Context, id string) (manager.Header, error) {
 	if id == b.id {
 		return manager.Header{}, errDisk
 	}
-	return b.Store.Header(id)
+	return b.Store.Header(ctx, id)
 }
 
 // Interrupt tells "no such child" (a no-op) from a store that cannot say

@@ -28,7 +28,7 @@
 //     still fails stops the child: its caller gets PERSISTENCE_UNAVAILABLE
 //     (a send, a report, a start) or a failed outcome saying so (a wait),
 //     no id is handed out, the parent is told the child failed, and the
-//     active mark stays set so the next start announces the epoch from
+//     child's claim stays so the next start announces the epoch from
 //     what the store holds. A new child whose record cannot be committed
 //     is removed without a notice: nobody had its id, and it ran nothing.
 //   - Each child has one inbox, its only turn queue; every message becomes
@@ -36,21 +36,28 @@
 //     A message never alters a turn in flight.
 //   - Residency is derived, not stored: running (a turn in progress or
 //     queued), idle (resident, waiting for its own children or holding a
-//     parked queue), ready (stored only).
+//     parked queue), ready (stored only). What is stored is who holds a
+//     resident child: a claim of this manager's owner (Options.OwnerID)
+//     made in the child's creating write or at a cold resume, renewed every
+//     third of Options.LeaseTTL while any child is resident, and revoked by
+//     the settlement. A child claimed by another owner whose lease runs is
+//     resident in another server: a send to it is NOT_RESUMABLE (wrapping
+//     ErrOwned), and Recover leaves it alone.
 //   - When an activation settles, its direct parent gets exactly one
 //     notice (source kind subagent-settled), unless the epoch's last turn
 //     was already answered in band to a waiting caller. The notice is
 //     committed in the same write as the settlement (ChildWrite.Notify:
 //     into the owning parent's stored inbox, or a root principal's or a
-//     stored parent's notice queue), so a cleared active mark always has
-//     its notice. It is put in a live parent's inbox in the same critical
+//     stored parent's notice queue), so a revoked claim always has its
+//     notice. It is put in a live parent's inbox in the same critical
 //     section that drops the parent's ownership, so a parent never settles
 //     without it. A root principal's notices are stored until its next
 //     call takes them; a resumed agent's stored notices are admitted
 //     before they leave the queue (a crash repeats one, never loses it).
-//   - Recover closes each interrupted epoch in one write (closing events,
-//     checkpoint, cleared mark, notice). A child whose journal cannot be
-//     read keeps its mark, lists as corrupt (or unavailable), and its
+//   - Recover closes each interrupted epoch — a claim whose owner is gone —
+//     in one write (claim taken over, closing events, checkpoint, claim
+//     revoked, notice). A child whose journal cannot be read keeps its
+//     claim, lists as corrupt (or unavailable), and its
 //     parent gets a notice saying so and naming mcp-subagent doctor, once
 //     per start while it stays unreadable.
 //   - Interrupt of an id the store does not hold is a no-op; a store that
@@ -65,10 +72,17 @@
 //     A listing whose store cannot be read at all does not fail: it lists
 //     the live children and one diagnostic row, StoreRowID.
 //   - Close stops every resident child without a notice and leaves its
-//     active mark, exactly as a crash would; Recover, on the next start,
-//     closes the interrupted turns and announces each ended epoch.
+//     claim, exactly as a crash would (it only ends the lease, so the next
+//     manager need not wait it out); Recover, on the next start, closes the
+//     interrupted turns and announces each ended epoch.
+//   - Store calls run under the caller's ctx where the manager has one and
+//     the call is the caller's business (a send's lookup, a resume's reads
+//     and claim, a start's admission); the child's writer, settlements,
+//     notices, shutdown checkpoints and the reads of calls that take no ctx
+//     (listing, Interrupt, TakeNotices) run under the manager's own context,
+//     never cancelled by a caller or by Close, each call bounded (30s).
 //
-// Caveats: a failed settlement write stops the child and leaves its mark,
+// Caveats: a failed settlement write stops the child and leaves its claim,
 // so the next start announces the epoch again (its parent may hear twice).
 // A settling child whose parent is live but does not own it (rare: the
 // parent was settling when the child was resumed) has its notice stored
@@ -76,8 +90,13 @@
 // but landed is detected for journal events and records (not for a bare
 // inbox write, which could then be queued twice). A crash can lose the journal events of the last few
 // milliseconds of a turn — never a child or a message whose id was handed
-// out. Stores without the Inboxer ability (the in-memory one) keep no
-// inbox. A child interrupted with a parked queue stays resident until its
+// out. A failed renewal is logged and retried at the next tick; a manager
+// whose lease ran out is not told (on an exclusive store nobody else can
+// take its children over; a shared store needs fencing of the writes
+// themselves, which this manager does not do yet). A cold resume reads the
+// journal before it claims the child: on a shared store, a journal another
+// owner grew in between makes the resumed child's first write fail (it
+// stops), never a journal with a gap. A child interrupted with a parked queue stays resident until its
 // parent sends again; if the server stops first, the queue waits in the
 // store for the next resume.
 package manager

@@ -48,7 +48,7 @@ func TestQueuedMessagesSurviveAStopAndRunFirstOnResume(t *testing.T) {
 		if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "m"})); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.Recover(); err != nil {
+		if err := m.Recover(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		return m
@@ -78,7 +78,7 @@ func TestQueuedMessagesSurviveAStopAndRunFirstOnResume(t *testing.T) {
 	if err := m1.Close(closeCtx); err != nil {
 		t.Fatal(err)
 	}
-	if q, err := st.Queued(started.ChildID); err != nil || len(q) != 1 || q[0].ID != sent.MessageID || q[0].Text != "second" {
+	if q, err := st.Queued(ctx, started.ChildID); err != nil || len(q) != 1 || q[0].ID != sent.MessageID || q[0].Text != "second" {
 		t.Fatalf("stored inbox after the stop = %+v, %v; want the queued message", q, err)
 	}
 
@@ -107,7 +107,7 @@ func TestQueuedMessagesSurviveAStopAndRunFirstOnResume(t *testing.T) {
 	if err := m2.Close(closeCtx); err != nil {
 		t.Fatal(err)
 	}
-	if q, _ := st.Queued(started.ChildID); len(q) != 0 {
+	if q, _ := st.Queued(ctx, started.ChildID); len(q) != 0 {
 		t.Errorf("stored inbox after the turns ran = %+v, want empty", q)
 	}
 }

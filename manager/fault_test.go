@@ -19,7 +19,7 @@ import (
 // faultStore wraps a store and fails writes on cue: the k-th write (once),
 // or every write from the k-th on (the store is gone for the rest of the
 // session, which is also what a crash after write k-1 leaves on disk). It
-// keeps every optional ability of the store it wraps, and counts, per
+// and counts, per
 // child, how often a write it let through cleared the child's active mark.
 type faultStore struct {
 	inner  *persist.Store
@@ -47,77 +47,65 @@ func (f *faultStore) noteCleared(id string) {
 	f.mu.Unlock()
 }
 
-func (f *faultStore) CreateChild(h manager.Header, d manager.Descriptor) error {
+func (f *faultStore) Header(ctx context.Context, id string) (manager.Header, error) {
+	return f.inner.Header(ctx, id)
+}
+func (f *faultStore) Descriptor(ctx context.Context, id string) (manager.Descriptor, error) {
+	return f.inner.Descriptor(ctx, id)
+}
+func (f *faultStore) Events(ctx context.Context, id string) ([]agent.Event, error) {
+	return f.inner.Events(ctx, id)
+}
+func (f *faultStore) JournalLen(ctx context.Context, id string) (int64, error) {
+	return f.inner.JournalLen(ctx, id)
+}
+func (f *faultStore) Checkpoint(ctx context.Context, id string) (manager.Checkpoint, bool, error) {
+	return f.inner.Checkpoint(ctx, id)
+}
+func (f *faultStore) SetCheckpoint(ctx context.Context, id string, c manager.Checkpoint) error {
 	if err := f.fail(); err != nil {
 		return err
 	}
-	return f.inner.CreateChild(h, d)
+	return f.inner.SetCheckpoint(ctx, id, c)
 }
-func (f *faultStore) AppendEvents(id string, es []agent.Event) error {
+func (f *faultStore) AddNotice(ctx context.Context, p string, n manager.Notice) error {
 	if err := f.fail(); err != nil {
 		return err
 	}
-	return f.inner.AppendEvents(id, es)
+	return f.inner.AddNotice(ctx, p, n)
 }
-func (f *faultStore) Header(id string) (manager.Header, error)         { return f.inner.Header(id) }
-func (f *faultStore) Descriptor(id string) (manager.Descriptor, error) { return f.inner.Descriptor(id) }
-func (f *faultStore) Events(id string) ([]agent.Event, error)          { return f.inner.Events(id) }
-func (f *faultStore) JournalLen(id string) (int64, error)              { return f.inner.JournalLen(id) }
-func (f *faultStore) Children(p string) ([]manager.Header, []string, error) {
-	return f.inner.Children(p)
-}
-func (f *faultStore) Checkpoint(id string) (manager.Checkpoint, bool, error) {
-	return f.inner.Checkpoint(id)
-}
-func (f *faultStore) SetCheckpoint(id string, c manager.Checkpoint) error {
-	if err := f.fail(); err != nil {
-		return err
-	}
-	return f.inner.SetCheckpoint(id, c)
-}
-func (f *faultStore) AddNotice(p string, n manager.Notice) error {
-	if err := f.fail(); err != nil {
-		return err
-	}
-	return f.inner.AddNotice(p, n)
-}
-func (f *faultStore) TakeNotices(p string, take func(manager.Notice) bool) ([]manager.Notice, error) {
+func (f *faultStore) TakeNotices(ctx context.Context, p string, take func(manager.Notice) bool) ([]manager.Notice, error) {
 	if err := f.fail(); err != nil {
 		return nil, err
 	}
-	return f.inner.TakeNotices(p, take)
+	return f.inner.TakeNotices(ctx, p, take)
 }
-func (f *faultStore) SetActive(id string, active bool) error {
+
+// Renew is not a write the session's outcome depends on (a lost renewal
+// only lets a lease run out), so it is not counted or failed.
+func (f *faultStore) Renew(ctx context.Context, o manager.Owner) error { return f.inner.Renew(ctx, o) }
+func (f *faultStore) Residents(ctx context.Context) ([]manager.Claim, error) {
+	return f.inner.Residents(ctx)
+}
+func (f *faultStore) Close() error { return nil } // the test closes the inner store
+func (f *faultStore) Listings(ctx context.Context, p string) ([]manager.Listing, error) {
+	return f.inner.Listings(ctx, p)
+}
+func (f *faultStore) Queued(ctx context.Context, id string) ([]manager.QueuedMessage, error) {
+	return f.inner.Queued(ctx, id)
+}
+func (f *faultStore) WriteChild(ctx context.Context, id string, w manager.ChildWrite) error {
 	if err := f.fail(); err != nil {
 		return err
 	}
-	err := f.inner.SetActive(id, active)
-	if err == nil && !active {
-		f.noteCleared(id)
-	}
-	return err
-}
-func (f *faultStore) Active() ([]string, error) { return f.inner.Active() }
-func (f *faultStore) Close() error              { return nil } // the test closes the inner store
-func (f *faultStore) Listings(p string) ([]manager.Listing, error) {
-	return f.inner.Listings(p)
-}
-func (f *faultStore) Queued(id string) ([]manager.QueuedMessage, error) { return f.inner.Queued(id) }
-func (f *faultStore) WriteChild(id string, w manager.ChildWrite) error {
-	if err := f.fail(); err != nil {
-		return err
-	}
-	err := f.inner.WriteChild(id, w)
+	err := f.inner.WriteChild(ctx, id, w)
 	if err == nil && w.Settle != nil {
 		f.noteCleared(id)
 	}
 	return err
 }
 
-var (
-	_ manager.Lister  = (*faultStore)(nil)
-	_ manager.Inboxer = (*faultStore)(nil)
-)
+var _ manager.Store = (*faultStore)(nil)
 
 // handedOut is what the scripted session was given by the manager: every
 // id, message id and in-band answer that left it without an error.
@@ -372,8 +360,9 @@ func checkNothingLost(t *testing.T, dir string, out *handedOut, cleared map[stri
 		t.Fatal(err)
 	}
 	defer st.Close()
+	ctx := context.Background()
 	journal := func(id string) string {
-		events, err := st.Events(id)
+		events, err := st.Events(ctx, id)
 		if err != nil {
 			t.Errorf("child %s: journal: %v", id, err)
 			return ""
@@ -387,12 +376,12 @@ func checkNothingLost(t *testing.T, dir string, out *handedOut, cleared map[stri
 		return b.String()
 	}
 	for _, id := range out.children {
-		if _, err := st.Header(id); err != nil {
+		if _, err := st.Header(ctx, id); err != nil {
 			t.Errorf("child %s was handed out but is not stored: %v", id, err)
 		}
 	}
 	for _, msg := range out.messages {
-		queued, err := st.Queued(msg.child)
+		queued, err := st.Queued(ctx, msg.child)
 		if err != nil {
 			t.Errorf("message %s to %s: %v", msg.id, msg.child, err)
 			continue
@@ -410,7 +399,7 @@ func checkNothingLost(t *testing.T, dir string, out *handedOut, cleared map[stri
 			t.Errorf("%s answered %q in band, but its journal does not hold it", ans.child, ans.text)
 		}
 	}
-	stored, err := st.TakeNotices(manager.PrincipalAddress("p"), nil)
+	stored, err := st.TakeNotices(ctx, manager.PrincipalAddress("p"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +417,7 @@ func checkNothingLost(t *testing.T, dir string, out *handedOut, cleared map[stri
 	// so each cleared mark has a notice: the root's for a, the parent's
 	// inbox or journal for a grandchild.
 	for id, n := range cleared {
-		h, err := st.Header(id)
+		h, err := st.Header(ctx, id)
 		if err != nil || h.Label == "b" {
 			continue
 		}
@@ -440,7 +429,7 @@ func checkNothingLost(t *testing.T, dir string, out *handedOut, cleared map[stri
 				}
 			}
 		} else {
-			queued, _ := st.Queued(h.Parent)
+			queued, _ := st.Queued(ctx, h.Parent)
 			for _, q := range queued {
 				if strings.Contains(q.Text, id) {
 					got++

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -18,7 +19,11 @@ func (m *Manager) Interrupt(caller ParentRef, childID string) error {
 		if m.store == nil {
 			return nil
 		}
-		h, err := m.store.Header(childID)
+		// Interrupt has no caller context: the lookup is the manager's own,
+		// bounded.
+		ctx, cancel := m.bg()
+		defer cancel()
+		h, err := m.store.Header(ctx, childID)
 		if errors.Is(err, ErrNotFound) {
 			return nil // missing: a no-op
 		}
@@ -27,7 +32,7 @@ func (m *Manager) Interrupt(caller ParentRef, childID string) error {
 				Message: fmt.Sprintf("subagent %s cannot be read from the session store (%v)", childID, err)}
 		}
 		if h.Parent != caller.Address() {
-			ok, err := m.isStoredAncestor(caller.AgentID, h)
+			ok, err := m.isStoredAncestor(ctx, caller.AgentID, h)
 			if err != nil {
 				return &Error{Code: CodePersistenceUnavailable, AgentID: childID, Err: err,
 					Message: fmt.Sprintf("the ancestry of subagent %s cannot be read from the session store (%v)", childID, err)}
@@ -66,7 +71,7 @@ func isLiveAncestor(a *activation, agentID string) bool {
 	return false
 }
 
-func (m *Manager) isStoredAncestor(agentID string, h Header) (bool, error) {
+func (m *Manager) isStoredAncestor(ctx context.Context, agentID string, h Header) (bool, error) {
 	if agentID == "" {
 		return false, nil
 	}
@@ -74,7 +79,7 @@ func (m *Manager) isStoredAncestor(agentID string, h Header) (bool, error) {
 		if h.Parent == agentID {
 			return true, nil
 		}
-		next, err := m.store.Header(h.Parent)
+		next, err := m.store.Header(ctx, h.Parent)
 		if errors.Is(err, ErrNotFound) {
 			return false, nil
 		}

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"errors"
 	"sort"
 	"time"
@@ -48,8 +49,16 @@ func (m *Manager) list(root string, deep bool) ([]Row, error) {
 	if m.store == nil {
 		return nil, newErr(CodeControlUnavailable, "listing needs a session store; none is configured")
 	}
+	// Listing has no caller context: its reads (and the checkpoints it
+	// caches) are the manager's own, bounded.
+	ctx, cancel := m.bg()
+	defer cancel()
+	return m.listCtx(ctx, root, deep)
+}
+
+func (m *Manager) listCtx(ctx context.Context, root string, deep bool) ([]Row, error) {
 	if !deep {
-		ls, err := m.listings(root)
+		ls, err := m.store.Listings(ctx, root)
 		if err != nil {
 			return m.liveRows(root, err), nil
 		}
@@ -59,10 +68,10 @@ func (m *Manager) list(root string, deep bool) ([]Row, error) {
 				rows = append(rows, Row{Kind: "diagnostic", ID: l.Header.ID, Reason: "corrupt"})
 				continue
 			}
-			r := m.row(l)
+			r := m.row(ctx, l)
 			r.TreeUsage = r.Usage
 			if l.HasChildren && r.Usage != nil {
-				if below, err := m.TreeUsage(r.ID); err == nil {
+				if below, err := m.treeUsage(ctx, r.ID); err == nil {
 					t := r.Usage.plus(below)
 					r.TreeUsage = &t
 				}
@@ -79,7 +88,7 @@ func (m *Manager) list(root string, deep bool) ([]Row, error) {
 	for len(queue) > 0 {
 		addr := queue[0]
 		queue = queue[1:]
-		ls, err := m.listings(addr)
+		ls, err := m.store.Listings(ctx, addr)
 		if err != nil {
 			// What is live still lists; the rest of this branch is one
 			// diagnostic row.
@@ -105,7 +114,7 @@ func (m *Manager) list(root string, deep bool) ([]Row, error) {
 				rows = append(rows, Row{Kind: "diagnostic", ID: id, Reason: "corrupt"})
 				continue
 			}
-			rows = append(rows, m.row(l))
+			rows = append(rows, m.row(ctx, l))
 			queue = append(queue, id)
 		}
 	}
@@ -166,7 +175,16 @@ func (u Usage) plus(v Usage) Usage {
 // TreeUsage returns what the descendants of an agent (a child id) have
 // used so far, all levels summed.
 func (m *Manager) TreeUsage(agentID string) (Usage, error) {
-	rows, err := m.list(agentID, true)
+	if m.store == nil {
+		return Usage{}, newErr(CodeControlUnavailable, "listing needs a session store; none is configured")
+	}
+	ctx, cancel := m.bg()
+	defer cancel()
+	return m.treeUsage(ctx, agentID)
+}
+
+func (m *Manager) treeUsage(ctx context.Context, agentID string) (Usage, error) {
+	rows, err := m.listCtx(ctx, agentID, true)
 	if err != nil {
 		return Usage{}, err
 	}
@@ -179,45 +197,11 @@ func (m *Manager) TreeUsage(agentID string) (Usage, error) {
 	return u, nil
 }
 
-// listings reads a parent's children: in one read where the store can,
-// else a header list plus per-child reads.
-func (m *Manager) listings(parent string) ([]Listing, error) {
-	if l, ok := m.store.(Lister); ok {
-		return l.Listings(parent)
-	}
-	hdrs, corrupt, err := m.store.Children(parent)
-	if err != nil {
-		return nil, err
-	}
-	bad := map[string]bool{}
-	for _, id := range corrupt {
-		bad[id] = true
-	}
-	out := make([]Listing, 0, len(hdrs))
-	for _, h := range hdrs {
-		l := Listing{Header: h, Corrupt: bad[h.ID]}
-		if !l.Corrupt {
-			if _, err := m.store.Descriptor(h.ID); errors.Is(err, ErrCorrupt) {
-				l.Corrupt = true
-			}
-			if cp, ok, err := m.store.Checkpoint(h.ID); err == nil && ok {
-				l.Checkpoint = &cp
-			}
-			l.JournalLen, _ = m.store.JournalLen(h.ID)
-			if kids, _, err := m.store.Children(h.ID); err == nil {
-				l.HasChildren = len(kids) > 0
-			}
-		}
-		out = append(out, l)
-	}
-	return out, nil
-}
-
 // row projects one child on the three-step ladder: a live child reads its
 // activation (no journal read); a stored child its checkpoint when the
 // sequence gate passes; otherwise its journal is folded once and the
 // checkpoint cached.
-func (m *Manager) row(l Listing) Row {
+func (m *Manager) row(ctx context.Context, l Listing) Row {
 	h := l.Header
 	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd}
 	m.mu.Lock()
@@ -245,7 +229,7 @@ func (m *Manager) row(l Listing) Row {
 		r.LastStopReason, r.LastMessage = cp.Stop, cp.Closing
 		return r
 	}
-	events, err := m.store.Events(h.ID)
+	events, err := m.store.Events(ctx, h.ID)
 	if err != nil {
 		m.noteCorrupt(h.ID, err)
 		return diagnostic(h.ID, err)
@@ -254,7 +238,7 @@ func (m *Manager) row(l Listing) Row {
 	r.Usage = &u
 	last := agent.LastOutcome(events)
 	r.LastStopReason, r.LastMessage = last.StopReason, truncateUTF8(last.Output, MaxClosingBytes)
-	if err := m.store.SetCheckpoint(h.ID, Checkpoint{Seq: int64(len(events)), Mode: h.Mode, Label: h.Label, Usage: u,
+	if err := m.store.SetCheckpoint(ctx, h.ID, Checkpoint{Seq: int64(len(events)), Mode: h.Mode, Label: h.Label, Usage: u,
 		Stop: last.StopReason, Closing: r.LastMessage}); err != nil {
 		m.log.Debug("caching a checkpoint failed", "agent_id", h.ID, "err", err)
 	}

@@ -46,7 +46,19 @@ type Options struct {
 	// WriteRetryDelay is the wait before the first retry, doubled after
 	// each; zero: DefaultWriteRetryDelay.
 	WriteRetryDelay time.Duration
+	// OwnerID names this manager in the store's residency claims (see
+	// Store); two managers sharing a store must have different ones.
+	// Empty: a random id, new for each Manager.
+	OwnerID string
+	// LeaseTTL is how long the manager's claims stay valid unless renewed;
+	// it renews them every third of it while any child is resident. Zero
+	// or negative: DefaultLeaseTTL. A restart on an exclusive store (bbolt) takes over
+	// a dead manager's claims at once, whatever the TTL.
+	LeaseTTL time.Duration
 }
+
+// DefaultLeaseTTL is Options.LeaseTTL's default.
+const DefaultLeaseTTL = 30 * time.Second
 
 // Defaults for Options.WriteAttempts and WriteRetryDelay: a write is given
 // up after about 140 ms of retries.
@@ -109,12 +121,18 @@ type Manager struct {
 	// read.
 	corrupt map[string]string
 	retry   retryPolicy
+
+	owner    string // Options.OwnerID, or a random one
+	renewing bool   // the renewer runs (under mu)
 }
 
 // New returns a manager with no providers.
 func New(opts Options) *Manager {
 	if opts.MaxDepth <= 0 {
 		opts.MaxDepth = DefaultMaxDepth
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = DefaultLeaseTTL
 	}
 	log := opts.Logger
 	if log == nil {
@@ -124,7 +142,8 @@ func New(opts Options) *Manager {
 	return &Manager{opts: opts, log: log, providers: map[string]Provider{},
 		listeners: map[int]func(Event){}, runs: map[string]*handle{},
 		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), corrupt: map[string]string{},
-		retry: retryPolicy{attempts: cmp.Or(opts.WriteAttempts, DefaultWriteAttempts), delay: cmp.Or(opts.WriteRetryDelay, DefaultWriteRetryDelay)}}
+		retry: retryPolicy{attempts: cmp.Or(opts.WriteAttempts, DefaultWriteAttempts), delay: cmp.Or(opts.WriteRetryDelay, DefaultWriteRetryDelay)},
+		owner: cmp.Or(opts.OwnerID, "manager-"+NewID()[len("agent-"):])}
 }
 
 // Persistent reports whether the manager has a session store, which
@@ -349,10 +368,13 @@ func NewID() string {
 }
 
 // Close refuses new starts, stops every resident continuable child (their
-// turns end aborted; their active marks stay so the next start announces
-// them, as after a crash), and waits for accepted one-shot runs to end or
-// ctx to expire; runs still going when ctx expires are disposed.
+// turns end aborted; their claims stay so the next start announces them,
+// as after a crash), and waits for accepted one-shot runs to end or ctx to
+// expire; runs still going when ctx expires are disposed. Last it lets the
+// manager's lease go (Renew with the present time), so a manager started
+// next on the same store takes the claims over at once.
 func (m *Manager) Close(ctx context.Context) error {
+	defer m.letGo(ctx)
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()

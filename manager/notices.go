@@ -32,7 +32,11 @@ func (m *Manager) deliver(h Header, n Notice) error {
 		}
 	}
 	n = stamp(h, n)
-	if err := m.storeWrite(func() error { return m.store.AddNotice(parentAddr, n) }); err != nil {
+	// A notice must not be lost because whoever caused it left: the write
+	// is the manager's own.
+	ctx, cancel := m.bg()
+	defer cancel()
+	if err := m.storeWrite(ctx, func(ctx context.Context) error { return m.store.AddNotice(ctx, parentAddr, n) }); err != nil {
 		return &Error{Code: CodePersistenceUnavailable, AgentID: h.ID, Message: "storing a notice for " + parentAddr + " failed", Err: err}
 	}
 	m.announce(h, n)
@@ -84,7 +88,11 @@ func (m *Manager) TakeNotices(principal, session string) []Notice {
 	if m.store == nil {
 		return nil
 	}
-	ns, err := m.store.TakeNotices(PrincipalAddress(principal), func(n Notice) bool {
+	// No caller context here, and WaitNotices takes once more after its
+	// own ended: the read is the manager's own, bounded.
+	ctx, cancel := m.bg()
+	defer cancel()
+	ns, err := m.store.TakeNotices(ctx, PrincipalAddress(principal), func(n Notice) bool {
 		return m.noticeFor(n, session)
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,7 @@ import (
 // is ever counted as written that was not.
 type persister struct {
 	store  Store
+	ctx    context.Context // the manager's, without its cancellation: a write is never dropped for a caller or a shutdown
 	id     string
 	log    *slog.Logger
 	retry  retryPolicy
@@ -57,13 +59,14 @@ type retryPolicy struct {
 }
 
 // newPersister starts a child's writer. create, when non-nil, is the new
-// child's record, committed first.
-func newPersister(store Store, id string, log *slog.Logger, retry retryPolicy, create *NewChild) *persister {
-	p := &persister{store: store, id: id, log: log, retry: retry, kick: make(chan struct{}, 1), done: make(chan struct{}),
+// child's record, committed first with the claim of its owner.
+func (m *Manager) newPersister(id string, create *NewChild) *persister {
+	p := &persister{store: m.store, ctx: context.WithoutCancel(m.ctx), id: id, log: m.log, retry: m.retry, kick: make(chan struct{}, 1), done: make(chan struct{}),
 		created: make(chan struct{})}
 	p.drained = sync.NewCond(&p.mu)
 	if create != nil {
-		p.pending.Create = create
+		lease := m.lease()
+		p.pending.Create, p.pending.Claim = create, &lease
 		p.issued++
 		p.kick <- struct{}{}
 	} else {
@@ -192,21 +195,28 @@ func (p *persister) write(w ChildWrite) error {
 				return nil
 			}
 		}
-		if err = writeChild(p.store, p.id, w); err == nil {
+		if err = p.call(func(ctx context.Context) error { return p.store.WriteChild(ctx, p.id, w) }); err == nil {
 			return nil
 		}
 	}
 	return err
 }
 
+// call runs one store call under the writer's context, bounded.
+func (p *persister) call(fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(p.ctx, storeTimeout)
+	defer cancel()
+	return fn(ctx)
+}
+
 func (p *persister) landed(w ChildWrite) bool {
 	if n := len(w.Events); n > 0 {
-		l, err := p.store.JournalLen(p.id)
+		var l int64
+		err := p.call(func(ctx context.Context) (err error) { l, err = p.store.JournalLen(ctx, p.id); return err })
 		return err == nil && l >= w.Events[n-1].Seq+1
 	}
 	if w.Create != nil {
-		_, err := p.store.Header(p.id)
-		return err == nil
+		return p.call(func(ctx context.Context) error { _, err := p.store.Header(ctx, p.id); return err }) == nil
 	}
 	return false
 }
@@ -249,8 +259,8 @@ func isClosed(ch chan struct{}) bool {
 }
 
 // flush waits until everything queued so far is committed; with settle it
-// first queues the final checkpoint (and the clearing of the active mark)
-// and notice, so that they commit together.
+// first queues the final checkpoint (and the revocation of the claim) and
+// notice, so that they commit together.
 func (p *persister) flush(settle *Checkpoint, notify *ParentNotice) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -314,19 +324,100 @@ func (p *persister) close() {
 	<-p.done
 }
 
+// storeTimeout bounds one store call the manager makes on its own behalf
+// (its writers, settlements, recovery, and lookups whose caller passed no
+// context). bbolt and the in-memory store check a context only before they
+// start; a network store aborts a call when it expires.
+const storeTimeout = 30 * time.Second
+
+// bg is the context of a store call made on the manager's own behalf: not
+// cancelled by a caller leaving or by Close (a settlement write, a notice
+// or a shutdown checkpoint must not be dropped), bounded by storeTimeout.
+func (m *Manager) bg() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(m.ctx), storeTimeout)
+}
+
 // storeWrite runs a write outside a child's writer with the same bounded
-// retry.
-func (m *Manager) storeWrite(write func() error) error {
+// retry. A write refused for a reason a retry cannot change (ctx ended,
+// the child is claimed elsewhere or unknown) is not retried.
+func (m *Manager) storeWrite(ctx context.Context, write func(ctx context.Context) error) error {
 	delay := m.retry.delay
 	var err error
 	for i := 0; i < max(m.retry.attempts, 1); i++ {
 		if i > 0 {
-			time.Sleep(delay)
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return err
+			}
 			delay *= 2
 		}
-		if err = write(); err == nil {
-			return nil
+		if err = write(ctx); err == nil || ctx.Err() != nil || errors.Is(err, ErrOwned) || errors.Is(err, ErrNotFound) {
+			return err
 		}
 	}
 	return err
+}
+
+// lease is the manager's owner record as of now: claims made or renewed
+// with it expire after the lease TTL.
+func (m *Manager) lease() Owner {
+	return Owner{ID: m.owner, Expires: time.Now().Add(m.opts.LeaseTTL)}
+}
+
+// startRenewer starts the goroutine that renews the manager's claims while
+// any child is resident; called under m.mu when a child becomes resident.
+// It ends on its own once nothing is resident (the next resident child
+// starts it again), and at Close; Close waits for it (m.wg).
+func (m *Manager) startRenewer() {
+	if m.renewing || m.store == nil {
+		return
+	}
+	m.renewing = true
+	m.wg.Add(1)
+	go m.renew()
+}
+
+func (m *Manager) renew() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.opts.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			m.mu.Lock()
+			m.renewing = false
+			m.mu.Unlock()
+			return
+		case <-t.C:
+		}
+		m.mu.Lock()
+		if len(m.live) == 0 {
+			m.renewing = false
+			m.mu.Unlock()
+			return
+		}
+		m.mu.Unlock()
+		// Bounded by the lease itself: a renewal later than that is moot.
+		ctx, cancel := context.WithTimeout(m.ctx, m.opts.LeaseTTL/3)
+		if err := m.store.Renew(ctx, m.lease()); err != nil {
+			m.log.Error("renewing the lease on resident children failed; retrying at the next tick", "owner", m.owner, "err", err)
+		}
+		cancel()
+	}
+}
+
+// letGo ends the manager's lease at Close: its claims stay (the next start
+// announces their epochs, as after a crash) but are expired, so a manager
+// started next on the same store need not wait out the TTL. A failure is
+// logged: the claims then expire on their own.
+func (m *Manager) letGo(ctx context.Context) {
+	if m.store == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	if err := m.store.Renew(ctx, Owner{ID: m.owner, Expires: time.Now()}); err != nil {
+		m.log.Warn("letting the lease on resident children go failed; they expire after the lease", "owner", m.owner, "err", err)
+	}
 }

@@ -1,39 +1,55 @@
 package manager
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 )
 
-// Recover finds the children a crash (or a shutdown) left active, closes
-// their interrupted turns so they can be resumed, and announces each ended
-// epoch to its parent: the closing events, the checkpoint, the clearing of
-// the mark and the notice are one write, so a crash during recovery
-// repeats it, never half of it. Call it once after the providers are
-// registered.
+// Recover finds the children a crash (or a shutdown) left claimed by an
+// owner that is gone — an expired claim, one the store knows is stale (the
+// earlier opening of an exclusive store, an old active mark), or one of
+// this manager's id that is not resident here — closes their interrupted
+// turns so they can be resumed, and announces each ended epoch to its
+// parent: the claim taken over, the closing events, the checkpoint, the
+// revoked claim and the notice are one write, so a crash during recovery
+// repeats it, never half of it; and a claim another live owner took
+// meanwhile refuses it. Claims of other owners whose lease runs are left
+// alone: those children are resident in another server. Call it once after
+// the providers are registered; ctx bounds it (a recovery cut short is
+// finished by the next start).
 //
-// A child whose journal cannot be read keeps its mark (clearing it would
+// A child whose journal cannot be read keeps its claim (revoking it would
 // forget the epoch for good; once the file is repaired, a later start
 // closes and announces it) and lists as corrupt, and its parent gets a
 // notice saying so, once per start while it stays unreadable.
-func (m *Manager) Recover() error {
+func (m *Manager) Recover(ctx context.Context) error {
 	if m.store == nil {
 		return nil
 	}
-	ids, err := m.store.Active()
+	claims, err := m.store.Residents(ctx)
 	if err != nil {
 		return err
 	}
-	for _, id := range ids {
-		h, err := m.store.Header(id)
-		if err != nil {
-			m.log.Error("an active child cannot be read; leaving it", "agent_id", id, "err", err)
+	now := time.Now()
+	for _, c := range claims {
+		id := c.ChildID
+		m.mu.Lock()
+		_, resident := m.live[id]
+		m.mu.Unlock()
+		if resident || (c.Owner.ID != m.owner && c.Owner.Expires.After(now)) {
 			continue
 		}
-		events, err := m.store.Events(id)
+		h, err := m.store.Header(ctx, id)
 		if err != nil {
-			m.log.Error("an active child's journal cannot be read; keeping its mark", "agent_id", id, "err", err)
+			m.log.Error("a claimed child cannot be read; leaving it", "agent_id", id, "err", err)
+			continue
+		}
+		events, err := m.store.Events(ctx, id)
+		if err != nil {
+			m.log.Error("a claimed child's journal cannot be read; keeping its claim", "agent_id", id, "err", err)
 			m.noteUnreadable(id, err)
 			n := Notice{Source: agent.SourceSettled, StopReason: agent.StopError, Text: unreadableText(id, err)}
 			if err := m.deliver(h, n); err != nil {
@@ -53,15 +69,16 @@ func (m *Manager) Recover() error {
 		cp := Checkpoint{Seq: int64(len(all)), Mode: h.Mode, Label: h.Label, Usage: foldUsage(all), Stop: last.StopReason,
 			Closing: truncateUTF8(last.Output, MaxClosingBytes)}
 		n := stamp(h, Notice{Source: agent.SourceSettled, Text: settlementText(id, last), StopReason: last.StopReason})
-		w := ChildWrite{Events: closing, Settle: &cp, Notify: &ParentNotice{To: h.Parent, Notice: n}}
-		if err := m.storeWrite(func() error { return writeChild(m.store, id, w) }); err != nil {
+		lease := m.lease()
+		w := ChildWrite{Claim: &lease, Events: closing, Settle: &cp, Notify: &ParentNotice{To: h.Parent, Notice: n}}
+		if err := m.storeWrite(ctx, func(ctx context.Context) error { return m.store.WriteChild(ctx, id, w) }); err != nil {
 			m.log.Error("closing an interrupted epoch failed; the next start tries again", "agent_id", id, "err", err)
 			continue
 		}
 		m.announce(h, n)
-		m.log.Info("recovered a child left active", "agent_id", id, "closed_turn", len(closing) > 0)
+		m.log.Info("recovered a child left resident", "agent_id", id, "owner", c.Owner.ID, "closed_turn", len(closing) > 0)
 	}
-	return nil
+	return ctx.Err()
 }
 
 // unreadableText is the notice about an active child whose journal cannot

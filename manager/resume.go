@@ -9,15 +9,15 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 )
 
-// header reads a child's header, live or stored.
-func (m *Manager) header(childID string) (Header, error) {
+// header reads a child's header, live or stored, under the caller's ctx.
+func (m *Manager) header(ctx context.Context, childID string) (Header, error) {
 	m.mu.Lock()
 	a := m.live[childID]
 	m.mu.Unlock()
 	if a != nil {
 		return a.hdr, nil
 	}
-	h, err := m.store.Header(childID)
+	h, err := m.store.Header(ctx, childID)
 	if err != nil {
 		if errors.Is(err, ErrCorrupt) {
 			return h, &Error{Code: CodeNotResumable, AgentID: childID, Err: err,
@@ -30,7 +30,9 @@ func (m *Manager) header(childID string) (Header, error) {
 }
 
 // resume rebuilds a stored child: a new activation from its journal and
-// descriptor, without asking the provider for anything new.
+// descriptor, without asking the provider for anything new. The reads and
+// the claim run under the caller's ctx (lookup and materialisation); once
+// the activation is registered, its reads run under the manager's own.
 func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*activation, error) {
 	m.resumeMu.Lock()
 	defer m.resumeMu.Unlock()
@@ -44,11 +46,11 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 		return &Error{Code: CodeNotResumable, AgentID: hdr.ID, Err: err,
 			Message: fmt.Sprintf("subagent %q cannot be resumed (%s); do not retry send_message with this id", hdr.ID, why)}
 	}
-	desc, err := m.store.Descriptor(hdr.ID)
+	desc, err := m.store.Descriptor(ctx, hdr.ID)
 	if err != nil {
 		return nil, notResumable("its descriptor is unreadable", err)
 	}
-	events, err := m.store.Events(hdr.ID)
+	events, err := m.store.Events(ctx, hdr.ID)
 	if err != nil {
 		m.noteCorrupt(hdr.ID, err)
 		return nil, notResumable("its journal is unreadable", err)
@@ -57,11 +59,6 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 	journal, err := agent.NewJournal(events)
 	if err != nil {
 		return nil, notResumable("its journal breaks the invariants", err)
-	}
-	if len(closing) > 0 {
-		if err := m.storeWrite(func() error { return m.store.AppendEvents(hdr.ID, closing) }); err != nil {
-			return nil, &Error{Code: CodePersistenceUnavailable, AgentID: hdr.ID, Message: "closing the interrupted turn failed", Err: err}
-		}
 	}
 	m.mu.Lock()
 	p := m.providers[desc.Provider]
@@ -84,7 +81,8 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 		return nil, notResumable("its provider could not rebuild it: "+why, err)
 	}
 	drv = revokingDriver{drv, revoke}
-	a, err := m.activate(hdr, desc, drv, caller.AgentID, nil)
+	// The closing events are stored with the claim, in activate.
+	a, err := m.activate(ctx, hdr, desc, drv, caller.AgentID, nil, closing)
 	if err != nil {
 		_ = drv.Close()
 		return nil, err
@@ -92,23 +90,23 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 	// Messages a crash or a settlement left in the inbox run first, in
 	// order (they are already stored); notices that reached the child while
 	// it was cold ride with its next turn.
-	if ib, ok := m.store.(Inboxer); ok {
-		queued, err := ib.Queued(hdr.ID)
-		if err != nil {
-			m.log.Error("reading a child's stored inbox failed", "agent_id", hdr.ID, "err", err)
-		}
-		a.mu.Lock()
-		for _, q := range queued {
-			msg := inboxMsg{id: q.ID, text: q.Text, source: q.Source}
-			if q.Quiet {
-				a.injects = append(a.injects, msg)
-			} else {
-				a.inbox = append(a.inbox, msg)
-			}
-		}
-		a.mu.Unlock()
+	bg, cancel := m.bg()
+	defer cancel()
+	queued, err := m.store.Queued(bg, hdr.ID)
+	if err != nil {
+		m.log.Error("reading a child's stored inbox failed", "agent_id", hdr.ID, "err", err)
 	}
-	m.adoptNotices(a)
+	a.mu.Lock()
+	for _, q := range queued {
+		msg := inboxMsg{id: q.ID, text: q.Text, source: q.Source}
+		if q.Quiet {
+			a.injects = append(a.injects, msg)
+		} else {
+			a.inbox = append(a.inbox, msg)
+		}
+	}
+	a.mu.Unlock()
+	m.adoptNotices(bg, a)
 	m.log.Info("subagent resumed", "agent_id", hdr.ID, "events", len(events))
 	return a, nil
 }
@@ -117,11 +115,11 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 // each is admitted (and committed) before it leaves the notice queue, so a
 // crash or a failed write between the two repeats a notice, never loses
 // one.
-func (m *Manager) adoptNotices(a *activation) {
+func (m *Manager) adoptNotices(ctx context.Context, a *activation) {
 	seen := map[int64]bool{}
 	var notes []Notice
 	// A take that accepts nothing reads without writing.
-	if _, err := m.store.TakeNotices(a.hdr.ID, func(n Notice) bool {
+	if _, err := m.store.TakeNotices(ctx, a.hdr.ID, func(n Notice) bool {
 		if !seen[n.Seq] {
 			seen[n.Seq] = true
 			notes = append(notes, n)
@@ -140,7 +138,7 @@ func (m *Manager) adoptNotices(a *activation) {
 	if err := a.durable(); err != nil {
 		return // they stay queued for the next resume
 	}
-	if _, err := m.store.TakeNotices(a.hdr.ID, func(n Notice) bool { return seen[n.Seq] }); err != nil {
+	if _, err := m.store.TakeNotices(ctx, a.hdr.ID, func(n Notice) bool { return seen[n.Seq] }); err != nil {
 		m.log.Error("removing a child's adopted notices failed; they will be delivered again", "agent_id", a.hdr.ID, "err", err)
 	}
 }

@@ -78,8 +78,8 @@ func (m *Manager) settleNotice(a *activation, n *inboxMsg) *ParentNotice {
 }
 
 // flush drains the child's journal writer and writes its projection
-// checkpoint; settled also clears its active mark and commits notify, in
-// one commit where the store can. A failed settlement write stops the
+// checkpoint; settled also revokes its claim and commits notify, in the
+// same commit. A failed settlement write stops the
 // child (persistFailed) and is returned; a failed checkpoint at shutdown is
 // logged: a later list folds the journal instead.
 func (m *Manager) flush(a *activation, settled bool, notify *ParentNotice) error {
@@ -92,7 +92,11 @@ func (m *Manager) flush(a *activation, settled bool, notify *ParentNotice) error
 	if settled {
 		err = a.persist.flush(&cp, notify)
 	} else if err = a.persist.flush(nil, nil); err == nil {
-		if err := m.store.SetCheckpoint(a.hdr.ID, cp); err != nil {
+		// At shutdown: m.ctx is cancelled by now, and the checkpoint is
+		// still worth writing.
+		ctx, cancel := m.bg()
+		defer cancel()
+		if err := m.store.SetCheckpoint(ctx, a.hdr.ID, cp); err != nil {
 			m.log.Warn("writing a child's checkpoint failed", "agent_id", a.hdr.ID, "err", err)
 		}
 	}

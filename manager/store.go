@@ -1,9 +1,9 @@
 package manager
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
@@ -94,50 +94,105 @@ type Notice struct {
 	Session string `json:"session,omitempty"`
 }
 
-// Store persists children. Every method is safe for concurrent use. Methods
-// that hand an id to a caller return only after the write is committed.
+// Store persists children. Every method is safe for concurrent use and
+// takes the context of whoever the call serves; a store returns an error
+// wrapping ctx.Err() for a ctx already done when the call begins, and may
+// (a network store should) abandon a call whose ctx ends while it runs. A
+// local store that cannot abort a commit midway (bbolt) finishes a write it
+// began whatever ctx does.
 //
-// The interface is narrow on purpose: a shared store for several servers
-// (etcd) must be able to implement it.
+// Every per-child method returns an error wrapping ErrNotFound for an id
+// the store does not hold. Methods that hand an id to a caller return only
+// after the write is committed. Nothing returned aliases the store's state.
+//
+// The interface is the whole of what the manager and the doctor need, and
+// narrow on purpose: a shared store for several servers (DESIGN §10, etcd
+// with leases) must be able to implement it. persist/storetest holds every
+// backend to it.
+//
+// # Residency
+//
+// A resident child is claimed by one Owner (a manager): a claim is granted
+// by WriteChild (ChildWrite.Claim; a new child is claimed in its creating
+// write), extended by Renew for all of an owner's claims at once, and
+// revoked by the settlement (ChildWrite.Settle), in the commit that stores
+// the settlement and its notice. A claim is live while its owner's Expires
+// is after the store's clock; a claim held by another owner while live is
+// refused with an error wrapping ErrOwned, and an expired one is taken
+// over. Claims outlive a crash (and a manager's Close): Residents lists
+// them, which is how the next start finds the epochs it must close and
+// announce.
+//
+// A store that only one process can open at a time (bbolt holds an
+// exclusive lock; an in-memory store lives in one process) knows that an
+// owner who has not claimed or renewed through the current opening is
+// gone: it treats that owner's claims as expired, so a restart after a
+// crash recovers the dead server's children at once, not after a lease.
+// Residents reports such a claim with a zero Expires. A shared store has no
+// such knowledge and lets leases run out.
 type Store interface {
-	// CreateChild commits a new child's header, descriptor and index entry,
-	// and marks it active (a new child is resident).
-	CreateChild(h Header, d Descriptor) error
-	// AppendEvents appends events to a child's journal; their Seq must
-	// continue the stored journal without gaps.
-	AppendEvents(childID string, events []agent.Event) error
+	// WriteChild applies w to the child in one commit, all of it or
+	// nothing (see ChildWrite for the order and the checks).
+	WriteChild(ctx context.Context, childID string, w ChildWrite) error
 	// Header, Descriptor and Events read one child. A child whose bytes do
-	// not decode yields an error wrapping ErrCorrupt; an unknown one, an
-	// error wrapping ErrNotFound.
-	Header(childID string) (Header, error)
-	Descriptor(childID string) (Descriptor, error)
-	Events(childID string) ([]agent.Event, error)
+	// not decode yields an error wrapping ErrCorrupt.
+	Header(ctx context.Context, childID string) (Header, error)
+	Descriptor(ctx context.Context, childID string) (Descriptor, error)
+	Events(ctx context.Context, childID string) ([]agent.Event, error)
 	// JournalLen returns the number of stored events without reading them.
-	JournalLen(childID string) (int64, error)
-	// Children lists the headers of a parent address's direct children in
-	// creation order, reading no journal. A header that does not decode is
-	// returned as a Header with only ID set, and its id in corrupt.
-	Children(parent string) (headers []Header, corrupt []string, err error)
+	JournalLen(ctx context.Context, childID string) (int64, error)
+	// Queued returns the child's stored inbox (what WriteChild's Enqueue
+	// admitted and Dequeue did not remove), in admission order.
+	Queued(ctx context.Context, childID string) ([]QueuedMessage, error)
+	// Listings returns a parent address's direct children in creation
+	// order (ties by id), each with its checkpoint, in one read that opens
+	// no journal. A child the store can tell is mangled has Corrupt set;
+	// it never hides its siblings.
+	Listings(ctx context.Context, parent string) ([]Listing, error)
 	// Checkpoint and SetCheckpoint read and write a child's projection
 	// cache. A store keeps only a current checkpoint: SetCheckpoint with a
 	// Seq other than the journal's length stores nothing, and an append
 	// drops the stored one; so a checkpoint read back always passes the
 	// sequence gate.
-	Checkpoint(childID string) (Checkpoint, bool, error)
-	SetCheckpoint(childID string, c Checkpoint) error
-	// AddNotice queues a notice for a principal; TakeNotices removes and
+	Checkpoint(ctx context.Context, childID string) (Checkpoint, bool, error)
+	SetCheckpoint(ctx context.Context, childID string, c Checkpoint) error
+	// AddNotice queues a notice under an address (a principal's, or a
+	// stored agent's); the store numbers it (Notice.Seq, per address, from
+	// 1, never reused) and sets its Time when zero. TakeNotices removes and
 	// returns, in one commit and in order, the queued notices take accepts
-	// (all of them when take is nil); the others stay queued.
-	AddNotice(principal string, n Notice) error
-	TakeNotices(principal string, take func(Notice) bool) ([]Notice, error)
-	// SetActive marks a child as having a live activation (true) or not;
-	// Active lists the marked ones. A crash leaves the mark set, which is
-	// how the next start finds the epochs it must close and announce.
-	SetActive(childID string, active bool) error
-	Active() ([]string, error)
-	// Close releases the store.
+	// (all of them when take is nil); the others stay queued. A notice is
+	// taken once, however many callers take at the same time.
+	AddNotice(ctx context.Context, to string, n Notice) error
+	TakeNotices(ctx context.Context, to string, take func(Notice) bool) ([]Notice, error)
+	// Renew sets the expiry of all of owner.ID's claims to owner.Expires
+	// in one write (an earlier time shortens them). It is not an error for
+	// the owner to hold no claim.
+	Renew(ctx context.Context, owner Owner) error
+	// Residents lists every claim, by child id.
+	Residents(ctx context.Context) ([]Claim, error)
+	// Close releases the store; every later call fails.
 	Close() error
 }
+
+// Owner is a manager's lease on the children it holds resident: an id
+// (Options.OwnerID) and the time its claims expire unless renewed.
+type Owner struct {
+	ID      string
+	Expires time.Time
+}
+
+// Claim is one child's residency as Residents reports it. Owner.Expires is
+// zero for a claim the store knows is stale (its owner is from an earlier
+// opening of an exclusive store, or it is an active mark an older build
+// wrote, whose Owner.ID is empty).
+type Claim struct {
+	ChildID string
+	Owner   Owner
+}
+
+// ErrOwned marks a claim refused because another owner holds the child
+// under a lease that has not expired: it is resident in another server.
+var ErrOwned = errors.New("child is resident under another owner")
 
 // ErrCorrupt marks persisted bytes that do not decode.
 var ErrCorrupt = errors.New("persisted child data is corrupt")
@@ -147,38 +202,41 @@ var ErrCorrupt = errors.New("persisted child data is corrupt")
 // can tell "no such child" from a store that failed.
 var ErrNotFound = errors.New("no such child")
 
-// Listing is one child of a parent as a store reads it for a listing, in
-// the same read: the header, the checkpoint if one is stored, and the
-// journal's length (the checkpoint's sequence gate).
+// Listing is one child of a parent as Store.Listings reads it: what a
+// listing row shows, and the checkpoint if one is stored.
 type Listing struct {
-	Header Header // ID always set
-	// Corrupt is true when the header or the descriptor bytes do not decode.
-	Corrupt     bool
-	Checkpoint  *Checkpoint // nil when none is stored (or it does not decode)
+	// Header carries the fields a row shows (ID, always set; Parent,
+	// Depth, Mode, Provider, Label, Cwd, CreatedAt); a store may leave the
+	// others zero, so read Store.Header for the whole header.
+	Header Header
+	// Corrupt is set when the store can tell the child's record or its
+	// descriptor is mangled (a store holding no bytes never sets it).
+	Corrupt    bool
+	Checkpoint *Checkpoint // nil when none is stored (or it does not decode)
+	// JournalLen is the journal's length when Checkpoint is set (its
+	// sequence gate); a store may leave it zero otherwise.
 	JournalLen  int64
-	HasChildren bool // the child has children of its own in the index
+	HasChildren bool // the child has children of its own
 }
 
-// Lister is an optional Store ability: a parent's children with their
-// checkpoints in one read, so a listing of many children costs one
-// transaction, not several per child.
-type Lister interface {
-	Listings(parent string) ([]Listing, error)
-}
-
-// ChildWrite is several writes for one child, applied in this order:
-// create the child (marking it active), append events, settle (final
-// checkpoint, active mark cleared) and the settlement's notice to the
-// parent.
+// ChildWrite is several writes for one child, checked first and then
+// applied in this order in one commit: create the child, claim it, admit
+// and remove inbox messages, append events, settle (final checkpoint,
+// claim revoked) and the settlement's notice to the parent. A write that
+// fails a check stores nothing: a Create of an id already stored, a write
+// (other than Create) to an unknown id, a Claim an unexpired claim of
+// another owner holds (ErrOwned), events whose Seq does not continue the
+// journal, a Notify without Settle or to an inbox of an unknown child.
 type ChildWrite struct {
 	Create  *NewChild
+	Claim   *Owner          // claim (or keep claiming) the child for this owner
 	Enqueue []QueuedMessage // messages admitted to the inbox
 	Dequeue []string        // ids of messages a turn has claimed
 	Events  []agent.Event
 	Settle  *Checkpoint
 	// Notify is the settlement notice, committed with Settle: a crash
-	// keeps both or neither, so a cleared active mark always has its
-	// notice stored.
+	// keeps both or neither, so a revoked claim always has its notice
+	// stored.
 	Notify *ParentNotice
 }
 
@@ -194,8 +252,8 @@ type ParentNotice struct {
 }
 
 // QueuedMessage is a message admitted to a child's inbox and not yet
-// claimed by a turn. A store that keeps them (Inboxer) makes a message id
-// durable before it is handed out; a resume re-admits them in order.
+// claimed by a turn. Its id is durable before it is handed out; a resume
+// re-admits the queue in order.
 type QueuedMessage struct {
 	ID     string `json:"id"`
 	Text   string `json:"text"`
@@ -203,55 +261,8 @@ type QueuedMessage struct {
 	Quiet  bool   `json:"quiet,omitempty"` // rides along with the next turn
 }
 
-// Inboxer is an optional Store ability: it keeps inboxes (through
-// WriteChild's Enqueue and Dequeue) and reads one back.
-type Inboxer interface {
-	Batcher
-	Queued(childID string) ([]QueuedMessage, error)
-}
-
 // NewChild is a child's creation record.
 type NewChild struct {
 	Header     Header
 	Descriptor Descriptor
-}
-
-// Batcher is an optional Store ability: apply a ChildWrite in one commit,
-// so a child's writer pays one disk sync for whatever piled up.
-type Batcher interface {
-	WriteChild(childID string, w ChildWrite) error
-}
-
-// writeChild applies w with one commit where the store can, else with one
-// call per part (inbox writes then need an Inboxer, and are dropped
-// without one: that store keeps no inbox).
-func writeChild(s Store, id string, w ChildWrite) error {
-	if w.Notify != nil && w.Settle == nil {
-		return fmt.Errorf("child %q: a notice is written only with its settlement", id)
-	}
-	if b, ok := s.(Batcher); ok {
-		return b.WriteChild(id, w)
-	}
-	if w.Create != nil {
-		if err := s.CreateChild(w.Create.Header, w.Create.Descriptor); err != nil {
-			return err
-		}
-	}
-	if len(w.Events) > 0 {
-		if err := s.AppendEvents(id, w.Events); err != nil {
-			return err
-		}
-	}
-	if w.Settle != nil {
-		if err := s.SetCheckpoint(id, *w.Settle); err != nil {
-			return err
-		}
-		if err := s.SetActive(id, false); err != nil {
-			return err
-		}
-		if n := w.Notify; n != nil && !n.Inbox {
-			return s.AddNotice(n.To, n.Notice)
-		}
-	}
-	return nil
 }

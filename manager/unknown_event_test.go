@@ -35,7 +35,7 @@ func TestRecordsALaterBuildWroteAreSkippedOnResume(t *testing.T) {
 	ctx := context.Background()
 	open := func() (*persist.Store, *manager.Manager) {
 		st, m := openSpawn(t, dir, client)
-		if err := m.Recover(); err != nil {
+		if err := m.Recover(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		return st, m
@@ -53,7 +53,7 @@ func TestRecordsALaterBuildWroteAreSkippedOnResume(t *testing.T) {
 		}
 	}
 	_ = m.Close(ctx)
-	n, err := st.JournalLen(s.ChildID)
+	n, err := st.JournalLen(context.Background(), s.ChildID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestRecordsALaterBuildWroteAreSkippedOnResume(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	events, err := st.Events(s.ChildID)
+	events, err := st.Events(context.Background(), s.ChildID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,3 +79,22 @@ func appendVarintForTest(b []byte, v int64) []byte {
 	}
 	return append(b, byte(ux))
 }
+
+func FuzzDecodeClaim(f *testing.F) {
+	f.Add(encodeClaim(manager.Owner{ID: "manager-0123456789abcdef", Expires: time.Date(2027, 1, 2, 3, 4, 5, 6, time.UTC)}))
+	f.Add(encodeClaim(manager.Owner{ID: "x", Expires: time.Unix(0, 0)}))
+	f.Add([]byte{})
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		o, err := decodeClaim(b)
+		if err != nil || len(b) == 0 { // empty: an old active mark, the zero Owner
+			return
+		}
+		if o.ID == "" {
+			t.Fatalf("accepted a claim without an owner from %x", b)
+		}
+		if again := encodeClaim(o); !bytes.Equal(again, b) {
+			t.Fatalf("accepted %x but it re-encodes as %x", b, again)
+		}
+	})
+}

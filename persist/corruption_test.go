@@ -154,12 +154,12 @@ func corruptionFixture(t *testing.T, dir string, n int) []string {
 		if i%3 == 0 {
 			w.Enqueue = []manager.QueuedMessage{{ID: "msg-" + id, Text: "queued for " + id, Source: agent.SourceUser}}
 		}
-		if err := s.WriteChild(id, w); err != nil {
+		if err := s.WriteChild(ctx, id, w); err != nil {
 			t.Fatal(err)
 		}
 		if i%5 != 0 {
 			cp := manager.Checkpoint{Seq: int64(len(events)), Mode: manager.ModeContinuable, Stop: agent.StopCompleted}
-			if err := s.WriteChild(id, manager.ChildWrite{Settle: &cp, Notify: &manager.ParentNotice{To: "principal:local",
+			if err := s.WriteChild(ctx, id, manager.ChildWrite{Settle: &cp, Notify: &manager.ParentNotice{To: "principal:local",
 				Notice: manager.Notice{ChildID: id, Source: agent.SourceSettled, Text: id + " finished"}}}); err != nil {
 				t.Fatal(err)
 			}
@@ -200,21 +200,21 @@ func stateOf(t *testing.T, s *Store, id string) (childState, error) {
 	t.Helper()
 	var c childState
 	var err error
-	if c.Header, err = s.Header(id); err != nil {
+	if c.Header, err = s.Header(ctx, id); err != nil {
 		return c, err
 	}
-	if c.Descriptor, err = s.Descriptor(id); err != nil {
+	if c.Descriptor, err = s.Descriptor(ctx, id); err != nil {
 		return c, err
 	}
-	if c.Events, err = s.Events(id); err != nil {
+	if c.Events, err = s.Events(ctx, id); err != nil {
 		return c, err
 	}
-	if c.Inbox, err = s.Queued(id); err != nil {
+	if c.Inbox, err = s.Queued(ctx, id); err != nil {
 		return c, err
 	}
-	act, err := s.Active()
+	act, err := s.Residents(ctx)
 	for _, a := range act {
-		c.Active = c.Active || a == id
+		c.Active = c.Active || a.ChildID == id
 	}
 	return c, err
 }

@@ -1,7 +1,7 @@
 // Package persist is the durable manager.Store: every child's header,
-// descriptor and journal, the index of children by parent, projection
-// checkpoints, the active marks that let a restart find interrupted epochs,
-// and root principals' undelivered notices — all in one bbolt file,
+// descriptor and journal, its stored inbox, the index of children by
+// parent, projection checkpoints, the residency claims that let a restart
+// find interrupted epochs, and undelivered notices — all in one bbolt file,
 // FileName, inside the data directory.
 //
 // # Opening
@@ -16,41 +16,64 @@
 //
 // # Layout
 //
-// Top-level buckets, all created by Open:
+// Top-level buckets, all created by Open (big-endian integers throughout):
 //
 //	meta         "format" → "1" (FormatVersion)
 //	children     child id → header JSON (manager.Header)
 //	descriptors  child id → descriptor JSON (manager.Descriptor, strict)
-//	journals     child id → nested bucket: seq (8-byte big-endian) → event record (agent.EncodeEvent; versioned, tolerant)
+//	journals     child id → nested bucket: seq (8 bytes) → event record (agent.EncodeEvent; versioned, tolerant)
 //	by_parent    parent address → nested bucket:
-//	             created_at Unix nanos (8-byte big-endian, sign bit flipped) ‖ child id → empty
-//	checkpoints  child id → checkpoint JSON (manager.Checkpoint)
-//	notices      principal → nested bucket: seq (8-byte big-endian, from the
-//	             bucket's NextSequence, starting at 1) → notice JSON (manager.Notice)
-//	active       child id → empty
+//	             created_at Unix nanos (8 bytes, sign bit flipped) ‖ child id →
+//	             index record (binary.go): version 1, depth (varint), CRC-32C of
+//	             the descriptor bytes (4), created_at (8), mode, provider,
+//	             label and, when set, cwd (each uvarint length ‖ bytes)
+//	checkpoints  child id → checkpoint (binary.go): version 1, seq, input and
+//	             output tokens (varints), cost (float64 bits, 8), mode, label,
+//	             stop and, when set, closing (uvarint length ‖ bytes)
+//	inboxes      child id → nested bucket: seq (8 bytes, from the bucket's
+//	             NextSequence) → queued message JSON (manager.QueuedMessage)
+//	notices      address → nested bucket: seq (8 bytes, from the bucket's
+//	             NextSequence, starting at 1) → notice JSON (manager.Notice)
+//	active       child id → claim (claims.go): version 1, expires Unix nanos
+//	             (8), owner id; or empty: an active mark of an older build, a
+//	             claim of an unknown earlier owner, expired
 //
-// Children reads one by_parent bucket and one children key per child; it
-// never opens a journal. Its order is created_at, ties broken by child id.
-// JournalLen reads the journal's last key only.
+// Listings reads one by_parent bucket, one descriptor (its checksum only)
+// and one checkpoint per child; it decodes no JSON and never opens a
+// journal. Its order is created_at, ties broken by child id. JournalLen
+// reads the journal's last key only. The inboxes bucket was added after
+// format 1 shipped: a file without it is laid out at open. An empty active
+// value needs no migration: it reads as a stale claim.
+//
+// # Residency
+//
+// A claim is the owner and expiry WriteChild's Claim wrote; Renew rewrites
+// every claim of one owner in one transaction; a settlement deletes it.
+// The file is locked, so only owners that claimed or renewed through this
+// opening can be alive: the store remembers them (in memory) and treats a
+// claim of any other owner as expired, whatever its expiry says, and
+// Residents reports it with a zero Expires. So a server started after
+// kill -9 recovers the dead server's children at once.
 //
 // # Guarantees
 //
 //   - Every method that writes returns only after its transaction has
 //     committed, and bbolt fsyncs the file on every commit: an id returned
-//     after CreateChild survives a crash. CreateChild writes header,
-//     descriptor, an empty journal and the index entry in one transaction;
-//     AppendEvents writes all of its events or none; TakeNotices returns
-//     and deletes a principal's notices in one transaction, so each notice
-//     is handed out once.
-//   - AppendEvents refuses events whose Seq does not continue the stored
+//     after a WriteChild that created it survives a crash. WriteChild
+//     applies all of a write (header, descriptor, an empty journal and the
+//     index entry; the claim; the inbox; the events; the checkpoint, the
+//     revoked claim and the notice) or none of it; TakeNotices returns and
+//     deletes an address's notices in one transaction, so each notice is
+//     handed out once.
+//   - WriteChild refuses events whose Seq does not continue the stored
 //     journal. Events re-checks on the way out that keys run from 0 without
 //     gaps and that each event's Seq is its key.
 //   - Bytes that do not decode — a header, a journal event, a descriptor
 //     with an unknown version or an unknown field — yield an error wrapping
 //     manager.ErrCorrupt that names the child and the part. An unknown child
-//     yields ErrNotFound, never ErrCorrupt. Children never fails for one bad
-//     child: it returns manager.Header{ID: id} and lists the id as corrupt.
-//     One bad part does not hide a child's healthy parts.
+//     yields ErrNotFound, never ErrCorrupt. Listings never fails for one bad
+//     child: a mangled index record or descriptor sets its Corrupt. One bad
+//     part does not hide a child's healthy parts.
 //   - Nothing returned aliases bbolt's memory: values are decoded (copied)
 //     inside the transaction, so callers may keep and modify them freely.
 //   - All methods are safe for concurrent use. Reads run on snapshots and
@@ -58,6 +81,9 @@
 //
 // # Caveats
 //
+//   - A ctx is checked before a call starts, never during it: bbolt cannot
+//     abort a transaction midway, so a write once begun (or queued for a
+//     group commit) is committed whatever its ctx does.
 //   - Each write transaction costs one fsync (milliseconds on most disks),
 //     and writes are serialized: append a turn's events in one call, not
 //     one call per event.
@@ -80,8 +106,9 @@
 //     and lists the rest. A stack overflow or an endless loop on a page
 //     cycle is not recoverable; random damage seldom makes one.
 //   - Repair (mcp-subagent doctor) copies every readable child — header,
-//     descriptor, journal up to its first unreadable event, inbox, active
-//     mark — and every readable notice into a fresh file that takes the
+//     descriptor, journal up to its first unreadable event, inbox, claim
+//     (as an expired claim of "mcp-subagent doctor") — and every readable
+//     notice into a fresh file that takes the
 //     original's place; the original is kept as FileName.corrupt-<time>.
 //     It reads a copy through bbolt read-only, one child per transaction,
 //     so a damaged page costs only the children on it. Checkpoints are not
@@ -91,6 +118,9 @@
 //     missing the inboxes bucket a later build added, is laid out.
 //   - WriteChild commits a settlement's notice (ChildWrite.Notify) with it:
 //     into a live parent's stored inbox, or a notice queue (as AddNotice).
+//   - Claims are compared with this machine's clock. A Renew costs one
+//     commit (a read when the owner holds none); the manager renews every
+//     third of its lease while it has resident children.
 //   - Nothing is deleted yet: the file grows with every child and event, and
 //     bbolt reuses freed pages but never shrinks the file (compact it offline
 //     with the bbolt CLI while the server is stopped).

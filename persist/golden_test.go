@@ -89,7 +89,7 @@ func writeGolden(t *testing.T, s *Store) {
 		ev(8, agent.Event{Kind: agent.EventMessage, Turn: 2, Message: &llm.Message{Role: llm.RoleAssistant, Refusal: "I will not do that"}}),
 		ev(9, agent.Event{Kind: agent.EventTurnEnd, Turn: 2, StopReason: agent.StopRefusal, Diagnostic: "the model refused"}),
 	}
-	must(s.WriteChild(a.ID, manager.ChildWrite{Create: &manager.NewChild{Header: a, Descriptor: da}, Events: aEvents,
+	must(s.WriteChild(ctx, a.ID, manager.ChildWrite{Create: &manager.NewChild{Header: a, Descriptor: da}, Events: aEvents,
 		Settle: &manager.Checkpoint{Seq: int64(len(aEvents)), Mode: manager.ModeContinuable, Label: a.Label,
 			Usage: manager.Usage{InputTokens: 270, OutputTokens: 23, CostUSD: 0.0012}, Stop: agent.StopRefusal, Closing: "I will not do that"},
 		Notify: &manager.ParentNotice{To: root, Notice: manager.Notice{ChildID: a.ID, Source: agent.SourceSettled,
@@ -100,10 +100,10 @@ func writeGolden(t *testing.T, s *Store) {
 	b := hdr("agent-bbbbbbbbbbbbbbbb", a.ID, 2, "codex", time.Minute)
 	db := desc("codex")
 	db.Session = "thread-0001"
-	must(s.WriteChild(b.ID, manager.ChildWrite{Create: &manager.NewChild{Header: b, Descriptor: db},
+	must(s.WriteChild(ctx, b.ID, manager.ChildWrite{Create: &manager.NewChild{Header: b, Descriptor: db}, Claim: &manager.Owner{ID: "golden", Expires: t0.Add(time.Hour)},
 		Enqueue: []manager.QueuedMessage{{ID: "msg-1", Text: "first", Source: agent.SourceUser}, {ID: "msg-2", Text: "second", Source: agent.SourceUser},
 			{ID: "msg-3", Text: "quiet report", Source: agent.SourceReport, Quiet: true}}}))
-	must(s.WriteChild(b.ID, manager.ChildWrite{Dequeue: []string{"msg-1"}, Events: []agent.Event{
+	must(s.WriteChild(ctx, b.ID, manager.ChildWrite{Dequeue: []string{"msg-1"}, Events: []agent.Event{
 		ev(0, agent.Event{Kind: agent.EventTurnStart, Turn: 1}),
 		ev(1, agent.Event{Kind: agent.EventMessage, Turn: 1, Source: agent.SourceUser, Message: &llm.Message{Role: llm.RoleUser, Content: "first"}}),
 		ev(2, agent.Event{Kind: agent.EventSession, Turn: 1, Session: "thread-0001"}),
@@ -122,15 +122,14 @@ func writeGolden(t *testing.T, s *Store) {
 		ev(8, agent.Event{Kind: agent.EventMessage, Turn: 2, Usage: &llm.Usage{InputTokens: 10, OutputTokens: 2}, Message: &llm.Message{Role: llm.RoleAssistant, Content: "done"}}),
 		ev(9, agent.Event{Kind: agent.EventTurnEnd, Turn: 2, StopReason: agent.StopCompleted, Usage: &llm.Usage{InputTokens: 10, OutputTokens: 2}}),
 	)
-	must(s.WriteChild(c.ID, manager.ChildWrite{Create: &manager.NewChild{Header: c, Descriptor: desc("fork")}, Events: cEvents}))
-	must(s.SetCheckpoint(c.ID, manager.Checkpoint{Seq: int64(len(cEvents)), Mode: manager.ModeContinuable, Label: c.Label,
+	must(s.WriteChild(ctx, c.ID, manager.ChildWrite{Create: &manager.NewChild{Header: c, Descriptor: desc("fork")}, Events: cEvents}))
+	must(s.SetCheckpoint(ctx, c.ID, manager.Checkpoint{Seq: int64(len(cEvents)), Mode: manager.ModeContinuable, Label: c.Label,
 		Usage: manager.Usage{InputTokens: 280, OutputTokens: 25, CostUSD: 0.0012}, Stop: agent.StopCompleted, Closing: "done"}))
-	must(s.SetActive(c.ID, false))
 
 	// Notices for a second principal, one already taken.
-	must(s.AddNotice(manager.PrincipalAddress("alice"), manager.Notice{ChildID: "agent-dddddddddddddddd", Source: agent.SourceReport, Text: "taken", Time: t0}))
-	must(s.AddNotice(manager.PrincipalAddress("alice"), manager.Notice{ChildID: "agent-dddddddddddddddd", Source: agent.SourceReport, Text: "still queued", Time: t0.Add(time.Second)}))
-	if _, err := s.TakeNotices(manager.PrincipalAddress("alice"), func(n manager.Notice) bool { return n.Text == "taken" }); err != nil {
+	must(s.AddNotice(ctx, manager.PrincipalAddress("alice"), manager.Notice{ChildID: "agent-dddddddddddddddd", Source: agent.SourceReport, Text: "taken", Time: t0}))
+	must(s.AddNotice(ctx, manager.PrincipalAddress("alice"), manager.Notice{ChildID: "agent-dddddddddddddddd", Source: agent.SourceReport, Text: "still queued", Time: t0.Add(time.Second)}))
+	if _, err := s.TakeNotices(ctx, manager.PrincipalAddress("alice"), func(n manager.Notice) bool { return n.Text == "taken" }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -144,56 +143,62 @@ func dumpGolden(t *testing.T, s *Store) goldenDump {
 	for len(queue) > 0 {
 		parent := queue[0]
 		queue = queue[1:]
-		hs, bad, err := s.Children(parent)
-		if err != nil || len(bad) > 0 {
-			t.Fatalf("Children(%s) = %v, corrupt %v", parent, err, bad)
+		ls, err := s.Listings(ctx, parent)
+		if err != nil {
+			t.Fatalf("Listings(%s) = %v", parent, err)
 		}
-		for _, h := range hs {
+		for _, l := range ls {
+			if l.Corrupt {
+				t.Fatalf("Listings(%s): %s is corrupt", parent, l.Header.ID)
+			}
+			h := l.Header
 			d.ByParent[parent] = append(d.ByParent[parent], h.ID)
 			queue = append(queue, h.ID)
 			var c goldenChild
-			if c.Header, err = s.Header(h.ID); err != nil {
+			if c.Header, err = s.Header(ctx, h.ID); err != nil {
 				t.Fatal(err)
 			}
-			if c.Descriptor, err = s.Descriptor(h.ID); err != nil {
+			if c.Descriptor, err = s.Descriptor(ctx, h.ID); err != nil {
 				t.Fatal(err)
 			}
-			if c.Events, err = s.Events(h.ID); err != nil {
+			if c.Events, err = s.Events(ctx, h.ID); err != nil {
 				t.Fatal(err)
 			}
-			if c.JournalLen, err = s.JournalLen(h.ID); err != nil {
+			if c.JournalLen, err = s.JournalLen(ctx, h.ID); err != nil {
 				t.Fatal(err)
 			}
-			if cp, ok, err := s.Checkpoint(h.ID); err != nil {
+			if cp, ok, err := s.Checkpoint(ctx, h.ID); err != nil {
 				t.Fatal(err)
 			} else if ok {
 				c.Checkpoint = &cp
 			}
-			if c.Queued, err = s.Queued(h.ID); err != nil {
+			if c.Queued, err = s.Queued(ctx, h.ID); err != nil {
 				t.Fatal(err)
 			}
 			d.Children[h.ID] = c
 		}
 	}
 	for _, p := range goldenPrincipals {
-		ns, err := s.TakeNotices(manager.PrincipalAddress(p), nil)
+		ns, err := s.TakeNotices(ctx, manager.PrincipalAddress(p), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(ns) > 0 {
 			d.Notices[p] = ns
 		}
-		if ns, err = s.TakeNotices(p, nil); err != nil {
+		if ns, err = s.TakeNotices(ctx, p, nil); err != nil {
 			t.Fatal(err)
 		} else if len(ns) > 0 {
 			d.Notices[p+" (bare)"] = ns
 		}
 	}
-	act, err := s.Active()
+	claims, err := s.Residents(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.Active = act
+	for _, c := range claims {
+		d.Active = append(d.Active, c.ChildID)
+	}
 	return d
 }
 

@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -9,12 +10,17 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// WriteChild applies a child's pending writes (create, inbox, events,
-// settle) in one commit. Writes from several children that arrive while a
-// commit is in flight share the next one (group commit): one disk sync for
-// everything that piled up, with no added delay. A write that fails its
-// checks is refused alone; the others in its commit still land.
-func (s *Store) WriteChild(childID string, w manager.ChildWrite) error {
+// WriteChild applies a child's pending writes (create, claim, inbox,
+// events, settle) in one commit. Writes from several children that arrive
+// while a commit is in flight share the next one (group commit): one disk
+// sync for everything that piled up, with no added delay. A write that
+// fails its checks is refused alone; the others in its commit still land.
+// ctx is checked once, before the write is queued: a queued write is
+// committed whatever ctx does.
+func (s *Store) WriteChild(ctx context.Context, childID string, w manager.ChildWrite) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
 	req, err := encodeWrite(childID, w)
 	if err != nil {
 		return err
@@ -67,6 +73,9 @@ func encodeWrite(childID string, w manager.ChildWrite) (*writeReq, error) {
 			return nil, err
 		}
 	}
+	if c := w.Claim; c != nil && c.ID == "" {
+		return nil, fmt.Errorf("persist: child %q: a claim needs an owner id", childID)
+	}
 	if r.events, err = encodeEvents(childID, w.Events); err != nil {
 		return nil, err
 	}
@@ -103,8 +112,11 @@ func encodeWrite(childID string, w manager.ChildWrite) (*writeReq, error) {
 func (s *Store) commit(batch []*writeReq) {
 	err := s.update(func(tx *bolt.Tx) error {
 		for _, r := range batch {
-			if r.err = checkWrite(tx, r); r.err != nil {
+			if r.err = s.checkWrite(tx, r); r.err != nil {
 				continue // refused alone, before it touched anything
+			}
+			if c := r.w.Claim; c != nil {
+				s.know(c.ID)
 			}
 			if err := applyWrite(tx, r); err != nil {
 				return err // a storage fault: the whole commit fails
@@ -122,8 +134,9 @@ func (s *Store) commit(batch []*writeReq) {
 }
 
 // checkWrite refuses a write that cannot apply whole: a duplicate create,
-// an unknown child, events that do not continue the journal.
-func checkWrite(tx *bolt.Tx, r *writeReq) error {
+// an unknown child, a claim another live owner holds, events that do not
+// continue the journal.
+func (s *Store) checkWrite(tx *bolt.Tx, r *writeReq) error {
 	next := int64(0)
 	if r.w.Create != nil {
 		children, err := top(tx, bucketChildren)
@@ -145,6 +158,11 @@ func checkWrite(tx *bolt.Tx, r *writeReq) error {
 			if next, err = journalLen(r.id, j); err != nil {
 				return err
 			}
+		}
+	}
+	if c := r.w.Claim; c != nil {
+		if err := s.checkClaim(tx, r.id, *c); err != nil {
+			return err
 		}
 	}
 	if n := r.w.Notify; n != nil && n.Inbox {
@@ -170,6 +188,11 @@ func applyWrite(tx *bolt.Tx, r *writeReq) error {
 			return err
 		}
 	}
+	if w.Claim != nil {
+		if err := putClaim(tx, r.id, *w.Claim); err != nil {
+			return err
+		}
+	}
 	if len(w.Enqueue)+len(w.Dequeue) > 0 {
 		if err := writeInbox(tx, r.id, r.queued, w.Dequeue); err != nil {
 			return err
@@ -186,11 +209,7 @@ func applyWrite(tx *bolt.Tx, r *writeReq) error {
 	if err := putCheckpoint(tx, r.id, *w.Settle, r.cb); err != nil {
 		return err
 	}
-	marks, err := top(tx, bucketActive)
-	if err != nil {
-		return err
-	}
-	if err := marks.Delete([]byte(r.id)); err != nil {
+	if err := revokeClaim(tx, r.id); err != nil {
 		return err
 	}
 	switch n := w.Notify; {

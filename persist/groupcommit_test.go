@@ -23,7 +23,7 @@ func TestGroupCommitRefusesABadWriteAlone(t *testing.T) {
 			defer wg.Done()
 			id := fmt.Sprintf("c%02d", i)
 			h := testHeader(id, "p", time.Duration(i))
-			errs[i] = s.WriteChild(id, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: testDescriptor()},
+			errs[i] = s.WriteChild(ctx, id, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: testDescriptor()},
 				Events: testTurn(0, "hi")})
 		}()
 	}
@@ -33,7 +33,7 @@ func TestGroupCommitRefusesABadWriteAlone(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		h := testHeader("bad", "p", time.Hour)
-		bad = s.WriteChild("bad", manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: testDescriptor()},
+		bad = s.WriteChild(ctx, "bad", manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: testDescriptor()},
 			Events: testTurn(5, "gap")})
 	}()
 	wg.Wait()
@@ -45,16 +45,16 @@ func TestGroupCommitRefusesABadWriteAlone(t *testing.T) {
 	if bad == nil {
 		t.Fatal("a write whose events skip a sequence was accepted")
 	}
-	if _, err := s.Header("bad"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Header(ctx, "bad"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the refused write left its child behind: %v", err)
 	}
-	hs, _, err := s.Children("p")
-	if err != nil || len(hs) != n {
-		t.Fatalf("children = %d, %v; want %d", len(hs), err, n)
+	listed := listedIDs(t, s, "p")
+	if len(listed) != n {
+		t.Fatalf("children = %d; want %d", len(listed), n)
 	}
-	for _, h := range hs {
-		if evs, err := s.Events(h.ID); err != nil || len(evs) != 3 {
-			t.Errorf("%s: %d events, %v", h.ID, len(evs), err)
+	for _, id := range listed {
+		if evs, err := s.Events(ctx, id); err != nil || len(evs) != 3 {
+			t.Errorf("%s: %d events, %v", id, len(evs), err)
 		}
 	}
 }

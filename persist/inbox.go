@@ -2,6 +2,7 @@ package persist
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -71,7 +72,10 @@ func writeInbox(tx *bolt.Tx, childID string, encoded [][]byte, remove []string) 
 
 // Queued returns a child's inbox in admission order. An entry that does
 // not decode is skipped (and logged): a lost message, not a lost child.
-func (s *Store) Queued(childID string) ([]manager.QueuedMessage, error) {
+func (s *Store) Queued(ctx context.Context, childID string) ([]manager.QueuedMessage, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
 	var out []manager.QueuedMessage
 	err := s.view(func(tx *bolt.Tx) error {
 		if err := requireChild(tx, childID); err != nil {

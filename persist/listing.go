@@ -1,18 +1,13 @@
 package persist
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mcp-subagent/mcp-subagent/manager"
-)
-
-var (
-	_ manager.Lister  = (*Store)(nil)
-	_ manager.Batcher = (*Store)(nil)
-	_ manager.Inboxer = (*Store)(nil)
 )
 
 // Listings reads a parent's children for a listing in one transaction,
@@ -22,7 +17,10 @@ var (
 // Header carries only the fields a row shows (ID, Parent, Depth, Mode,
 // Provider, Label, CreatedAt). A child whose record or descriptor is
 // mangled comes back with Corrupt set; the others are unaffected.
-func (s *Store) Listings(parent string) ([]manager.Listing, error) {
+func (s *Store) Listings(ctx context.Context, parent string) ([]manager.Listing, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
 	var out []manager.Listing
 	err := s.view(func(tx *bolt.Tx) error {
 		byParent, err := top(tx, bucketByParent)

@@ -2,6 +2,7 @@ package persist
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,7 +32,7 @@ type RepairReport struct {
 }
 
 // Repair copies every readable child of the store in dir — header,
-// descriptor, journal, inbox, active mark — and every readable queued
+// descriptor, journal, inbox, claim (active mark) — and every readable queued
 // notice into a fresh store file that takes the original's place; the
 // original is kept beside it as FileName.corrupt-<UTC time>. It reads
 // the original through bbolt read-only and survives bbolt's panics on
@@ -208,16 +209,17 @@ func salvage(src *bolt.DB, dst *Store, rep *RepairReport) {
 		kids = append(kids, c)
 	}
 	sort.SliceStable(kids, func(i, j int) bool { return kids[i].h.CreatedAt.Before(kids[j].h.CreatedAt) })
+	ctx := context.Background() // the doctor runs to the end; it has no caller to leave
 	for _, c := range kids {
 		w := manager.ChildWrite{Create: &manager.NewChild{Header: c.h, Descriptor: c.d}, Events: c.events, Enqueue: c.inbox}
-		if err := dst.WriteChild(c.h.ID, w); err != nil {
+		if c.active {
+			// Whoever held it is gone (Repair holds the lock); the next
+			// start finds the claim stale and announces the epoch.
+			w.Claim = &manager.Owner{ID: repairOwner, Expires: time.Now()}
+		}
+		if err := dst.WriteChild(ctx, c.h.ID, w); err != nil {
 			lost("child %s: writing it to the fresh store: %v", c.h.ID, err)
 			continue
-		}
-		if !c.active {
-			if err := dst.SetActive(c.h.ID, false); err != nil {
-				lost("child %s: clearing its active mark: %v", c.h.ID, err)
-			}
 		}
 		if c.partial {
 			rep.Partial++
@@ -225,8 +227,12 @@ func salvage(src *bolt.DB, dst *Store, rep *RepairReport) {
 			rep.Children++
 		}
 	}
-	salvageNotices(src, dst, rep, lost)
+	salvageNotices(ctx, src, dst, rep, lost)
 }
+
+// repairOwner owns the claims Repair copies: the active marks of children
+// whose epoch the next start must close and announce.
+const repairOwner = "mcp-subagent doctor"
 
 // salvageChild reads one child. Its header and descriptor must be
 // readable (without them it cannot be listed or resumed); its journal is
@@ -348,7 +354,7 @@ func errPartial(id string, kept int, journal, inbox error) error {
 	return partialErr{msg}
 }
 
-func salvageNotices(src *bolt.DB, dst *Store, rep *RepairReport, lost func(string, ...any)) {
+func salvageNotices(ctx context.Context, src *bolt.DB, dst *Store, rep *RepairReport, lost func(string, ...any)) {
 	type queued struct {
 		to string
 		n  manager.Notice
@@ -383,7 +389,7 @@ func salvageNotices(src *bolt.DB, dst *Store, rep *RepairReport, lost func(strin
 		lost("queued notices, in part or whole: %v", err)
 	}
 	for _, q := range all {
-		if err := dst.AddNotice(q.to, q.n); err != nil {
+		if err := dst.AddNotice(ctx, q.to, q.n); err != nil {
 			lost("a notice for %s: %v", q.to, err)
 			continue
 		}

@@ -2,6 +2,7 @@ package persist
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -58,7 +59,8 @@ var (
 // manager.ErrCorrupt.
 var ErrNotFound = manager.ErrNotFound
 
-// ErrExists is returned (wrapped) by CreateChild for an id already stored.
+// ErrExists is returned (wrapped) by WriteChild for a Create of an id
+// already stored.
 var ErrExists = errors.New("child already exists")
 
 // ErrLocked is matched (errors.Is) by the error Open returns when another
@@ -91,6 +93,12 @@ type Store struct {
 	wmu      sync.Mutex
 	wqueue   []*writeReq
 	wleading bool
+
+	// Owners that claimed or renewed through this opening: only they can
+	// be alive (the file is locked), so a claim of any other owner is
+	// stale whatever its expiry says (see claims.go).
+	omu    sync.Mutex
+	owners map[string]bool
 }
 
 // LockedError is the error Open returns when the data directory is in use.
@@ -145,7 +153,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persist: open %s: %w", path, err)
 	}
-	s := &Store{db: db, dir: dir, path: path, log: log}
+	s := &Store{db: db, dir: dir, path: path, log: log, owners: map[string]bool{}}
 	// A store already laid out is only read at open: no write, no disk sync
 	// on the start path.
 	if err := s.view(checkLayout); errors.Is(err, errNeedsLayout) {
@@ -254,6 +262,15 @@ func top(tx *bolt.Tx, name []byte) (*bolt.Bucket, error) {
 	return b, nil
 }
 
+// ctxErr refuses a call whose ctx is already done. It is checked only
+// before a call starts: bbolt cannot abort a transaction midway.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("persist: %w", err)
+	}
+	return nil
+}
+
 func notFound(id string) error { return fmt.Errorf("persist: child %q: %w", id, ErrNotFound) }
 
 func corrupt(id, part string, cause error) error {
@@ -292,25 +309,6 @@ func validateNew(h manager.Header, d manager.Descriptor) error {
 		return fmt.Errorf("persist: child %q: descriptor version %d is not %d", h.ID, d.Version, manager.DescriptorVersion)
 	}
 	return nil
-}
-
-// CreateChild commits h, d, an empty journal and the parent index entry in
-// one transaction. It refuses an id already stored (ErrExists), an empty id
-// or parent, a zero created_at, and a descriptor version other than
-// manager.DescriptorVersion.
-func (s *Store) CreateChild(h manager.Header, d manager.Descriptor) error {
-	if err := validateNew(h, d); err != nil {
-		return err
-	}
-	hb, err := json.Marshal(h)
-	if err != nil {
-		return fmt.Errorf("persist: child %q: encode header: %w", h.ID, err)
-	}
-	db, err := json.Marshal(d)
-	if err != nil {
-		return fmt.Errorf("persist: child %q: encode descriptor: %w", h.ID, err)
-	}
-	return s.update(func(tx *bolt.Tx) error { return putChild(tx, h, hb, db) })
 }
 
 // putChild writes one validated, encoded child into tx. Bulk loaders call it
@@ -356,15 +354,7 @@ func putChild(tx *bolt.Tx, h manager.Header, hb, db []byte) error {
 	if err != nil {
 		return fmt.Errorf("persist: child %q: index under parent %q: %w", h.ID, h.Parent, err)
 	}
-	if err := idx.Put(parentKey(h.CreatedAt.UnixNano(), h.ID), encodeIndexRecord(h, db)); err != nil {
-		return err
-	}
-	// A new child is resident: marked active in the same commit.
-	marks, err := top(tx, bucketActive)
-	if err != nil {
-		return err
-	}
-	return marks.Put(id, nil)
+	return idx.Put(parentKey(h.CreatedAt.UnixNano(), h.ID), encodeIndexRecord(h, db))
 }
 
 // journal returns a stored child's journal bucket.
@@ -397,17 +387,6 @@ func journalLen(id string, j *bolt.Bucket) (int64, error) {
 		return 0, corrupt(id, "journal", fmt.Errorf("sequence %d out of range", last))
 	}
 	return int64(last) + 1, nil
-}
-
-// AppendEvents appends events to the child's journal in one transaction:
-// all of them or none. The first event's Seq must equal the stored journal
-// length and each next one must follow without a gap.
-func (s *Store) AppendEvents(childID string, events []agent.Event) error {
-	encoded, err := encodeEvents(childID, events)
-	if err != nil {
-		return err
-	}
-	return s.update(func(tx *bolt.Tx) error { return appendEvents(tx, childID, events, encoded) })
 }
 
 func encodeEvents(childID string, events []agent.Event) ([][]byte, error) {
@@ -456,9 +435,9 @@ func appendEvents(tx *bolt.Tx, childID string, events []agent.Event, encoded [][
 }
 
 // Header returns the child's header.
-func (s *Store) Header(childID string) (manager.Header, error) {
+func (s *Store) Header(ctx context.Context, childID string) (manager.Header, error) {
 	var h manager.Header
-	err := s.readChild(childID, bucketChildren, func(b []byte) (err error) {
+	err := s.readChild(ctx, childID, bucketChildren, func(b []byte) (err error) {
 		h, err = headerOf(childID, b)
 		return err
 	})
@@ -479,9 +458,9 @@ func headerOf(id string, b []byte) (manager.Header, error) {
 
 // Descriptor returns the child's descriptor. Unknown fields or an unknown
 // version make it corrupt.
-func (s *Store) Descriptor(childID string) (manager.Descriptor, error) {
+func (s *Store) Descriptor(ctx context.Context, childID string) (manager.Descriptor, error) {
 	var d manager.Descriptor
-	err := s.readChild(childID, bucketDescriptors, func(b []byte) (err error) {
+	err := s.readChild(ctx, childID, bucketDescriptors, func(b []byte) (err error) {
 		if b == nil {
 			return corrupt(childID, "descriptor", errors.New("descriptor is missing"))
 		}
@@ -495,7 +474,10 @@ func (s *Store) Descriptor(childID string) (manager.Descriptor, error) {
 
 // Events returns the child's whole journal. A key that is not the next
 // sequence, or an event whose Seq differs from its key, makes it corrupt.
-func (s *Store) Events(childID string) ([]agent.Event, error) {
+func (s *Store) Events(ctx context.Context, childID string) ([]agent.Event, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
 	// The bytes are copied out in the transaction and decoded after it, on
 	// every core: decoding is nearly all of a cold resume's cost.
 	var raw [][]byte
@@ -571,7 +553,10 @@ func decodeEvents(childID string, raw [][]byte) ([]agent.Event, error) {
 }
 
 // JournalLen returns the number of stored events without decoding them.
-func (s *Store) JournalLen(childID string) (int64, error) {
+func (s *Store) JournalLen(ctx context.Context, childID string) (int64, error) {
+	if err := ctxErr(ctx); err != nil {
+		return 0, err
+	}
 	var n int64
 	err := s.view(func(tx *bolt.Tx) error {
 		j, err := journal(tx, childID)
@@ -584,64 +569,15 @@ func (s *Store) JournalLen(childID string) (int64, error) {
 	return n, err
 }
 
-// Children returns the headers of parent's direct children ordered by
-// created_at (ties by id), from the by_parent index and the children bucket;
-// no journal is read. A header that is missing or does not decode is
-// returned as manager.Header{ID: id} and its id is listed in corrupt; one bad
-// child never fails the call.
-func (s *Store) Children(parent string) (headers []manager.Header, corruptIDs []string, err error) {
-	err = s.view(func(tx *bolt.Tx) error {
-		byParent, err := top(tx, bucketByParent)
-		if err != nil {
-			return err
-		}
-		children, err := top(tx, bucketChildren)
-		if err != nil {
-			return err
-		}
-		if parent == "" {
-			return nil
-		}
-		idx := byParent.Bucket([]byte(parent))
-		if idx == nil {
-			return nil
-		}
-		c := idx.Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			if len(k) <= 8 {
-				s.log.Warn("skipping malformed index key", "parent", parent, "key", fmt.Sprintf("%x", k))
-				continue
-			}
-			id := string(k[8:])
-			h, err := headerOf(id, children.Get(k[8:]))
-			if err == nil && h.Parent != parent {
-				err = corrupt(id, "header", fmt.Errorf("indexed under %q but names parent %q", parent, h.Parent))
-			}
-			if err != nil {
-				s.log.Warn("listing a corrupt child", "parent", parent, "child", id, "err", err)
-				headers = append(headers, manager.Header{ID: id})
-				corruptIDs = append(corruptIDs, id)
-				continue
-			}
-			headers = append(headers, h)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return headers, corruptIDs, nil
-}
-
 // Checkpoint returns the child's projection checkpoint, if one is stored. A
 // checkpoint is a cache: one that does not decode is logged and reported as
 // absent, so the caller recomputes it from the journal.
-func (s *Store) Checkpoint(childID string) (manager.Checkpoint, bool, error) {
+func (s *Store) Checkpoint(ctx context.Context, childID string) (manager.Checkpoint, bool, error) {
 	var (
 		cp manager.Checkpoint
 		ok bool
 	)
-	err := s.readChild(childID, bucketCheckpoints, func(b []byte) error {
+	err := s.readChild(ctx, childID, bucketCheckpoints, func(b []byte) error {
 		if b == nil {
 			return nil
 		}
@@ -658,7 +594,10 @@ func (s *Store) Checkpoint(childID string) (manager.Checkpoint, bool, error) {
 
 // readChild reads a known child's value in one top-level bucket (nil when
 // absent) inside a read transaction; fn must not keep b.
-func (s *Store) readChild(childID string, bucket []byte, fn func(b []byte) error) error {
+func (s *Store) readChild(ctx context.Context, childID string, bucket []byte, fn func(b []byte) error) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
 	return s.view(func(tx *bolt.Tx) error {
 		if err := requireChild(tx, childID); err != nil {
 			return err
@@ -672,14 +611,20 @@ func (s *Store) readChild(childID string, bucket []byte, fn func(b []byte) error
 }
 
 // SetCheckpoint replaces the child's projection checkpoint.
-func (s *Store) SetCheckpoint(childID string, c manager.Checkpoint) error {
+func (s *Store) SetCheckpoint(ctx context.Context, childID string, c manager.Checkpoint) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
 	b := encodeCheckpoint(c)
 	return s.update(func(tx *bolt.Tx) error { return putCheckpoint(tx, childID, c, b) })
 }
 
 // AddNotice queues n for principal. The store assigns n.Seq (per principal,
 // increasing, never reused, whatever the caller set) and n.Time when zero.
-func (s *Store) AddNotice(principal string, n manager.Notice) error {
+func (s *Store) AddNotice(ctx context.Context, principal string, n manager.Notice) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
 	if principal == "" {
 		return errors.New("persist: notice principal must not be empty")
 	}
@@ -718,7 +663,10 @@ func putNotice(tx *bolt.Tx, principal string, n manager.Notice) error {
 // take accepts (every one when take is nil), in the order they were added,
 // in one transaction: a notice is returned once; the rest stay queued. A
 // queued notice that does not decode is logged and dropped.
-func (s *Store) TakeNotices(principal string, take func(manager.Notice) bool) ([]manager.Notice, error) {
+func (s *Store) TakeNotices(ctx context.Context, principal string, take func(manager.Notice) bool) ([]manager.Notice, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
 	// Every root tool call asks; most find nothing. Look in a read
 	// transaction first, so those cost no write commit (two disk syncs).
 	if !s.anyNotice(principal, take) {
@@ -797,42 +745,6 @@ func (s *Store) anyNotice(principal string, take func(manager.Notice) bool) bool
 		return nil
 	})
 	return found || err != nil
-}
-
-// SetActive sets (true) or clears (false) the child's live-activation mark.
-func (s *Store) SetActive(childID string, active bool) error {
-	return s.update(func(tx *bolt.Tx) error {
-		if err := requireChild(tx, childID); err != nil {
-			return err
-		}
-		marks, err := top(tx, bucketActive)
-		if err != nil {
-			return err
-		}
-		if active {
-			return marks.Put([]byte(childID), nil)
-		}
-		return marks.Delete([]byte(childID))
-	})
-}
-
-// Active returns the ids of marked children in byte order of their ids.
-func (s *Store) Active() ([]string, error) {
-	var ids []string
-	err := s.view(func(tx *bolt.Tx) error {
-		marks, err := top(tx, bucketActive)
-		if err != nil {
-			return err
-		}
-		return marks.ForEach(func(k, _ []byte) error {
-			ids = append(ids, string(k))
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ids, nil
 }
 
 // putCheckpoint stores a checkpoint only if it is current: its Seq equals

@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,30 @@ import (
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) manager.Store { return openTest(t, t.TempDir()) })
+}
+
+var ctx = context.Background()
+
+func createChild(s *Store, h manager.Header, d manager.Descriptor) error {
+	return s.WriteChild(ctx, h.ID, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}})
+}
+
+func appendTo(s *Store, id string, evs []agent.Event) error {
+	return s.WriteChild(ctx, id, manager.ChildWrite{Events: evs})
+}
+
+// listedIDs returns the ids Listings gives for parent, in order.
+func listedIDs(t testing.TB, s *Store, parent string) []string {
+	t.Helper()
+	ls, err := s.Listings(ctx, parent)
+	if err != nil {
+		t.Fatalf("Listings(%q): %v", parent, err)
+	}
+	var out []string
+	for _, l := range ls {
+		out = append(out, l.Header.ID)
+	}
+	return out
 }
 
 func openTest(t testing.TB, dir string) *Store {
@@ -78,28 +103,29 @@ func TestReopenKeepsEverything(t *testing.T) {
 	s := openTest(t, dir)
 	p := manager.PrincipalAddress("local")
 	h := testHeader("c1", p, 0)
-	if err := s.CreateChild(h, testDescriptor()); err != nil {
+	if err := createChild(s, h, testDescriptor()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateChild(testHeader("c2", p, time.Second), testDescriptor()); err != nil {
+	if err := createChild(s, testHeader("c2", p, time.Second), testDescriptor()); err != nil {
 		t.Fatal(err)
 	}
 	events := append(testTurn(0, "one"), testTurn(3, "two")...)
-	if err := s.AppendEvents("c1", events); err != nil {
+	if err := appendTo(s, "c1", events); err != nil {
 		t.Fatal(err)
 	}
 	cp := manager.Checkpoint{Seq: int64(len(events)), Mode: manager.ModeContinuable, Label: "x"}
-	if err := s.SetCheckpoint("c1", cp); err != nil {
+	if err := s.SetCheckpoint(ctx, "c1", cp); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddNotice("local", manager.Notice{ChildID: "c1", Source: agent.SourceSettled, Text: "done", Time: t0}); err != nil {
+	if err := s.AddNotice(ctx, "local", manager.Notice{ChildID: "c1", Source: agent.SourceSettled, Text: "done", Time: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddNotice("local", manager.Notice{ChildID: "c2", Source: agent.SourceReport, Text: "note", Time: t0}); err != nil {
+	if err := s.AddNotice(ctx, "local", manager.Notice{ChildID: "c2", Source: agent.SourceReport, Text: "note", Time: t0}); err != nil {
 		t.Fatal(err)
 	}
+	lease := manager.Owner{ID: "o1", Expires: time.Now().Add(time.Hour)}
 	for _, id := range []string{"c1", "c2"} {
-		if err := s.SetActive(id, true); err != nil {
+		if err := s.WriteChild(ctx, id, manager.ChildWrite{Claim: &lease}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,13 +134,13 @@ func TestReopenKeepsEverything(t *testing.T) {
 	}
 
 	r := openTest(t, dir)
-	if got, err := r.Header("c1"); err != nil || !got.CreatedAt.Equal(h.CreatedAt) || got.Label != h.Label || got.Parent != p {
+	if got, err := r.Header(ctx, "c1"); err != nil || !got.CreatedAt.Equal(h.CreatedAt) || got.Label != h.Label || got.Parent != p {
 		t.Errorf("Header after reopen = %+v, %v", got, err)
 	}
-	if got, err := r.Descriptor("c1"); err != nil || !reflect.DeepEqual(got, testDescriptor()) {
+	if got, err := r.Descriptor(ctx, "c1"); err != nil || !reflect.DeepEqual(got, testDescriptor()) {
 		t.Errorf("Descriptor after reopen = %+v, %v", got, err)
 	}
-	got, err := r.Events("c1")
+	got, err := r.Events(ctx, "c1")
 	if err != nil || len(got) != len(events) {
 		t.Fatalf("Events after reopen = %d events, %v; want %d", len(got), err, len(events))
 	}
@@ -123,22 +149,41 @@ func TestReopenKeepsEverything(t *testing.T) {
 			t.Errorf("event %d = %+v, want %+v", i, got[i], events[i])
 		}
 	}
-	if n, err := r.JournalLen("c1"); err != nil || n != 6 {
+	if n, err := r.JournalLen(ctx, "c1"); err != nil || n != 6 {
 		t.Errorf("JournalLen after reopen = %d, %v", n, err)
 	}
-	if c, ok, err := r.Checkpoint("c1"); err != nil || !ok || !reflect.DeepEqual(c, cp) {
+	if c, ok, err := r.Checkpoint(ctx, "c1"); err != nil || !ok || !reflect.DeepEqual(c, cp) {
 		t.Errorf("Checkpoint after reopen = %+v, %v, %v", c, ok, err)
 	}
-	if err := r.AppendEvents("c1", testTurn(6, "three")); err != nil {
+	if err := appendTo(r, "c1", testTurn(6, "three")); err != nil {
 		t.Errorf("the journal does not continue after reopen: %v", err)
 	}
-	if hs, corrupt, err := r.Children(p); err != nil || len(corrupt) != 0 || len(hs) != 2 || hs[0].ID != "c1" || hs[1].ID != "c2" {
-		t.Errorf("Children after reopen = %+v, %v, %v", hs, corrupt, err)
+	if got := listedIDs(t, r, p); !reflect.DeepEqual(got, []string{"c1", "c2"}) {
+		t.Errorf("Listings after reopen = %v", got)
 	}
-	if act, err := r.Active(); err != nil || !reflect.DeepEqual(act, []string{"c1", "c2"}) {
-		t.Errorf("Active after reopen = %v, %v", act, err)
+	// The claims survive the reopen, but their owner held the lock of an
+	// earlier opening: they read as stale (zero Expires), and another
+	// owner takes one over at once though its lease has an hour to run.
+	want := []manager.Claim{{ChildID: "c1", Owner: manager.Owner{ID: "o1"}}, {ChildID: "c2", Owner: manager.Owner{ID: "o1"}}}
+	if cs, err := r.Residents(ctx); err != nil || !reflect.DeepEqual(cs, want) {
+		t.Errorf("Residents after reopen = %+v, %v; want %+v", cs, err, want)
 	}
-	ns, err := r.TakeNotices("local", nil)
+	next := manager.Owner{ID: "o2", Expires: time.Now().Add(time.Hour)}
+	if err := r.WriteChild(ctx, "c1", manager.ChildWrite{Claim: &next}); err != nil {
+		t.Errorf("claiming a child of an earlier opening's owner = %v, want granted", err)
+	}
+	if cs, _ := r.Residents(ctx); len(cs) != 2 || cs[0].Owner.ID != "o2" || !cs[0].Owner.Expires.Equal(next.Expires) || cs[1].Owner.Expires != (time.Time{}) {
+		t.Errorf("Residents after the takeover = %+v", cs)
+	}
+	// Once the earlier owner claims through this opening, its lease counts
+	// again.
+	if err := r.WriteChild(ctx, "c2", manager.ChildWrite{Claim: &lease}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteChild(ctx, "c2", manager.ChildWrite{Claim: &next}); !errors.Is(err, manager.ErrOwned) {
+		t.Errorf("claiming a child its owner renewed through this opening = %v, want ErrOwned", err)
+	}
+	ns, err := r.TakeNotices(ctx, "local", nil)
 	if err != nil || len(ns) != 2 || ns[0].Text != "done" || ns[1].Text != "note" || ns[0].Seq != 1 || ns[1].Seq != 2 {
 		t.Fatalf("TakeNotices after reopen = %+v, %v", ns, err)
 	}
@@ -147,10 +192,10 @@ func TestReopenKeepsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2 := openTest(t, dir)
-	if err := r2.AddNotice("local", manager.Notice{Text: "after"}); err != nil {
+	if err := r2.AddNotice(ctx, "local", manager.Notice{Text: "after"}); err != nil {
 		t.Fatal(err)
 	}
-	if ns, err := r2.TakeNotices("local", nil); err != nil || len(ns) != 1 || ns[0].Seq != 3 {
+	if ns, err := r2.TakeNotices(ctx, "local", nil); err != nil || len(ns) != 1 || ns[0].Seq != 3 {
 		t.Errorf("notice after two reopens = %+v, %v; want Seq 3", ns, err)
 	}
 }
@@ -181,14 +226,14 @@ func TestSecondOpenFailsFastNamingTheDirectory(t *testing.T) {
 	}
 
 	// The holder is unaffected, and once it closes the directory opens.
-	if err := first.CreateChild(testHeader("c", "p", 0), testDescriptor()); err != nil {
+	if err := createChild(first, testHeader("c", "p", 0), testDescriptor()); err != nil {
 		t.Fatalf("the first store after a refused second Open: %v", err)
 	}
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
 	third := openTest(t, dir)
-	if _, err := third.Header("c"); err != nil {
+	if _, err := third.Header(ctx, "c"); err != nil {
 		t.Errorf("after the holder closed: %v", err)
 	}
 }
@@ -259,23 +304,23 @@ func TestCorruptBytesAreReportedNotHidden(t *testing.T) {
 	const p = "principal:local"
 	ids := []string{"ok1", "badhdr", "badjournal", "baddesc", "unknownfield", "v2", "gap", "keymismatch", "ok2"}
 	for i, id := range ids {
-		if err := s.CreateChild(testHeader(id, p, time.Duration(i)*time.Second), testDescriptor()); err != nil {
+		if err := createChild(s, testHeader(id, p, time.Duration(i)*time.Second), testDescriptor()); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.AppendEvents(id, testTurn(0, id)); err != nil {
+		if err := appendTo(s, id, testTurn(0, id)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.SetCheckpoint("ok1", manager.Checkpoint{Seq: 3}); err != nil {
+	if err := s.SetCheckpoint(ctx, "ok1", manager.Checkpoint{Seq: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddNotice("local", manager.Notice{Text: "good one"}); err != nil {
+	if err := s.AddNotice(ctx, "local", manager.Notice{Text: "good one"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddNotice("local", manager.Notice{Text: "to be mangled"}); err != nil {
+	if err := s.AddNotice(ctx, "local", manager.Notice{Text: "to be mangled"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddNotice("local", manager.Notice{Text: "good two"}); err != nil {
+	if err := s.AddNotice(ctx, "local", manager.Notice{Text: "good two"}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -315,96 +360,116 @@ func TestCorruptBytesAreReportedNotHidden(t *testing.T) {
 			t.Errorf("%s = %v: corrupt is not not-found", what, err)
 		}
 	}
-	_, err := r.Header("badhdr")
+	_, err := r.Header(ctx, "badhdr")
 	isCorrupt("Header(badhdr)", err)
 	for _, id := range []string{"badjournal", "gap", "keymismatch"} {
-		_, err := r.Events(id)
+		_, err := r.Events(ctx, id)
 		isCorrupt("Events("+id+")", err)
 	}
 	for _, id := range []string{"baddesc", "unknownfield", "v2"} {
-		_, err := r.Descriptor(id)
+		_, err := r.Descriptor(ctx, id)
 		isCorrupt("Descriptor("+id+")", err)
 	}
 
 	// One broken part never hides the child's healthy parts.
-	if _, err := r.Events("badhdr"); err != nil {
+	if _, err := r.Events(ctx, "badhdr"); err != nil {
 		t.Errorf("Events of a child with a corrupt header: %v", err)
 	}
-	if _, err := r.Descriptor("badjournal"); err != nil {
+	if _, err := r.Descriptor(ctx, "badjournal"); err != nil {
 		t.Errorf("Descriptor of a child with a corrupt journal: %v", err)
 	}
 	// JournalLen reads keys only, so a bad event body does not fail it.
-	if n, err := r.JournalLen("badjournal"); err != nil || n != 3 {
+	if n, err := r.JournalLen(ctx, "badjournal"); err != nil || n != 3 {
 		t.Errorf("JournalLen(badjournal) = %d, %v; want 3", n, err)
 	}
 
-	hs, corrupt, err := r.Children(p)
+	// A listing lists every child in creation order, marks those whose
+	// descriptor bytes no longer match their checksum, and keeps the rows
+	// of their siblings (it reads index records, not headers or journals).
+	ls, err := r.Listings(ctx, p)
 	if err != nil {
-		t.Fatalf("Children failed for one bad child: %v", err)
+		t.Fatalf("Listings failed for bad children: %v", err)
 	}
-	var got []string
-	for _, h := range hs {
-		got = append(got, h.ID)
+	var got, bad []string
+	for _, l := range ls {
+		got = append(got, l.Header.ID)
+		if l.Corrupt {
+			bad = append(bad, l.Header.ID)
+		}
 	}
 	if !reflect.DeepEqual(got, ids) {
-		t.Errorf("Children = %v, want %v (in creation order)", got, ids)
+		t.Errorf("Listings = %v, want %v (in creation order)", got, ids)
 	}
-	if !reflect.DeepEqual(corrupt, []string{"badhdr"}) {
-		t.Errorf("corrupt = %v, want [badhdr]", corrupt)
+	if !reflect.DeepEqual(bad, []string{"baddesc", "unknownfield", "v2"}) {
+		t.Errorf("corrupt = %v, want the three mangled descriptors", bad)
 	}
-	if !reflect.DeepEqual(hs[1], manager.Header{ID: "badhdr"}) {
-		t.Errorf("the corrupt child's row = %+v, want only its id", hs[1])
-	}
-	if hs[0].Label != "label ok1" || hs[8].Label != "label ok2" {
-		t.Errorf("siblings of a corrupt child lost their headers: %+v, %+v", hs[0], hs[8])
+	if ls[0].Header.Label != "label ok1" || ls[8].Header.Label != "label ok2" || ls[1].Header.Label != "label badhdr" {
+		t.Errorf("siblings of a corrupt child lost their rows: %+v, %+v", ls[0], ls[8])
 	}
 
 	// A corrupt checkpoint is a cache miss, not a failure.
-	if _, ok, err := r.Checkpoint("ok1"); err != nil || ok {
+	if _, ok, err := r.Checkpoint(ctx, "ok1"); err != nil || ok {
 		t.Errorf("Checkpoint over garbage = ok %v, err %v; want a miss", ok, err)
 	}
 	// A corrupt notice is dropped (and logged); the others are delivered once.
-	ns, err := r.TakeNotices("local", nil)
+	ns, err := r.TakeNotices(ctx, "local", nil)
 	if err != nil || len(ns) != 2 || ns[0].Text != "good one" || ns[1].Text != "good two" {
 		t.Errorf("TakeNotices over one corrupt notice = %+v, %v", ns, err)
 	}
-	if ns, _ := r.TakeNotices("local", nil); len(ns) != 0 {
+	if ns, _ := r.TakeNotices(ctx, "local", nil); len(ns) != 0 {
 		t.Errorf("notices left after a take: %+v", ns)
 	}
 
 	// An unknown child is not corrupt.
-	if _, err := r.Events("nobody"); !errors.Is(err, ErrNotFound) || errors.Is(err, manager.ErrCorrupt) {
+	if _, err := r.Events(ctx, "nobody"); !errors.Is(err, ErrNotFound) || errors.Is(err, manager.ErrCorrupt) {
 		t.Errorf("Events(nobody) = %v, want ErrNotFound and not ErrCorrupt", err)
 	}
 }
 
-func TestHeaderIndexedUnderAnotherParentIsCorrupt(t *testing.T) {
+// An active mark an older build wrote (child id → empty) reads as a claim
+// of an unknown earlier owner, expired: listed by Residents with a zero
+// Owner and taken over by the first claim. A claim record that does not
+// decode is treated the same.
+func TestOldActiveMarksReadAsExpiredClaims(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir)
-	if err := s.CreateChild(testHeader("c", "p", 0), testDescriptor()); err != nil {
-		t.Fatal(err)
+	for i, id := range []string{"old", "mangled"} {
+		if err := createChild(s, testHeader(id, "p", time.Duration(i)), testDescriptor()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s.Close()
 	mangle(t, s.Path(), func(tx *bolt.Tx) error {
-		b, _ := json.Marshal(testHeader("c", "q", 0))
-		return tx.Bucket(bucketChildren).Put([]byte("c"), b)
+		if err := tx.Bucket(bucketActive).Put([]byte("old"), nil); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketActive).Put([]byte("mangled"), []byte{9, 9})
 	})
 	r := openTest(t, dir)
-	hs, corrupt, err := r.Children("p")
-	if err != nil || len(hs) != 1 || !reflect.DeepEqual(corrupt, []string{"c"}) {
-		t.Errorf("Children(p) = %+v, %v, %v; want c listed as corrupt", hs, corrupt, err)
+	want := []manager.Claim{{ChildID: "mangled"}, {ChildID: "old"}}
+	if cs, err := r.Residents(ctx); err != nil || !reflect.DeepEqual(cs, want) {
+		t.Errorf("Residents = %+v, %v; want %+v", cs, err, want)
+	}
+	o := manager.Owner{ID: "o1", Expires: time.Now().Add(time.Hour)}
+	for _, id := range []string{"old", "mangled"} {
+		if err := r.WriteChild(ctx, id, manager.ChildWrite{Claim: &o}); err != nil {
+			t.Errorf("claiming %s = %v, want granted", id, err)
+		}
+	}
+	if cs, _ := r.Residents(ctx); len(cs) != 2 || cs[0].Owner.ID != "o1" || cs[1].Owner.ID != "o1" {
+		t.Errorf("Residents after the claims = %+v", cs)
 	}
 }
 
 func TestErrorsMatchSentinels(t *testing.T) {
 	s := openTest(t, t.TempDir())
-	if _, err := s.Header("x"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Header(ctx, "x"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Header(x) = %v, want ErrNotFound", err)
 	}
-	if err := s.CreateChild(testHeader("x", "p", 0), testDescriptor()); err != nil {
+	if err := createChild(s, testHeader("x", "p", 0), testDescriptor()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateChild(testHeader("x", "p", 0), testDescriptor()); !errors.Is(err, ErrExists) {
-		t.Errorf("duplicate CreateChild = %v, want ErrExists", err)
+	if err := createChild(s, testHeader("x", "p", 0), testDescriptor()); !errors.Is(err, ErrExists) {
+		t.Errorf("duplicate create = %v, want ErrExists", err)
 	}
 }

@@ -797,7 +797,7 @@ func TestReportReachesTheParentWithItsSourceKind(t *testing.T) {
 		// Stop the server and read the child's journal.
 		s.stop(t)
 		st := openStore(t, s.dataDir)
-		r.childJournal, r.childJournalErr = st.Events(r.childID)
+		r.childJournal, r.childJournalErr = st.Events(context.Background(), r.childID)
 		return r
 	}
 
@@ -1174,7 +1174,7 @@ func TestCrashMidTurnLeavesAResumableChild(t *testing.T) {
 
 	s2.stop(t)
 	st := openStore(t, s.dataDir)
-	events, err := st.Events(h.AgentID)
+	events, err := st.Events(context.Background(), h.AgentID)
 	if err != nil {
 		t.Fatalf("reading the journal: %v", err)
 	}
@@ -1190,10 +1190,10 @@ func TestCrashMidTurnLeavesAResumableChild(t *testing.T) {
 	if fmt.Sprint(stops) != "[completed aborted completed]" {
 		t.Errorf("turn outcomes in the journal = %v, want [completed aborted completed]", stops)
 	}
-	if hdr, err := st.Header(h.AgentID); err != nil || hdr.Depth != 1 || hdr.Parent != "principal:local" {
+	if hdr, err := st.Header(context.Background(), h.AgentID); err != nil || hdr.Depth != 1 || hdr.Parent != "principal:local" {
 		t.Errorf("header = %+v, %v", hdr, err)
 	}
-	if active, err := st.Active(); err != nil || len(active) != 0 {
+	if active, err := st.Residents(context.Background()); err != nil || len(active) != 0 {
 		t.Errorf("active marks after a clean stop = %v, %v", active, err)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,7 +31,9 @@ func storeWithChildren(t *testing.T, dir string) []string {
 			Provider: "spawn", Label: label, Cwd: "/work", CreatedAt: time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC)}
 		d := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn", Label: label}
 		ev := []agent.Event{{Seq: 0, Kind: agent.EventTurnStart, Time: h.CreatedAt, Turn: 1}}
-		if err := st.WriteChild(id, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}, Events: ev}); err != nil {
+		// Left mid-turn and claimed, as a crash leaves a child.
+		w := manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}, Claim: &manager.Owner{ID: "test", Expires: time.Now()}, Events: ev}
+		if err := st.WriteChild(context.Background(), id, w); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
@@ -72,7 +75,7 @@ func TestDoctorCopiesReadableChildrenAndKeepsTheOriginal(t *testing.T) {
 	}
 	defer st.Close()
 	for i, id := range ids {
-		_, err := st.Header(id)
+		_, err := st.Header(context.Background(), id)
 		if (i == 1) != (err != nil) {
 			t.Errorf("child %s in the repaired store: %v", id, err)
 		}

@@ -189,8 +189,8 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		return nil, err
 	}
 	a.ts = ts
-	// Children a crash or a shutdown left active are closed and announced.
-	if err := mgr.Recover(); err != nil {
+	// Children a crash or a shutdown left claimed are closed and announced.
+	if err := mgr.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recovering children from %s: %w", dataDir, err)
 	}
 	a.ms = server.NewMCPServer("mcp-subagent", version,

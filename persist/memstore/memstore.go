@@ -2,20 +2,27 @@
 // server run without a data directory, where children live only as long as
 // the process.
 //
-// It keeps the same contract as the bbolt store in package persist and runs
-// the same conformance suite (persist/storetest): values are copied in and
-// out (they are kept JSON-encoded, so nothing a caller holds aliases the
-// store's state), children list by created_at with ties broken by id, a
+// It keeps the whole contract of the bbolt store in package persist and
+// passes the same conformance suite (persist/storetest): values are copied
+// in and out (they are kept JSON-encoded, so nothing a caller holds aliases
+// the store's state), children list by created_at with ties broken by id, a
 // journal's sequence must continue without gaps, notices are numbered per
-// principal and taken once; WriteChild applies a child's writes (and a
-// settlement's notice) as one, and inboxes are kept (Inboxer). Nothing is
-// ever corrupt here, so ErrCorrupt is never returned.
+// address and taken once; WriteChild checks everything before it changes
+// anything, so a refused write leaves no trace; inboxes are kept; claims
+// are granted, renewed and revoked as the contract says, with expiry read
+// from the clock. A store lives in one process, so every owner is of its
+// one opening: an owner whose Close let its lease go (Renew with a past
+// time) is taken over at once, and one that just stopped renewing after its
+// lease ran out. Nothing is ever corrupt here, so ErrCorrupt is never
+// returned and no Listing is Corrupt.
 //
-// Caveats: everything is lost when the process ends, including the active
-// marks a restart would use to announce interrupted epochs.
+// Caveats: everything is lost when the process ends, including the claims
+// a restart would use to announce interrupted epochs. A ctx is checked
+// before each call; no call blocks on anything but the store's mutex.
 package memstore
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,16 +36,14 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
-var (
-	_ manager.Store   = (*Store)(nil)
-	_ manager.Inboxer = (*Store)(nil)
-)
+var _ manager.Store = (*Store)(nil)
 
 // ErrNotFound is returned (wrapped, naming the id) by every per-child method
 // for an id the store does not hold. It is manager.ErrNotFound.
 var ErrNotFound = manager.ErrNotFound
 
-// ErrExists is returned (wrapped) by CreateChild for an id already stored.
+// ErrExists is returned (wrapped) by WriteChild for a Create of an id
+// already stored.
 var ErrExists = errors.New("child already exists")
 
 // ErrClosed is returned by every method after Close.
@@ -48,8 +53,9 @@ type child struct {
 	header     []byte
 	descriptor []byte
 	events     [][]byte
-	checkpoint []byte   // nil: none
-	inbox      [][]byte // queued messages (manager.QueuedMessage JSON), in order
+	checkpoint []byte          // nil: none
+	inbox      [][]byte        // queued messages (manager.QueuedMessage JSON), in order
+	listing    manager.Listing // what a listing row shows, without the checkpoint
 }
 
 // indexEntry orders a parent's children.
@@ -71,7 +77,7 @@ type Store struct {
 	children map[string]*child
 	byParent map[string][]indexEntry
 	notices  map[string]*queue
-	active   map[string]bool
+	claims   map[string]manager.Owner // child id → its owner
 }
 
 // New returns an empty store.
@@ -80,11 +86,18 @@ func New() *Store {
 		children: map[string]*child{},
 		byParent: map[string][]indexEntry{},
 		notices:  map[string]*queue{},
-		active:   map[string]bool{},
+		claims:   map[string]manager.Owner{},
 	}
 }
 
 func notFound(id string) error { return fmt.Errorf("memstore: child %q: %w", id, ErrNotFound) }
+
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: %w", err)
+	}
+	return nil
+}
 
 // get returns a child under s.mu (read or write).
 func (s *Store) get(id string) (*child, error) {
@@ -98,39 +111,36 @@ func (s *Store) get(id string) (*child, error) {
 	return c, nil
 }
 
+// read runs fn on a child under the read lock, after checking ctx.
+func (s *Store) read(ctx context.Context, id string, fn func(c *child)) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c, err := s.get(id)
+	if err != nil {
+		return err
+	}
+	fn(c)
+	return nil
+}
+
 var (
 	minCreatedAt = time.Unix(0, math.MinInt64)
 	maxCreatedAt = time.Unix(0, math.MaxInt64)
 )
 
-// CreateChild stores a new child. It refuses an id already stored
-// (ErrExists), an empty id or parent, a zero created_at, and a descriptor
-// version other than manager.DescriptorVersion.
-func (s *Store) CreateChild(h manager.Header, d manager.Descriptor) error {
-	hb, db, err := encodeNew(h, d)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if _, ok := s.children[h.ID]; ok {
-		return fmt.Errorf("memstore: child %q: %w", h.ID, ErrExists)
-	}
-	s.create(h, hb, db)
-	return nil
-}
-
 // create stores a validated new child under s.mu.
-func (s *Store) create(h manager.Header, hb, db []byte) {
-	s.children[h.ID] = &child{header: hb, descriptor: db}
+func (s *Store) create(h manager.Header, hb, db []byte) *child {
+	c := &child{header: hb, descriptor: db, listing: manager.Listing{Header: manager.Header{ID: h.ID, Parent: h.Parent,
+		Depth: h.Depth, Mode: h.Mode, Provider: h.Provider, Label: h.Label, Cwd: h.Cwd, CreatedAt: h.CreatedAt}}}
+	s.children[h.ID] = c
 	e := indexEntry{createdAt: h.CreatedAt.UnixNano(), id: h.ID}
 	idx := s.byParent[h.Parent]
 	i, _ := slices.BinarySearchFunc(idx, e, compareEntries)
 	s.byParent[h.Parent] = slices.Insert(idx, i, e)
-	s.active[h.ID] = true // a new child is resident
+	return c
 }
 
 func encodeNew(h manager.Header, d manager.Descriptor) (hb, db []byte, err error) {
@@ -165,83 +175,31 @@ func compareEntries(a, b indexEntry) int {
 	return strings.Compare(a.id, b.id)
 }
 
-// AppendEvents appends events to the child's journal, all or none. The
-// first event's Seq must equal the journal length and the rest must follow
-// without a gap.
-func (s *Store) AppendEvents(childID string, events []agent.Event) error {
-	encoded := make([][]byte, len(events))
-	for i, e := range events {
-		b, err := json.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("memstore: child %q: encode event %d: %w", childID, e.Seq, err)
-		}
-		encoded[i] = b
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, err := s.get(childID)
-	if err != nil {
-		return err
-	}
-	n := int64(len(c.events))
-	for i, e := range events {
-		if want := n + int64(i); e.Seq != want {
-			return fmt.Errorf("memstore: child %q: event sequence %d does not continue the journal (next is %d)", childID, e.Seq, want)
-		}
-		if e.Kind == "" {
-			return fmt.Errorf("memstore: child %q: event %d has no kind", childID, e.Seq)
-		}
-	}
-	c.events = append(c.events, encoded...)
-	if len(events) > 0 {
-		c.checkpoint = nil // stale once the journal grows
-	}
-	return nil
-}
-
 // Header returns the child's header.
-func (s *Store) Header(childID string) (manager.Header, error) {
-	s.mu.RLock()
-	c, err := s.get(childID)
+func (s *Store) Header(ctx context.Context, childID string) (manager.Header, error) {
 	var b []byte
-	if err == nil {
-		b = c.header
-	}
-	s.mu.RUnlock()
 	var h manager.Header
-	if err != nil {
+	if err := s.read(ctx, childID, func(c *child) { b = c.header }); err != nil {
 		return h, err
 	}
 	return h, json.Unmarshal(b, &h)
 }
 
 // Descriptor returns the child's descriptor.
-func (s *Store) Descriptor(childID string) (manager.Descriptor, error) {
-	s.mu.RLock()
-	c, err := s.get(childID)
+func (s *Store) Descriptor(ctx context.Context, childID string) (manager.Descriptor, error) {
 	var b []byte
-	if err == nil {
-		b = c.descriptor
-	}
-	s.mu.RUnlock()
 	var d manager.Descriptor
-	if err != nil {
+	if err := s.read(ctx, childID, func(c *child) { b = c.descriptor }); err != nil {
 		return d, err
 	}
 	return d, json.Unmarshal(b, &d)
 }
 
 // Events returns the child's whole journal.
-func (s *Store) Events(childID string) ([]agent.Event, error) {
-	s.mu.RLock()
-	c, err := s.get(childID)
+func (s *Store) Events(ctx context.Context, childID string) ([]agent.Event, error) {
 	var raw [][]byte
-	if err == nil {
-		// The slice header is copied; the encoded events are never mutated.
-		raw = c.events[:len(c.events):len(c.events)]
-	}
-	s.mu.RUnlock()
-	if err != nil {
+	// The slice header is copied; the encoded events are never mutated.
+	if err := s.read(ctx, childID, func(c *child) { raw = c.events[:len(c.events):len(c.events)] }); err != nil {
 		return nil, err
 	}
 	events := make([]agent.Event, len(raw))
@@ -254,53 +212,54 @@ func (s *Store) Events(childID string) ([]agent.Event, error) {
 }
 
 // JournalLen returns the number of stored events.
-func (s *Store) JournalLen(childID string) (int64, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	c, err := s.get(childID)
-	if err != nil {
-		return 0, err
-	}
-	return int64(len(c.events)), nil
+func (s *Store) JournalLen(ctx context.Context, childID string) (int64, error) {
+	var n int64
+	err := s.read(ctx, childID, func(c *child) { n = int64(len(c.events)) })
+	return n, err
 }
 
-// Children returns the headers of parent's direct children ordered by
-// created_at, ties by id. corrupt is always empty.
-func (s *Store) Children(parent string) (headers []manager.Header, corrupt []string, err error) {
+// Listings returns parent's direct children ordered by created_at, ties by
+// id, each with its checkpoint.
+func (s *Store) Listings(ctx context.Context, parent string) ([]manager.Listing, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	if s.closed {
 		s.mu.RUnlock()
-		return nil, nil, ErrClosed
+		return nil, ErrClosed
 	}
 	idx := s.byParent[parent]
-	raw := make([][]byte, len(idx))
+	out := make([]manager.Listing, len(idx))
+	cps := make([][]byte, len(idx))
 	for i, e := range idx {
-		raw[i] = s.children[e.id].header
+		c := s.children[e.id]
+		out[i] = c.listing
+		out[i].HasChildren = len(s.byParent[e.id]) > 0
+		cps[i] = c.checkpoint
 	}
 	s.mu.RUnlock()
-	if len(raw) == 0 {
-		return nil, nil, nil
-	}
-	headers = make([]manager.Header, len(raw))
-	for i, b := range raw {
-		if err := json.Unmarshal(b, &headers[i]); err != nil {
-			return nil, nil, err
+	for i, b := range cps {
+		if b == nil {
+			continue
 		}
+		var cp manager.Checkpoint
+		if err := json.Unmarshal(b, &cp); err != nil {
+			return nil, err
+		}
+		out[i].Checkpoint, out[i].JournalLen = &cp, cp.Seq // current by construction
 	}
-	return headers, nil, nil
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
 }
 
 // Checkpoint returns the child's projection checkpoint, if one is stored.
-func (s *Store) Checkpoint(childID string) (manager.Checkpoint, bool, error) {
-	s.mu.RLock()
-	c, err := s.get(childID)
+func (s *Store) Checkpoint(ctx context.Context, childID string) (manager.Checkpoint, bool, error) {
 	var b []byte
-	if err == nil {
-		b = c.checkpoint
-	}
-	s.mu.RUnlock()
 	var cp manager.Checkpoint
-	if err != nil || b == nil {
+	if err := s.read(ctx, childID, func(c *child) { b = c.checkpoint }); err != nil || b == nil {
 		return cp, false, err
 	}
 	if err := json.Unmarshal(b, &cp); err != nil {
@@ -309,8 +268,12 @@ func (s *Store) Checkpoint(childID string) (manager.Checkpoint, bool, error) {
 	return cp, true, nil
 }
 
-// SetCheckpoint replaces the child's projection checkpoint.
-func (s *Store) SetCheckpoint(childID string, cp manager.Checkpoint) error {
+// SetCheckpoint replaces the child's projection checkpoint, if it is
+// current (its Seq is the journal's length); a stale one is dropped.
+func (s *Store) SetCheckpoint(ctx context.Context, childID string, cp manager.Checkpoint) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
 	b, err := json.Marshal(cp)
 	if err != nil {
 		return fmt.Errorf("memstore: child %q: encode checkpoint: %w", childID, err)
@@ -321,16 +284,19 @@ func (s *Store) SetCheckpoint(childID string, cp manager.Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	if cp.Seq == int64(len(c.events)) { // only a current checkpoint is kept
+	if cp.Seq == int64(len(c.events)) {
 		c.checkpoint = b
 	}
 	return nil
 }
 
-// AddNotice queues n for principal. The store assigns n.Seq (per principal,
-// from 1, never reused, whatever the caller set) and n.Time when zero.
-func (s *Store) AddNotice(principal string, n manager.Notice) error {
-	if principal == "" {
+// AddNotice queues n under to. The store assigns n.Seq (per address, from
+// 1, never reused, whatever the caller set) and n.Time when zero.
+func (s *Store) AddNotice(ctx context.Context, to string, n manager.Notice) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if to == "" {
 		return errors.New("memstore: notice principal must not be empty")
 	}
 	if n.Time.IsZero() {
@@ -341,183 +307,39 @@ func (s *Store) AddNotice(principal string, n manager.Notice) error {
 	if s.closed {
 		return ErrClosed
 	}
-	return s.addNotice(principal, n)
+	return s.addNotice(to, n)
 }
 
-// addNotice queues n under s.mu.
-func (s *Store) addNotice(principal string, n manager.Notice) error {
-	q := s.notices[principal]
+// addNotice numbers and queues n under s.mu.
+func (s *Store) addNotice(to string, n manager.Notice) error {
+	q := s.notices[to]
 	if q == nil {
 		q = &queue{}
-		s.notices[principal] = q
+		s.notices[to] = q
 	}
 	n.Seq = q.next + 1
 	b, err := json.Marshal(n)
 	if err != nil {
-		return fmt.Errorf("memstore: notices of %q: encode: %w", principal, err)
+		return fmt.Errorf("memstore: notices of %q: encode: %w", to, err)
 	}
 	q.next++
 	q.items = append(q.items, b)
 	return nil
 }
 
-// WriteChild applies a child's writes (create, inbox, events, settle and
-// its notice) as one: every check passes before anything changes, so a
-// refused write leaves no trace.
-func (s *Store) WriteChild(childID string, w manager.ChildWrite) error {
-	var hb, db []byte
-	if c := w.Create; c != nil {
-		if c.Header.ID != childID {
-			return fmt.Errorf("memstore: child %q: create names %q", childID, c.Header.ID)
-		}
-		var err error
-		if hb, db, err = encodeNew(c.Header, c.Descriptor); err != nil {
-			return err
-		}
-	}
-	events := make([][]byte, len(w.Events))
-	for i, e := range w.Events {
-		b, err := json.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("memstore: child %q: encode event %d: %w", childID, e.Seq, err)
-		}
-		events[i] = b
-	}
-	queued := make([][]byte, len(w.Enqueue))
-	for i, q := range w.Enqueue {
-		b, err := json.Marshal(q)
-		if err != nil {
-			return err
-		}
-		queued[i] = b
-	}
-	var cb, nb []byte
-	if w.Settle != nil {
-		var err error
-		if cb, err = json.Marshal(*w.Settle); err != nil {
-			return err
-		}
-	}
-	n := w.Notify
-	if n != nil {
-		switch {
-		case w.Settle == nil:
-			return fmt.Errorf("memstore: child %q: a notice is written only with its settlement", childID)
-		case n.To == "":
-			return fmt.Errorf("memstore: child %q: the settlement notice has no recipient", childID)
-		case n.Inbox:
-			var err error
-			if nb, err = json.Marshal(n.Message); err != nil {
-				return err
-			}
-		case n.Notice.Time.IsZero():
-			c := *n
-			c.Notice.Time = time.Now().UTC()
-			n = &c
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	// Check everything first.
-	next := 0
-	if w.Create != nil {
-		if _, ok := s.children[childID]; ok {
-			return fmt.Errorf("memstore: child %q: %w", childID, ErrExists)
-		}
-	} else {
-		c, err := s.get(childID)
-		if err != nil {
-			return err
-		}
-		next = len(c.events)
-	}
-	for i, e := range w.Events {
-		if want := int64(next + i); e.Seq != want {
-			return fmt.Errorf("memstore: child %q: event sequence %d does not continue the journal (next is %d)", childID, e.Seq, want)
-		}
-		if e.Kind == "" {
-			return fmt.Errorf("memstore: child %q: event %d has no kind", childID, e.Seq)
-		}
-	}
-	if n != nil && n.Inbox {
-		if _, err := s.get(n.To); err != nil {
-			return fmt.Errorf("memstore: child %q: the settlement notice's recipient: %w", childID, err)
-		}
-	}
-	// Then apply.
-	if w.Create != nil {
-		s.create(w.Create.Header, hb, db)
-	}
-	c := s.children[childID]
-	c.inbox = append(c.inbox, queued...)
-	if len(w.Dequeue) > 0 {
-		gone := map[string]bool{}
-		for _, id := range w.Dequeue {
-			gone[id] = true
-		}
-		c.inbox = slices.DeleteFunc(c.inbox, func(b []byte) bool {
-			var q manager.QueuedMessage
-			return json.Unmarshal(b, &q) != nil || gone[q.ID]
-		})
-	}
-	if len(events) > 0 {
-		c.events = append(c.events, events...)
-		c.checkpoint = nil
-	}
-	if w.Settle == nil {
-		return nil
-	}
-	if w.Settle.Seq == int64(len(c.events)) {
-		c.checkpoint = cb
-	}
-	delete(s.active, childID)
-	switch {
-	case n == nil:
-	case n.Inbox:
-		p := s.children[n.To]
-		p.inbox = append(p.inbox, nb)
-	default:
-		return s.addNotice(n.To, n.Notice)
-	}
-	return nil
-}
-
-// Queued returns a child's inbox in admission order.
-func (s *Store) Queued(childID string) ([]manager.QueuedMessage, error) {
-	s.mu.RLock()
-	c, err := s.get(childID)
-	var raw [][]byte
-	if err == nil {
-		raw = slices.Clone(c.inbox)
-	}
-	s.mu.RUnlock()
-	if err != nil {
+// TakeNotices removes and returns the notices queued under to that take
+// accepts (every one when take is nil), in order; a notice is returned
+// once and the rest stay queued.
+func (s *Store) TakeNotices(ctx context.Context, to string, take func(manager.Notice) bool) ([]manager.Notice, error) {
+	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
-	out := make([]manager.QueuedMessage, 0, len(raw))
-	for _, b := range raw {
-		var q manager.QueuedMessage
-		if err := json.Unmarshal(b, &q); err != nil {
-			return nil, err
-		}
-		out = append(out, q)
-	}
-	return out, nil
-}
-
-// TakeNotices removes and returns the notices queued for principal that
-// take accepts (every one when take is nil), in order; a notice is
-// returned once and the rest stay queued.
-func (s *Store) TakeNotices(principal string, take func(manager.Notice) bool) ([]manager.Notice, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, ErrClosed
 	}
-	q := s.notices[principal]
+	q := s.notices[to]
 	if q == nil {
 		return nil, nil
 	}
@@ -539,37 +361,210 @@ func (s *Store) TakeNotices(principal string, take func(manager.Notice) bool) ([
 	return out, nil
 }
 
-// SetActive sets (true) or clears (false) the child's live-activation mark.
-func (s *Store) SetActive(childID string, active bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := s.get(childID); err != nil {
+// WriteChild applies a child's writes (create, claim, inbox, events,
+// settle and its notice) as one: every check passes before anything
+// changes, so a refused write leaves no trace.
+func (s *Store) WriteChild(ctx context.Context, childID string, w manager.ChildWrite) error {
+	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	if active {
-		s.active[childID] = true
+	var hb, db []byte
+	if c := w.Create; c != nil {
+		if c.Header.ID != childID {
+			return fmt.Errorf("memstore: child %q: create names %q", childID, c.Header.ID)
+		}
+		var err error
+		if hb, db, err = encodeNew(c.Header, c.Descriptor); err != nil {
+			return err
+		}
+	}
+	if c := w.Claim; c != nil && c.ID == "" {
+		return fmt.Errorf("memstore: child %q: a claim needs an owner id", childID)
+	}
+	events := make([][]byte, len(w.Events))
+	for i, e := range w.Events {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("memstore: child %q: encode event %d: %w", childID, e.Seq, err)
+		}
+		events[i] = b
+	}
+	queued := make([][]byte, len(w.Enqueue))
+	for i, q := range w.Enqueue {
+		b, err := json.Marshal(q)
+		if err != nil {
+			return err
+		}
+		queued[i] = b
+	}
+	var cb, nb []byte
+	var notice manager.Notice
+	if w.Settle != nil {
+		var err error
+		if cb, err = json.Marshal(*w.Settle); err != nil {
+			return err
+		}
+	}
+	n := w.Notify
+	if n != nil {
+		var err error
+		switch {
+		case w.Settle == nil:
+			return fmt.Errorf("memstore: child %q: a notice is written only with its settlement", childID)
+		case n.To == "":
+			return fmt.Errorf("memstore: child %q: the settlement notice has no recipient", childID)
+		case n.Inbox:
+			nb, err = json.Marshal(n.Message)
+		default:
+			notice = n.Notice
+			if notice.Time.IsZero() {
+				notice.Time = time.Now().UTC()
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	// Check everything first.
+	next := 0
+	var c *child
+	if w.Create != nil {
+		if _, ok := s.children[childID]; ok {
+			return fmt.Errorf("memstore: child %q: %w", childID, ErrExists)
+		}
 	} else {
-		delete(s.active, childID)
+		var err error
+		if c, err = s.get(childID); err != nil {
+			return err
+		}
+		next = len(c.events)
+		if w.Claim != nil {
+			if err := s.checkClaim(childID, *w.Claim); err != nil {
+				return err
+			}
+		}
+	}
+	for i, e := range w.Events {
+		if want := int64(next + i); e.Seq != want {
+			return fmt.Errorf("memstore: child %q: event sequence %d does not continue the journal (next is %d)", childID, e.Seq, want)
+		}
+		if e.Kind == "" {
+			return fmt.Errorf("memstore: child %q: event %d has no kind", childID, e.Seq)
+		}
+	}
+	if n != nil && n.Inbox {
+		if _, err := s.get(n.To); err != nil {
+			return fmt.Errorf("memstore: child %q: the settlement notice's recipient: %w", childID, err)
+		}
+	}
+	// Then apply.
+	if w.Create != nil {
+		c = s.create(w.Create.Header, hb, db)
+	}
+	if w.Claim != nil {
+		s.claims[childID] = *w.Claim
+	}
+	c.inbox = append(c.inbox, queued...)
+	if len(w.Dequeue) > 0 {
+		gone := map[string]bool{}
+		for _, id := range w.Dequeue {
+			gone[id] = true
+		}
+		c.inbox = slices.DeleteFunc(c.inbox, func(b []byte) bool {
+			var q manager.QueuedMessage
+			return json.Unmarshal(b, &q) != nil || gone[q.ID]
+		})
+	}
+	if len(events) > 0 {
+		c.events = append(c.events, events...)
+		c.checkpoint = nil // stale once the journal grows
+	}
+	if w.Settle == nil {
+		return nil
+	}
+	if w.Settle.Seq == int64(len(c.events)) {
+		c.checkpoint = cb
+	}
+	delete(s.claims, childID)
+	switch {
+	case n == nil:
+	case n.Inbox:
+		p := s.children[n.To]
+		p.inbox = append(p.inbox, nb)
+	default:
+		return s.addNotice(n.To, notice)
 	}
 	return nil
 }
 
-// Active returns the ids of marked children in byte order.
-func (s *Store) Active() ([]string, error) {
+// checkClaim refuses a claim while another owner's lease is unexpired.
+func (s *Store) checkClaim(id string, want manager.Owner) error {
+	held, ok := s.claims[id]
+	if !ok || held.ID == want.ID || !time.Now().Before(held.Expires) {
+		return nil
+	}
+	return fmt.Errorf("memstore: child %q is claimed by owner %q until %s: %w", id, held.ID, held.Expires.UTC().Format(time.RFC3339), manager.ErrOwned)
+}
+
+// Queued returns a child's inbox in admission order.
+func (s *Store) Queued(ctx context.Context, childID string) ([]manager.QueuedMessage, error) {
+	var raw [][]byte
+	if err := s.read(ctx, childID, func(c *child) { raw = slices.Clone(c.inbox) }); err != nil {
+		return nil, err
+	}
+	out := make([]manager.QueuedMessage, 0, len(raw))
+	for _, b := range raw {
+		var q manager.QueuedMessage
+		if err := json.Unmarshal(b, &q); err != nil {
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	return out, nil
+}
+
+// Renew sets the expiry of every claim owner.ID holds to owner.Expires.
+func (s *Store) Renew(ctx context.Context, owner manager.Owner) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if owner.ID == "" {
+		return errors.New("memstore: renew: the owner has no id")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	for id, o := range s.claims {
+		if o.ID == owner.ID {
+			s.claims[id] = owner
+		}
+	}
+	return nil
+}
+
+// Residents lists every claim, by child id.
+func (s *Store) Residents(ctx context.Context) ([]manager.Claim, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		return nil, ErrClosed
 	}
-	ids := make([]string, 0, len(s.active))
-	for id := range s.active {
-		ids = append(ids, id)
+	var out []manager.Claim
+	for id, o := range s.claims {
+		out = append(out, manager.Claim{ChildID: id, Owner: o})
 	}
-	slices.Sort(ids)
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	return ids, nil
+	slices.SortFunc(out, func(a, b manager.Claim) int { return strings.Compare(a.ChildID, b.ChildID) })
+	return out, nil
 }
 
 // Close discards the store's contents; later calls fail with ErrClosed.
@@ -578,6 +573,6 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	s.children, s.byParent, s.notices, s.active = nil, nil, nil, nil
+	s.children, s.byParent, s.notices, s.claims = nil, nil, nil, nil
 	return nil
 }

@@ -1,21 +1,31 @@
 // Package storetest is the conformance suite for manager.Store
 // implementations. Every backend (the bbolt store in persist, the in-memory
-// one in persist/memstore, a future shared one) runs it from its own tests:
+// one in persist/memstore, a future shared one) runs it from its own tests,
+// with no skips and no backend-specific branches:
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) manager.Store { return memstore.New() })
 //	}
 //
-// The suite pins behaviour every caller may rely on: reads return what was
-// written and never alias it, duplicate ids are refused, journals continue
-// without gaps and appends are all-or-nothing, children list in creation
-// order per parent, notices are numbered per principal and taken once,
-// active marks round-trip, and concurrent writers do not interfere (run it
-// under -race). Detecting corrupt bytes needs access to the bytes, so it is
-// each backend's own test, not part of this suite.
+// The suite pins every method and every ability the manager relies on:
+// reads return what was written and never alias it; every per-child method
+// answers an unknown id with ErrNotFound (never ErrCorrupt); duplicate ids
+// and invalid records are refused; WriteChild applies create, claim, inbox,
+// events, settlement and notice whole and refuses a bad write whole;
+// journals continue without gaps; Queued keeps admission order; Listings
+// list in creation order per parent with the checkpoint gate; notices are
+// numbered per address and taken exactly once, also under concurrency;
+// owner claims are granted, refused to another owner while unexpired (an
+// error wrapping ErrOwned), taken over once expired, renewed, revoked by
+// the settlement and listed by Residents; a ctx already done is refused
+// before any work; and concurrent writers do not interfere (run it under
+// -race). Detecting corrupt bytes needs access to the bytes, so it is each
+// backend's own test, not part of this suite; so is what a store knows
+// across openings (an exclusive store's stale claims).
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,10 +40,9 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
-// Run runs the suite. Stores with the Batcher ability (WriteChild) must
-// also be Inboxers; the child-write tests skip stores without it. open must return a new, empty store for each call;
-// the suite closes it when the subtest ends (Close must therefore tolerate a
-// second call if open registers its own cleanup).
+// Run runs the suite. open must return a new, empty store for each call;
+// the suite closes it when the subtest ends (Close must therefore tolerate
+// a second call if open registers its own cleanup).
 func Run(t *testing.T, open func(t *testing.T) manager.Store) {
 	t.Helper()
 	for _, tc := range []struct {
@@ -42,21 +51,28 @@ func Run(t *testing.T, open func(t *testing.T) manager.Store) {
 	}{
 		{"a created child reads back as written", testCreateRead},
 		{"returned and passed values do not alias the store", testNoAliasing},
-		{"CreateChild refuses duplicates and invalid input, storing nothing", testCreateRefusals},
+		{"a create refuses duplicates and invalid input, storing nothing", testCreateRefusals},
 		{"every per-child method refuses an unknown id without calling it corrupt", testUnknownChild},
 		{"appends must continue the journal and are all-or-nothing", testAppendContinuity},
 		{"events round-trip with messages, tool calls and usage", testEventContent},
-		{"children list in creation order, isolated by parent", testChildrenOrder},
-		{"checkpoints round-trip and are replaced", testCheckpoints},
-		{"notices come out in order, once, numbered per principal", testNotices},
+		{"listings come in creation order, isolated by parent", testListingsOrder},
+		{"checkpoints round-trip, are replaced, and pass the gate in a listing", testCheckpoints},
+		{"notices come out in order, once, numbered per address", testNotices},
 		{"a filtered take leaves the rest queued in order", testNoticesFiltered},
-		{"active marks are set, listed and cleared", testActive},
+		{"concurrent takers get each notice exactly once", testNoticesTakenOnce},
 		{"concurrent appends to different children do not interfere", testConcurrentAppends},
-		{"concurrent CreateChild: distinct ids all land, one id lands once", testConcurrentCreate},
+		{"concurrent creates: distinct ids all land, one id lands once", testConcurrentCreate},
 		{"readers run beside writers", testReadersBesideWriters},
-		{"a child write applies whole: record, inbox, events, settlement", testWriteChild},
-		{"a settlement and its notice commit together", testSettlementNotice},
+		{"a child write applies whole: record, claim, inbox, events, settlement", testWriteChild},
+		{"the inbox keeps admission order across writes", testQueuedOrder},
+		{"a settlement and its notice commit together, to an inbox or a queue", testSettlementNotice},
 		{"a refused child write leaves no trace", testWriteChildRefused},
+		{"a claim is granted, kept by its owner and refused to another", testClaimRefused},
+		{"an expired claim is taken over", testClaimTakeover},
+		{"Renew extends all of an owner's claims and only those", testRenew},
+		{"the settlement revokes the claim; Residents lists the rest", testResidents},
+		{"concurrent claims of one child: one owner wins", testConcurrentClaims},
+		{"a ctx already done is refused before any work", testDoneContext},
 		{"after Close every method fails and Close may repeat", testClose},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,6 +82,9 @@ func Run(t *testing.T, open func(t *testing.T) manager.Store) {
 		})
 	}
 }
+
+// ctx is the context of every call but those testing a done one.
+var ctx = context.Background()
 
 var base = time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
 
@@ -88,12 +107,60 @@ func descriptor() manager.Descriptor {
 	}
 }
 
+// create writes a new child, unclaimed.
+func create(s manager.Store, h manager.Header, d manager.Descriptor) error {
+	return s.WriteChild(ctx, h.ID, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}})
+}
+
 func mustCreate(t *testing.T, s manager.Store, h manager.Header) {
 	t.Helper()
-	if err := s.CreateChild(h, descriptor()); err != nil {
-		t.Fatalf("CreateChild(%q): %v", h.ID, err)
+	if err := create(s, h, descriptor()); err != nil {
+		t.Fatalf("create %q: %v", h.ID, err)
 	}
 }
+
+// mustClaim creates a child claimed by owner, as the manager creates one.
+func mustClaim(t *testing.T, s manager.Store, h manager.Header, owner manager.Owner) {
+	t.Helper()
+	if err := s.WriteChild(ctx, h.ID, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: descriptor()}, Claim: &owner}); err != nil {
+		t.Fatalf("create %q claimed by %q: %v", h.ID, owner.ID, err)
+	}
+}
+
+func appendEvents(s manager.Store, id string, evs []agent.Event) error {
+	return s.WriteChild(ctx, id, manager.ChildWrite{Events: evs})
+}
+
+// listed returns the ids Listings gives for parent, in order.
+func listed(t *testing.T, s manager.Store, parent string) []string {
+	t.Helper()
+	ls, err := s.Listings(ctx, parent)
+	if err != nil {
+		t.Fatalf("Listings(%q): %v", parent, err)
+	}
+	out := []string{}
+	for _, l := range ls {
+		out = append(out, l.Header.ID)
+	}
+	return out
+}
+
+// residents returns the ids of claimed children, in Residents' order.
+func residents(t *testing.T, s manager.Store) []string {
+	t.Helper()
+	cs, err := s.Residents(ctx)
+	if err != nil {
+		t.Fatalf("Residents: %v", err)
+	}
+	out := []string{}
+	for _, c := range cs {
+		out = append(out, c.ChildID)
+	}
+	return out
+}
+
+// owner is a lease held for an hour from now.
+func owner(id string) manager.Owner { return manager.Owner{ID: id, Expires: time.Now().Add(time.Hour)} }
 
 // turn returns a complete turn's events starting at seq.
 func turn(seq int64, n int, text string) []agent.Event {
@@ -134,68 +201,71 @@ func sameEvents(a, b []agent.Event) bool {
 	return true
 }
 
-func ids(hs []manager.Header) []string {
-	out := make([]string, len(hs))
-	for i, h := range hs {
-		out[i] = h.ID
-	}
-	return out
-}
-
 func testCreateRead(t *testing.T, s manager.Store) {
 	h := header("c1", manager.PrincipalAddress("local"), 0)
 	h.SeedLen = 4
 	mustCreate(t, s, h)
 
-	got, err := s.Header("c1")
+	got, err := s.Header(ctx, "c1")
 	if err != nil {
 		t.Fatalf("Header: %v", err)
 	}
 	if !sameHeader(got, h) {
 		t.Errorf("Header = %+v, want %+v", got, h)
 	}
-	d, err := s.Descriptor("c1")
+	d, err := s.Descriptor(ctx, "c1")
 	if err != nil {
 		t.Fatalf("Descriptor: %v", err)
 	}
 	if !reflect.DeepEqual(d, descriptor()) {
 		t.Errorf("Descriptor = %+v, want %+v", d, descriptor())
 	}
-	if n, err := s.JournalLen("c1"); err != nil || n != 0 {
+	if n, err := s.JournalLen(ctx, "c1"); err != nil || n != 0 {
 		t.Errorf("JournalLen of a new child = %d, %v; want 0, nil", n, err)
 	}
-	if evs, err := s.Events("c1"); err != nil || len(evs) != 0 {
+	if evs, err := s.Events(ctx, "c1"); err != nil || len(evs) != 0 {
 		t.Errorf("Events of a new child = %v, %v; want none", evs, err)
 	}
-	if _, ok, err := s.Checkpoint("c1"); err != nil || ok {
+	if _, ok, err := s.Checkpoint(ctx, "c1"); err != nil || ok {
 		t.Errorf("Checkpoint of a new child: ok=%v err=%v; want absent", ok, err)
 	}
-	if act, err := s.Active(); err != nil || !reflect.DeepEqual(act, []string{"c1"}) {
-		t.Errorf("Active = %v, %v; want [c1]: a new child is active", act, err)
+	if q, err := s.Queued(ctx, "c1"); err != nil || len(q) != 0 {
+		t.Errorf("Queued of a new child = %v, %v; want empty", q, err)
 	}
-	hs, corrupt, err := s.Children(h.Parent)
-	if err != nil || len(corrupt) != 0 || len(hs) != 1 || !sameHeader(hs[0], h) {
-		t.Errorf("Children = %+v, %v, %v; want the one header", hs, corrupt, err)
+	if act := residents(t, s); len(act) != 0 {
+		t.Errorf("Residents = %v; a child created without a claim is not resident", act)
+	}
+	ls, err := s.Listings(ctx, h.Parent)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("Listings = %+v, %v; want the one child", ls, err)
+	}
+	l := ls[0]
+	want := manager.Header{ID: h.ID, Parent: h.Parent, Depth: h.Depth, Mode: h.Mode, Provider: h.Provider, Label: h.Label, Cwd: h.Cwd, CreatedAt: h.CreatedAt}
+	got.Principal, got.DepthCap, got.SeedLen, got.Session = "", 0, 0, ""
+	lh := l.Header
+	lh.Principal, lh.DepthCap, lh.SeedLen, lh.Session = "", 0, 0, "" // a listing may leave them out
+	if !sameHeader(lh, want) || l.Corrupt || l.Checkpoint != nil || l.HasChildren {
+		t.Errorf("Listing = %+v; want the row fields of %+v, no checkpoint, no children", l, want)
 	}
 }
 
 func testNoAliasing(t *testing.T, s manager.Store) {
 	h := header("c1", "p", 0)
 	d := descriptor()
-	if err := s.CreateChild(h, d); err != nil {
+	if err := create(s, h, d); err != nil {
 		t.Fatal(err)
 	}
 	// Mutating what was passed in changes nothing stored.
 	d.ToolFilter.Allow[0] = "MUTATED"
 	d.OutputSchema[2] = 'X'
 	evs := turn(0, 1, "hello")
-	if err := s.AppendEvents("c1", evs); err != nil {
+	if err := appendEvents(s, "c1", evs); err != nil {
 		t.Fatal(err)
 	}
 	evs[1].Message.Content = "MUTATED"
 
 	// Mutating what came out changes nothing stored.
-	got, err := s.Descriptor("c1")
+	got, err := s.Descriptor(ctx, "c1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +274,7 @@ func testNoAliasing(t *testing.T, s manager.Store) {
 	}
 	got.ToolFilter.Allow[0] = "MUTATED"
 	got.OutputSchema[2] = 'X'
-	again, err := s.Descriptor("c1")
+	again, err := s.Descriptor(ctx, "c1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +282,7 @@ func testNoAliasing(t *testing.T, s manager.Store) {
 		t.Errorf("Descriptor changed with a returned value: %+v", again)
 	}
 
-	out, err := s.Events("c1")
+	out, err := s.Events(ctx, "c1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +290,7 @@ func testNoAliasing(t *testing.T, s manager.Store) {
 		t.Fatalf("Events changed with the caller's value: %+v", out)
 	}
 	out[1].Message.Content = "MUTATED"
-	out2, err := s.Events("c1")
+	out2, err := s.Events(ctx, "c1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,24 +301,24 @@ func testNoAliasing(t *testing.T, s manager.Store) {
 
 func testCreateRefusals(t *testing.T, s manager.Store) {
 	mustCreate(t, s, header("dup", "p", 0))
-	if err := s.CreateChild(header("dup", "q", time.Second), descriptor()); err == nil {
-		t.Error("CreateChild accepted a duplicate id")
+	if err := create(s, header("dup", "q", time.Second), descriptor()); err == nil {
+		t.Errorf("a create of a duplicate id = %v, want refused", err)
 	}
-	if hs, _, _ := s.Children("q"); len(hs) != 0 {
-		t.Errorf("a refused duplicate was indexed under its parent: %v", ids(hs))
+	if got := listed(t, s, "q"); len(got) != 0 {
+		t.Errorf("a refused duplicate was indexed under its parent: %v", got)
 	}
-	if h, err := s.Header("dup"); err != nil || h.Parent != "p" {
+	if h, err := s.Header(ctx, "dup"); err != nil || h.Parent != "p" {
 		t.Errorf("a refused duplicate changed the stored header: %+v, %v", h, err)
 	}
 
 	bad := func(name string, h manager.Header, d manager.Descriptor) {
 		t.Helper()
-		if err := s.CreateChild(h, d); err == nil {
-			t.Errorf("CreateChild accepted %s", name)
+		if err := create(s, h, d); err == nil {
+			t.Errorf("a create accepted %s", name)
 		}
 		if h.ID != "" {
-			if _, err := s.Header(h.ID); err == nil {
-				t.Errorf("CreateChild stored a child with %s", name)
+			if _, err := s.Header(ctx, h.ID); err == nil {
+				t.Errorf("a create stored a child with %s", name)
 			}
 		}
 	}
@@ -262,8 +332,12 @@ func testCreateRefusals(t *testing.T, s manager.Store) {
 	bad("a zero created_at", zeroTime, descriptor())
 	bad("descriptor version 0", header("v0", "p", 0), v0)
 	bad("an unknown descriptor version", header("v2", "p", 0), v2)
-	if hs, _, _ := s.Children("p"); len(hs) != 1 {
-		t.Errorf("Children(p) after refusals = %v, want [dup]", ids(hs))
+	if got := listed(t, s, "p"); !reflect.DeepEqual(got, []string{"dup"}) {
+		t.Errorf("Listings(p) after refusals = %v, want [dup]", got)
+	}
+	// A create that names another id than the one written is refused.
+	if err := s.WriteChild(ctx, "other", manager.ChildWrite{Create: &manager.NewChild{Header: header("named", "p", 0), Descriptor: descriptor()}}); err == nil {
+		t.Error("a create under another id was accepted")
 	}
 }
 
@@ -283,39 +357,43 @@ func testUnknownChild(t *testing.T, s manager.Store) {
 			t.Errorf("%s(%q) = %v: the error does not name the child", method, id, err)
 		}
 	}
-	_, err := s.Header(id)
+	_, err := s.Header(ctx, id)
 	check("Header", err)
-	_, err = s.Descriptor(id)
+	_, err = s.Descriptor(ctx, id)
 	check("Descriptor", err)
-	_, err = s.Events(id)
+	_, err = s.Events(ctx, id)
 	check("Events", err)
-	_, err = s.JournalLen(id)
+	_, err = s.JournalLen(ctx, id)
 	check("JournalLen", err)
-	check("AppendEvents", s.AppendEvents(id, turn(0, 1, "x")))
-	check("AppendEvents (empty)", s.AppendEvents(id, nil))
-	_, _, err = s.Checkpoint(id)
+	check("AppendEvents", appendEvents(s, id, turn(0, 1, "x")))
+	check("AppendEvents (empty)", appendEvents(s, id, nil))
+	_, _, err = s.Checkpoint(ctx, id)
 	check("Checkpoint", err)
-	check("SetCheckpoint", s.SetCheckpoint(id, manager.Checkpoint{Seq: 1}))
-	check("SetActive", s.SetActive(id, true))
-	check("SetActive(false)", s.SetActive(id, false))
-	if act, _ := s.Active(); !reflect.DeepEqual(act, []string{"known"}) {
-		t.Errorf("Active = %v after refused marks, want only the created child", act)
+	check("SetCheckpoint", s.SetCheckpoint(ctx, id, manager.Checkpoint{Seq: 1}))
+	_, err = s.Queued(ctx, id)
+	check("Queued", err)
+	o := owner("o1")
+	check("WriteChild (claim)", s.WriteChild(ctx, id, manager.ChildWrite{Claim: &o}))
+	check("WriteChild (inbox)", s.WriteChild(ctx, id, manager.ChildWrite{Enqueue: []manager.QueuedMessage{{ID: "m"}}}))
+	check("WriteChild (settle)", s.WriteChild(ctx, id, manager.ChildWrite{Settle: &manager.Checkpoint{}}))
+	if act := residents(t, s); len(act) != 0 {
+		t.Errorf("Residents = %v after refused claims, want none", act)
 	}
-	if hs, corrupt, err := s.Children("nobody"); err != nil || len(hs)+len(corrupt) != 0 {
-		t.Errorf("Children of an unknown parent = %v, %v, %v; want empty, nil", hs, corrupt, err)
+	if ls, err := s.Listings(ctx, "nobody"); err != nil || len(ls) != 0 {
+		t.Errorf("Listings of an unknown parent = %v, %v; want empty, nil", ls, err)
 	}
 }
 
 func testAppendContinuity(t *testing.T, s manager.Store) {
 	mustCreate(t, s, header("c", "p", 0))
 	first := turn(0, 1, "one")[:3]
-	if err := s.AppendEvents("c", first); err != nil {
+	if err := appendEvents(s, "c", first); err != nil {
 		t.Fatalf("append 0..2: %v", err)
 	}
-	if err := s.AppendEvents("c", nil); err != nil {
+	if err := appendEvents(s, "c", nil); err != nil {
 		t.Fatalf("an empty append: %v", err)
 	}
-	if err := s.AppendEvents("c", turn(0, 1, "one")[3:]); err != nil {
+	if err := appendEvents(s, "c", turn(0, 1, "one")[3:]); err != nil {
 		t.Fatalf("append 3: %v", err)
 	}
 	ev := func(seq int64) agent.Event {
@@ -333,17 +411,17 @@ func testAppendContinuity(t *testing.T, s manager.Store) {
 		{"a negative sequence", []agent.Event{ev(-1)}},
 		{"an event without a kind", []agent.Event{{Seq: 4, Time: base}}},
 	} {
-		if err := s.AppendEvents("c", tc.events); err == nil {
+		if err := appendEvents(s, "c", tc.events); err == nil {
 			t.Errorf("AppendEvents accepted %s", tc.name)
 		}
-		if n, _ := s.JournalLen("c"); n != 4 {
+		if n, _ := s.JournalLen(ctx, "c"); n != 4 {
 			t.Fatalf("after refusing %s, JournalLen = %d, want 4 (all-or-nothing)", tc.name, n)
 		}
 	}
-	if err := s.AppendEvents("c", []agent.Event{ev(4), ev(5)}); err != nil {
+	if err := appendEvents(s, "c", []agent.Event{ev(4), ev(5)}); err != nil {
 		t.Fatalf("append 4..5: %v", err)
 	}
-	got, err := s.Events("c")
+	got, err := s.Events(ctx, "c")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +429,7 @@ func testAppendContinuity(t *testing.T, s manager.Store) {
 	if !sameEvents(got, want) {
 		t.Errorf("Events = %+v\nwant %+v", got, want)
 	}
-	if n, err := s.JournalLen("c"); err != nil || n != 6 {
+	if n, err := s.JournalLen(ctx, "c"); err != nil || n != 6 {
 		t.Errorf("JournalLen = %d, %v; want 6", n, err)
 	}
 }
@@ -373,10 +451,10 @@ func testEventContent(t *testing.T, s manager.Store) {
 			Message: &llm.Message{Role: llm.RoleAssistant, Refusal: "no"}},
 		{Seq: 5, Kind: agent.EventTurnEnd, Time: at, Turn: 1, StopReason: agent.StopError, Diagnostic: "model failed"},
 	}
-	if err := s.AppendEvents("c", events); err != nil {
+	if err := appendEvents(s, "c", events); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Events("c")
+	got, err := s.Events(ctx, "c")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +466,7 @@ func testEventContent(t *testing.T, s manager.Store) {
 	}
 }
 
-func testChildrenOrder(t *testing.T, s manager.Store) {
+func testListingsOrder(t *testing.T, s manager.Store) {
 	p, q := manager.PrincipalAddress("alice"), manager.PrincipalAddress("bob")
 	// Created out of order on purpose; two share a timestamp (ties by id).
 	for _, h := range []manager.Header{
@@ -405,17 +483,22 @@ func testChildrenOrder(t *testing.T, s manager.Store) {
 	}
 	check := func(parent string, want ...string) {
 		t.Helper()
-		hs, corrupt, err := s.Children(parent)
-		if err != nil || len(corrupt) != 0 {
-			t.Fatalf("Children(%q): corrupt=%v err=%v", parent, corrupt, err)
+		ls, err := s.Listings(ctx, parent)
+		if err != nil {
+			t.Fatalf("Listings(%q): %v", parent, err)
 		}
-		if got := ids(hs); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
-			t.Errorf("Children(%q) = %v, want %v", parent, got, want)
-		}
-		for _, h := range hs {
-			if h.Parent != parent {
-				t.Errorf("Children(%q) returned %q whose parent is %q", parent, h.ID, h.Parent)
+		got := []string{}
+		for _, l := range ls {
+			got = append(got, l.Header.ID)
+			if l.Header.Parent != parent || l.Corrupt {
+				t.Errorf("Listings(%q) returned %+v", parent, l)
 			}
+			if l.HasChildren != (l.Header.ID == "c1") {
+				t.Errorf("Listings(%q): %s HasChildren = %v", parent, l.Header.ID, l.HasChildren)
+			}
+		}
+		if !reflect.DeepEqual(got, append([]string{}, want...)) {
+			t.Errorf("Listings(%q) = %v, want %v", parent, got, want)
 		}
 	}
 	check(p, "old", "tie-a", "tie-b", "c1", "c2", "c3")
@@ -428,41 +511,63 @@ func testChildrenOrder(t *testing.T, s manager.Store) {
 func testCheckpoints(t *testing.T, s manager.Store) {
 	mustCreate(t, s, header("c", "p", 0))
 	mustCreate(t, s, header("d", "p", time.Second))
-	if err := s.AppendEvents("c", turn(0, 1, "a")); err != nil { // 4 events
+	if err := appendEvents(s, "c", turn(0, 1, "a")); err != nil { // 4 events
 		t.Fatal(err)
 	}
 	cp := manager.Checkpoint{Seq: 4, Mode: manager.ModeContinuable, Label: "x",
 		Usage: manager.Usage{InputTokens: 100, OutputTokens: 7, CostUSD: 0.25}, Stop: agent.StopAborted}
-	if err := s.SetCheckpoint("c", cp); err != nil {
+	if err := s.SetCheckpoint(ctx, "c", cp); err != nil {
 		t.Fatal(err)
 	}
-	got, ok, err := s.Checkpoint("c")
+	got, ok, err := s.Checkpoint(ctx, "c")
 	if err != nil || !ok || !reflect.DeepEqual(got, cp) {
 		t.Errorf("Checkpoint = %+v, %v, %v; want %+v", got, ok, err, cp)
 	}
 	cp2 := manager.Checkpoint{Seq: 4, Mode: manager.ModeContinuable, Label: "y"}
-	if err := s.SetCheckpoint("c", cp2); err != nil {
+	if err := s.SetCheckpoint(ctx, "c", cp2); err != nil {
 		t.Fatal(err)
 	}
-	if got, ok, err := s.Checkpoint("c"); err != nil || !ok || !reflect.DeepEqual(got, cp2) {
+	if got, ok, err := s.Checkpoint(ctx, "c"); err != nil || !ok || !reflect.DeepEqual(got, cp2) {
 		t.Errorf("Checkpoint after replace = %+v, %v, %v; want %+v", got, ok, err, cp2)
 	}
-	if _, ok, err := s.Checkpoint("d"); err != nil || ok {
+	if _, ok, err := s.Checkpoint(ctx, "d"); err != nil || ok {
 		t.Errorf("a sibling's checkpoint: ok=%v err=%v; want absent", ok, err)
 	}
 	// A checkpoint that is not current is a cache miss, never stored.
-	if err := s.SetCheckpoint("d", manager.Checkpoint{Seq: 5}); err != nil {
+	if err := s.SetCheckpoint(ctx, "d", manager.Checkpoint{Seq: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := s.Checkpoint("d"); ok {
+	if _, ok, _ := s.Checkpoint(ctx, "d"); ok {
 		t.Error("a checkpoint ahead of the journal was stored")
 	}
 	// An append makes the stored checkpoint stale: it is dropped.
-	if err := s.AppendEvents("c", turn(4, 2, "b")); err != nil {
+	if err := appendEvents(s, "c", turn(4, 2, "b")); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := s.Checkpoint("c"); ok {
+	if _, ok, _ := s.Checkpoint(ctx, "c"); ok {
 		t.Error("a checkpoint survived a journal append")
+	}
+	// A listing carries the current checkpoint with its gate.
+	cp3 := manager.Checkpoint{Seq: 8, Mode: manager.ModeContinuable, Label: "z", Stop: agent.StopCompleted, Closing: "bye",
+		Usage: manager.Usage{InputTokens: 3, OutputTokens: 1, CostUSD: 0.5}}
+	if err := s.SetCheckpoint(ctx, "c", cp3); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := s.Listings(ctx, "p")
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("Listings = %+v, %v", ls, err)
+	}
+	if l := ls[0]; l.Checkpoint == nil || !reflect.DeepEqual(*l.Checkpoint, cp3) || l.JournalLen != 8 {
+		t.Errorf("c's listing = %+v; want its checkpoint and JournalLen 8", l)
+	}
+	if l := ls[1]; l.Checkpoint != nil {
+		t.Errorf("d's listing has a checkpoint: %+v", l.Checkpoint)
+	}
+	if err := appendEvents(s, "c", turn(8, 3, "c")); err != nil {
+		t.Fatal(err)
+	}
+	if ls, _ := s.Listings(ctx, "p"); len(ls) != 2 || ls[0].Checkpoint != nil {
+		t.Errorf("a listing after an append still has the stale checkpoint: %+v", ls)
 	}
 }
 
@@ -474,17 +579,17 @@ func testNotices(t *testing.T, s manager.Store) {
 		{ChildID: "c2", Source: agent.SourceSettled, Text: "second", Seq: 999},
 		{ChildID: "c1", Source: agent.SourceSettled, Text: "third"},
 	} {
-		if err := s.AddNotice("alice", n); err != nil {
+		if err := s.AddNotice(ctx, "alice", n); err != nil {
 			t.Fatalf("AddNotice %d: %v", i, err)
 		}
 	}
-	if err := s.AddNotice("bob", manager.Notice{ChildID: "b1", Source: agent.SourceReport, Text: "bob's"}); err != nil {
+	if err := s.AddNotice(ctx, "bob", manager.Notice{ChildID: "b1", Source: agent.SourceReport, Text: "bob's"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddNotice("", manager.Notice{Text: "nobody's"}); err == nil {
+	if err := s.AddNotice(ctx, "", manager.Notice{Text: "nobody's"}); err == nil {
 		t.Error("AddNotice accepted an empty principal")
 	}
-	got, err := s.TakeNotices("alice", nil)
+	got, err := s.TakeNotices(ctx, "alice", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,21 +616,21 @@ func testNotices(t *testing.T, s manager.Store) {
 	if got[0].ChildID != "c1" || got[1].Source != agent.SourceSettled {
 		t.Errorf("notice fields lost: %+v", got)
 	}
-	if again, err := s.TakeNotices("alice", nil); err != nil || len(again) != 0 {
+	if again, err := s.TakeNotices(ctx, "alice", nil); err != nil || len(again) != 0 {
 		t.Errorf("second TakeNotices(alice) = %+v, %v; want none (taken once)", again, err)
 	}
-	if err := s.AddNotice("alice", manager.Notice{ChildID: "c9", Text: "later"}); err != nil {
+	if err := s.AddNotice(ctx, "alice", manager.Notice{ChildID: "c9", Text: "later"}); err != nil {
 		t.Fatal(err)
 	}
-	later, err := s.TakeNotices("alice", nil)
+	later, err := s.TakeNotices(ctx, "alice", nil)
 	if err != nil || len(later) != 1 || later[0].Seq <= got[2].Seq {
 		t.Errorf("a notice after a take = %+v, %v; want one with Seq > %d (never reused)", later, err, got[2].Seq)
 	}
-	bob, err := s.TakeNotices("bob", nil)
+	bob, err := s.TakeNotices(ctx, "bob", nil)
 	if err != nil || len(bob) != 1 || bob[0].Text != "bob's" {
 		t.Errorf("TakeNotices(bob) = %+v, %v", bob, err)
 	}
-	if none, err := s.TakeNotices("carol", nil); err != nil || len(none) != 0 {
+	if none, err := s.TakeNotices(ctx, "carol", nil); err != nil || len(none) != 0 {
 		t.Errorf("TakeNotices(carol) = %+v, %v; want none", none, err)
 	}
 }
@@ -537,7 +642,7 @@ func testNoticesFiltered(t *testing.T, s manager.Store) {
 		{ChildID: "c3", Session: "s1", Text: "three"},
 		{ChildID: "c4", Session: "s2", Text: "four"},
 	} {
-		if err := s.AddNotice("alice", n); err != nil {
+		if err := s.AddNotice(ctx, "alice", n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -548,48 +653,19 @@ func testNoticesFiltered(t *testing.T, s manager.Store) {
 		}
 		return out
 	}
-	s1, err := s.TakeNotices("alice", func(n manager.Notice) bool { return n.Session == "s1" })
+	s1, err := s.TakeNotices(ctx, "alice", func(n manager.Notice) bool { return n.Session == "s1" })
 	if err != nil || !reflect.DeepEqual(texts(s1), []string{"one", "three"}) {
 		t.Fatalf("take of session s1 = %v, %v; want [one three]", texts(s1), err)
 	}
 	if s1[0].StopReason != agent.StopCompleted || s1[0].Session != "s1" {
 		t.Errorf("notice fields lost: %+v", s1[0])
 	}
-	if again, _ := s.TakeNotices("alice", func(n manager.Notice) bool { return n.Session == "s1" }); len(again) != 0 {
+	if again, _ := s.TakeNotices(ctx, "alice", func(n manager.Notice) bool { return n.Session == "s1" }); len(again) != 0 {
 		t.Errorf("second take of s1 = %v; want none", texts(again))
 	}
-	rest, err := s.TakeNotices("alice", nil)
+	rest, err := s.TakeNotices(ctx, "alice", nil)
 	if err != nil || !reflect.DeepEqual(texts(rest), []string{"two", "four"}) {
 		t.Errorf("the rest = %v, %v; want [two four] in order", texts(rest), err)
-	}
-}
-
-func testActive(t *testing.T, s manager.Store) {
-	for i, id := range []string{"b", "a", "c"} {
-		mustCreate(t, s, header(id, "p", time.Duration(i)))
-	}
-	if got, err := s.Active(); err != nil || !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
-		t.Errorf("Active after CreateChild = %v, %v; want [a b c]: new children are active", got, err)
-	}
-	if err := s.SetActive("c", false); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"b", "a", "a"} {
-		if err := s.SetActive(id, true); err != nil {
-			t.Fatalf("SetActive(%q): %v", id, err)
-		}
-	}
-	if got, err := s.Active(); err != nil || !reflect.DeepEqual(got, []string{"a", "b"}) {
-		t.Errorf("Active = %v, %v; want [a b]", got, err)
-	}
-	if err := s.SetActive("a", false); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.SetActive("c", false); err != nil {
-		t.Errorf("clearing an unmarked child: %v", err)
-	}
-	if got, err := s.Active(); err != nil || !reflect.DeepEqual(got, []string{"b"}) {
-		t.Errorf("Active = %v, %v; want [b]", got, err)
 	}
 }
 
@@ -604,7 +680,7 @@ func testConcurrentAppends(t *testing.T, s manager.Store) {
 		wg.Go(func() {
 			id := fmt.Sprintf("c%d", i)
 			for n := range turns {
-				if err := s.AppendEvents(id, turn(int64(n*4), n+1, id)); err != nil {
+				if err := appendEvents(s, id, turn(int64(n*4), n+1, id)); err != nil {
 					errs <- fmt.Errorf("%s turn %d: %w", id, n, err)
 					return
 				}
@@ -618,7 +694,7 @@ func testConcurrentAppends(t *testing.T, s manager.Store) {
 	}
 	for i := range children {
 		id := fmt.Sprintf("c%d", i)
-		got, err := s.Events(id)
+		got, err := s.Events(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -639,8 +715,8 @@ func testConcurrentCreate(t *testing.T, s manager.Store) {
 	won := 0
 	for i := range distinct {
 		wg.Go(func() {
-			if err := s.CreateChild(header(fmt.Sprintf("c%02d", i), "p", time.Duration(i)), descriptor()); err != nil {
-				t.Errorf("CreateChild c%02d: %v", i, err)
+			if err := create(s, header(fmt.Sprintf("c%02d", i), "p", time.Duration(i)), descriptor()); err != nil {
+				t.Errorf("create c%02d: %v", i, err)
 			}
 		})
 	}
@@ -648,7 +724,7 @@ func testConcurrentCreate(t *testing.T, s manager.Store) {
 		wg.Go(func() {
 			h := header("contested", "p", time.Hour)
 			h.Label = fmt.Sprintf("racer %d", i)
-			if s.CreateChild(h, descriptor()) == nil {
+			if create(s, h, descriptor()) == nil {
 				mu.Lock()
 				won++
 				mu.Unlock()
@@ -659,20 +735,17 @@ func testConcurrentCreate(t *testing.T, s manager.Store) {
 	if won != 1 {
 		t.Errorf("%d racers created the same id, want exactly 1", won)
 	}
-	hs, corrupt, err := s.Children("p")
-	if err != nil || len(corrupt) != 0 {
-		t.Fatal(err, corrupt)
-	}
-	if len(hs) != distinct+1 {
-		t.Fatalf("Children = %d headers, want %d", len(hs), distinct+1)
+	got := listed(t, s, "p")
+	if len(got) != distinct+1 {
+		t.Fatalf("Listings = %d children, want %d", len(got), distinct+1)
 	}
 	for i := range distinct {
-		if want := fmt.Sprintf("c%02d", i); hs[i].ID != want {
-			t.Errorf("Children[%d] = %q, want %q", i, hs[i].ID, want)
+		if want := fmt.Sprintf("c%02d", i); got[i] != want {
+			t.Errorf("Listings[%d] = %q, want %q", i, got[i], want)
 		}
 	}
-	if hs[distinct].ID != "contested" {
-		t.Errorf("last child = %q, want contested", hs[distinct].ID)
+	if got[distinct] != "contested" {
+		t.Errorf("last child = %q, want contested", got[distinct])
 	}
 }
 
@@ -683,11 +756,11 @@ func testReadersBesideWriters(t *testing.T, s manager.Store) {
 	wg.Go(func() {
 		defer close(stop)
 		for n := range 20 {
-			if err := s.AppendEvents("w", turn(int64(n*4), n+1, "w")); err != nil {
+			if err := appendEvents(s, "w", turn(int64(n*4), n+1, "w")); err != nil {
 				t.Error(err)
 				return
 			}
-			if err := s.CreateChild(header(fmt.Sprintf("s%02d", n), "p", time.Duration(n+1)), descriptor()); err != nil {
+			if err := create(s, header(fmt.Sprintf("s%02d", n), "p", time.Duration(n+1)), descriptor()); err != nil {
 				t.Error(err)
 				return
 			}
@@ -701,7 +774,7 @@ func testReadersBesideWriters(t *testing.T, s manager.Store) {
 					return
 				default:
 				}
-				evs, err := s.Events("w")
+				evs, err := s.Events(ctx, "w")
 				if err != nil {
 					t.Error(err)
 					return
@@ -712,10 +785,10 @@ func testReadersBesideWriters(t *testing.T, s manager.Store) {
 				if err := agent.Validate(evs); err != nil {
 					t.Error(err)
 				}
-				if _, _, err := s.Children("p"); err != nil {
+				if _, err := s.Listings(ctx, "p"); err != nil {
 					t.Error(err)
 				}
-				if _, err := s.JournalLen("w"); err != nil {
+				if _, err := s.JournalLen(ctx, "w"); err != nil {
 					t.Error(err)
 				}
 			}
@@ -732,35 +805,29 @@ func testClose(t *testing.T, s manager.Store) {
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
-	if _, err := s.Header("c"); err == nil {
+	if _, err := s.Header(ctx, "c"); err == nil {
 		t.Error("Header after Close succeeded")
 	}
-	if err := s.CreateChild(header("d", "p", 0), descriptor()); err == nil {
-		t.Error("CreateChild after Close succeeded")
+	if err := create(s, header("d", "p", 0), descriptor()); err == nil {
+		t.Error("a create after Close succeeded")
 	}
-	if err := s.AddNotice("alice", manager.Notice{Text: "x"}); err == nil {
+	if err := s.AddNotice(ctx, "alice", manager.Notice{Text: "x"}); err == nil {
 		t.Error("AddNotice after Close succeeded")
 	}
-	if _, _, err := s.Children("p"); err == nil {
-		t.Error("Children after Close succeeded")
+	if _, err := s.Listings(ctx, "p"); err == nil {
+		t.Error("Listings after Close succeeded")
+	}
+	if _, err := s.Residents(ctx); err == nil {
+		t.Error("Residents after Close succeeded")
+	}
+	if err := s.Renew(ctx, owner("o1")); err == nil {
+		t.Error("Renew after Close succeeded")
 	}
 }
 
-func batcher(t *testing.T, s manager.Store) manager.Inboxer {
+func queuedIDs(t *testing.T, s manager.Store, id string) []string {
 	t.Helper()
-	ib, ok := s.(manager.Inboxer)
-	if !ok {
-		if _, ok := s.(manager.Batcher); ok {
-			t.Fatal("the store can WriteChild but not read an inbox back (Queued)")
-		}
-		t.Skip("the store has no WriteChild")
-	}
-	return ib
-}
-
-func queuedIDs(t *testing.T, ib manager.Inboxer, id string) []string {
-	t.Helper()
-	qs, err := ib.Queued(id)
+	qs, err := s.Queued(ctx, id)
 	if err != nil {
 		t.Fatalf("Queued(%q): %v", id, err)
 	}
@@ -772,110 +839,137 @@ func queuedIDs(t *testing.T, ib manager.Inboxer, id string) []string {
 }
 
 func testWriteChild(t *testing.T, s manager.Store) {
-	ib := batcher(t, s)
 	h := header("w1", "principal:local", 0)
-	err := ib.WriteChild("w1", manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: descriptor()},
+	o := owner("o1")
+	err := s.WriteChild(ctx, "w1", manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: descriptor()}, Claim: &o, Events: turn(0, 1, "seed"),
 		Enqueue: []manager.QueuedMessage{{ID: "m1", Text: "first", Source: agent.SourceUser}, {ID: "m2", Text: "quiet", Source: agent.SourceReport, Quiet: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Header("w1"); !sameHeader(got, h) {
+	if got, _ := s.Header(ctx, "w1"); !sameHeader(got, h) {
 		t.Errorf("Header after a create write = %+v", got)
 	}
-	if act, _ := s.Active(); !reflect.DeepEqual(act, []string{"w1"}) {
-		t.Errorf("Active = %v; a created child is active", act)
+	if act := residents(t, s); !reflect.DeepEqual(act, []string{"w1"}) {
+		t.Errorf("Residents = %v; a child created with a claim is resident", act)
 	}
-	qs, err := ib.Queued("w1")
+	if evs, err := s.Events(ctx, "w1"); err != nil || !sameEvents(evs, turn(0, 1, "seed")) {
+		t.Errorf("Events after a create with events = %+v, %v", evs, err)
+	}
+	qs, err := s.Queued(ctx, "w1")
 	if err != nil || len(qs) != 2 || qs[0].ID != "m1" || qs[0].Text != "first" || !qs[1].Quiet || qs[1].Source != agent.SourceReport {
 		t.Fatalf("Queued = %+v, %v", qs, err)
 	}
 	// A turn claims m1 with its first events.
-	if err := ib.WriteChild("w1", manager.ChildWrite{Dequeue: []string{"m1"}, Events: turn(0, 1, "first"),
+	if err := s.WriteChild(ctx, "w1", manager.ChildWrite{Dequeue: []string{"m1"}, Events: turn(4, 2, "first"),
 		Enqueue: []manager.QueuedMessage{{ID: "m3", Text: "third"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := queuedIDs(t, ib, "w1"); !reflect.DeepEqual(got, []string{"m2", "m3"}) {
+	if got := queuedIDs(t, s, "w1"); !reflect.DeepEqual(got, []string{"m2", "m3"}) {
 		t.Errorf("Queued after a claim = %v, want [m2 m3] in order", got)
 	}
-	if n, _ := s.JournalLen("w1"); n != 4 {
-		t.Errorf("JournalLen = %d, want 4", n)
+	if n, _ := s.JournalLen(ctx, "w1"); n != 8 {
+		t.Errorf("JournalLen = %d, want 8", n)
 	}
-	cp := manager.Checkpoint{Seq: 4, Mode: manager.ModeContinuable, Label: "l", Stop: agent.StopCompleted, Closing: "done"}
-	if err := ib.WriteChild("w1", manager.ChildWrite{Dequeue: []string{"m2", "m3"}, Settle: &cp}); err != nil {
+	cp := manager.Checkpoint{Seq: 8, Mode: manager.ModeContinuable, Label: "l", Stop: agent.StopCompleted, Closing: "done"}
+	if err := s.WriteChild(ctx, "w1", manager.ChildWrite{Dequeue: []string{"m2", "m3"}, Settle: &cp}); err != nil {
 		t.Fatal(err)
 	}
-	if act, _ := s.Active(); len(act) != 0 {
-		t.Errorf("Active = %v after the settlement", act)
+	if act := residents(t, s); len(act) != 0 {
+		t.Errorf("Residents = %v after the settlement", act)
 	}
-	if got, ok, err := s.Checkpoint("w1"); err != nil || !ok || got.Closing != "done" {
+	if got, ok, err := s.Checkpoint(ctx, "w1"); err != nil || !ok || got.Closing != "done" {
 		t.Errorf("Checkpoint = %+v, %v, %v", got, ok, err)
 	}
-	if got := queuedIDs(t, ib, "w1"); len(got) != 0 {
+	if got := queuedIDs(t, s, "w1"); len(got) != 0 {
 		t.Errorf("Queued after the settlement = %v", got)
 	}
 }
 
 func testSettlementNotice(t *testing.T, s manager.Store) {
-	ib := batcher(t, s)
-	mustCreate(t, s, header("parent", "principal:local", 0))
-	mustCreate(t, s, header("kid", "parent", time.Second))
-	mustCreate(t, s, header("root-kid", "principal:local", 2*time.Second))
+	o := owner("o1")
+	mustClaim(t, s, header("parent", "principal:local", 0), o)
+	mustClaim(t, s, header("kid", "parent", time.Second), o)
+	mustClaim(t, s, header("root-kid", "principal:local", 2*time.Second), o)
 	// To a live parent agent: into its stored inbox.
 	cp := manager.Checkpoint{Seq: 0, Mode: manager.ModeContinuable}
 	msg := manager.QueuedMessage{ID: "msg-settled", Text: "kid finished", Source: agent.SourceSettled}
-	if err := ib.WriteChild("kid", manager.ChildWrite{Settle: &cp, Notify: &manager.ParentNotice{To: "parent", Inbox: true, Message: msg}}); err != nil {
+	if err := s.WriteChild(ctx, "kid", manager.ChildWrite{Settle: &cp, Notify: &manager.ParentNotice{To: "parent", Inbox: true, Message: msg}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := queuedIDs(t, ib, "parent"); !reflect.DeepEqual(got, []string{"msg-settled"}) {
+	if got := queuedIDs(t, s, "parent"); !reflect.DeepEqual(got, []string{"msg-settled"}) {
 		t.Errorf("parent's inbox = %v, want the settlement notice", got)
 	}
 	// To a principal: queued as a notice, numbered by the store.
 	n := manager.Notice{ChildID: "root-kid", Source: agent.SourceSettled, StopReason: agent.StopCompleted, Text: "root-kid finished"}
-	if err := ib.WriteChild("root-kid", manager.ChildWrite{Events: turn(0, 1, "go"), Settle: &manager.Checkpoint{Seq: 4},
+	if err := s.WriteChild(ctx, "root-kid", manager.ChildWrite{Events: turn(0, 1, "go"), Settle: &manager.Checkpoint{Seq: 4},
 		Notify: &manager.ParentNotice{To: "principal:local", Notice: n}}); err != nil {
 		t.Fatal(err)
 	}
-	if act, _ := s.Active(); !reflect.DeepEqual(act, []string{"parent"}) {
-		t.Errorf("Active = %v, want only the parent", act)
+	if act := residents(t, s); !reflect.DeepEqual(act, []string{"parent"}) {
+		t.Errorf("Residents = %v, want only the parent", act)
 	}
-	got, err := s.TakeNotices("principal:local", nil)
+	if cp, ok, _ := s.Checkpoint(ctx, "root-kid"); !ok || cp.Seq != 4 {
+		t.Errorf("root-kid's settlement checkpoint = %+v, %v", cp, ok)
+	}
+	got, err := s.TakeNotices(ctx, "principal:local", nil)
 	if err != nil || len(got) != 1 || got[0].ChildID != "root-kid" || got[0].Text != n.Text || got[0].Seq != 1 || got[0].Time.IsZero() {
 		t.Errorf("TakeNotices = %+v, %v; want the settlement notice, Seq 1 and a time", got, err)
 	}
 }
 
 func testWriteChildRefused(t *testing.T, s manager.Store) {
-	ib := batcher(t, s)
-	mustCreate(t, s, header("r1", "principal:local", 0))
+	mustClaim(t, s, header("r1", "principal:local", 0), owner("o1"))
 	cp := manager.Checkpoint{Seq: 4}
 	// The recipient of the notice does not exist: nothing of the write lands.
-	err := ib.WriteChild("r1", manager.ChildWrite{Events: turn(0, 1, "x"), Settle: &cp,
+	err := s.WriteChild(ctx, "r1", manager.ChildWrite{Events: turn(0, 1, "x"), Settle: &cp,
 		Enqueue: []manager.QueuedMessage{{ID: "q"}},
 		Notify:  &manager.ParentNotice{To: "ghost", Inbox: true, Message: manager.QueuedMessage{ID: "n"}}})
 	if err == nil {
 		t.Fatal("a settlement notice to an unknown child's inbox was accepted")
 	}
-	if n, _ := s.JournalLen("r1"); n != 0 {
+	if n, _ := s.JournalLen(ctx, "r1"); n != 0 {
 		t.Errorf("JournalLen = %d after a refused write", n)
 	}
-	if act, _ := s.Active(); !reflect.DeepEqual(act, []string{"r1"}) {
-		t.Errorf("Active = %v after a refused settlement", act)
+	if act := residents(t, s); !reflect.DeepEqual(act, []string{"r1"}) {
+		t.Errorf("Residents = %v after a refused settlement", act)
 	}
-	if got := queuedIDs(t, ib, "r1"); len(got) != 0 {
+	if got := queuedIDs(t, s, "r1"); len(got) != 0 {
 		t.Errorf("Queued = %v after a refused write", got)
 	}
 	// Events that do not continue the journal: refused whole.
-	if err := ib.WriteChild("r1", manager.ChildWrite{Events: turn(1, 1, "x"), Settle: &cp}); err == nil {
+	if err := s.WriteChild(ctx, "r1", manager.ChildWrite{Events: turn(1, 1, "x"), Settle: &cp}); err == nil {
 		t.Error("events with a gap were accepted")
 	}
-	if act, _ := s.Active(); !reflect.DeepEqual(act, []string{"r1"}) {
-		t.Errorf("Active = %v after a refused settlement", act)
+	if act := residents(t, s); !reflect.DeepEqual(act, []string{"r1"}) {
+		t.Errorf("Residents = %v after a refused settlement", act)
 	}
 	// A notice without a settlement is refused.
-	if err := ib.WriteChild("r1", manager.ChildWrite{Notify: &manager.ParentNotice{To: "principal:local"}}); err == nil {
+	if err := s.WriteChild(ctx, "r1", manager.ChildWrite{Notify: &manager.ParentNotice{To: "principal:local"}}); err == nil {
 		t.Error("a notice without its settlement was accepted")
 	}
-	if ns, _ := s.TakeNotices("principal:local", nil); len(ns) != 0 {
+	// A claim another owner holds refuses the write whole: no inbox, no
+	// events, no settlement, no notice.
+	other := owner("o2")
+	n := manager.Notice{ChildID: "r1", Text: "r1 finished"}
+	err = s.WriteChild(ctx, "r1", manager.ChildWrite{Claim: &other, Enqueue: []manager.QueuedMessage{{ID: "q"}}, Events: turn(0, 1, "x"),
+		Settle: &cp, Notify: &manager.ParentNotice{To: "principal:local", Notice: n}})
+	if !errors.Is(err, manager.ErrOwned) {
+		t.Errorf("a write claiming another owner's child = %v, want ErrOwned", err)
+	}
+	if n, _ := s.JournalLen(ctx, "r1"); n != 0 {
+		t.Errorf("JournalLen = %d after a refused claim", n)
+	}
+	if got := queuedIDs(t, s, "r1"); len(got) != 0 {
+		t.Errorf("Queued = %v after a refused claim", got)
+	}
+	if cs, _ := s.Residents(ctx); len(cs) != 1 || cs[0].Owner.ID != "o1" {
+		t.Errorf("Residents = %+v after a refused claim, want r1 still o1's", cs)
+	}
+	// A claim without an owner id is refused.
+	if err := s.WriteChild(ctx, "r1", manager.ChildWrite{Claim: &manager.Owner{Expires: time.Now().Add(time.Hour)}}); err == nil {
+		t.Error("a claim without an owner id was accepted")
+	}
+	if ns, _ := s.TakeNotices(ctx, "principal:local", nil); len(ns) != 0 {
 		t.Errorf("notices = %+v after refused writes", ns)
 	}
 }

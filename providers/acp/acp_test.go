@@ -216,11 +216,11 @@ func settledEvents(t *testing.T, store manager.Store, id string) []agent.Event {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		active, err := store.Active()
+		claims, err := store.Residents(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Contains(active, id) {
+		if !slices.ContainsFunc(claims, func(c manager.Claim) bool { return c.ChildID == id }) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -228,7 +228,7 @@ func settledEvents(t *testing.T, store manager.Store, id string) []agent.Event {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	evs, err := store.Events(id)
+	evs, err := store.Events(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -379,7 +379,7 @@ func TestFollowupAndColdResumeContinueTheSameSession(t *testing.T) {
 			t.Errorf("call %d ran in %q, want the child's cwd %q", i+2, c.Cwd, f.cwd)
 		}
 	}
-	events, err := store.Events(id)
+	events, err := store.Events(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +533,7 @@ func TestPermissionDenialsAreRecordedInTheDiagnostic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = m.Close(ctx)
-	events, _ := store.Events(id)
+	events, _ := store.Events(context.Background(), id)
 	var notes []string
 	for _, e := range events {
 		if e.Message != nil && e.Message.Role == "assistant" && strings.HasPrefix(e.Message.Content, "[") {

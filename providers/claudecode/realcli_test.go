@@ -371,12 +371,13 @@ func TestRealCLI(t *testing.T) {
 		// Let the child settle so its journal is flushed.
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
-			if active, _ := store.Active(); !slices.Contains(active, id) {
+			claims, _ := store.Residents(context.Background())
+			if !slices.ContainsFunc(claims, func(c manager.Claim) bool { return c.ChildID == id }) {
 				break
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		events, _ := store.Events(id)
+		events, _ := store.Events(context.Background(), id)
 		sessions := map[string]bool{}
 		for _, e := range events {
 			if e.Kind == agent.EventSession {

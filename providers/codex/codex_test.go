@@ -186,7 +186,7 @@ func (f *fixture) events(id string) []agent.Event {
 	if timedOut {
 		f.t.Fatalf("child %s did not settle", id)
 	}
-	ev, err := f.store.Events(id)
+	ev, err := f.store.Events(context.Background(), id)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestAStoredCyclicSchemaFailsTheFollowupCleanly(t *testing.T) {
 		CreatedAt: time.Now()}
 	desc := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn",
 		Label: "old", OutputSchema: json.RawMessage(`{"type":"object","$ref":"#"}`)}
-	if err := store.CreateChild(hdr, desc); err != nil {
+	if err := store.WriteChild(context.Background(), hdr.ID, manager.ChildWrite{Create: &manager.NewChild{Header: hdr, Descriptor: desc}}); err != nil {
 		t.Fatal(err)
 	}
 	m := manager.New(manager.Options{Store: store})

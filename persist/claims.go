@@ -1,0 +1,180 @@
+package persist
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/mcp-subagent/mcp-subagent/manager"
+)
+
+// Claims live in the active bucket, which older builds filled with child
+// id → empty (an active mark). A claim's value is a binary owner record;
+// an empty value is an old mark: a claim of an unknown earlier owner,
+// expired. So a store written before owners existed opens as it is, with
+// nothing to migrate.
+
+const claimVersion = 1
+
+// encodeClaim is an owner record: version, expiry (Unix nanoseconds,
+// 8-byte big-endian), owner id.
+func encodeClaim(o manager.Owner) []byte {
+	b := make([]byte, 0, 9+len(o.ID))
+	b = append(b, claimVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(o.Expires.UnixNano()))
+	return append(b, o.ID...)
+}
+
+// decodeClaim decodes an owner record. An empty value (an old active mark)
+// is the zero Owner.
+func decodeClaim(b []byte) (manager.Owner, error) {
+	if len(b) == 0 {
+		return manager.Owner{}, nil
+	}
+	if len(b) < 10 || b[0] != claimVersion {
+		return manager.Owner{}, errMalformed
+	}
+	return manager.Owner{ID: string(b[9:]), Expires: unixTime(int64(binary.BigEndian.Uint64(b[1:9])))}, nil
+}
+
+// known reports whether owner claimed or renewed through this opening.
+func (s *Store) known(owner string) bool {
+	s.omu.Lock()
+	defer s.omu.Unlock()
+	return s.owners[owner]
+}
+
+// know records that owner is active through this opening. It is called
+// inside the write that claims, before the commit, so a later write in
+// the same group commit sees the claim as live.
+func (s *Store) know(owner string) {
+	s.omu.Lock()
+	s.owners[owner] = true
+	s.omu.Unlock()
+}
+
+// checkClaim refuses to claim id for owner while another owner holds an
+// unexpired claim on it. A claim of an owner unknown to this opening is
+// stale (its process is gone: the file is locked), and so is a record
+// that does not decode.
+func (s *Store) checkClaim(tx *bolt.Tx, id string, owner manager.Owner) error {
+	marks, err := top(tx, bucketActive)
+	if err != nil {
+		return err
+	}
+	v := marks.Get([]byte(id))
+	if v == nil {
+		return nil
+	}
+	held, err := decodeClaim(v)
+	if err != nil {
+		s.log.Warn("taking over a claim that does not decode", "child", id)
+		return nil
+	}
+	if held.ID == "" || held.ID == owner.ID || !s.known(held.ID) || !time.Now().Before(held.Expires) {
+		return nil
+	}
+	return fmt.Errorf("persist: child %q is claimed by owner %q until %s: %w", id, held.ID, held.Expires.UTC().Format(time.RFC3339), manager.ErrOwned)
+}
+
+func putClaim(tx *bolt.Tx, id string, owner manager.Owner) error {
+	marks, err := top(tx, bucketActive)
+	if err != nil {
+		return err
+	}
+	return marks.Put([]byte(id), encodeClaim(owner))
+}
+
+func revokeClaim(tx *bolt.Tx, id string) error {
+	marks, err := top(tx, bucketActive)
+	if err != nil {
+		return err
+	}
+	return marks.Delete([]byte(id))
+}
+
+// Renew sets the expiry of every claim owner.ID holds to owner.Expires, in
+// one transaction. An owner with no claim costs a read, not a commit.
+func (s *Store) Renew(ctx context.Context, owner manager.Owner) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if owner.ID == "" {
+		return fmt.Errorf("persist: renew: the owner has no id")
+	}
+	s.know(owner.ID)
+	held := func(tx *bolt.Tx) ([][]byte, error) {
+		marks, err := top(tx, bucketActive)
+		if err != nil {
+			return nil, err
+		}
+		var ids [][]byte
+		err = marks.ForEach(func(k, v []byte) error {
+			if o, err := decodeClaim(v); err == nil && o.ID == owner.ID {
+				ids = append(ids, append([]byte(nil), k...))
+			}
+			return nil
+		})
+		return ids, err
+	}
+	var any bool
+	if err := s.view(func(tx *bolt.Tx) error {
+		ids, err := held(tx)
+		any = len(ids) > 0
+		return err
+	}); err != nil || !any {
+		return err
+	}
+	rec := encodeClaim(owner)
+	return s.update(func(tx *bolt.Tx) error {
+		ids, err := held(tx)
+		if err != nil {
+			return err
+		}
+		marks, err := top(tx, bucketActive)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if err := marks.Put(id, rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Residents lists every claim by child id. A claim of an owner that has
+// not claimed or renewed through this opening, and an old active mark,
+// read with a zero Expires: stale.
+func (s *Store) Residents(ctx context.Context) ([]manager.Claim, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	var out []manager.Claim
+	err := s.view(func(tx *bolt.Tx) error {
+		marks, err := top(tx, bucketActive)
+		if err != nil {
+			return err
+		}
+		return marks.ForEach(func(k, v []byte) error {
+			o, err := decodeClaim(v)
+			if err != nil {
+				s.log.Warn("a claim does not decode; listing it as stale", "child", string(k))
+				o = manager.Owner{}
+			}
+			if !s.known(o.ID) {
+				o.Expires = time.Time{}
+			}
+			out = append(out, manager.Claim{ChildID: string(k), Owner: o})
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil // bbolt's key order is the ids' order
+}
