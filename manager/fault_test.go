@@ -88,8 +88,8 @@ func (f *faultStore) Residents(ctx context.Context) ([]manager.Claim, error) {
 	return f.inner.Residents(ctx)
 }
 func (f *faultStore) Close() error { return nil } // the test closes the inner store
-func (f *faultStore) Listings(ctx context.Context, p string) ([]manager.Listing, error) {
-	return f.inner.Listings(ctx, p)
+func (f *faultStore) Listings(ctx context.Context, p string, page manager.Page) ([]manager.Listing, error) {
+	return f.inner.Listings(ctx, p, page)
 }
 func (f *faultStore) Queued(ctx context.Context, id string) ([]manager.QueuedMessage, error) {
 	return f.inner.Queued(ctx, id)

@@ -58,27 +58,11 @@ func (m *Manager) list(root string, deep bool) ([]Row, error) {
 
 func (m *Manager) listCtx(ctx context.Context, root string, deep bool) ([]Row, error) {
 	if !deep {
-		ls, err := m.store.Listings(ctx, root)
+		ls, err := m.store.Listings(ctx, root, Page{})
 		if err != nil {
 			return m.liveRows(root, err), nil
 		}
-		rows := make([]Row, 0, len(ls))
-		for _, l := range ls {
-			if l.Corrupt {
-				rows = append(rows, Row{Kind: "diagnostic", ID: l.Header.ID, Reason: "corrupt"})
-				continue
-			}
-			r := m.row(ctx, l)
-			r.TreeUsage = r.Usage
-			if l.HasChildren && r.Usage != nil {
-				if below, err := m.treeUsage(ctx, r.ID); err == nil {
-					t := r.Usage.plus(below)
-					r.TreeUsage = &t
-				}
-			}
-			rows = append(rows, r)
-		}
-		return rows, nil
+		return m.childRows(ctx, ls), nil
 	}
 	// The whole subtree, breadth first; tree usage summed bottom-up.
 	var rows []Row
@@ -88,7 +72,7 @@ func (m *Manager) listCtx(ctx context.Context, root string, deep bool) ([]Row, e
 	for len(queue) > 0 {
 		addr := queue[0]
 		queue = queue[1:]
-		ls, err := m.store.Listings(ctx, addr)
+		ls, err := m.store.Listings(ctx, addr, Page{})
 		if err != nil {
 			// What is live still lists; the rest of this branch is one
 			// diagnostic row.
@@ -132,6 +116,28 @@ func (m *Manager) listCtx(ctx context.Context, root string, deep bool) ([]Row, e
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt.Before(rows[j].CreatedAt) })
 	return rows, nil
+}
+
+// childRows are the rows of a parent's direct children as the store
+// listed them, each with the usage of its whole subtree.
+func (m *Manager) childRows(ctx context.Context, ls []Listing) []Row {
+	rows := make([]Row, 0, len(ls))
+	for _, l := range ls {
+		if l.Corrupt {
+			rows = append(rows, Row{Kind: "diagnostic", ID: l.Header.ID, Reason: "corrupt", CreatedAt: l.Header.CreatedAt})
+			continue
+		}
+		r := m.row(ctx, l)
+		r.TreeUsage = r.Usage
+		if l.HasChildren && r.Usage != nil {
+			if below, err := m.treeUsage(ctx, r.ID); err == nil {
+				t := r.Usage.plus(below)
+				r.TreeUsage = &t
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 // liveRows is a listing of parent's children when the store cannot be

@@ -146,9 +146,11 @@ type Store interface {
 	Queued(ctx context.Context, childID string) ([]QueuedMessage, error)
 	// Listings returns a parent address's direct children in creation
 	// order (ties by id), each with its checkpoint, in one read that opens
-	// no journal. A child the store can tell is mangled has Corrupt set;
-	// it never hides its siblings.
-	Listings(ctx context.Context, parent string) ([]Listing, error)
+	// no journal; page bounds which (those after page.After, at most
+	// page.Limit), and a store reads only those from its index. A child
+	// the store can tell is mangled has Corrupt set; it never hides its
+	// siblings.
+	Listings(ctx context.Context, parent string, page Page) ([]Listing, error)
 	// Checkpoint and SetCheckpoint read and write a child's projection
 	// cache. A store keeps only a current checkpoint: SetCheckpoint with a
 	// Seq other than the journal's length stores nothing, and an append
@@ -201,6 +203,34 @@ var ErrCorrupt = errors.New("persisted child data is corrupt")
 // Store method returns an error wrapping it for an unknown id, so a caller
 // can tell "no such child" from a store that failed.
 var ErrNotFound = errors.New("no such child")
+
+// Page bounds a listing: the children that come after After in listing
+// order, at most Limit of them (zero: all).
+type Page struct {
+	After ListingKey // zero: from the first child
+	Limit int
+}
+
+// ListingKey is a child's place in its parent's listing: creation time,
+// then id.
+type ListingKey struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// IsZero reports whether k is the place before every child.
+func (k ListingKey) IsZero() bool { return k.CreatedAt.IsZero() && k.ID == "" }
+
+// Before reports whether k comes before o in listing order.
+func (k ListingKey) Before(o ListingKey) bool {
+	if !k.CreatedAt.Equal(o.CreatedAt) {
+		return k.CreatedAt.Before(o.CreatedAt)
+	}
+	return k.ID < o.ID
+}
+
+// Key is the listing's place in its parent's listing order.
+func (l Listing) Key() ListingKey { return ListingKey{CreatedAt: l.Header.CreatedAt, ID: l.Header.ID} }
 
 // Listing is one child of a parent as Store.Listings reads it: what a
 // listing row shows, and the checkpoint if one is stored.

@@ -93,7 +93,7 @@ func BenchmarkListings10k(b *testing.B) {
 	bulkCreate(b, s, hs, testDescriptor())
 	b.ReportAllocs()
 	for b.Loop() {
-		got, err := s.Listings(ctx, parent)
+		got, err := s.Listings(ctx, parent, manager.Page{})
 		if err != nil || len(got) != n {
 			b.Fatalf("Listings = %d rows, %v", len(got), err)
 		}

@@ -143,7 +143,7 @@ func dumpGolden(t *testing.T, s *Store) goldenDump {
 	for len(queue) > 0 {
 		parent := queue[0]
 		queue = queue[1:]
-		ls, err := s.Listings(ctx, parent)
+		ls, err := s.Listings(ctx, parent, manager.Page{})
 		if err != nil {
 			t.Fatalf("Listings(%s) = %v", parent, err)
 		}

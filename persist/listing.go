@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,7 +18,7 @@ import (
 // Header carries only the fields a row shows (ID, Parent, Depth, Mode,
 // Provider, Label, CreatedAt). A child whose record or descriptor is
 // mangled comes back with Corrupt set; the others are unaffected.
-func (s *Store) Listings(ctx context.Context, parent string) ([]manager.Listing, error) {
+func (s *Store) Listings(ctx context.Context, parent string, page manager.Page) ([]manager.Listing, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
@@ -39,8 +40,17 @@ func (s *Store) Listings(ctx context.Context, parent string) ([]manager.Listing,
 		if parent == "" || idx == nil {
 			return nil
 		}
+		// A page seeks its first key: it reads only its own rows.
 		c := idx.Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
+		k, v := c.First()
+		if !page.After.IsZero() {
+			after := parentKey(page.After.CreatedAt.UnixNano(), page.After.ID)
+			k, v = c.Seek(after)
+			if k != nil && bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		for ; k != nil && (page.Limit <= 0 || len(out) < page.Limit); k, v = c.Next() {
 			if len(k) <= 8 {
 				s.log.Warn("skipping malformed index key", "parent", parent, "key", fmt.Sprintf("%x", k))
 				continue

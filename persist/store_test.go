@@ -37,7 +37,7 @@ func appendTo(s *Store, id string, evs []agent.Event) error {
 // listedIDs returns the ids Listings gives for parent, in order.
 func listedIDs(t testing.TB, s *Store, parent string) []string {
 	t.Helper()
-	ls, err := s.Listings(ctx, parent)
+	ls, err := s.Listings(ctx, parent, manager.Page{})
 	if err != nil {
 		t.Fatalf("Listings(%q): %v", parent, err)
 	}
@@ -386,7 +386,7 @@ func TestCorruptBytesAreReportedNotHidden(t *testing.T) {
 	// A listing lists every child in creation order, marks those whose
 	// descriptor bytes no longer match their checksum, and keeps the rows
 	// of their siblings (it reads index records, not headers or journals).
-	ls, err := r.Listings(ctx, p)
+	ls, err := r.Listings(ctx, p, manager.Page{})
 	if err != nil {
 		t.Fatalf("Listings failed for bad children: %v", err)
 	}

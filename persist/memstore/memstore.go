@@ -220,7 +220,7 @@ func (s *Store) JournalLen(ctx context.Context, childID string) (int64, error) {
 
 // Listings returns parent's direct children ordered by created_at, ties by
 // id, each with its checkpoint.
-func (s *Store) Listings(ctx context.Context, parent string) ([]manager.Listing, error) {
+func (s *Store) Listings(ctx context.Context, parent string, page manager.Page) ([]manager.Listing, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
@@ -230,6 +230,17 @@ func (s *Store) Listings(ctx context.Context, parent string) ([]manager.Listing,
 		return nil, ErrClosed
 	}
 	idx := s.byParent[parent]
+	if !page.After.IsZero() {
+		after := indexEntry{createdAt: page.After.CreatedAt.UnixNano(), id: page.After.ID}
+		i, found := slices.BinarySearchFunc(idx, after, compareEntries)
+		if found {
+			i++
+		}
+		idx = idx[i:]
+	}
+	if page.Limit > 0 && len(idx) > page.Limit {
+		idx = idx[:page.Limit]
+	}
 	out := make([]manager.Listing, len(idx))
 	cps := make([][]byte, len(idx))
 	for i, e := range idx {

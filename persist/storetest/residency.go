@@ -278,7 +278,7 @@ func testDoneContext(t *testing.T, s manager.Store) {
 	check("JournalLen", err)
 	_, err = s.Queued(done, "c")
 	check("Queued", err)
-	_, err = s.Listings(done, "p")
+	_, err = s.Listings(done, "p", manager.Page{})
 	check("Listings", err)
 	_, _, err = s.Checkpoint(done, "c")
 	check("Checkpoint", err)

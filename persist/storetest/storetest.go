@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) manager.Store) {
 		{"appends must continue the journal and are all-or-nothing", testAppendContinuity},
 		{"events round-trip with messages, tool calls and usage", testEventContent},
 		{"listings come in creation order, isolated by parent", testListingsOrder},
+		{"listing pages start after their key and visit every child once", testListingPages},
 		{"checkpoints round-trip, are replaced, and pass the gate in a listing", testCheckpoints},
 		{"notices come out in order, once, numbered per address", testNotices},
 		{"a filtered take leaves the rest queued in order", testNoticesFiltered},
@@ -134,7 +135,7 @@ func appendEvents(s manager.Store, id string, evs []agent.Event) error {
 // listed returns the ids Listings gives for parent, in order.
 func listed(t *testing.T, s manager.Store, parent string) []string {
 	t.Helper()
-	ls, err := s.Listings(ctx, parent)
+	ls, err := s.Listings(ctx, parent, manager.Page{})
 	if err != nil {
 		t.Fatalf("Listings(%q): %v", parent, err)
 	}
@@ -235,7 +236,7 @@ func testCreateRead(t *testing.T, s manager.Store) {
 	if act := residents(t, s); len(act) != 0 {
 		t.Errorf("Residents = %v; a child created without a claim is not resident", act)
 	}
-	ls, err := s.Listings(ctx, h.Parent)
+	ls, err := s.Listings(ctx, h.Parent, manager.Page{})
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("Listings = %+v, %v; want the one child", ls, err)
 	}
@@ -379,7 +380,7 @@ func testUnknownChild(t *testing.T, s manager.Store) {
 	if act := residents(t, s); len(act) != 0 {
 		t.Errorf("Residents = %v after refused claims, want none", act)
 	}
-	if ls, err := s.Listings(ctx, "nobody"); err != nil || len(ls) != 0 {
+	if ls, err := s.Listings(ctx, "nobody", manager.Page{}); err != nil || len(ls) != 0 {
 		t.Errorf("Listings of an unknown parent = %v, %v; want empty, nil", ls, err)
 	}
 }
@@ -483,7 +484,7 @@ func testListingsOrder(t *testing.T, s manager.Store) {
 	}
 	check := func(parent string, want ...string) {
 		t.Helper()
-		ls, err := s.Listings(ctx, parent)
+		ls, err := s.Listings(ctx, parent, manager.Page{})
 		if err != nil {
 			t.Fatalf("Listings(%q): %v", parent, err)
 		}
@@ -553,7 +554,7 @@ func testCheckpoints(t *testing.T, s manager.Store) {
 	if err := s.SetCheckpoint(ctx, "c", cp3); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := s.Listings(ctx, "p")
+	ls, err := s.Listings(ctx, "p", manager.Page{})
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("Listings = %+v, %v", ls, err)
 	}
@@ -566,7 +567,7 @@ func testCheckpoints(t *testing.T, s manager.Store) {
 	if err := appendEvents(s, "c", turn(8, 3, "c")); err != nil {
 		t.Fatal(err)
 	}
-	if ls, _ := s.Listings(ctx, "p"); len(ls) != 2 || ls[0].Checkpoint != nil {
+	if ls, _ := s.Listings(ctx, "p", manager.Page{}); len(ls) != 2 || ls[0].Checkpoint != nil {
 		t.Errorf("a listing after an append still has the stale checkpoint: %+v", ls)
 	}
 }
@@ -785,7 +786,7 @@ func testReadersBesideWriters(t *testing.T, s manager.Store) {
 				if err := agent.Validate(evs); err != nil {
 					t.Error(err)
 				}
-				if _, err := s.Listings(ctx, "p"); err != nil {
+				if _, err := s.Listings(ctx, "p", manager.Page{}); err != nil {
 					t.Error(err)
 				}
 				if _, err := s.JournalLen(ctx, "w"); err != nil {
@@ -814,7 +815,7 @@ func testClose(t *testing.T, s manager.Store) {
 	if err := s.AddNotice(ctx, "alice", manager.Notice{Text: "x"}); err == nil {
 		t.Error("AddNotice after Close succeeded")
 	}
-	if _, err := s.Listings(ctx, "p"); err == nil {
+	if _, err := s.Listings(ctx, "p", manager.Page{}); err == nil {
 		t.Error("Listings after Close succeeded")
 	}
 	if _, err := s.Residents(ctx); err == nil {
@@ -971,5 +972,67 @@ func testWriteChildRefused(t *testing.T, s manager.Store) {
 	}
 	if ns, _ := s.TakeNotices(ctx, "principal:local", nil); len(ns) != 0 {
 		t.Errorf("notices = %+v after refused writes", ns)
+	}
+}
+
+// A page is the children after its key, at most its limit; following the
+// last key of each page visits every child once, in order, also while
+// later children are being created, and a key that names no child (one
+// between two) still starts at the next.
+func testListingPages(t *testing.T, s manager.Store) {
+	p := manager.PrincipalAddress("pager")
+	var all []string
+	for i := range 23 {
+		off := time.Duration(i/2) * time.Second // pairs share a time: ties by id
+		id := fmt.Sprintf("c%02d", i)
+		mustCreate(t, s, header(id, p, off))
+		all = append(all, id)
+	}
+	mustCreate(t, s, header("other", manager.PrincipalAddress("someone-else"), 0))
+	page := func(after manager.ListingKey, limit int) []manager.Listing {
+		t.Helper()
+		ls, err := s.Listings(ctx, p, manager.Page{After: after, Limit: limit})
+		if err != nil {
+			t.Fatalf("Listings(after %v, limit %d): %v", after, limit, err)
+		}
+		if limit > 0 && len(ls) > limit {
+			t.Fatalf("a page of limit %d has %d children", limit, len(ls))
+		}
+		return ls
+	}
+	var got []string
+	var after manager.ListingKey
+	created := 0
+	for {
+		ls := page(after, 5)
+		if len(ls) == 0 {
+			break
+		}
+		for _, l := range ls {
+			got = append(got, l.Header.ID)
+		}
+		after = ls[len(ls)-1].Key()
+		if created < 4 { // later children join the end while paging
+			id := fmt.Sprintf("late%d", created)
+			mustCreate(t, s, header(id, p, time.Hour+time.Duration(created)*time.Second))
+			all = append(all, id)
+			created++
+		}
+	}
+	if !reflect.DeepEqual(got, all) {
+		t.Errorf("paging visited %v, want each child once in order: %v", got, all)
+	}
+	// A key between two children: the page starts at the next one.
+	between := manager.ListingKey{CreatedAt: base.Add(3 * time.Second), ID: "c06x"}
+	if ls := page(between, 2); len(ls) != 2 || ls[0].Header.ID != "c07" || ls[1].Header.ID != "c08" {
+		t.Errorf("a page after %v = %v, want c07, c08", between, ls)
+	}
+	// The zero key and no limit: everything.
+	if ls := page(manager.ListingKey{}, 0); len(ls) != len(all) {
+		t.Errorf("an unbounded page has %d children, want %d", len(ls), len(all))
+	}
+	// Past the end: nothing.
+	if ls := page(manager.ListingKey{CreatedAt: base.Add(48 * time.Hour)}, 3); len(ls) != 0 {
+		t.Errorf("a page past the end = %v, want none", ls)
 	}
 }
