@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 )
 
 // errInterrupted is the cause a turn is cancelled with by Interrupt.
@@ -49,7 +50,7 @@ func (w *waiter) committed(o outcome) Result {
 func failedResult(res Result, err error) Result {
 	res.StopReason = agent.StopError
 	res.Structured = nil
-	res.Diagnostic = truncateUTF8(err.Error(), MaxDiagnostic)
+	res.Diagnostic = truncate.Bound(err.Error(), MaxDiagnostic)
 	return res
 }
 

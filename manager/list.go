@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 )
 
 // Row is one entry of a listing: a child, or a diagnostic for a child that
@@ -149,7 +150,7 @@ func (m *Manager) liveRows(parent string, err error) []Row {
 		u, last := a.usage, a.last
 		a.mu.Unlock()
 		r.Usage, r.TreeUsage = &u, &u
-		r.LastStopReason, r.LastMessage = last.StopReason, truncateUTF8(last.Output, MaxClosingBytes)
+		r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, MaxClosingBytes)
 		rows = append(rows, r)
 	}
 	return append(rows, Row{Kind: "diagnostic", ID: StoreRowID, Reason: "unavailable"})
@@ -229,7 +230,7 @@ func (m *Manager) row(l Listing) Row {
 		u, last := a.usage, a.last
 		a.mu.Unlock()
 		r.Usage = &u
-		r.LastStopReason, r.LastMessage = last.StopReason, truncateUTF8(last.Output, MaxClosingBytes)
+		r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, MaxClosingBytes)
 		return r
 	}
 	r.Status = "ready"
@@ -253,7 +254,7 @@ func (m *Manager) row(l Listing) Row {
 	u := foldUsage(events)
 	r.Usage = &u
 	last := lastOutcome(events)
-	r.LastStopReason, r.LastMessage = last.StopReason, truncateUTF8(last.Output, MaxClosingBytes)
+	r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, MaxClosingBytes)
 	if err := m.store.SetCheckpoint(h.ID, Checkpoint{Seq: int64(len(events)), Mode: h.Mode, Label: h.Label, Usage: u,
 		Stop: last.StopReason, Closing: r.LastMessage}); err != nil {
 		m.log.Debug("caching a checkpoint failed", "agent_id", h.ID, "err", err)

@@ -376,15 +376,3 @@ func (m *Manager) Close(ctx context.Context) error {
 	<-done
 	return nil
 }
-
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const ell = "…"
-	cut := n - len(ell)
-	for cut > 0 && (s[cut]&0xC0) == 0x80 {
-		cut--
-	}
-	return s[:cut] + ell
-}

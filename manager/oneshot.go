@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 )
 
 // Start validates req against the named provider and starts a one-shot run.
@@ -85,7 +86,7 @@ func (h *handle) Result() (Result, error) {
 // normalize bounds the diagnostic and turns an unknown stop reason into a
 // failure (with a diagnostic saying so): only completed is success.
 func normalize(res Result) Result {
-	res.Diagnostic = truncateUTF8(res.Diagnostic, MaxDiagnostic)
+	res.Diagnostic = truncate.Bound(res.Diagnostic, MaxDiagnostic)
 	switch res.StopReason {
 	case agent.StopCompleted, agent.StopAborted, agent.StopError, agent.StopMaxTokens, agent.StopRefusal:
 	default:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 )
 
@@ -51,7 +52,7 @@ func (m *Manager) Recover() error {
 			last.StopReason = agent.StopAborted
 		}
 		cp := Checkpoint{Seq: int64(len(all)), Mode: h.Mode, Label: h.Label, Usage: foldUsage(all), Stop: last.StopReason,
-			Closing: truncateUTF8(last.Output, MaxClosingBytes)}
+			Closing: truncate.Bound(last.Output, MaxClosingBytes)}
 		n := stamp(h, Notice{Source: agent.SourceSettled, Text: settlementText(id, last), StopReason: last.StopReason})
 		w := ChildWrite{Events: closing, Settle: &cp, Notify: &ParentNotice{To: h.Parent, Notice: n}}
 		if err := m.storeWrite(func() error { return writeChild(m.store, id, w) }); err != nil {
@@ -69,7 +70,7 @@ func (m *Manager) Recover() error {
 func unreadableText(id string, err error) string {
 	return fmt.Sprintf("Background subagent %s cannot be read from the session store, so how its last run ended is unknown (%s). "+
 		"It lists as corrupt; stop the server and run `mcp-subagent doctor` to copy every readable child into a fresh store.",
-		id, truncateUTF8(err.Error(), 300))
+		id, truncate.Bound(err.Error(), 300))
 }
 
 // lastOutcome reads how the journal's last turn ended and its last

@@ -11,6 +11,7 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
@@ -354,15 +355,7 @@ func (d *driver) stderrTail() string {
 	if d.proc == nil {
 		return ""
 	}
-	s := strings.TrimSpace(d.proc.Stderr())
-	if len(s) > stderrInDiagnostic {
-		cut := len(s) - stderrInDiagnostic
-		for cut < len(s) && s[cut]&0xC0 == 0x80 {
-			cut++
-		}
-		s = "…" + s[cut:]
-	}
-	return s
+	return truncate.Tail(strings.TrimSpace(d.proc.Stderr()), stderrInDiagnostic)
 }
 
 // errText is an SDK error as one line.

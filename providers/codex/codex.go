@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
@@ -149,7 +150,7 @@ func progress(send func(string)) func(agent.Event) {
 			return
 		}
 		if s := e.Message.Content; strings.HasPrefix(s, "[") {
-			send(clip(strings.Trim(s, "[]"), 120))
+			send(truncate.Head(strings.Trim(s, "[]"), 120))
 			return
 		}
 		send("answered")
@@ -308,16 +309,4 @@ func tomlString(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
-}
-
-// clip bounds s to n bytes on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && (s[cut]&0xC0) == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
 }
