@@ -224,9 +224,7 @@ func (a *activation) finishTurn(msgID string, res Result) {
 	a.mu.Lock()
 	a.turnMsg, a.turnCancel = "", nil
 	a.last, a.lastInBand = res, false
-	a.usage.InputTokens += res.Usage.InputTokens
-	a.usage.OutputTokens += res.Usage.OutputTokens
-	a.usage.CostUSD += res.Usage.CostUSD
+	a.usage = a.usage.Add(res.Usage)
 	if w, ok := a.waiters[msgID]; ok {
 		// The turn's events are queued by now (the journal listener runs
 		// on Append): the caller gets the outcome once they are committed.

@@ -64,7 +64,7 @@ func (m *Manager) list(root string, deep bool) ([]Row, error) {
 			r.TreeUsage = r.Usage
 			if l.HasChildren && r.Usage != nil {
 				if below, err := m.TreeUsage(r.ID); err == nil {
-					t := r.Usage.plus(below)
+					t := r.Usage.Add(below)
 					r.TreeUsage = &t
 				}
 			}
@@ -116,11 +116,11 @@ func (m *Manager) list(root string, deep bool) ([]Row, error) {
 		if r.Usage == nil {
 			continue
 		}
-		t := tree[r.ID].plus(*r.Usage)
+		t := tree[r.ID].Add(*r.Usage)
 		tree[r.ID] = t
 		r.TreeUsage = &t
 		p := parentOf[r.ID]
-		tree[p] = tree[p].plus(t)
+		tree[p] = tree[p].Add(t)
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt.Before(rows[j].CreatedAt) })
 	return rows, nil
@@ -160,10 +160,6 @@ func (m *Manager) liveRows(parent string, err error) []Row {
 // session store itself cannot be read.
 const StoreRowID = "session-store"
 
-func (u Usage) plus(v Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens, CostUSD: u.CostUSD + v.CostUSD}
-}
-
 // TreeUsage returns what the descendants of an agent (a child id) have
 // used so far, all levels summed.
 func (m *Manager) TreeUsage(agentID string) (Usage, error) {
@@ -174,7 +170,7 @@ func (m *Manager) TreeUsage(agentID string) (Usage, error) {
 	var u Usage
 	for _, r := range rows {
 		if r.Usage != nil {
-			u = u.plus(*r.Usage)
+			u = u.Add(*r.Usage)
 		}
 	}
 	return u, nil
@@ -274,9 +270,7 @@ func foldUsage(events []agent.Event) Usage {
 	var u Usage
 	for _, e := range events {
 		if e.Usage != nil {
-			u.InputTokens += e.Usage.InputTokens
-			u.OutputTokens += e.Usage.OutputTokens
-			u.CostUSD += e.Usage.CostUSD
+			u = u.Add(*e.Usage)
 		}
 	}
 	return u

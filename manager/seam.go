@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 )
 
 // Capabilities are a provider's one-shot start features. A request that
@@ -101,12 +102,9 @@ func (r StartRequest) Self(journal *agent.Journal) ParentRef {
 		DepthCap: r.DepthCap, Cwd: r.Cwd, Journal: journal}
 }
 
-// Usage counts what a run consumed.
-type Usage struct {
-	InputTokens  int64   `json:"input_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CostUSD      float64 `json:"cost_usd,omitempty"`
-}
+// Usage counts what a run consumed. It is the model client's own type, so
+// a turn's usage needs no conversion and stored checkpoints keep its JSON.
+type Usage = llm.Usage
 
 // Result is how a run ended. A child's failure is a Result with a
 // non-completed StopReason, never an error.
