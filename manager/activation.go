@@ -215,11 +215,6 @@ func (a *activation) run() {
 	}
 }
 
-func resultOf(tr agent.TurnResult) Result {
-	return normalize(Result{Output: tr.Output, Structured: tr.Structured, Diagnostic: tr.Diagnostic,
-		StopReason: tr.StopReason, Usage: Usage{InputTokens: tr.Usage.InputTokens, OutputTokens: tr.Usage.OutputTokens, CostUSD: tr.Usage.CostUSD}})
-}
-
 func (a *activation) finishTurn(msgID string, res Result) {
 	a.mu.Lock()
 	a.turnMsg, a.turnCancel = "", nil

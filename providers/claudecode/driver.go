@@ -51,22 +51,17 @@ var alwaysDenied = []string{"Task", "Agent", "Workflow"}
 
 // driver runs one child's turns, one claude process per turn.
 type driver struct {
-	p           *Provider
-	path        string
-	cfg         turnConfig
-	resolved    *schemas.Output // the output schema, to check what the CLI returns
-	journal     *agent.Journal
-	unsubscribe func() // one-shot progress listener
+	p        *Provider
+	path     string
+	cfg      turnConfig
+	resolved *schemas.Output // the output schema, to check what the CLI returns
+	journal  *agent.Journal
 }
 
 func (d *driver) Journal() *agent.Journal { return d.journal }
 
-func (d *driver) Close() error {
-	if d.unsubscribe != nil {
-		d.unsubscribe()
-	}
-	return nil
-}
+// Close releases nothing: no process outlives a turn.
+func (d *driver) Close() error { return nil }
 
 // RunTurn runs `claude -p` once with the inputs as its prompt (on stdin)
 // and records the stream in the journal. Cancelling ctx stops the whole
