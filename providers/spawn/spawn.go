@@ -8,6 +8,10 @@
 // tool filter applies to all of them: a filtered tool is absent from what
 // the model is shown and refuses to run. A persona shadows the deployment
 // persona for that child only.
+//
+// A provider contributes the seed (fork's: the caller's completed turns,
+// read through ParentRef.CompletedTurns) and the agent loop as the driver;
+// the manager runs every child, one-shot or continuable, from it.
 package spawn
 
 import (
