@@ -94,7 +94,7 @@ type Manager struct {
 	nextL     int
 	runs      map[string]*oneShot // live one-shot runs
 	closed    bool
-	wg        sync.WaitGroup // one per live run's watcher and per activation
+	wg        sync.WaitGroup // one per live one-shot run and per activation
 
 	store      Store
 	ctx        context.Context // activations live under it; Close cancels it
