@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 )
 
 // errInterrupted is the cause a turn is cancelled with by Interrupt.
@@ -49,7 +50,7 @@ func (w *waiter) committed(o outcome) Result {
 func failedResult(res Result, err error) Result {
 	res.StopReason = agent.StopError
 	res.Structured = nil
-	res.Diagnostic = truncateUTF8(err.Error(), MaxDiagnostic)
+	res.Diagnostic = truncate.Bound(err.Error(), MaxDiagnostic)
 	return res
 }
 
@@ -214,18 +215,11 @@ func (a *activation) run() {
 	}
 }
 
-func resultOf(tr agent.TurnResult) Result {
-	return normalize(Result{Output: tr.Output, Structured: tr.Structured, Diagnostic: tr.Diagnostic,
-		StopReason: tr.StopReason, Usage: Usage{InputTokens: tr.Usage.InputTokens, OutputTokens: tr.Usage.OutputTokens, CostUSD: tr.Usage.CostUSD}})
-}
-
 func (a *activation) finishTurn(msgID string, res Result) {
 	a.mu.Lock()
 	a.turnMsg, a.turnCancel = "", nil
 	a.last, a.lastInBand = res, false
-	a.usage.InputTokens += res.Usage.InputTokens
-	a.usage.OutputTokens += res.Usage.OutputTokens
-	a.usage.CostUSD += res.Usage.CostUSD
+	a.usage = a.usage.Add(res.Usage)
 	if w, ok := a.waiters[msgID]; ok {
 		// The turn's events are queued by now (the journal listener runs
 		// on Append): the caller gets the outcome once they are committed.

@@ -41,10 +41,8 @@ type bubbleTurn struct {
 func (*bubbleProvider) Name() string                       { return "bubble" }
 func (*bubbleProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
 func (*bubbleProvider) InheritsParentContext() bool        { return false }
-func (*bubbleProvider) Start(context.Context, manager.StartRequest) (manager.Run, error) {
-	panic("one-shot runs are not used here")
-}
-func (*bubbleProvider) PrepareContinuable(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
+func (*bubbleProvider) Continuable()                       {}
+func (*bubbleProvider) Prepare(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
 	return manager.CreationInputs{}, nil
 }
 func (p *bubbleProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {

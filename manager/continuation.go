@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 )
@@ -89,8 +88,7 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 	if err != nil {
 		return nil, err
 	}
-	cp, ok := p.(Continuable)
-	if !ok {
+	if _, ok := p.(Continuable); !ok {
 		return nil, &Error{Code: CodeInvalidRequest, Provider: name,
 			Message: fmt.Sprintf("provider %q cannot run continuable (background) children; run it in the foreground", name)}
 	}
@@ -98,34 +96,11 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 		return nil, newErr(CodePersistenceUnavailable, "continuable children need a session store; none is configured")
 	}
 	req.ID = NewID()
-	in, err := cp.PrepareContinuable(ctx, req)
+	c, err := m.build(ctx, p, name, req, ModeContinuable)
 	if err != nil {
-		return nil, startErr(ctx, name, err)
+		return nil, err
 	}
-	journal, err := agent.NewJournal(in.Seed)
-	if err != nil {
-		return nil, &Error{Code: CodeInvalidRequest, Provider: name, Message: "the provider's seed breaks the journal invariants", Err: err}
-	}
-	hdr := Header{ID: req.ID, Parent: req.Parent.Address(), Principal: req.Parent.Principal, Depth: req.Depth,
-		DepthCap: req.DepthCap, Mode: ModeContinuable, Provider: name, Label: req.Label, Cwd: req.Cwd,
-		CreatedAt: time.Now().UTC(), SeedLen: int64(len(in.Seed))}
-	if req.Parent.AgentID == "" {
-		hdr.Session = req.Parent.Session
-	}
-	desc := Descriptor{Version: DescriptorVersion, Mode: ModeContinuable, Provider: name, Label: req.Label,
-		Model: in.Model, Persona: req.Persona, ToolFilter: req.ToolFilter, OutputSchema: req.OutputSchema, Session: in.Session}
-	cb, revoke := m.callback(req.Self(journal))
-	req.Callback = cb
-	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: req.Self(journal), Callback: cb})
-	if err != nil {
-		revoke()
-		return nil, startErr(ctx, name, err)
-	}
-	drv = revokingDriver{drv, revoke}
-	if err := ctx.Err(); err != nil {
-		_ = drv.Close()
-		return nil, startErr(ctx, name, err)
-	}
+	hdr, desc, drv := c.hdr, c.desc, c.drv
 	// The record (and the seed) is committed by the child's writer, ahead of
 	// its journal.
 	create := &NewChild{Header: hdr, Descriptor: desc}

@@ -114,10 +114,10 @@ func TestInterruptReportsAStoreErrorAsSuch(t *testing.T) {
 func TestStartDuringDrainRevokesTheCallbackToken(t *testing.T) {
 	var minted, revoked atomic.Int32
 	entered, release := make(chan struct{}), make(chan struct{})
-	p := &fakeProvider{name: "p", start: func(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
+	p := &fakeProvider{name: "p", driver: func(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
 		close(entered)
 		<-release
-		return newWatchRun(context.Background(), req.ID), nil
+		return newWatchDriver(req.Journal), nil
 	}}
 	m := manager.New(manager.Options{Callback: func(manager.ParentRef) (manager.Callback, func()) {
 		minted.Add(1)

@@ -3,7 +3,14 @@
 // starts, depth, one-shot runs, and continuable children — their
 // activations, inboxes, follow-ups, interrupts, reports, settlement
 // notices, listing and crash recovery. Providers contribute data (creation
-// inputs) and a driver that runs one turn; everything else is here.
+// inputs, Provider.Prepare) and a driver that runs one turn
+// (Provider.NewDriver); everything else is here. Every child — one-shot or
+// continuable, in-process or external — is run by this package from its
+// provider's driver, with one progress listener (agent.ProgressNotes) and
+// one conversion of the turn's result; a provider has no lifecycle of its
+// own. The Continuable ability (a marker) says a provider's drivers can
+// also be rebuilt from the store for later turns; without it a provider
+// runs one-shot children only.
 //
 // Guarantees:
 //
@@ -64,6 +71,16 @@
 //     cannot say is PERSISTENCE_UNAVAILABLE. Progress notes stop when the
 //     caller's wait returns. A start refused while draining revokes the
 //     callback token minted for it.
+//   - A one-shot run is its driver's one turn under the caller's ctx: its
+//     driver is told the run is one-shot (DriverRequest.OneShot, so an
+//     external CLI keeps no session); cancelled before the driver is
+//     built, Start returns CANCELLED and emits no event; cancelled after,
+//     the turn ends aborted. Dispose cancels, waits for the turn, closes
+//     the driver and revokes the callback. Every run this manager runs is
+//     local (Event.Local).
+//   - A child sees its caller's conversation only as a read-only view
+//     (ParentRef.CompletedTurns, the fork seed): nothing started below can
+//     append to a parent's journal.
 //   - Progress notes may be dropped; notices and results are not.
 //   - Listing never loads, resumes or queries a child: a live child is
 //     read from memory, a stored one from its checkpoint (current by

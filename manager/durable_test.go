@@ -207,10 +207,8 @@ type stubbornProvider struct{}
 func (stubbornProvider) Name() string                       { return "stubborn" }
 func (stubbornProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
 func (stubbornProvider) InheritsParentContext() bool        { return false }
-func (stubbornProvider) Start(context.Context, manager.StartRequest) (manager.Run, error) {
-	return nil, errors.New("one-shot not used here")
-}
-func (stubbornProvider) PrepareContinuable(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
+func (stubbornProvider) Continuable()                       {}
+func (stubbornProvider) Prepare(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
 	return manager.CreationInputs{}, nil
 }
 func (stubbornProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {

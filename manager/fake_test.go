@@ -12,53 +12,75 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
-// fakeProvider is a provider whose capabilities and Start the test decides.
-// By default Start returns a watchRun: a run that ends aborted when its
-// context is cancelled, or with whatever result the test releases it with.
+// fakeProvider is a one-shot provider whose capabilities and driver the
+// test decides. By default NewDriver returns a watchDriver: its turn ends
+// aborted when its context is cancelled, or with whatever result the test
+// releases it with.
 type fakeProvider struct {
-	name  string
-	caps  manager.Capabilities
-	start func(ctx context.Context, req manager.StartRequest) (manager.Run, error)
+	name string
+	caps manager.Capabilities
+	// driver, when set, builds the driver instead (and may block, or fail).
+	driver func(ctx context.Context, req manager.DriverRequest) (manager.Driver, error)
 
-	mu   sync.Mutex
-	reqs []manager.StartRequest
-	runs []*watchRun
+	mu      sync.Mutex
+	reqs    []manager.StartRequest
+	dreqs   []manager.DriverRequest
+	drivers []*watchDriver
 }
 
 func (p *fakeProvider) Name() string                       { return p.name }
 func (p *fakeProvider) Capabilities() manager.Capabilities { return p.caps }
 func (p *fakeProvider) InheritsParentContext() bool        { return false }
 
-func (p *fakeProvider) Start(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
+func (p *fakeProvider) Prepare(_ context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
 	p.mu.Lock()
 	p.reqs = append(p.reqs, req)
 	p.mu.Unlock()
-	if p.start != nil {
-		return p.start(ctx, req)
-	}
-	r := newWatchRun(ctx, req.ID)
-	p.mu.Lock()
-	p.runs = append(p.runs, r)
-	p.mu.Unlock()
-	return r, nil
+	return manager.CreationInputs{}, nil
 }
 
-// calls returns the requests Start was called with.
+func (p *fakeProvider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
+	p.mu.Lock()
+	p.dreqs = append(p.dreqs, req)
+	p.mu.Unlock()
+	if p.driver != nil {
+		return p.driver(ctx, req)
+	}
+	d := newWatchDriver(req.Journal)
+	p.mu.Lock()
+	p.drivers = append(p.drivers, d)
+	p.mu.Unlock()
+	return d, nil
+}
+
+// calls returns the requests the provider was asked to prepare.
 func (p *fakeProvider) calls() []manager.StartRequest {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]manager.StartRequest(nil), p.reqs...)
 }
 
-// run returns the i-th watchRun the default Start made.
-func (p *fakeProvider) run(t *testing.T, i int) *watchRun {
+// selves returns the Self of each driver request: how each child calls
+// the delegation tools.
+func (p *fakeProvider) selves() []manager.ParentRef {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []manager.ParentRef
+	for _, r := range p.dreqs {
+		out = append(out, r.Self)
+	}
+	return out
+}
+
+// run returns the i-th watchDriver the default NewDriver made.
+func (p *fakeProvider) run(t *testing.T, i int) *watchDriver {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if i >= len(p.runs) {
-		t.Fatalf("provider %q made %d runs, want at least %d", p.name, len(p.runs), i+1)
+	if i >= len(p.drivers) {
+		t.Fatalf("provider %q made %d drivers, want at least %d", p.name, len(p.drivers), i+1)
 	}
-	return p.runs[i]
+	return p.drivers[i]
 }
 
 // namedProvider is a fakeProvider that knows its tools' names.
@@ -71,66 +93,42 @@ func (p namedProvider) ToolNames() []string { return append([]string(nil), p.too
 
 var allCaps = manager.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
 
-// watchRun behaves like the in-process runs: it works until it is released
-// with a result, or until its context is cancelled (then it ends aborted).
-// Dispose cancels it and waits for it to end.
-type watchRun struct {
-	id       string
-	cancel   context.CancelFunc
-	release  chan finish
-	done     chan struct{}
-	res      manager.Result
-	err      error
+// watchDriver behaves like the in-process agent: its turn works until it
+// is released with a result, or until its context is cancelled (then it
+// ends aborted). disposed counts Close.
+type watchDriver struct {
+	j        *agent.Journal
+	release  chan agent.TurnResult
 	disposed atomic.Int32
 }
 
-type finish struct {
-	res manager.Result
-	err error
+func newWatchDriver(j *agent.Journal) *watchDriver {
+	return &watchDriver{j: j, release: make(chan agent.TurnResult, 1)}
 }
 
-func newWatchRun(ctx context.Context, id string) *watchRun {
-	ctx, cancel := context.WithCancel(ctx)
-	r := &watchRun{id: id, cancel: cancel, release: make(chan finish, 1), done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		defer cancel()
-		select {
-		case f := <-r.release:
-			r.res, r.err = f.res, f.err
-		case <-ctx.Done():
-			r.res = manager.Result{StopReason: agent.StopAborted, Diagnostic: "the run was cancelled"}
-		}
-	}()
-	return r
+// finish ends the turn with res.
+func (d *watchDriver) finish(res agent.TurnResult) { d.release <- res }
+
+func (d *watchDriver) RunTurn(ctx context.Context, _ []agent.Input) agent.TurnResult {
+	select {
+	case res := <-d.release:
+		return res
+	case <-ctx.Done():
+		return agent.TurnResult{StopReason: agent.StopAborted, Diagnostic: "the run was cancelled"}
+	}
+}
+func (d *watchDriver) Journal() *agent.Journal { return d.j }
+func (d *watchDriver) Close() error            { d.disposed.Add(1); return nil }
+
+// doneDriver's turn ends at once with res.
+type doneDriver struct {
+	j   *agent.Journal
+	res agent.TurnResult
 }
 
-// finish ends the run with res and err.
-func (r *watchRun) finish(res manager.Result, err error) { r.release <- finish{res, err} }
-
-func (r *watchRun) ID() string                      { return r.id }
-func (r *watchRun) Agent() *agent.Agent             { return nil }
-func (r *watchRun) Done() <-chan struct{}           { return r.done }
-func (r *watchRun) Result() (manager.Result, error) { <-r.done; return r.res, r.err }
-func (r *watchRun) Dispose() {
-	r.disposed.Add(1)
-	r.cancel()
-	<-r.done
-}
-
-// doneRun is a run that has already ended with res when it is returned.
-type doneRun struct {
-	id  string
-	res manager.Result
-}
-
-var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-func (r *doneRun) ID() string                      { return r.id }
-func (r *doneRun) Agent() *agent.Agent             { return nil }
-func (r *doneRun) Done() <-chan struct{}           { return closedCh }
-func (r *doneRun) Result() (manager.Result, error) { return r.res, nil }
-func (r *doneRun) Dispose()                        {}
+func (d doneDriver) RunTurn(context.Context, []agent.Input) agent.TurnResult { return d.res }
+func (d doneDriver) Journal() *agent.Journal                                 { return d.j }
+func (doneDriver) Close() error                                              { return nil }
 
 // recorder collects lifecycle events.
 type recorder struct {

@@ -141,10 +141,8 @@ type scriptProvider struct {
 func (p *scriptProvider) Name() string                       { return "script" }
 func (p *scriptProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
 func (p *scriptProvider) InheritsParentContext() bool        { return false }
-func (p *scriptProvider) Start(context.Context, manager.StartRequest) (manager.Run, error) {
-	return nil, errors.New("one-shot not used here")
-}
-func (p *scriptProvider) PrepareContinuable(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
+func (p *scriptProvider) Continuable()                       {}
+func (p *scriptProvider) Prepare(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
 	return manager.CreationInputs{}, nil
 }
 func (p *scriptProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {

@@ -32,10 +32,8 @@ func newGateProvider() *gateProvider {
 func (*gateProvider) Name() string                       { return "gate" }
 func (*gateProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
 func (*gateProvider) InheritsParentContext() bool        { return false }
-func (*gateProvider) Start(context.Context, manager.StartRequest) (manager.Run, error) {
-	panic("one-shot not used here")
-}
-func (*gateProvider) PrepareContinuable(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
+func (*gateProvider) Continuable()                       {}
+func (*gateProvider) Prepare(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
 	return manager.CreationInputs{}, nil
 }
 func (p *gateProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 )
 
 // Row is one entry of a listing: a child, or a diagnostic for a child that
@@ -108,11 +109,11 @@ func (m *Manager) listCtx(ctx context.Context, root string, deep bool) ([]Row, e
 		if r.Usage == nil {
 			continue
 		}
-		t := tree[r.ID].plus(*r.Usage)
+		t := tree[r.ID].Add(*r.Usage)
 		tree[r.ID] = t
 		r.TreeUsage = &t
 		p := parentOf[r.ID]
-		tree[p] = tree[p].plus(t)
+		tree[p] = tree[p].Add(t)
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].CreatedAt.Before(rows[j].CreatedAt) })
 	return rows, nil
@@ -131,7 +132,7 @@ func (m *Manager) childRows(ctx context.Context, ls []Listing) []Row {
 		r.TreeUsage = r.Usage
 		if l.HasChildren && r.Usage != nil {
 			if below, err := m.treeUsage(ctx, r.ID); err == nil {
-				t := r.Usage.plus(below)
+				t := r.Usage.Add(below)
 				r.TreeUsage = &t
 			}
 		}
@@ -164,7 +165,7 @@ func (m *Manager) liveRows(parent string, err error) []Row {
 		u, last := a.usage, a.last
 		a.mu.Unlock()
 		r.Usage, r.TreeUsage = &u, &u
-		r.LastStopReason, r.LastMessage = last.StopReason, truncateUTF8(last.Output, MaxClosingBytes)
+		r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, MaxClosingBytes)
 		rows = append(rows, r)
 	}
 	return append(rows, Row{Kind: "diagnostic", ID: StoreRowID, Reason: "unavailable"})
@@ -173,10 +174,6 @@ func (m *Manager) liveRows(parent string, err error) []Row {
 // StoreRowID is the id of the diagnostic row a listing carries when the
 // session store itself cannot be read.
 const StoreRowID = "session-store"
-
-func (u Usage) plus(v Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens, CostUSD: u.CostUSD + v.CostUSD}
-}
 
 // TreeUsage returns what the descendants of an agent (a child id) have
 // used so far, all levels summed.
@@ -197,7 +194,7 @@ func (m *Manager) treeUsage(ctx context.Context, agentID string) (Usage, error) 
 	var u Usage
 	for _, r := range rows {
 		if r.Usage != nil {
-			u = u.plus(*r.Usage)
+			u = u.Add(*r.Usage)
 		}
 	}
 	return u, nil
@@ -219,7 +216,7 @@ func (m *Manager) row(ctx context.Context, l Listing) Row {
 		u, last := a.usage, a.last
 		a.mu.Unlock()
 		r.Usage = &u
-		r.LastStopReason, r.LastMessage = last.StopReason, truncateUTF8(last.Output, MaxClosingBytes)
+		r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, MaxClosingBytes)
 		return r
 	}
 	r.Status = "ready"
@@ -243,7 +240,7 @@ func (m *Manager) row(ctx context.Context, l Listing) Row {
 	u := foldUsage(events)
 	r.Usage = &u
 	last := agent.LastOutcome(events)
-	r.LastStopReason, r.LastMessage = last.StopReason, truncateUTF8(last.Output, MaxClosingBytes)
+	r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, MaxClosingBytes)
 	if err := m.store.SetCheckpoint(ctx, h.ID, Checkpoint{Seq: int64(len(events)), Mode: h.Mode, Label: h.Label, Usage: u,
 		Stop: last.StopReason, Closing: r.LastMessage}); err != nil {
 		m.log.Debug("caching a checkpoint failed", "agent_id", h.ID, "err", err)
@@ -263,9 +260,7 @@ func foldUsage(events []agent.Event) Usage {
 	var u Usage
 	for _, e := range events {
 		if e.Usage != nil {
-			u.InputTokens += e.Usage.InputTokens
-			u.OutputTokens += e.Usage.OutputTokens
-			u.CostUSD += e.Usage.CostUSD
+			u = u.Add(*e.Usage)
 		}
 	}
 	return u

@@ -104,9 +104,9 @@ type Manager struct {
 	order     []string
 	listeners map[int]func(Event)
 	nextL     int
-	runs      map[string]*handle
+	runs      map[string]*oneShot // live one-shot runs
 	closed    bool
-	wg        sync.WaitGroup // one per live run's watcher and per activation
+	wg        sync.WaitGroup // one per live one-shot run and per activation
 
 	store      Store
 	ctx        context.Context // activations live under it; Close cancels it
@@ -140,7 +140,7 @@ func New(opts Options) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{opts: opts, log: log, providers: map[string]Provider{},
-		listeners: map[int]func(Event){}, runs: map[string]*handle{},
+		listeners: map[int]func(Event){}, runs: map[string]*oneShot{},
 		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), corrupt: map[string]string{},
 		retry: retryPolicy{attempts: cmp.Or(opts.WriteAttempts, DefaultWriteAttempts), delay: cmp.Or(opts.WriteRetryDelay, DefaultWriteRetryDelay)},
 		owner: cmp.Or(opts.OwnerID, "manager-"+NewID()[len("agent-"):])}
@@ -387,26 +387,14 @@ func (m *Manager) Close(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	m.mu.Lock()
-	live := make([]*handle, 0, len(m.runs))
-	for _, h := range m.runs {
-		live = append(live, h)
+	live := make([]*oneShot, 0, len(m.runs))
+	for _, r := range m.runs {
+		live = append(live, r)
 	}
 	m.mu.Unlock()
-	for _, h := range live {
-		h.Dispose()
+	for _, r := range live {
+		r.Dispose()
 	}
 	<-done
 	return nil
-}
-
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const ell = "…"
-	cut := n - len(ell)
-	for cut > 0 && (s[cut]&0xC0) == 0x80 {
-		cut--
-	}
-	return s[:cut] + ell
 }

@@ -102,7 +102,7 @@ func TestUnsupportedCapabilityIsRefusedBeforeStart(t *testing.T) {
 				t.Errorf("Error.Provider = %q, want remote", e.Provider)
 			}
 			if n := len(p.calls()); n != 0 {
-				t.Errorf("the provider's Start was called %d times", n)
+				t.Errorf("the provider was asked to prepare %d children", n)
 			}
 
 			// The same request is accepted by a provider that has every
@@ -165,7 +165,7 @@ func TestInvalidRequestsAreRefusedBeforeStart(t *testing.T) {
 				}
 			}
 			if n := len(p.calls()); n != 0 {
-				t.Errorf("the provider's Start was called %d times", n)
+				t.Errorf("the provider was asked to prepare %d children", n)
 			}
 		})
 	}
@@ -202,7 +202,7 @@ func TestValidRequestsReachTheProvider(t *testing.T) {
 			defer run.Dispose()
 			calls := p.calls()
 			if len(calls) != 1 {
-				t.Fatalf("the provider's Start was called %d times, want 1", len(calls))
+				t.Fatalf("the provider was asked to prepare %d children, want 1", len(calls))
 			}
 			got := calls[0]
 			if got.ID == "" || got.ID != run.ID() {
@@ -278,7 +278,7 @@ func TestDepth(t *testing.T) {
 					t.Errorf("error = %q, want %q", err, tt.wantMsg)
 				}
 				if n := len(p.calls()); n != 0 {
-					t.Errorf("the provider's Start was called %d times", n)
+					t.Errorf("the provider was asked to prepare %d children", n)
 				}
 				return
 			}
@@ -290,7 +290,7 @@ func TestDepth(t *testing.T) {
 			if got.Depth != tt.wantDepth || got.DepthCap != tt.wantCap {
 				t.Errorf("provider saw Depth %d DepthCap %d, want %d and %d", got.Depth, got.DepthCap, tt.wantDepth, tt.wantCap)
 			}
-			self := got.Self(nil)
+			self := p.selves()[0]
 			if self.Depth != tt.wantDepth || self.DepthCap != tt.wantCap || self.AgentID != run.ID() {
 				t.Errorf("Self() = %+v: a grandchild would not inherit depth %d, cap %d and parent %s",
 					self, tt.wantDepth, tt.wantCap, run.ID())
@@ -299,7 +299,7 @@ func TestDepth(t *testing.T) {
 	}
 }
 
-// A child's own delegations go through Self: a chain of starts stops at the
+// A child's own delegations go through its driver's Self: a chain of starts stops at the
 // cap however deep it is asked to go.
 func TestDepthChainStopsAtTheCap(t *testing.T) {
 	p := &fakeProvider{name: "spawn", caps: allCaps}
@@ -318,8 +318,8 @@ func TestDepthChainStopsAtTheCap(t *testing.T) {
 				t.Fatalf("depth %d: %v", depth, err)
 			}
 			defer run.Dispose()
-			calls := p.calls()
-			parent = calls[len(calls)-1].Self(nil)
+			selves := p.selves()
+			parent = selves[len(selves)-1]
 			continue
 		}
 		wantCode(t, err, manager.ErrDepthExceeded)
@@ -331,14 +331,14 @@ func TestDepthChainStopsAtTheCap(t *testing.T) {
 }
 
 func TestEvents(t *testing.T) {
-	t.Run("start is emitted once the provider's Start returned and end once with the stop reason", func(t *testing.T) {
+	t.Run("start is emitted once the provider's driver is built and end once with the stop reason", func(t *testing.T) {
 		var rec *recorder
 		p := &fakeProvider{name: "spawn", caps: allCaps}
-		p.start = func(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
+		p.driver = func(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
 			if n := len(rec.all()); n != 0 {
-				t.Errorf("%d events emitted before the provider's Start returned", n)
+				t.Errorf("%d events emitted before the provider's driver was built", n)
 			}
-			return newWatchRun(ctx, req.ID), nil
+			return newWatchDriver(req.Journal), nil
 		}
 		m := newManager(t, manager.Options{}, p)
 		rec, _ = record(m)
@@ -347,8 +347,8 @@ func TestEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		evs := rec.all()
-		if len(evs) != 1 || evs[0].Type != manager.EventStart || evs[0].RunID != run.ID() || evs[0].Provider != "spawn" || evs[0].Local {
-			t.Fatalf("events after Start = %+v, want one subagent/start for %s from spawn, not local", evs, run.ID())
+		if len(evs) != 1 || evs[0].Type != manager.EventStart || evs[0].RunID != run.ID() || evs[0].Provider != "spawn" || !evs[0].Local {
+			t.Fatalf("events after Start = %+v, want one subagent/start for %s from spawn, local", evs, run.ID())
 		}
 		run.Dispose()
 		end := rec.waitEnd(t)
@@ -371,7 +371,7 @@ func TestEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.run(t, 0).finish(manager.Result{Output: "partial", StopReason: agent.StopMaxTokens}, nil)
+		p.run(t, 0).finish(agent.TurnResult{Output: "partial", StopReason: agent.StopMaxTokens})
 		end := rec.waitEnd(t)
 		if end.Type != manager.EventEnd || end.StopReason != agent.StopMaxTokens || end.Output != "partial" {
 			t.Errorf("end event = %+v, want max-tokens with output partial", end)
@@ -380,14 +380,16 @@ func TestEvents(t *testing.T) {
 		if len(evs) != 2 || evs[0].Type != manager.EventStart || evs[1].Type != manager.EventEnd {
 			t.Errorf("events = %+v, want start then end", evs)
 		}
-		res, err := run.Result()
-		if err != nil || res.StopReason != agent.StopMaxTokens {
-			t.Errorf("Result() = %+v, %v", res, err)
+		if !end.Local {
+			t.Errorf("end event = %+v, want local: every run this manager runs is", end)
+		}
+		if res := run.Result(); res.StopReason != agent.StopMaxTokens {
+			t.Errorf("Result() = %+v", res)
 		}
 	})
 	t.Run("a run that is already over when Start returns still gets start before end", func(t *testing.T) {
-		p := &fakeProvider{name: "spawn", caps: allCaps, start: func(_ context.Context, req manager.StartRequest) (manager.Run, error) {
-			return &doneRun{id: req.ID, res: manager.Result{Output: "quick", StopReason: agent.StopCompleted}}, nil
+		p := &fakeProvider{name: "spawn", caps: allCaps, driver: func(_ context.Context, req manager.DriverRequest) (manager.Driver, error) {
+			return doneDriver{req.Journal, agent.TurnResult{Output: "quick", StopReason: agent.StopCompleted}}, nil
 		}}
 		m := newManager(t, manager.Options{}, p)
 		rec, _ := record(m)
@@ -400,16 +402,20 @@ func TestEvents(t *testing.T) {
 			t.Errorf("events = %+v, want start then end", evs)
 		}
 	})
-	t.Run("an infrastructure error from Result is reported as an error end", func(t *testing.T) {
+	t.Run("a driver's failure is reported as an error end with its diagnostic", func(t *testing.T) {
 		p := &fakeProvider{name: "remote", caps: allCaps}
 		m := newManager(t, manager.Options{}, p)
 		rec, _ := record(m)
-		if _, err := m.Start(context.Background(), "remote", prompt("hi")); err != nil {
+		run, err := m.Start(context.Background(), "remote", prompt("hi"))
+		if err != nil {
 			t.Fatal(err)
 		}
-		p.run(t, 0).finish(manager.Result{StopReason: agent.StopCompleted}, errors.New("connection lost"))
+		p.run(t, 0).finish(agent.TurnResult{StopReason: agent.StopError, Diagnostic: "connection lost"})
 		if end := rec.waitEnd(t); end.StopReason != agent.StopError {
 			t.Errorf("end stop reason = %q, want error", end.StopReason)
+		}
+		if res := run.Result(); res.StopReason != agent.StopError || res.Diagnostic != "connection lost" {
+			t.Errorf("Result() = %+v, want error with the driver's diagnostic", res)
 		}
 	})
 	t.Run("a panicking listener breaks neither the run nor the other listeners", func(t *testing.T) {
@@ -422,14 +428,14 @@ func TestEvents(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Start with a panicking listener: %v", err)
 		}
-		p.run(t, 0).finish(manager.Result{Output: "ok", StopReason: agent.StopCompleted}, nil)
+		p.run(t, 0).finish(agent.TurnResult{Output: "ok", StopReason: agent.StopCompleted})
 		end := rec.waitEnd(t)
 		if end.StopReason != agent.StopCompleted {
 			t.Errorf("end = %+v", end)
 		}
 		waitDone(t, run)
-		if res, err := run.Result(); err != nil || res.Output != "ok" || res.StopReason != agent.StopCompleted {
-			t.Errorf("Result() = %+v, %v", res, err)
+		if res := run.Result(); res.Output != "ok" || res.StopReason != agent.StopCompleted {
+			t.Errorf("Result() = %+v", res)
 		}
 		if n := rec.count(manager.EventStart); n != 1 {
 			t.Errorf("the healthy listener saw %d start events, want 1", n)
@@ -444,7 +450,7 @@ func TestEvents(t *testing.T) {
 		if _, err := m.Start(context.Background(), "spawn", prompt("hi")); err != nil {
 			t.Fatal(err)
 		}
-		p.run(t, 0).finish(manager.Result{StopReason: agent.StopCompleted}, nil)
+		p.run(t, 0).finish(agent.TurnResult{StopReason: agent.StopCompleted})
 		stay.waitEnd(t)
 		if evs := gone.all(); len(evs) != 0 {
 			t.Errorf("an unsubscribed listener got %+v", evs)
@@ -459,35 +465,35 @@ func TestResultNormalisation(t *testing.T) {
 	}
 	tests := []struct {
 		name       string
-		res        manager.Result
+		res        agent.TurnResult
 		wantReason agent.StopReason
 		wantDiag   func(t *testing.T, orig, got string)
 	}{
 		{name: "an unknown stop reason is an error naming it",
-			res: manager.Result{StopReason: "exploded"}, wantReason: agent.StopError,
+			res: agent.TurnResult{StopReason: "exploded"}, wantReason: agent.StopError,
 			wantDiag: func(t *testing.T, _, got string) {
 				if !strings.Contains(got, `"exploded"`) {
 					t.Errorf("diagnostic %q does not name the unknown stop reason", got)
 				}
 			}},
 		{name: "an empty stop reason is an error",
-			res: manager.Result{Output: "looks fine"}, wantReason: agent.StopError,
+			res: agent.TurnResult{Output: "looks fine"}, wantReason: agent.StopError,
 			wantDiag: func(t *testing.T, _, got string) {
 				if got == "" {
 					t.Error("no diagnostic for an empty stop reason")
 				}
 			}},
 		{name: "an unknown stop reason keeps the provider's diagnostic",
-			res: manager.Result{StopReason: "paused", Diagnostic: "quota exhausted"}, wantReason: agent.StopError,
+			res: agent.TurnResult{StopReason: "paused", Diagnostic: "quota exhausted"}, wantReason: agent.StopError,
 			wantDiag: func(t *testing.T, _, got string) {
 				if got != "quota exhausted" {
 					t.Errorf("diagnostic = %q", got)
 				}
 			}},
-		{name: "known stop reasons pass through", res: manager.Result{StopReason: agent.StopRefusal, Diagnostic: "no"},
+		{name: "known stop reasons pass through", res: agent.TurnResult{StopReason: agent.StopRefusal, Diagnostic: "no"},
 			wantReason: agent.StopRefusal},
 		{name: "a diagnostic of exactly MaxDiagnostic bytes is kept whole",
-			res: manager.Result{StopReason: agent.StopError, Diagnostic: strings.Repeat("x", max)}, wantReason: agent.StopError,
+			res: agent.TurnResult{StopReason: agent.StopError, Diagnostic: strings.Repeat("x", max)}, wantReason: agent.StopError,
 			wantDiag: func(t *testing.T, orig, got string) {
 				if got != orig {
 					t.Errorf("a %d-byte diagnostic was changed to %d bytes", len(orig), len(got))
@@ -500,12 +506,12 @@ func TestResultNormalisation(t *testing.T) {
 		for prefix := 0; prefix < 4; prefix++ {
 			tests = append(tests, struct {
 				name       string
-				res        manager.Result
+				res        agent.TurnResult
 				wantReason agent.StopReason
 				wantDiag   func(t *testing.T, orig, got string)
 			}{
 				name:       "a long diagnostic of " + r + " after " + strings.Repeat("a", prefix) + " is cut to valid UTF-8 within the bound",
-				res:        manager.Result{StopReason: agent.StopError, Diagnostic: long(prefix, r)},
+				res:        agent.TurnResult{StopReason: agent.StopError, Diagnostic: long(prefix, r)},
 				wantReason: agent.StopError,
 				wantDiag: func(t *testing.T, orig, got string) {
 					if len(got) > max {
@@ -531,12 +537,9 @@ func TestResultNormalisation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.run(t, 0).finish(tt.res, nil)
+			p.run(t, 0).finish(tt.res)
 			waitDone(t, run)
-			res, err := run.Result()
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := run.Result()
 			if res.StopReason != tt.wantReason {
 				t.Errorf("StopReason = %q, want %q", res.StopReason, tt.wantReason)
 			}
@@ -551,8 +554,8 @@ func TestResultNormalisation(t *testing.T) {
 }
 
 func TestRunOnce(t *testing.T) {
-	p := &fakeProvider{name: "spawn", caps: allCaps, start: func(_ context.Context, req manager.StartRequest) (manager.Run, error) {
-		return &doneRun{id: req.ID, res: manager.Result{Output: "42", StopReason: "weird"}}, nil
+	p := &fakeProvider{name: "spawn", caps: allCaps, driver: func(_ context.Context, req manager.DriverRequest) (manager.Driver, error) {
+		return doneDriver{req.Journal, agent.TurnResult{Output: "42", StopReason: "weird"}}, nil
 	}}
 	m := newManager(t, manager.Options{}, p)
 	id, res, err := m.RunOnce(context.Background(), "spawn", prompt("answer"))
@@ -592,11 +595,11 @@ func TestRemoveBlocksNewStartsButAcceptedRunsGoOn(t *testing.T) {
 		t.Fatal("removing the provider ended an accepted run")
 	case <-time.After(20 * time.Millisecond):
 	}
-	p.run(t, 0).finish(manager.Result{Output: "done", StopReason: agent.StopCompleted}, nil)
+	p.run(t, 0).finish(agent.TurnResult{Output: "done", StopReason: agent.StopCompleted})
 	if end := rec.waitEnd(t); end.StopReason != agent.StopCompleted || end.RunID != run.ID() {
 		t.Errorf("end = %+v", end)
 	}
-	if res, _ := run.Result(); res.Output != "done" {
+	if res := run.Result(); res.Output != "done" {
 		t.Errorf("Result() = %+v", res)
 	}
 	// The name is free again.
@@ -610,7 +613,7 @@ func TestCancellation(t *testing.T) {
 		for _, cause := range []string{"cancel", "deadline"} {
 			t.Run(cause, func(t *testing.T) {
 				entered := make(chan struct{})
-				p := &fakeProvider{name: "spawn", caps: allCaps, start: func(ctx context.Context, _ manager.StartRequest) (manager.Run, error) {
+				p := &fakeProvider{name: "spawn", caps: allCaps, driver: func(ctx context.Context, _ manager.DriverRequest) (manager.Driver, error) {
 					close(entered)
 					<-ctx.Done()
 					return nil, ctx.Err()
@@ -646,7 +649,7 @@ func TestCancellation(t *testing.T) {
 	})
 	t.Run("a provider failure with a live context is passed through, not called CANCELLED", func(t *testing.T) {
 		boom := &manager.Error{Code: manager.CodeInvalidRequest, Message: "cwd: no such directory"}
-		p := &fakeProvider{name: "spawn", caps: allCaps, start: func(context.Context, manager.StartRequest) (manager.Run, error) {
+		p := &fakeProvider{name: "spawn", caps: allCaps, driver: func(context.Context, manager.DriverRequest) (manager.Driver, error) {
 			return nil, boom
 		}}
 		m := newManager(t, manager.Options{}, p)
@@ -666,9 +669,8 @@ func TestCancellation(t *testing.T) {
 		}
 		cancel()
 		waitDone(t, run)
-		res, err := run.Result()
-		if err != nil || res.StopReason != agent.StopAborted {
-			t.Errorf("Result() = %+v, %v; want aborted", res, err)
+		if res := run.Result(); res.StopReason != agent.StopAborted {
+			t.Errorf("Result() = %+v; want aborted", res)
 		}
 		if end := rec.waitEnd(t); end.StopReason != agent.StopAborted {
 			t.Errorf("end stop reason = %q, want aborted", end.StopReason)
@@ -689,7 +691,7 @@ func TestClose(t *testing.T) {
 		_, err := m.Start(context.Background(), "spawn", prompt("hi"))
 		wantCode(t, err, manager.ErrDraining)
 		if n := len(p.calls()); n != 0 {
-			t.Errorf("the provider's Start was called %d times after Close", n)
+			t.Errorf("the provider was asked to prepare %d children after Close", n)
 		}
 	})
 	t.Run("close waits for live runs to end", func(t *testing.T) {
@@ -709,7 +711,7 @@ func TestClose(t *testing.T) {
 		}
 		_, err = m.Start(context.Background(), "spawn", prompt("late"))
 		wantCode(t, err, manager.ErrDraining)
-		p.run(t, 0).finish(manager.Result{Output: "finished", StopReason: agent.StopCompleted}, nil)
+		p.run(t, 0).finish(agent.TurnResult{Output: "finished", StopReason: agent.StopCompleted})
 		select {
 		case err := <-closed:
 			if err != nil {
@@ -718,7 +720,7 @@ func TestClose(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("Close did not return after the last run ended")
 		}
-		if res, _ := run.Result(); res.StopReason != agent.StopCompleted {
+		if res := run.Result(); res.StopReason != agent.StopCompleted {
 			t.Errorf("a drained run ended %q, want completed", res.StopReason)
 		}
 		if n := p.run(t, 0).disposed.Load(); n != 0 {
@@ -756,7 +758,7 @@ func TestClose(t *testing.T) {
 			if n := p.run(t, i).disposed.Load(); n != 1 {
 				t.Errorf("run %d disposed %d times, want 1", i, n)
 			}
-			if res, _ := run.Result(); res.StopReason != agent.StopAborted {
+			if res := run.Result(); res.StopReason != agent.StopAborted {
 				t.Errorf("run %d ended %q, want aborted", i, res.StopReason)
 			}
 		}
@@ -771,11 +773,11 @@ func TestClose(t *testing.T) {
 	})
 	t.Run("a run that becomes ready after Close is disposed and refused", func(t *testing.T) {
 		entered, proceed := make(chan struct{}), make(chan struct{})
-		var made *watchRun
-		p := &fakeProvider{name: "spawn", caps: allCaps, start: func(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
+		var made *watchDriver
+		p := &fakeProvider{name: "spawn", caps: allCaps, driver: func(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
 			close(entered)
 			<-proceed
-			made = newWatchRun(ctx, req.ID)
+			made = newWatchDriver(req.Journal)
 			return made, nil
 		}}
 		m := newManager(t, manager.Options{}, p)
@@ -819,7 +821,7 @@ func TestNoGoroutineOutlivesClose(t *testing.T) {
 		runs = append(runs, run)
 	}
 	for i := range 5 {
-		p.run(t, i).finish(manager.Result{StopReason: agent.StopCompleted}, nil)
+		p.run(t, i).finish(agent.TurnResult{StopReason: agent.StopCompleted})
 	}
 	cancel() // the other five end aborted
 	for _, run := range runs {

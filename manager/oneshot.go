@@ -4,40 +4,46 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 )
 
-// Start validates req against the named provider and starts a one-shot run.
-// It returns once the run is ready; ctx governs the run's whole life.
+// Start validates req against the named provider and starts a one-shot
+// run: one turn from the provider's driver, then disposed. It returns once
+// the run is ready (its driver is built); ctx governs the run's whole
+// life. Cancelled before the run is ready, Start returns CANCELLED and no
+// lifecycle event was emitted; cancelled after, the turn ends aborted.
 func (m *Manager) Start(ctx context.Context, name string, req StartRequest) (Run, error) {
 	p, err := m.validate(name, &req)
 	if err != nil {
 		return nil, err
 	}
 	req.ID = NewID()
-	revoke := m.mintCallback(&req, nil)
-	run, err := p.Start(ctx, req)
+	c, err := m.build(ctx, p, name, req, ModeOneShot)
 	if err != nil {
-		revoke()
-		if ctx.Err() != nil {
-			return nil, &Error{Code: CodeCancelled, Provider: name, Message: "the start was cancelled", Err: err}
-		}
 		return nil, err
 	}
-	h := &handle{Run: run, m: m, provider: name, revoke: revoke}
+	runCtx, cancel := context.WithCancel(ctx)
+	r := &oneShot{m: m, id: req.ID, provider: name, drv: c.drv, cancel: cancel, done: make(chan struct{})}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
-		h.Dispose() // the run and its callback token
+		cancel()
+		_ = c.drv.Close() // and its callback token
 		return nil, newErr(CodeDraining, "the server is shutting down; no new subagents start")
 	}
-	m.runs[run.ID()] = h
+	m.runs[r.id] = r
 	m.wg.Add(1)
 	m.mu.Unlock()
-	m.emit(Event{Type: EventStart, RunID: run.ID(), Provider: name, Local: run.Agent() != nil})
-	go h.watch()
-	return h, nil
+	m.emit(Event{Type: EventStart, RunID: r.id, Provider: name, Local: true})
+	stopProgress := func() {}
+	if req.Progress != nil {
+		stopProgress = progressOf(c.drv.Journal(), req.Progress)
+	}
+	go r.run(runCtx, req.Prompt, stopProgress)
+	return r, nil
 }
 
 // RunOnce starts a one-shot run, waits for its result and disposes it.
@@ -48,44 +54,59 @@ func (m *Manager) RunOnce(ctx context.Context, name string, req StartRequest) (s
 	}
 	defer run.Dispose()
 	<-run.Done()
-	res, err := run.Result()
-	return run.ID(), res, err
+	return run.ID(), run.Result(), nil
 }
 
-// handle wraps a provider's run to emit the end event and bound the
-// diagnostic.
-type handle struct {
-	Run
+// oneShot is a one-shot run: the driver's one turn, run by the manager.
+type oneShot struct {
 	m        *Manager
+	id       string
 	provider string
-	revoke   func()
+	drv      Driver // closes the callback with it
+	cancel   context.CancelFunc
+	done     chan struct{}
+	res      Result // set before done is closed
 	once     sync.Once
 }
 
-func (h *handle) watch() {
-	defer h.m.wg.Done()
-	<-h.Run.Done()
-	res, err := h.Result()
-	h.m.mu.Lock()
-	delete(h.m.runs, h.ID())
-	h.m.mu.Unlock()
-	e := Event{Type: EventEnd, RunID: h.ID(), Provider: h.provider, Local: h.Agent() != nil,
-		StopReason: res.StopReason, Output: res.Output}
-	if err != nil {
-		e.StopReason = agent.StopError
-	}
-	h.m.emit(e)
+func (r *oneShot) ID() string            { return r.id }
+func (r *oneShot) Done() <-chan struct{} { return r.done }
+func (r *oneShot) Result() Result        { <-r.done; return r.res }
+
+// run runs the turn, then emits the end event.
+func (r *oneShot) run(ctx context.Context, prompt string, stopProgress func()) {
+	defer r.m.wg.Done()
+	tr := r.drv.RunTurn(ctx, []agent.Input{{Text: prompt, Source: agent.SourceUser}})
+	stopProgress()
+	r.res = resultOf(tr)
+	r.m.mu.Lock()
+	delete(r.m.runs, r.id)
+	r.m.mu.Unlock()
+	close(r.done)
+	r.m.emit(Event{Type: EventEnd, RunID: r.id, Provider: r.provider, Local: true,
+		StopReason: r.res.StopReason, Output: r.res.Output})
 }
 
-func (h *handle) Result() (Result, error) {
-	res, err := h.Run.Result()
-	return normalize(res), err
+func (r *oneShot) Dispose() {
+	r.once.Do(func() {
+		r.cancel()
+		<-r.done
+		if err := r.drv.Close(); err != nil {
+			r.m.log.Warn("closing a one-shot child's driver failed", "agent_id", r.id, "err", err)
+		}
+	})
+}
+
+// resultOf is a turn's result as the seam reports it.
+func resultOf(tr agent.TurnResult) Result {
+	return normalize(Result{Output: tr.Output, Structured: tr.Structured, Diagnostic: tr.Diagnostic,
+		StopReason: tr.StopReason, Usage: tr.Usage})
 }
 
 // normalize bounds the diagnostic and turns an unknown stop reason into a
 // failure (with a diagnostic saying so): only completed is success.
 func normalize(res Result) Result {
-	res.Diagnostic = truncateUTF8(res.Diagnostic, MaxDiagnostic)
+	res.Diagnostic = truncate.Bound(res.Diagnostic, MaxDiagnostic)
 	switch res.StopReason {
 	case agent.StopCompleted, agent.StopAborted, agent.StopError, agent.StopMaxTokens, agent.StopRefusal:
 	default:
@@ -97,23 +118,46 @@ func normalize(res Result) Result {
 	return res
 }
 
-func (h *handle) Dispose() {
-	h.once.Do(func() {
-		h.Run.Dispose()
-		h.revoke()
-	})
+// built is a new child not yet running: its record and its
+// driver, which revokes the child's callback when closed.
+type built struct {
+	hdr  Header
+	desc Descriptor
+	drv  Driver
 }
 
-// mintCallback gives req (a one-shot start) a callback endpoint bound to
-// the child; the returned func revokes it.
-func (m *Manager) mintCallback(req *StartRequest, journal *agent.Journal) func() {
-	if m.opts.Callback == nil {
-		return func() {}
+// build makes a new child from p, one-shot or continuable alike: it asks
+// for the creation inputs, builds the journal from the seed, mints the
+// callback and builds the driver. A failure (or ctx ending) leaves nothing
+// behind.
+func (m *Manager) build(ctx context.Context, p Provider, name string, req StartRequest, mode Mode) (built, error) {
+	in, err := p.Prepare(ctx, req)
+	if err != nil {
+		return built{}, startErr(ctx, name, err)
 	}
-	cb, revoke := m.opts.Callback(req.Self(journal))
-	req.Callback = cb
-	if revoke == nil {
-		revoke = func() {}
+	journal, err := agent.NewJournal(in.Seed)
+	if err != nil {
+		return built{}, &Error{Code: CodeInvalidRequest, Provider: name, Message: "the provider's seed breaks the journal invariants", Err: err}
 	}
-	return revoke
+	hdr := Header{ID: req.ID, Parent: req.Parent.Address(), Principal: req.Parent.Principal, Depth: req.Depth,
+		DepthCap: req.DepthCap, Mode: mode, Provider: name, Label: req.Label, Cwd: req.Cwd,
+		CreatedAt: time.Now().UTC(), SeedLen: int64(len(in.Seed))}
+	if req.Parent.AgentID == "" {
+		hdr.Session = req.Parent.Session
+	}
+	desc := Descriptor{Version: DescriptorVersion, Mode: mode, Provider: name, Label: req.Label,
+		Model: in.Model, Persona: req.Persona, ToolFilter: req.ToolFilter, OutputSchema: req.OutputSchema, Session: in.Session}
+	self := selfOf(hdr, journal)
+	cb, revoke := m.callback(self)
+	drv, err := p.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb})
+	if err != nil {
+		revoke()
+		return built{}, startErr(ctx, name, err)
+	}
+	drv = revokingDriver{drv, revoke}
+	if err := ctx.Err(); err != nil {
+		_ = drv.Close()
+		return built{}, startErr(ctx, name, err)
+	}
+	return built{hdr: hdr, desc: desc, drv: drv}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 )
 
 // Recover finds the children a crash (or a shutdown) left claimed by an
@@ -67,7 +68,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 			last.StopReason = agent.StopAborted
 		}
 		cp := Checkpoint{Seq: int64(len(all)), Mode: h.Mode, Label: h.Label, Usage: foldUsage(all), Stop: last.StopReason,
-			Closing: truncateUTF8(last.Output, MaxClosingBytes)}
+			Closing: truncate.Bound(last.Output, MaxClosingBytes)}
 		n := stamp(h, Notice{Source: agent.SourceSettled, Text: settlementText(id, last), StopReason: last.StopReason})
 		lease := m.lease()
 		w := ChildWrite{Claim: &lease, Events: closing, Settle: &cp, Notify: &ParentNotice{To: h.Parent, Notice: n}}
@@ -86,5 +87,5 @@ func (m *Manager) Recover(ctx context.Context) error {
 func unreadableText(id string, err error) string {
 	return fmt.Sprintf("Background subagent %s cannot be read from the session store, so how its last run ended is unknown (%s). "+
 		"It lists as corrupt; stop the server and run `mcp-subagent doctor` to copy every readable child into a fresh store.",
-		id, truncateUTF8(err.Error(), 300))
+		id, truncate.Bound(err.Error(), 300))
 }

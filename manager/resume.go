@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 )
 
 // header reads a child's header, live or stored, under the caller's ctx.
@@ -67,18 +67,14 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 	if !ok {
 		return nil, notResumable(fmt.Sprintf("its provider %q is not registered or cannot continue children", desc.Provider), nil)
 	}
-	self := ParentRef{Principal: hdr.Principal, AgentID: hdr.ID, Depth: hdr.Depth, DepthCap: hdr.DepthCap, Cwd: hdr.Cwd, Journal: journal}
+	self := selfOf(hdr, journal)
 	cb, revoke := m.callback(self)
 	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb})
 	if err != nil {
 		revoke()
 		// The cause (a stored output_schema that no longer compiles, say)
 		// tells the model why; it is clipped, as every error it reads is.
-		why := err.Error()
-		if len(why) > 300 {
-			why = strings.ToValidUTF8(why[:300], "") + "…"
-		}
-		return nil, notResumable("its provider could not rebuild it: "+why, err)
+		return nil, notResumable("its provider could not rebuild it: "+truncate.Head(err.Error(), 300), err)
 	}
 	drv = revokingDriver{drv, revoke}
 	// The closing events are stored with the claim, in activate.

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 )
 
-// Capabilities are a provider's one-shot start features. A request that
+// Capabilities are a provider's start features. A request that
 // needs a missing one is refused before the provider is called.
 type Capabilities struct{ OutputSchema, DepthLimit, ToolFilter, Persona bool }
 
@@ -56,9 +57,11 @@ type ParentRef struct {
 	// sessions. A root child remembers it: its notices go to that session
 	// while it is connected.
 	Session string
-	// Journal is the calling agent's journal (nil for a root caller); the
-	// fork provider seeds from it.
-	Journal *agent.Journal
+	// CompletedTurns returns the calling agent's journal up to and
+	// including its last completed turn (the fork seed); nil for a root
+	// caller and for an external child. It is a read-only view: nothing
+	// started below can append to its caller's journal.
+	CompletedTurns func() []agent.Event
 }
 
 // StartRequest is what a caller asks of a provider.
@@ -72,15 +75,15 @@ type StartRequest struct {
 	ToolFilter   *ToolFilter     // needs ToolFilter
 	Persona      string          // shadows the deployment persona; needs Persona
 
-	// Progress, when set, receives short human-readable progress notes while
-	// the run works. It must not block; notes may be dropped.
+	// Progress, when set, receives short human-readable progress notes
+	// (agent.ProgressNotes) while the first turn works. It must not block;
+	// notes may be dropped.
 	Progress func(note string)
 
 	// Set by the manager before the provider is called.
-	ID       string   // the child's id; a local run's ID equals it
-	Depth    int      // the child's depth (parent's + 1)
-	DepthCap int      // the absolute cap for the child's own delegations
-	Callback Callback // how an external child reaches this server back
+	ID       string // the child's id; a run's ID equals it
+	Depth    int    // the child's depth (parent's + 1)
+	DepthCap int    // the absolute cap for the child's own delegations
 }
 
 // Callback is how an external child reaches this server back as an MCP
@@ -95,18 +98,15 @@ type Callback struct {
 // CallbackFunc mints a Callback for a child acting as self; revoke ends it.
 type CallbackFunc func(self ParentRef) (cb Callback, revoke func())
 
-// Self is the ParentRef a child started by req uses for its own delegations.
-func (r StartRequest) Self(journal *agent.Journal) ParentRef {
-	return ParentRef{Principal: r.Parent.Principal, AgentID: r.ID, Depth: r.Depth,
-		DepthCap: r.DepthCap, Cwd: r.Cwd, Journal: journal}
+// selfOf is the ParentRef a child uses for its own delegations.
+func selfOf(hdr Header, journal *agent.Journal) ParentRef {
+	return ParentRef{Principal: hdr.Principal, AgentID: hdr.ID, Depth: hdr.Depth, DepthCap: hdr.DepthCap,
+		Cwd: hdr.Cwd, CompletedTurns: journal.CompletedPrefix}
 }
 
-// Usage counts what a run consumed.
-type Usage struct {
-	InputTokens  int64   `json:"input_tokens"`
-	OutputTokens int64   `json:"output_tokens"`
-	CostUSD      float64 `json:"cost_usd,omitempty"`
-}
+// Usage counts what a run consumed. It is the model client's own type, so
+// a turn's usage needs no conversion and stored checkpoints keep its JSON.
+type Usage = llm.Usage
 
 // Result is how a run ended. A child's failure is a Result with a
 // non-completed StopReason, never an error.
@@ -121,32 +121,41 @@ type Result struct {
 // MaxDiagnostic bounds Result.Diagnostic.
 const MaxDiagnostic = 4096
 
-// Run is a started child run.
+// Run is a started one-shot run. Every run this manager runs is local:
+// its ID is the child's id.
 type Run interface {
-	// ID is the run's id; for a local run, the child's id.
+	// ID is the run's id, the child's id.
 	ID() string
-	// Agent is the local child agent; nil for a remote run.
-	Agent() *agent.Agent
 	// Done is closed when the result is ready.
 	Done() <-chan struct{}
-	// Result returns the result once Done is closed. Its error is for
-	// infrastructure faults only.
-	Result() (Result, error)
-	// Dispose releases what the run holds; it is safe to call more than once.
+	// Result returns the result once Done is closed. A child's failure is
+	// a non-completed stop reason; a run has no other way to fail.
+	Result() Result
+	// Dispose ends the run: it cancels the turn if it still runs, waits
+	// for it, closes the driver and revokes the callback. It is safe to
+	// call more than once.
 	Dispose()
 }
 
-// Provider runs children. Implementations know nothing of MCP.
+// Provider contributes the driver that runs a child's turns and the data
+// to build it; the lifecycle — one-shot or continuable, in-process or
+// external — is the manager's. Implementations know nothing of MCP.
 type Provider interface {
 	Name() string
 	Capabilities() Capabilities
 	// InheritsParentContext is true only for fork: it shapes the tool's
 	// wording and grants nothing.
 	InheritsParentContext() bool
-	// Start returns once the run is ready. ctx is the only cancellation
-	// channel: cancelled before the run is ready, the provider cleans up and
-	// returns an error; cancelled after, the run ends with StopAborted.
-	Start(ctx context.Context, req StartRequest) (Run, error)
+	// Prepare supplies a new child's creation inputs, for a one-shot run
+	// and a continuable child alike. req has been validated and carries
+	// the child's ID and depth.
+	Prepare(ctx context.Context, req StartRequest) (CreationInputs, error)
+	// NewDriver builds the driver that runs a child's turns from its
+	// header, descriptor and journal: for a one-shot run
+	// (DriverRequest.OneShot), a new continuable child and a cold resume
+	// alike. ctx is the only cancellation channel while it builds; a
+	// driver starts nothing it does not stop in Close.
+	NewDriver(ctx context.Context, req DriverRequest) (Driver, error)
 }
 
 // ToolNamer is implemented by providers that know the names of every tool
@@ -163,20 +172,21 @@ type Describer interface {
 }
 
 // Continuable is implemented by providers that can run continuable
-// children. Having it is the capability. The provider only contributes data
-// (creation inputs) and the driver that runs one turn; activation,
-// residency, settlement, ownership and persistence are the manager's.
+// children; having it is the capability (ProviderInfo.Continuable, and
+// with it whether the subagent tool offers background runs). It stays an
+// optional ability although every provider has a driver: running one turn
+// from a fresh journal is not the same promise as rebuilding a child from
+// its stored descriptor and journal for every later turn, and a provider
+// whose transport cannot continue a session (or whose state lives
+// elsewhere, as a remote run's would) must be able to say so. A provider
+// without it runs one-shot children only.
 type Continuable interface {
-	// PrepareContinuable supplies a new child's creation inputs. req has
-	// been validated and carries the child's ID and depth.
-	PrepareContinuable(ctx context.Context, req StartRequest) (CreationInputs, error)
-	// NewDriver builds the driver that runs a child's turns from its
-	// persisted descriptor and journal, for a new child and a cold resume
-	// alike.
-	NewDriver(ctx context.Context, req DriverRequest) (Driver, error)
+	Provider
+	// Continuable marks the ability; it is never called.
+	Continuable()
 }
 
-// CreationInputs are what a provider supplies for a new continuable child.
+// CreationInputs are what a provider supplies for a new child.
 type CreationInputs struct {
 	Seed    []agent.Event // the journal the child starts from (fork)
 	Session string        // an external agent's session handle
@@ -187,14 +197,20 @@ type CreationInputs struct {
 type DriverRequest struct {
 	Header     Header
 	Descriptor Descriptor
-	Journal    *agent.Journal // rebuilt from the store; the driver appends to it
+	Journal    *agent.Journal // the seed, or rebuilt from the store; the driver appends to it
 	Self       ParentRef      // the child as a caller of delegation tools
 	Callback   Callback       // how an external child reaches this server back
 }
 
-// Driver runs a continuable child's turns. RunTurn records everything in
-// Journal, each input as its own user-side message with its source kind;
-// cancelling ctx ends the turn aborted.
+// OneShot reports whether the driver is for a one-shot run: exactly one
+// turn, after which the child is gone, so nothing of it need be kept (an
+// external CLI's session, for one).
+func (r DriverRequest) OneShot() bool { return r.Header.Mode == ModeOneShot }
+
+// Driver runs a child's turns. RunTurn records everything in Journal, each
+// input as its own user-side message with its source kind; cancelling ctx
+// ends the turn aborted. Close releases what the driver holds (a process);
+// the manager calls it once, after the last turn.
 type Driver interface {
 	RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnResult
 	Journal() *agent.Journal

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 )
 
 // release removes a from the manager and from its owning parent. A notice
@@ -86,7 +87,7 @@ func (m *Manager) flush(a *activation, settled bool, notify *ParentNotice) error
 	a.unsubscribe()
 	a.mu.Lock()
 	cp := Checkpoint{Seq: int64(a.driver.Journal().Len()), Mode: a.hdr.Mode, Label: a.hdr.Label, Usage: a.usage, Stop: a.last.StopReason,
-		Closing: truncateUTF8(a.last.Output, MaxClosingBytes)}
+		Closing: truncate.Bound(a.last.Output, MaxClosingBytes)}
 	a.mu.Unlock()
 	var err error
 	if settled {

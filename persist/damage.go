@@ -9,6 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
@@ -44,13 +45,8 @@ func dirOf(path string) string {
 	return "."
 }
 
-func clip(s string) string {
-	const n = 300
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
+// clip bounds a cause quoted in a DamagedError or a log.
+func clip(s string) string { return truncate.Head(s, 300) }
 
 // guard runs fn at the store boundary: a panic inside bbolt (its
 // assertions on a damaged page, or a fault reading a page the file does

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 )
 
 // Limits of output schemas and of the values checked against them; the
@@ -88,7 +89,7 @@ type patternNode struct {
 func CompileOutput(raw []byte) (*Output, error) {
 	var s jsonschema.Schema
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, fmt.Errorf("output schema is not a JSON Schema object: %s", clip(err.Error(), 300))
+		return nil, fmt.Errorf("output schema is not a JSON Schema object: %s", truncate.Head(err.Error(), 300))
 	}
 	if s.Type != "object" {
 		return nil, fmt.Errorf(`output schema must have "type": "object" at its root`)
@@ -99,7 +100,7 @@ func CompileOutput(raw []byte) (*Output, error) {
 	}
 	rs, err := s.Resolve(nil)
 	if err != nil {
-		return nil, fmt.Errorf("output schema does not resolve: %s", clip(err.Error(), 300))
+		return nil, fmt.Errorf("output schema does not resolve: %s", truncate.Head(err.Error(), 300))
 	}
 	o := &Output{rs: rs}
 	root := o.walk(&s, "")
@@ -209,7 +210,7 @@ func (n *node) where() string {
 	if n.path == "" {
 		return "at the root"
 	}
-	return "at " + clip(n.path, 200)
+	return "at " + truncate.Head(n.path, 200)
 }
 
 var jsonTypes = []string{"array", "boolean", "integer", "null", "number", "object", "string"}
@@ -469,24 +470,10 @@ func pathName(n *node) string {
 	if n.path == "" {
 		return "#"
 	}
-	return "#" + clip(n.path, 80)
+	return "#" + truncate.Head(n.path, 80)
 }
 
-// clip cuts s to at most n bytes, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8Start(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
-func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
-
-func clipQuote(s string) string { return fmt.Sprintf("%q", clip(s, 100)) }
+func clipQuote(s string) string { return fmt.Sprintf("%q", truncate.Head(s, 100)) }
 
 // value is a JSON value as the work bound sees it: its shape and size.
 type value struct {
@@ -631,7 +618,7 @@ func (o *Output) Validate(v any) error {
 		return fmt.Errorf("the value is too large for its output schema to check (more than %d checks); deliver a smaller object", MaxOutputChecks)
 	}
 	if err := o.rs.Validate(v); err != nil {
-		return errors.New(clip(explain(err.Error()), 400))
+		return errors.New(truncate.Head(explain(err.Error()), 400))
 	}
 	return nil
 }
@@ -645,7 +632,7 @@ func (o *Output) ValidateJSON(raw []byte) (any, error) {
 	}
 	var v any
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fmt.Errorf("not valid JSON: %s", clip(err.Error(), 200))
+		return nil, fmt.Errorf("not valid JSON: %s", truncate.Head(err.Error(), 200))
 	}
 	if err := o.Validate(v); err != nil {
 		return nil, err

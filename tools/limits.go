@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 )
 
 // Limits bounds the sizes of tool arguments. They are checked in the
@@ -260,9 +262,6 @@ func clip(s string) string {
 	if len(s) <= maxErrorBytes {
 		return s
 	}
-	cut := maxErrorBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s … [%d more bytes cut]", s[:cut], len(s)-cut)
+	kept := truncate.Prefix(s, maxErrorBytes)
+	return fmt.Sprintf("%s … [%d more bytes cut]", kept, len(s)-len(kept))
 }

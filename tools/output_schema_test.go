@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -14,9 +13,6 @@ type schemaProvider struct{ plainProvider }
 func (p *schemaProvider) Name() string { return "schemas" }
 func (p *schemaProvider) Capabilities() manager.Capabilities {
 	return manager.Capabilities{OutputSchema: true}
-}
-func (p *schemaProvider) Start(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
-	return p.plainProvider.Start(ctx, req)
 }
 
 // A cyclic or invalid output_schema is an INVALID_REQUEST naming the field

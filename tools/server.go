@@ -340,7 +340,7 @@ func (s *Server) MintCallback(self manager.ParentRef) (manager.Callback, func())
 	var b [24]byte
 	_, _ = rand.Read(b[:])
 	tok := "mcps_" + hex.EncodeToString(b[:])
-	self.Journal = nil // an external child has no in-process journal
+	self.CompletedTurns = nil // an external child has no in-process conversation to fork
 	s.mu.Lock()
 	s.tokens[tok] = self
 	url := s.cbURL

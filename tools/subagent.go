@@ -200,11 +200,7 @@ func (s *Server) oneShot(ctx context.Context, provider string, sr manager.StartR
 		sr.Progress("started " + run.ID())
 	}
 	<-run.Done()
-	res, err := run.Result()
-	if err != nil {
-		s.log.Error("subagent run failed", "agent_id", run.ID(), "provider", provider, "err", err)
-		return errorResult(err)
-	}
+	res := run.Result()
 	s.log.Info("subagent run ended", "agent_id", run.ID(), "provider", provider,
 		"stop_reason", res.StopReason, "input_tokens", res.Usage.InputTokens, "output_tokens", res.Usage.OutputTokens)
 	return foregroundResult(run.ID(), res)

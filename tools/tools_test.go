@@ -26,24 +26,22 @@ type plainProvider struct{ started atomic.Int32 }
 func (p *plainProvider) Name() string                       { return "plain" }
 func (p *plainProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
 func (p *plainProvider) InheritsParentContext() bool        { return false }
-func (p *plainProvider) Start(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
+func (p *plainProvider) Prepare(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
 	p.started.Add(1)
-	done := make(chan struct{})
-	close(done)
-	return &doneRun{id: req.ID, done: done, res: manager.Result{Output: "plain says hi", StopReason: agent.StopCompleted}}, nil
+	return manager.CreationInputs{}, nil
+}
+func (p *plainProvider) NewDriver(_ context.Context, req manager.DriverRequest) (manager.Driver, error) {
+	return plainDriver{req.Journal}, nil
 }
 
-type doneRun struct {
-	id   string
-	done chan struct{}
-	res  manager.Result
-}
+// plainDriver answers every turn at once.
+type plainDriver struct{ j *agent.Journal }
 
-func (r *doneRun) ID() string                      { return r.id }
-func (r *doneRun) Agent() *agent.Agent             { return nil }
-func (r *doneRun) Done() <-chan struct{}           { return r.done }
-func (r *doneRun) Result() (manager.Result, error) { return r.res, nil }
-func (r *doneRun) Dispose()                        {}
+func (plainDriver) RunTurn(context.Context, []agent.Input) agent.TurnResult {
+	return agent.TurnResult{Output: "plain says hi", StopReason: agent.StopCompleted}
+}
+func (d plainDriver) Journal() *agent.Journal { return d.j }
+func (plainDriver) Close() error              { return nil }
 
 // serveHTTP serves the tools of a manager with p registered over real
 // streamable HTTP, as principal "local", and returns a connected mcp-go

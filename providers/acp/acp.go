@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
-	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
 )
 
 // Permission policies for the agent's session/request_permission calls.
@@ -110,38 +108,25 @@ func (p *Provider) Description() string {
 		filepath.Base(p.path), map[string]string{PermissionDeny: "denied", PermissionAllow: "allowed"}[p.opts.Permission])
 }
 
-// Start runs a one-shot child: one turn in a fresh agent process and
-// session, then disposed (the process group is stopped).
-func (p *Provider) Start(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	journal, err := agent.NewJournal(nil)
-	if err != nil {
-		return nil, err
-	}
-	d, err := p.newDriver(req.ID, req.Cwd, "", journal, req.Callback)
-	if err != nil {
-		return nil, err
-	}
-	if req.Progress != nil {
-		d.unsubscribe = journal.Subscribe(progressNotes(req.Progress))
-	}
-	return extturn.OneShot(ctx, req.ID, d, req.Prompt), nil
-}
-
-// PrepareContinuable supplies a new child's creation inputs. The ACP
-// session id is not known yet: the first turn opens the session and
-// records its id in the journal.
-func (p *Provider) PrepareContinuable(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+// Prepare supplies a new child's creation inputs. The ACP session id is
+// not known yet: the first turn opens the session and records its id in
+// the journal.
+func (p *Provider) Prepare(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
 	if _, err := absCwd(req.Cwd); err != nil {
 		return manager.CreationInputs{}, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
 	}
 	return manager.CreationInputs{}, nil
 }
 
-// NewDriver builds the driver of a new or resumed child. It starts
-// nothing: the agent process is started by the first turn that needs it.
+// Continuable marks ACP children as continuable: a later activation
+// loads the journal's session where the agent offers loadSession, else
+// continues in a new one (see the package doc).
+func (p *Provider) Continuable() {}
+
+// NewDriver builds the driver of a one-shot run, a new child or a resumed
+// one. It starts nothing: the agent process is started by the first turn
+// that needs it, and Close (when the run is disposed, or the activation
+// settles) stops it.
 func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
 	return p.newDriver(req.Header.ID, req.Header.Cwd, req.Descriptor.Session, req.Journal, req.Callback)
 }
@@ -159,18 +144,4 @@ func (p *Provider) newDriver(id, cwd, session string, journal *agent.Journal, cb
 // requires; empty means the server's.
 func absCwd(cwd string) (string, error) {
 	return filepath.Abs(cwd)
-}
-
-// progressNotes turns a one-shot run's journal into short progress notes.
-func progressNotes(send func(string)) func(agent.Event) {
-	return func(e agent.Event) {
-		if e.Kind != agent.EventMessage || e.Message == nil || e.Message.Role != llm.RoleAssistant {
-			return
-		}
-		s := []rune(e.Message.Content)
-		if len(s) > 80 {
-			s = append(s[:79], '…')
-		}
-		send(string(s))
-	}
 }

@@ -11,7 +11,8 @@
 // turn that needs it and kept for the rest of the activation; Close closes
 // its stdin, gives it a moment to exit, then stops the whole group and
 // reaps it, so no orphan and no zombie outlives the child. The manager
-// owns everything else (activation, residency, settlement, persistence).
+// owns everything else (activation, residency, settlement, persistence)
+// and runs one-shot children from the same driver: one turn, then Close.
 //
 // # Protocol mapping
 //

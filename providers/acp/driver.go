@@ -11,6 +11,7 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
@@ -37,7 +38,7 @@ var errTurnTimeout = errors.New("turn timed out")
 
 // driver runs one child's turns through one agent process and one ACP
 // connection, kept for the activation. Its methods are called from one
-// goroutine at a time (the manager's activation, or a one-shot run).
+// goroutine at a time (the manager's activation or one-shot run).
 type driver struct {
 	p           *Provider
 	id          string
@@ -46,7 +47,6 @@ type driver struct {
 	journal     *agent.Journal
 	callback    manager.Callback
 	log         *slog.Logger
-	unsubscribe func() // a one-shot run's progress listener
 
 	// The live agent, nil between processes.
 	proc    *proc.Process
@@ -325,10 +325,6 @@ func (d *driver) stop() string {
 // Close lets the agent exit on end of input, then stops its whole process
 // group, so no orphan and no zombie is left.
 func (d *driver) Close() error {
-	if d.unsubscribe != nil {
-		d.unsubscribe()
-		d.unsubscribe = nil
-	}
 	if d.proc == nil {
 		return nil
 	}
@@ -354,15 +350,7 @@ func (d *driver) stderrTail() string {
 	if d.proc == nil {
 		return ""
 	}
-	s := strings.TrimSpace(d.proc.Stderr())
-	if len(s) > stderrInDiagnostic {
-		cut := len(s) - stderrInDiagnostic
-		for cut < len(s) && s[cut]&0xC0 == 0x80 {
-			cut++
-		}
-		s = "…" + s[cut:]
-	}
-	return s
+	return truncate.Tail(strings.TrimSpace(d.proc.Stderr()), stderrInDiagnostic)
 }
 
 // errText is an SDK error as one line.

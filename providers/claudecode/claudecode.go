@@ -12,7 +12,6 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
-	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
 	"github.com/mcp-subagent/mcp-subagent/schemas"
 )
 
@@ -90,40 +89,25 @@ func (p *Provider) Description() string {
 	return "a Claude Code CLI agent (claude -p) in its cwd with Claude's own tools; it runs headless: tools that need approval are denied unless allowed"
 }
 
-// Start runs a one-shot child: one turn, not persisted by the CLI either
-// (--no-session-persistence), then disposed.
-func (p *Provider) Start(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	journal, err := agent.NewJournal(nil)
-	if err != nil {
-		return nil, err
-	}
-	d, err := p.newDriver(turnConfig{cwd: req.Cwd, model: p.opts.Model, persona: req.Persona, filter: req.ToolFilter,
-		schema: req.OutputSchema, callback: req.Callback, ephemeral: true}, journal)
-	if err != nil {
-		return nil, err
-	}
-	if req.Progress != nil {
-		d.unsubscribe = journal.Subscribe(agent.ProgressNotes(req.Progress))
-	}
-	return extturn.OneShot(ctx, req.ID, d, req.Prompt), nil
-}
-
-// PrepareContinuable supplies a new child's creation inputs: only the
-// model. The Claude session id is chosen by the first turn and recorded in
-// the journal as a session event once the CLI confirms it.
-func (p *Provider) PrepareContinuable(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+// Prepare supplies a new child's creation inputs: only the model. The
+// Claude session id is chosen by the first turn and recorded in the
+// journal as a session event once the CLI confirms it.
+func (p *Provider) Prepare(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
 	if err := ctx.Err(); err != nil {
 		return manager.CreationInputs{}, err
 	}
 	return manager.CreationInputs{Model: p.opts.Model}, nil
 }
 
+// Continuable marks Claude Code children as continuable: a later turn
+// resumes (--resume) the session the journal recorded.
+func (p *Provider) Continuable() {}
+
 // NewDriver builds a child's driver from its descriptor and journal, for a
-// new child and a cold resume alike: the session comes from the journal's
-// last session event, the cwd from the header.
+// one-shot run, a new child and a cold resume alike: the session comes
+// from the journal's last session event, the cwd from the header. A
+// one-shot run's session is not persisted by the CLI either
+// (--no-session-persistence).
 func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
 	d := req.Descriptor
 	model := d.Model
@@ -131,7 +115,7 @@ func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (ma
 		model = p.opts.Model
 	}
 	return p.newDriver(turnConfig{cwd: req.Header.Cwd, model: model, persona: d.Persona, filter: d.ToolFilter,
-		schema: d.OutputSchema, callback: req.Callback, session: d.Session}, req.Journal)
+		schema: d.OutputSchema, callback: req.Callback, session: d.Session, ephemeral: req.OneShot()}, req.Journal)
 }
 
 // turnConfig is what every turn of one child is run with.

@@ -9,8 +9,9 @@
 // The command line of every turn, reading the CLI's stream-json output
 // into the child's journal (through providers/internal/extturn), mapping
 // the CLI's result to a stop reason, and the turn's processes (through
-// providers/internal/proc). Activation, persistence, depth and the
-// callback endpoint belong to the manager.
+// providers/internal/proc). The lifecycle — one-shot runs included, which
+// the manager runs from the same driver — activation, persistence, depth
+// and the callback endpoint belong to the manager.
 //
 // # Command line
 //
@@ -18,7 +19,7 @@
 //	  [--model=M]                      Descriptor.Model (Options.Model when the child was created)
 //	  --permission-mode=P              Options.PermissionMode; zero: dontAsk
 //	  --session-id=UUID | --resume=ID  first turn | later turns and cold resume (ID: the journal's last session event)
-//	  --no-session-persistence         instead, for one-shot runs
+//	  --no-session-persistence         instead, for one-shot runs (DriverRequest.OneShot)
 //	  [--json-schema=S]                output schema, compacted
 //	  [--append-system-prompt=P]       persona
 //	  [--tools B…]                     allow filter: the built-in tools it names

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
@@ -50,22 +51,17 @@ var alwaysDenied = []string{"Task", "Agent", "Workflow"}
 
 // driver runs one child's turns, one claude process per turn.
 type driver struct {
-	p           *Provider
-	path        string
-	cfg         turnConfig
-	resolved    *schemas.Output // the output schema, to check what the CLI returns
-	journal     *agent.Journal
-	unsubscribe func() // one-shot progress listener
+	p        *Provider
+	path     string
+	cfg      turnConfig
+	resolved *schemas.Output // the output schema, to check what the CLI returns
+	journal  *agent.Journal
 }
 
 func (d *driver) Journal() *agent.Journal { return d.journal }
 
-func (d *driver) Close() error {
-	if d.unsubscribe != nil {
-		d.unsubscribe()
-	}
-	return nil
-}
+// Close releases nothing: no process outlives a turn.
+func (d *driver) Close() error { return nil }
 
 // RunTurn runs `claude -p` once with the inputs as its prompt (on stdin)
 // and records the stream in the journal. Cancelling ctx stops the whole
@@ -160,7 +156,7 @@ func (d *driver) end(ctx, turnCtx context.Context, s *stream, exitErr error, std
 	timedOut := !interrupted && errors.Is(turnCtx.Err(), context.DeadlineExceeded)
 	withStderr := func() {
 		if tail := strings.TrimSpace(stderr); tail != "" {
-			t.Diagnose("stderr: " + tailClip(tail, stderrInDiagnostic))
+			t.Diagnose("stderr: " + truncate.Tail(tail, stderrInDiagnostic))
 		}
 	}
 	r := s.result
@@ -190,7 +186,7 @@ func (d *driver) end(ctx, turnCtx context.Context, s *stream, exitErr error, std
 			return t.End(agent.StopError, nil)
 		}
 		if err := validate(d.resolved, r.StructuredOutput); err != nil {
-			t.Diagnose("claude's structured output does not match the output schema: " + clip(err.Error(), 500))
+			t.Diagnose("claude's structured output does not match the output schema: " + truncate.Head(err.Error(), 500))
 			return t.End(agent.StopError, nil)
 		}
 		return t.End(agent.StopCompleted, r.StructuredOutput)
@@ -201,7 +197,7 @@ func (d *driver) end(ctx, turnCtx context.Context, s *stream, exitErr error, std
 	}
 	switch r.Subtype {
 	case "success": // is_error: an API failure, its message in result
-		t.Diagnose("claude reported an error: " + clip(orText(r.Result, "no message"), 1500))
+		t.Diagnose("claude reported an error: " + truncate.Head(orText(r.Result, "no message"), 1500))
 	case "error_max_turns":
 		t.Diagnose(fmt.Sprintf("claude hit its turn limit (%d turns)", r.NumTurns))
 	case "error_during_execution":
@@ -211,7 +207,7 @@ func (d *driver) end(ctx, turnCtx context.Context, s *stream, exitErr error, std
 	case "error_max_structured_output_retries":
 		t.Diagnose("claude could not produce output matching the output schema" + colon(errorsText(r.Errors)))
 	default:
-		t.Diagnose(fmt.Sprintf("claude ended with result %q", r.Subtype) + colon(orText(errorsText(r.Errors), clip(r.Result, 500))))
+		t.Diagnose(fmt.Sprintf("claude ended with result %q", r.Subtype) + colon(orText(errorsText(r.Errors), truncate.Head(r.Result, 500))))
 	}
 	withStderr()
 	return t.End(agent.StopError, nil)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 )
@@ -112,7 +113,7 @@ func childSeesOnlyThisServer(t *testing.T, path string, configDir bool) {
 		"--permission-mode=dontAsk", "--no-session-persistence")
 	cmd.Dir, cmd.Env, cmd.Stdin = cwd, opts.Env, strings.NewReader("REAL:hello control-7801")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the plain run failed: %v\n%s", err, tailClip(string(out), 2000))
+		t.Fatalf("the plain run failed: %v\n%s", err, truncate.Tail(string(out), 2000))
 	}
 	plain := started()
 	t.Logf("run plainly, the CLI started %q", plain)

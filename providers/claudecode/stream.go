@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
 )
@@ -200,7 +201,7 @@ func (s *stream) handle(l line) {
 			return
 		}
 		if synthetic {
-			s.t.Note("claude: " + clip(strings.Join(text, "\n"), 300))
+			s.t.Note("claude: " + truncate.Head(strings.Join(text, "\n"), 300))
 			return
 		}
 		s.t.Message(strings.Join(text, "\n"))
@@ -287,28 +288,4 @@ func errorsText(raw json.RawMessage) string {
 		return strings.Join(parts, "; ")
 	}
 	return string(raw)
-}
-
-// clip bounds s to n bytes on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && (s[cut]&0xC0) == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
-// tailClip keeps the last n bytes of s on a rune boundary.
-func tailClip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := len(s) - n
-	for cut < len(s) && (s[cut]&0xC0) == 0x80 {
-		cut++
-	}
-	return "…" + s[cut:]
 }

@@ -9,10 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
-	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
 )
 
 // TokenEnv is the environment variable through which a child's Codex gets
@@ -119,56 +116,24 @@ func (p *Provider) command() (string, error) {
 	return path, nil
 }
 
-// Start runs a one-shot child: one turn on a fresh, ephemeral Codex thread.
-func (p *Provider) Start(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if _, err := p.command(); err != nil {
-		return nil, err
-	}
-	journal, err := agent.NewJournal(nil)
-	if err != nil {
-		return nil, err
-	}
-	d := &driver{p: p, cwd: req.Cwd, journal: journal, callback: req.Callback, ephemeral: true,
-		model: p.opts.Model, persona: req.Persona, schema: req.OutputSchema}
-	if req.Progress != nil {
-		unsub := journal.Subscribe(progress(req.Progress))
-		run := extturn.OneShot(ctx, req.ID, d, req.Prompt)
-		go func() { <-run.Done(); unsub() }()
-		return run, nil
-	}
-	return extturn.OneShot(ctx, req.ID, d, req.Prompt), nil
-}
-
-// progress turns the journal's assistant messages into short notes.
-func progress(send func(string)) func(agent.Event) {
-	return func(e agent.Event) {
-		if e.Kind != agent.EventMessage || e.Message == nil || e.Message.Role != llm.RoleAssistant {
-			return
-		}
-		if s := e.Message.Content; strings.HasPrefix(s, "[") {
-			send(clip(strings.Trim(s, "[]"), 120))
-			return
-		}
-		send("answered")
-	}
-}
-
-// PrepareContinuable supplies a new child's creation inputs: only the
-// model. The Codex thread id is not known until the first turn starts; the
-// driver records it in the journal as a session event.
-func (p *Provider) PrepareContinuable(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+// Prepare supplies a new child's creation inputs: only the model. The
+// Codex thread id is not known until the first turn starts; the driver
+// records it in the journal as a session event.
+func (p *Provider) Prepare(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
 	if _, err := p.command(); err != nil {
 		return manager.CreationInputs{}, err
 	}
 	return manager.CreationInputs{Model: p.opts.Model}, nil
 }
 
+// Continuable marks Codex children as continuable: a later turn resumes
+// the Codex thread the journal recorded.
+func (p *Provider) Continuable() {}
+
 // NewDriver builds a child's driver from its header, descriptor and
-// journal, for a new child and a cold resume alike: the thread to continue
-// is the last session the journal recorded.
+// journal, for a one-shot run, a new child and a cold resume alike: the
+// thread to continue is the last session the journal recorded. A one-shot
+// run's thread is --ephemeral: Codex keeps nothing of it.
 func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
 	if req.Journal == nil {
 		return nil, errors.New("codex: no journal")
@@ -177,7 +142,7 @@ func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (ma
 	if model == "" {
 		model = p.opts.Model
 	}
-	return &driver{p: p, cwd: req.Header.Cwd, journal: req.Journal, callback: req.Callback,
+	return &driver{p: p, cwd: req.Header.Cwd, journal: req.Journal, callback: req.Callback, ephemeral: req.OneShot(),
 		model: model, persona: req.Descriptor.Persona, schema: req.Descriptor.OutputSchema,
 		session: req.Descriptor.Session}, nil
 }
@@ -308,16 +273,4 @@ func tomlString(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
-}
-
-// clip bounds s to n bytes on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && (s[cut]&0xC0) == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
 }

@@ -672,11 +672,20 @@ func TestCapabilitiesAreCheckedBeforeStart(t *testing.T) {
 func TestAOneShotRunUsesAnEphemeralThread(t *testing.T) {
 	f := newFixture(t, nil)
 	var notes []string
-	_, res, err := f.m.RunOnce(ctxT(t), "codex", manager.StartRequest{Label: "x", Prompt: "once", Parent: f.parent,
+	var events []manager.Event
+	var mu sync.Mutex
+	defer f.m.Subscribe(func(e manager.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })()
+	id, res, err := f.m.RunOnce(ctxT(t), "codex", manager.StartRequest{Label: "x", Prompt: "once", Parent: f.parent,
 		Progress: func(n string) { notes = append(notes, n) }})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The run is local, though external: its agent is this server's.
+	mu.Lock()
+	if len(events) == 0 || events[0].Type != manager.EventStart || events[0].RunID != id || !events[0].Local {
+		t.Errorf("events = %+v, want a local subagent/start for %s", events, id)
+	}
+	mu.Unlock()
 	if res.StopReason != agent.StopCompleted || res.Output != "echo: once (turn 1)" || res.Usage.InputTokens != 100 {
 		t.Fatalf("result = %+v", res)
 	}

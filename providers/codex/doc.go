@@ -8,13 +8,15 @@
 // Codex's own session files (under the child's CODEX_HOME); its id is
 // recorded in the journal as a session event the moment thread.started
 // arrives, so a follow-up, an interrupted turn's successor and a cold
-// resume after a server restart all continue the same thread.
+// resume after a server restart all continue the same thread. The
+// provider contributes the creation inputs and the driver; the manager runs
+// every child, one-shot or continuable, from that driver.
 //
 // # Commands
 //
 //	first turn    codex exec [Args] --json --skip-git-repo-check --ignore-user-config -s SANDBOX -C CWD [-m MODEL] -c ... [--output-schema FILE] -
 //	later turns   codex exec [Args] --json --skip-git-repo-check --ignore-user-config -s SANDBOX -C CWD [-m MODEL] -c ... [--output-schema FILE] resume THREAD -
-//	one-shot run  the first form with --ephemeral (the thread is not kept)
+//	one-shot run  the first form with --ephemeral (DriverRequest.OneShot: the thread is not kept)
 //
 // The exec-level options go before the resume subcommand (codex 0.171's
 // `exec resume` takes no -C or -s of its own; placed before it they apply).

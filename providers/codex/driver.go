@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
@@ -328,7 +329,7 @@ func (tr *turn) handle(l line) bool {
 		}
 	case "error":
 		// Not terminal: Codex reports retries and warnings this way.
-		tr.note(clip(e.Message, 500))
+		tr.note(truncate.Head(e.Message, 500))
 	case "turn.completed":
 		tr.completed = true
 		if e.Usage != nil {
@@ -339,7 +340,7 @@ func (tr *turn) handle(l line) bool {
 	case "turn.failed":
 		tr.failed = "unknown error"
 		if e.Error != nil && e.Error.Message != "" {
-			tr.failed = clip(e.Error.Message, 1000)
+			tr.failed = truncate.Head(e.Error.Message, 1000)
 		}
 		return true
 	}
@@ -412,17 +413,7 @@ func (tr *turn) end(stop agent.StopReason, cause, stderr string) agent.TurnResul
 }
 
 // tailOf returns the end of a stderr capture, bounded.
-func tailOf(s string) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= stderrTail {
-		return s
-	}
-	cut := len(s) - stderrTail
-	for cut < len(s) && (s[cut]&0xC0) == 0x80 {
-		cut++
-	}
-	return "…" + s[cut:]
-}
+func tailOf(s string) string { return truncate.Tail(strings.TrimSpace(s), stderrTail) }
 
 // readLines calls fn with each decoded line of r until r ends. Lines
 // longer than maxLine are skipped; reading goes on.
@@ -445,7 +436,7 @@ func readLines(r io.Reader, fn func(line)) {
 			fn(line{skip: "skipped an output line of Codex longer than 8 MiB"})
 		case len(buf) > 0:
 			if e, ok, derr := decode(buf); derr != nil {
-				fn(line{skip: "skipped an output line of Codex that is not JSON: " + clip(strings.TrimSpace(string(buf)), 200)})
+				fn(line{skip: "skipped an output line of Codex that is not JSON: " + truncate.Head(strings.TrimSpace(string(buf)), 200)})
 			} else if ok {
 				fn(line{e: e})
 			}

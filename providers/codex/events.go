@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 )
 
 // event is one line of `codex exec --json` (exec_events.rs).
@@ -72,7 +74,7 @@ func (it *item) describe() (note, diag string) {
 		if it.ExitCode != nil {
 			code = fmt.Sprint(*it.ExitCode)
 		}
-		cmd := clip(it.Command, 200)
+		cmd := truncate.Head(it.Command, 200)
 		note = fmt.Sprintf("ran: %s (exit %s)", cmd, code)
 		for _, m := range deniedMarkers {
 			if strings.Contains(it.AggregatedOutput, m) {
@@ -88,7 +90,7 @@ func (it *item) describe() (note, diag string) {
 		for _, c := range it.Changes {
 			parts = append(parts, c.Kind+" "+c.Path)
 		}
-		what := clip(strings.Join(parts, ", "), 300)
+		what := truncate.Head(strings.Join(parts, ", "), 300)
 		note = "changed: " + what
 		if it.Status == "failed" || it.Status == "declined" {
 			diag = "file change failed: " + what
@@ -98,15 +100,15 @@ func (it *item) describe() (note, diag string) {
 		name := it.Server + "." + it.Tool
 		note = "called: " + name
 		if it.Error != nil && it.Error.Message != "" {
-			diag = fmt.Sprintf("tool call failed: %s: %s", name, clip(it.Error.Message, 300))
+			diag = fmt.Sprintf("tool call failed: %s: %s", name, truncate.Head(it.Error.Message, 300))
 		} else if it.Status == "failed" {
 			diag = "tool call failed: " + name
 		}
 		return note, diag
 	case "web_search":
-		return "searched: " + clip(it.Query, 200), ""
+		return "searched: " + truncate.Head(it.Query, 200), ""
 	case "error":
-		return "", clip(it.Message, 500)
+		return "", truncate.Head(it.Message, 500)
 	}
 	return "", ""
 }

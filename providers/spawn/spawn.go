@@ -8,14 +8,16 @@
 // tool filter applies to all of them: a filtered tool is absent from what
 // the model is shown and refuses to run. A persona shadows the deployment
 // persona for that child only.
+//
+// A provider contributes the seed (fork's: the caller's completed turns,
+// read through ParentRef.CompletedTurns) and the agent loop as the driver;
+// the manager runs every child, one-shot or continuable, from it.
 package spawn
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sort"
-	"sync"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/agent/workspace"
@@ -139,50 +141,15 @@ func (p *Provider) seed(parent manager.ParentRef) ([]agent.Event, error) {
 	if !p.fork {
 		return nil, nil
 	}
-	if parent.Journal == nil {
+	if parent.CompletedTurns == nil {
 		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
 			Message: "fork needs an in-process parent with a conversation to copy; a root MCP client has none, so use spawn instead"}
 	}
-	return parent.Journal.CompletedPrefix(), nil
+	return parent.CompletedTurns(), nil
 }
 
-// Start runs a one-shot child: one turn, then disposed.
-func (p *Provider) Start(ctx context.Context, req manager.StartRequest) (manager.Run, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	seed, err := p.seed(req.Parent)
-	if err != nil {
-		return nil, err
-	}
-	journal, err := agent.NewJournal(seed)
-	if err != nil {
-		return nil, fmt.Errorf("fork seed: %w", err)
-	}
-	a, err := p.build(req.Cwd, req.ToolFilter, req.Persona, req.OutputSchema, journal, req.Self(journal))
-	if err != nil {
-		return nil, err
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	r := &run{id: req.ID, agent: a, cancel: cancel, done: make(chan struct{})}
-	var unsub func()
-	if req.Progress != nil {
-		unsub = journal.Subscribe(agent.ProgressNotes(req.Progress))
-	}
-	go func() {
-		defer close(r.done)
-		if unsub != nil {
-			defer unsub()
-		}
-		tr := a.RunTurn(runCtx, req.Prompt, agent.SourceUser)
-		r.res = manager.Result{Output: tr.Output, Structured: tr.Structured, Diagnostic: tr.Diagnostic,
-			StopReason: tr.StopReason, Usage: manager.Usage{InputTokens: tr.Usage.InputTokens, OutputTokens: tr.Usage.OutputTokens}}
-	}()
-	return r, nil
-}
-
-// PrepareContinuable supplies a new continuable child's seed and model.
-func (p *Provider) PrepareContinuable(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+// Prepare supplies a new child's seed and model.
+func (p *Provider) Prepare(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
 	seed, err := p.seed(req.Parent)
 	if err != nil {
 		return manager.CreationInputs{}, err
@@ -190,7 +157,12 @@ func (p *Provider) PrepareContinuable(ctx context.Context, req manager.StartRequ
 	return manager.CreationInputs{Seed: seed, Model: p.opts.Model}, nil
 }
 
-// NewDriver rebuilds a child from its descriptor and journal.
+// Continuable marks spawn and fork children as continuable: the agent
+// loop rebuilds from its journal.
+func (p *Provider) Continuable() {}
+
+// NewDriver builds a child's agent from its descriptor and journal: for a
+// one-shot run, a new child and a cold resume alike.
 func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
 	d := req.Descriptor
 	a, err := p.build(req.Header.Cwd, d.ToolFilter, d.Persona, d.OutputSchema, req.Journal, req.Self)
@@ -207,25 +179,3 @@ func (d driver) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnRes
 }
 func (d driver) Journal() *agent.Journal { return d.a.Journal() }
 func (driver) Close() error              { return nil }
-
-type run struct {
-	id     string
-	agent  *agent.Agent
-	cancel context.CancelFunc
-	done   chan struct{}
-	res    manager.Result
-	once   sync.Once
-}
-
-func (r *run) ID() string                      { return r.id }
-func (r *run) Agent() *agent.Agent             { return r.agent }
-func (r *run) Done() <-chan struct{}           { return r.done }
-func (r *run) Result() (manager.Result, error) { <-r.done; return r.res, nil }
-
-// Dispose aborts the turn if it still runs and waits for it to end.
-func (r *run) Dispose() {
-	r.once.Do(func() {
-		r.cancel()
-		<-r.done
-	})
-}

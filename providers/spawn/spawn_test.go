@@ -87,7 +87,7 @@ func TestForkSeedFilterAndPersona(t *testing.T) {
 	parent.Append(agent.Event{Kind: agent.EventMessage, Turn: 2, Source: agent.SourceUser,
 		Message: &llm.Message{Role: llm.RoleUser, Content: "IN-FLIGHT"}})
 
-	caller := manager.ParentRef{Principal: "p", AgentID: "agent-parent", Depth: 1, Cwd: t.TempDir(), Journal: parent}
+	caller := manager.ParentRef{Principal: "p", AgentID: "agent-parent", Depth: 1, Cwd: t.TempDir(), CompletedTurns: parent.CompletedPrefix}
 	st, err := m.StartContinuable(context.Background(), "fork", manager.StartRequest{Label: "l", Prompt: "forked task", Parent: caller,
 		ToolFilter: &manager.ToolFilter{Deny: []string{"subagent"}}, Persona: "CHILD-PERSONA"}, true)
 	if err != nil {
