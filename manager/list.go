@@ -96,10 +96,12 @@ func (m *Manager) listCtx(ctx context.Context, root string, deep bool) ([]Row, e
 			}
 			depthOf[id], parentOf[id] = depthOf[addr]+1, addr
 			if l.Corrupt {
-				rows = append(rows, Row{Kind: "diagnostic", ID: id, Reason: "corrupt"})
+				rows = append(rows, Row{Kind: "diagnostic", ID: id, Reason: "corrupt", CreatedAt: l.Header.CreatedAt})
 				continue
 			}
-			rows = append(rows, m.row(ctx, l))
+			r := m.row(ctx, l)
+			r.CreatedAt = l.Header.CreatedAt
+			rows = append(rows, r)
 			queue = append(queue, id)
 		}
 	}
@@ -129,6 +131,7 @@ func (m *Manager) childRows(ctx context.Context, ls []Listing) []Row {
 			continue
 		}
 		r := m.row(ctx, l)
+		r.CreatedAt = l.Header.CreatedAt // a diagnostic row too: it has a place in the order
 		r.TreeUsage = r.Usage
 		if l.HasChildren && r.Usage != nil {
 			if below, err := m.treeUsage(ctx, r.ID); err == nil {

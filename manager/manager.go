@@ -120,7 +120,11 @@ type Manager struct {
 	// for them from then on, even where a checkpoint would have spared the
 	// read.
 	corrupt map[string]string
-	retry   retryPolicy
+	// lastCreated is the creation time given to the last child: each new
+	// one gets a later one, so a listing cursor (creation order) never
+	// has a new child slip in before it.
+	lastCreated time.Time
+	retry       retryPolicy
 
 	owner    string // Options.OwnerID, or a random one
 	renewing bool   // the renewer runs (under mu)
@@ -397,4 +401,17 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	<-done
 	return nil
+}
+
+// createdNow is a new child's creation time: now, or just after the last
+// child's when the clock has not moved on (or went back).
+func (m *Manager) createdNow() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := time.Now().UTC()
+	if !t.After(m.lastCreated) {
+		t = m.lastCreated.Add(time.Nanosecond)
+	}
+	m.lastCreated = t
+	return t
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
@@ -141,7 +140,7 @@ func (m *Manager) build(ctx context.Context, p Provider, name string, req StartR
 	}
 	hdr := Header{ID: req.ID, Parent: req.Parent.Address(), Principal: req.Parent.Principal, Depth: req.Depth,
 		DepthCap: req.DepthCap, Mode: mode, Provider: name, Label: req.Label, Cwd: req.Cwd,
-		CreatedAt: time.Now().UTC(), SeedLen: int64(len(in.Seed))}
+		CreatedAt: m.createdNow(), SeedLen: int64(len(in.Seed))}
 	if req.Parent.AgentID == "" {
 		hdr.Session = req.Parent.Session
 	}

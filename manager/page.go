@@ -1,0 +1,206 @@
+package manager
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Page sizes of a paged listing.
+const (
+	DefaultPageLimit = 50
+	MaxPageLimit     = 500
+)
+
+// Statuses a listing can be filtered by (Row.Status).
+const (
+	StatusRunning = "running"
+	StatusIdle    = "idle"
+	StatusReady   = "ready"
+)
+
+// ListQuery asks for one page of a caller's listing.
+type ListQuery struct {
+	Descendants bool   // the whole subtree, not only direct children
+	Status      string // keep only rows with this status; "": every row
+	Limit       int    // rows per page; zero: DefaultPageLimit; at most MaxPageLimit
+	Cursor      string // where the page starts: a previous page's Next; "": the first page
+}
+
+// ListPage is one page of a listing, in creation order (ties by id).
+type ListPage struct {
+	Rows []Row
+	// Next is the cursor of the following page; empty on the last page.
+	Next string
+}
+
+// cursor is what a Next cursor carries: the listing it belongs to and the
+// last row's place in it. It is opaque to callers (base64 of JSON).
+type cursor struct {
+	V    int    `json:"v"`
+	Deep bool   `json:"d,omitempty"`
+	Stat string `json:"s,omitempty"`
+	T    int64  `json:"t"` // the last row's created-at, Unix nanoseconds
+	ID   string `json:"i"`
+}
+
+func (c cursor) key() ListingKey { return ListingKey{CreatedAt: time.Unix(0, c.T).UTC(), ID: c.ID} }
+
+func encodeCursor(q ListQuery, last Row) string {
+	b, _ := json.Marshal(cursor{V: 1, Deep: q.Descendants, Stat: q.Status, T: last.CreatedAt.UnixNano(), ID: last.ID})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(q ListQuery) (ListingKey, error) {
+	if q.Cursor == "" {
+		return ListingKey{}, nil
+	}
+	bad := func(why string) error {
+		return newErr(CodeInvalidRequest, "cursor: %s; pass the next_cursor of the previous page unchanged, or no cursor for the first page", why)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+	if err != nil || len(b) > 1024 {
+		return ListingKey{}, bad("not a cursor this server gave")
+	}
+	var c cursor
+	if err := json.Unmarshal(b, &c); err != nil || c.V != 1 || c.ID == "" {
+		return ListingKey{}, bad("not a cursor this server gave")
+	}
+	if c.Deep != q.Descendants || c.Stat != q.Status {
+		return ListingKey{}, bad(fmt.Sprintf("it belongs to a listing with scope %s and status %q", scopeName(c.Deep), c.Stat))
+	}
+	return c.key(), nil
+}
+
+func scopeName(deep bool) string {
+	if deep {
+		return "descendants"
+	}
+	return "children"
+}
+
+// List returns one page of the caller's listing: direct children (a page
+// reads only its rows from the store's index, plus the live state) or the
+// whole subtree (read whole, then paged: a tree has no single index). Rows
+// come in creation order, ties by id; following Next visits every row
+// once, and children created meanwhile join the end, since a child is
+// always created after the cursor's last row. A status filter of running
+// or idle reads only resident children, which are in memory.
+func (m *Manager) List(caller ParentRef, q ListQuery) (ListPage, error) {
+	if m.store == nil {
+		return ListPage{}, newErr(CodeControlUnavailable, "listing needs a session store; none is configured")
+	}
+	switch q.Status {
+	case "", StatusRunning, StatusIdle, StatusReady:
+	default:
+		return ListPage{}, newErr(CodeInvalidRequest, "status: %q is not one of running, idle, ready", q.Status)
+	}
+	switch {
+	case q.Limit == 0:
+		q.Limit = DefaultPageLimit
+	case q.Limit < 0 || q.Limit > MaxPageLimit:
+		return ListPage{}, newErr(CodeInvalidRequest, "limit: %d is out of range; give 1 to %d", q.Limit, MaxPageLimit)
+	}
+	after, err := decodeCursor(q)
+	if err != nil {
+		return ListPage{}, err
+	}
+	ctx, cancel := m.bg()
+	defer cancel()
+	root := caller.Address()
+	var rows []Row // up to Limit+1: one more tells there is a next page
+	switch {
+	case q.Descendants:
+		all, err := m.listCtx(ctx, root, true)
+		if err != nil {
+			return ListPage{}, err
+		}
+		slices.SortStableFunc(all, compareRows)
+		for _, r := range all {
+			if len(rows) > q.Limit {
+				break
+			}
+			if !after.Before(rowKey(r)) || !keeps(q.Status, r) {
+				continue
+			}
+			rows = append(rows, r)
+		}
+	case q.Status == StatusRunning || q.Status == StatusIdle:
+		rows = m.residentRows(ctx, root, q, after)
+	default:
+		for page := (Page{After: after, Limit: q.Limit + 1}); len(rows) <= q.Limit; {
+			ls, err := m.store.Listings(ctx, root, page)
+			if err != nil {
+				if !after.IsZero() || len(rows) > 0 {
+					return ListPage{}, &Error{Code: CodePersistenceUnavailable, Message: "reading the session store failed; list again", Err: err}
+				}
+				// As ListChildren does: the live rows and a diagnostic
+				// row, unpaged (they are few).
+				return ListPage{Rows: m.liveRows(root, err)}, nil
+			}
+			for _, r := range m.childRows(ctx, ls) {
+				if keeps(q.Status, r) {
+					rows = append(rows, r)
+				}
+			}
+			if len(ls) < page.Limit {
+				break
+			}
+			page.After = ls[len(ls)-1].Key()
+		}
+	}
+	out := ListPage{Rows: rows}
+	if len(rows) > q.Limit {
+		out.Rows = rows[:q.Limit]
+		out.Next = encodeCursor(q, out.Rows[q.Limit-1])
+	}
+	return out, nil
+}
+
+// residentRows are the caller's resident children (running or idle) with
+// the status asked for, after the cursor, up to one more than a page.
+func (m *Manager) residentRows(ctx context.Context, parent string, q ListQuery, after ListingKey) []Row {
+	m.mu.Lock()
+	var ls []Listing
+	for _, a := range m.live {
+		if a.hdr.Parent == parent {
+			ls = append(ls, Listing{Header: a.hdr})
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(ls, func(x, y Listing) int { return compareKeys(x.Key(), y.Key()) })
+	var rows []Row
+	for _, r := range m.childRows(ctx, ls) {
+		if len(rows) > q.Limit {
+			break
+		}
+		if !after.Before(rowKey(r)) || !keeps(q.Status, r) {
+			continue
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// keeps reports whether a row passes a status filter. Diagnostic rows pass
+// an empty filter only: a child that cannot be read has no status.
+func keeps(status string, r Row) bool {
+	return status == "" || (r.Kind == "child" && r.Status == status)
+}
+
+func rowKey(r Row) ListingKey { return ListingKey{CreatedAt: r.CreatedAt, ID: r.ID} }
+
+func compareKeys(a, b ListingKey) int {
+	switch {
+	case a.Before(b):
+		return -1
+	case b.Before(a):
+		return 1
+	}
+	return 0
+}
+
+func compareRows(a, b Row) int { return compareKeys(rowKey(a), rowKey(b)) }
