@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
@@ -88,6 +90,9 @@ func (s *Server) listAgents(ctx context.Context, c call) *mcp.CallToolResult {
 		Scope       string  `json:"scope,omitempty"`
 		AllProjects bool    `json:"all_projects,omitempty"`
 		WaitSeconds float64 `json:"wait_seconds,omitempty"`
+		Status      string  `json:"status,omitempty"`
+		Limit       int     `json:"limit,omitempty"`
+		Cursor      string  `json:"cursor,omitempty"`
 	}
 	if bad := s.tool("list_agents").decode(c, &in); bad != nil {
 		return bad
@@ -102,18 +107,17 @@ func (s *Server) listAgents(ctx context.Context, c call) *mcp.CallToolResult {
 		}
 		cancel()
 	}
-	var rows []manager.Row
-	var err error
-	if in.Scope == "descendants" {
-		rows, err = s.lister.ListDescendants(c.caller)
-	} else {
-		rows, err = s.lister.ListChildren(c.caller)
-	}
+	page, err := s.lister.List(c.caller, manager.ListQuery{Descendants: in.Scope == "descendants",
+		Status: in.Status, Limit: in.Limit, Cursor: in.Cursor})
 	if err != nil {
 		return errorResult(err)
 	}
+	rows := page.Rows
 	if c.caller.AgentID == "" && !in.AllProjects {
 		rows = s.inProject(c.caller, rows)
+	}
+	for i := range rows {
+		rows[i] = boundRow(rows[i])
 	}
 	var b strings.Builder
 	if len(rows) == 0 {
@@ -142,9 +146,33 @@ func (s *Server) listAgents(ctx context.Context, c call) *mcp.CallToolResult {
 	if rows == nil {
 		rows = []manager.Row{}
 	}
-	res := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(b.String())}, StructuredContent: map[string]any{"agents": rows}}
+	out := map[string]any{"agents": rows}
+	if page.Next != "" {
+		// A page left short by other projects' rows still has a next one.
+		fmt.Fprintf(&b, "\n(more: pass cursor %q for the next page)", page.Next)
+		out["next_cursor"] = page.Next
+	}
+	res := &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(b.String())}, StructuredContent: out}
 	withNotices(res, notes)
 	return res
+}
+
+// Bounds of a listing row's free-text fields, so a page's size is bounded
+// by its limit: a row's closing message is a preview (the settlement
+// notice carried it whole), its label and cwd are clipped.
+const (
+	maxRowLabel   = 200
+	maxRowMessage = 512
+	maxRowCwd     = 512
+)
+
+func boundRow(r manager.Row) manager.Row {
+	r.Label = truncate.Bound(r.Label, maxRowLabel)
+	r.LastMessage = truncate.Bound(r.LastMessage, maxRowMessage)
+	r.Cwd = truncate.Bound(r.Cwd, maxRowCwd)
+	r.ID = truncate.Bound(r.ID, maxRowLabel)
+	r.Reason = truncate.Bound(r.Reason, maxRowMessage)
+	return r
 }
 
 // inProject keeps a root session's rows whose cwd lies in the session's

@@ -51,10 +51,10 @@ func (s *Server) subagentDescription() string {
 	return b.String()
 }
 
-const sendMessageDescription = "Send one of your direct children its next turn: queued behind a running turn, taken at once if it is idle, or resumed from storage if it settled (also after a restart). It returns the message id and route, not an answer, unless `wait_seconds` waits for the turn's outcome. If it fails, the message was NOT delivered."
+const sendMessageDescription = "Give one of your direct children its next turn: queued behind a running turn, taken at once if idle, or resumed from storage if settled (even after a restart). Returns the message id and route, not an answer, unless `wait_seconds` waits for the outcome. On failure the message was NOT delivered."
 
-const interruptDescription = "Stop a descendant's current turn. Its queued messages are parked until you send it another; its children keep running; it stays resumable. A finished or unknown id is a no-op."
+const interruptDescription = "Stop a descendant's current turn. Its queue stays parked until you send it more; its children keep running; it stays resumable. A finished or unknown id is a no-op."
 
-const listAgentsDescription = "List your continuable children: id, label, status (running: on a turn; idle: resident, waiting for its children or a parked message; ready: stored, resumable), how its last turn ended and its closing message, provider, depth, token usage. Not for polling: a notice comes when a child settles; to wait for one, pass `wait_seconds`."
+const listAgentsDescription = "List your continuable children, a page at a time: id, label, status (running: on a turn; idle: waiting for its children or a parked message; ready: stored, resumable), how its last turn ended, provider, depth, usage. Not for polling: a notice comes when a child settles; to wait, pass `wait_seconds`."
 
 const reportDescription = "Send your parent a message now, while you keep working: a progress note or a partial result. Your turn goes on; your final answer still goes in your last message. delivery next-step (default) makes it your parent's next turn; quiet lets it ride along with your parent's next turn."

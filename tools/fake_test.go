@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -21,7 +22,7 @@ type fakeManager struct {
 	start     func(req manager.StartRequest, wait bool) (*manager.Started, error)
 	treeUsage func(agentID string) (manager.Usage, error)
 	interrupt func(caller manager.ParentRef, childID string) error
-	children  func(caller manager.ParentRef) ([]manager.Row, error)
+	list      func(caller manager.ParentRef, q manager.ListQuery) (manager.ListPage, error)
 }
 
 func (f *fakeManager) Providers() []manager.ProviderInfo {
@@ -40,8 +41,8 @@ func (f *fakeManager) TreeUsage(agentID string) (manager.Usage, error) { return 
 func (f *fakeManager) Interrupt(caller manager.ParentRef, childID string) error {
 	return f.interrupt(caller, childID)
 }
-func (f *fakeManager) ListChildren(caller manager.ParentRef) ([]manager.Row, error) {
-	return f.children(caller)
+func (f *fakeManager) List(caller manager.ParentRef, q manager.ListQuery) (manager.ListPage, error) {
+	return f.list(caller, q)
 }
 
 // fakeTurn is a turn whose outcome the test decides. With block set, Wait
@@ -211,12 +212,12 @@ func TestACancelledForegroundCallInterruptsItsChild(t *testing.T) {
 
 func TestListAgentsWordsEveryRow(t *testing.T) {
 	usage := &manager.Usage{InputTokens: 12, OutputTokens: 4}
-	s := fakeServer(t, &fakeManager{children: func(caller manager.ParentRef) ([]manager.Row, error) {
-		return []manager.Row{
+	s := fakeServer(t, &fakeManager{list: func(caller manager.ParentRef, q manager.ListQuery) (manager.ListPage, error) {
+		return manager.ListPage{Rows: []manager.Row{
 			{Kind: "child", ID: "agent-1", Status: "idle", Label: "tests", Provider: "spawn", Depth: 1, Usage: usage,
 				LastStopReason: agent.StopCompleted, LastMessage: "all green"},
 			{Kind: "diagnostic", ID: "agent-2", Reason: "corrupt"},
-		}, nil
+		}}, nil
 	}})
 	r := s.tool("list_agents").handle(context.Background(), rootCall(s, map[string]any{"all_projects": true}))
 	want := "agent-1 [idle] — tests (provider spawn, depth 1, 12 in / 4 out tokens, last turn completed)\n  closing message: all green\nagent-2 [corrupt] — cannot be read"
@@ -235,5 +236,60 @@ func TestSeamErrorsKeepTheirCode(t *testing.T) {
 	r := s.tool("interrupt_agent").handle(context.Background(), rootCall(s, map[string]any{"agent_id": "agent-3"}))
 	if want := "Error: UNAUTHORIZED: only the direct parent may stop agent-3"; !r.IsError || text(r) != want {
 		t.Errorf("interrupt_agent = %q, want %q", text(r), want)
+	}
+}
+
+// list_agents hands the page query to the manager as given, returns the
+// next cursor in structuredContent and says it in the text.
+func TestListAgentsPages(t *testing.T) {
+	var got manager.ListQuery
+	s := fakeServer(t, &fakeManager{list: func(caller manager.ParentRef, q manager.ListQuery) (manager.ListPage, error) {
+		got = q
+		return manager.ListPage{Rows: []manager.Row{{Kind: "child", ID: "agent-1", Status: "ready"}}, Next: "CURSOR2"}, nil
+	}})
+	r := s.tool("list_agents").handle(context.Background(), rootCall(s, map[string]any{
+		"scope": "descendants", "status": "ready", "limit": 7, "cursor": "CURSOR1", "all_projects": true}))
+	if want := (manager.ListQuery{Descendants: true, Status: "ready", Limit: 7, Cursor: "CURSOR1"}); got != want {
+		t.Errorf("List query = %+v, want %+v", got, want)
+	}
+	if m := structured(t, r); m["next_cursor"] != "CURSOR2" {
+		t.Errorf("structuredContent = %v, want next_cursor", m)
+	}
+	if !strings.Contains(text(r), `pass cursor "CURSOR2"`) {
+		t.Errorf("text %q does not give the next cursor", text(r))
+	}
+	for _, bad := range []map[string]any{{"limit": 0}, {"limit": 501}, {"status": "asleep"}, {"cursor": strings.Repeat("x", 2000)}} {
+		if r := s.tool("list_agents").handle(context.Background(), rootCall(s, bad)); !r.IsError {
+			t.Errorf("list_agents(%v) was accepted", bad)
+		}
+	}
+}
+
+// A page's response is bounded by its limit, however long the stored
+// labels, closing messages and paths are.
+func TestAListingPageIsBounded(t *testing.T) {
+	huge := strings.Repeat("é", 50_000)
+	s := fakeServer(t, &fakeManager{list: func(caller manager.ParentRef, q manager.ListQuery) (manager.ListPage, error) {
+		rows := make([]manager.Row, q.Limit)
+		for i := range rows {
+			u := manager.Usage{InputTokens: 1 << 40, OutputTokens: 1 << 40, CostUSD: 1e9}
+			rows[i] = manager.Row{Kind: "child", ID: fmt.Sprintf("agent-%016d", i), Label: huge, Status: "ready", Provider: "spawn",
+				Parent: "principal:local", Depth: 3, Usage: &u, TreeUsage: &u, LastStopReason: agent.StopMaxTokens, LastMessage: huge, Cwd: "/" + huge}
+		}
+		return manager.ListPage{Rows: rows, Next: strings.Repeat("c", 200)}, nil
+	}})
+	const perRow = 4096
+	for _, limit := range []int{1, 50, 500} {
+		r := s.tool("list_agents").handle(context.Background(), rootCall(s, map[string]any{"limit": limit, "all_projects": true}))
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > limit*perRow+1024 {
+			t.Errorf("a page of %d rows is %d bytes, over %d per row", limit, len(b), perRow)
+		}
+		if !utf8Valid(string(b)) {
+			t.Error("a clipped row is not valid UTF-8")
+		}
 	}
 }

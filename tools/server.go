@@ -52,8 +52,7 @@ type (
 	// Lister lists a caller's children and waits for news of them
 	// (list_agents).
 	Lister interface {
-		ListChildren(caller manager.ParentRef) ([]manager.Row, error)
-		ListDescendants(caller manager.ParentRef) ([]manager.Row, error)
+		List(caller manager.ParentRef, q manager.ListQuery) (manager.ListPage, error)
 		WaitSignal(ctx context.Context, addr string)
 	}
 	// Reporter delivers a child's report to its parent (report).
