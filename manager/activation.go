@@ -31,6 +31,11 @@ type waiter struct {
 type outcome struct {
 	res    Result
 	ticket int64
+	// settling: the child was about to settle when the turn ended, and
+	// its settlement (which commits the turn's events too) is urgent
+	// anyway, so waiting for the ticket does not hurry the writer: the
+	// events and the settlement then go out in one commit.
+	settling bool
 }
 
 // committed returns o's result once its writes are committed, or the
@@ -39,7 +44,11 @@ func (w *waiter) committed(o outcome) Result {
 	if o.ticket == 0 {
 		return o.res
 	}
-	if err := w.p.waitFor(o.ticket); err != nil {
+	wait := w.p.waitFor
+	if o.settling {
+		wait = w.p.waitLazily
+	}
+	if err := wait(o.ticket); err != nil {
 		return failedResult(o.res, err)
 	}
 	return o.res
@@ -223,7 +232,7 @@ func (a *activation) finishTurn(msgID string, res Result) {
 	if w, ok := a.waiters[msgID]; ok {
 		// The turn's events are queued by now (the journal listener runs
 		// on Append): the caller gets the outcome once they are committed.
-		w.ch <- outcome{res: res, ticket: a.persist.mark()}
+		w.ch <- outcome{res: res, ticket: a.persist.mark(), settling: len(a.inbox) == 0 && len(a.owned) == 0}
 		delete(a.waiters, msgID)
 		a.lastInBand = true
 	}

@@ -105,9 +105,10 @@
 // parent was settling when the child was resumed) has its notice stored
 // after the settlement, not with it. A retry after a commit that failed
 // but landed is detected for journal events and records (not for a bare
-// inbox write, which could then be queued twice). A crash can lose the journal events of the last few
-// milliseconds of a turn — never a child or a message whose id was handed
-// out. A failed renewal is logged and retried at the next tick; a manager
+// inbox write, which could then be queued twice). A crash can lose the
+// journal events of the last 10 ms or so of a turn (events nobody waits
+// for linger that long, so a short turn commits them with its settlement)
+// — never a child or a message whose id was handed out. A failed renewal is logged and retried at the next tick; a manager
 // whose lease ran out is not told (on an exclusive store nobody else can
 // take its children over; a shared store needs fencing of the writes
 // themselves, which this manager does not do yet). A cold resume reads the

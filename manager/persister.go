@@ -16,8 +16,9 @@ import (
 // journal events and its settlement in order, off the turn's path: the
 // agent never waits for a disk sync, and whatever piles up during one sync
 // goes out in the next commit. Ids handed to callers wait for the record's
-// commit (committed); a crash can lose at most the events of the last few
-// milliseconds.
+// commit (committed). Events nobody waits for linger (journalLinger) so
+// that a short turn's events and its settlement share one commit; a crash
+// can lose at most the events of that last moment.
 //
 // A commit that fails is retried (retry.attempts in all, with a doubling
 // delay). One that still fails breaks the writer for good: it writes
@@ -38,6 +39,7 @@ type persister struct {
 	claimed []string      // dequeues held back to ride with the events that record them
 	unseen  int           // user-side messages of the claimed inputs not yet journaled
 	kick    chan struct{} // buffered 1
+	urge    chan struct{} // buffered 1: someone waits, so a lingering write goes now
 	drained *sync.Cond    // broadcast after each commit
 	writing bool
 	closed  bool
@@ -61,14 +63,15 @@ type retryPolicy struct {
 // newPersister starts a child's writer. create, when non-nil, is the new
 // child's record, committed first with the claim of its owner.
 func (m *Manager) newPersister(id string, create *NewChild) *persister {
-	p := &persister{store: m.store, ctx: context.WithoutCancel(m.ctx), id: id, log: m.log, retry: m.retry, kick: make(chan struct{}, 1), done: make(chan struct{}),
+	p := &persister{store: m.store, ctx: context.WithoutCancel(m.ctx), id: id, log: m.log, retry: m.retry, kick: make(chan struct{}, 1), urge: make(chan struct{}, 1), done: make(chan struct{}),
 		created: make(chan struct{})}
 	p.drained = sync.NewCond(&p.mu)
 	if create != nil {
 		lease := m.lease()
+		// Not kicked: the start queues the first message and then waits
+		// for the record, so both go out in one commit.
 		p.pending.Create, p.pending.Claim = create, &lease
 		p.issued++
-		p.kick <- struct{}{}
 	} else {
 		close(p.created)
 	}
@@ -143,9 +146,16 @@ func (p *persister) loop() {
 	}()
 	for range p.kick {
 		for {
+			p.linger()
 			p.mu.Lock()
 			w := p.pending
 			p.pending = ChildWrite{}
+			// This write carries whatever a waiter hurried it for: an
+			// urge left from before must not cut a later linger short.
+			select {
+			case <-p.urge:
+			default:
+			}
 			if p.err != nil { // broken: nothing more is written
 				w = ChildWrite{}
 			}
@@ -174,6 +184,39 @@ func (p *persister) loop() {
 				close(p.created)
 			}
 		}
+	}
+}
+
+// journalLinger is how long journal events wait for company before they
+// are committed when nobody waits for them: a turn that ends within it
+// commits its events with its settlement, in one commit instead of two,
+// and a long turn's events go out in batches. It is the crash window of
+// an unwaited-for journal (see the package doc's caveats).
+const journalLinger = 10 * time.Millisecond
+
+// linger holds a write that is only journal progress (events, and the
+// inbox messages they record), which nobody waits for, until
+// journalLinger passes or someone waits (urge).
+func (p *persister) linger() {
+	p.mu.Lock()
+	w := p.pending
+	lazy := w.Create == nil && w.Claim == nil && w.Settle == nil && len(w.Enqueue) == 0 && !emptyWrite(w) && !p.closed && p.err == nil
+	p.mu.Unlock()
+	if !lazy {
+		return
+	}
+	t := time.NewTimer(journalLinger)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.urge:
+	}
+}
+
+func (p *persister) hurry() {
+	select {
+	case p.urge <- struct{}{}:
+	default:
 	}
 }
 
@@ -282,6 +325,7 @@ func (p *persister) flush(settle *Checkpoint, notify *ParentNotice) error {
 	t := p.issued
 	for p.written < t && p.err == nil {
 		p.poke()
+		p.hurry()
 		p.drained.Wait()
 	}
 	return p.err
@@ -298,11 +342,21 @@ func (p *persister) mark() int64 {
 
 // waitFor waits until the writes up to ticket t are committed (not those
 // queued after). It fails when the writer broke before writing them.
-func (p *persister) waitFor(t int64) error {
+func (p *persister) waitFor(t int64) error { return p.wait(t, true) }
+
+// waitLazily is waitFor without hurrying a lingering write: for a waiter
+// whose write something else is about to hurry (the settlement that
+// follows the turn).
+func (p *persister) waitLazily(t int64) error { return p.wait(t, false) }
+
+func (p *persister) wait(t int64, hurry bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.written < t && p.err == nil && !p.closed {
 		p.poke()
+		if hurry {
+			p.hurry()
+		}
 		p.drained.Wait()
 	}
 	if p.written >= t {
@@ -321,6 +375,7 @@ func (p *persister) close() {
 	p.closed = true
 	p.mu.Unlock()
 	p.poke()
+	p.hurry()
 	<-p.done
 }
 

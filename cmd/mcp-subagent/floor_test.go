@@ -69,6 +69,7 @@ func median(ds []time.Duration) time.Duration {
 // server (relayed to its daemon, and in-process) and an --ephemeral one;
 // each delegation's overhead is its round trip minus the fake model's own
 // time. The ratios to the floor's median are the figures of merit.
+// MCP_SUBAGENT_BASELINE_BIN names an earlier build to interleave beside.
 func BenchmarkDelegationAgainstFloor(b *testing.B) {
 	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done"}))
 	defer fake.Close()
@@ -81,6 +82,21 @@ func BenchmarkDelegationAgainstFloor(b *testing.B) {
 		{name: "durable-relayed", s: start(b, fake, serverOpts{args: []string{"--log-level", "error"}})},
 		{name: "durable-inprocess", s: start(b, fake, serverOpts{args: []string{"--log-level", "error", "--no-daemon"}})},
 		{name: "ephemeral", s: start(b, fake, serverOpts{args: []string{"--log-level", "error", "--ephemeral"}})},
+	}
+	// A baseline binary (an earlier build) runs beside, interleaved in the
+	// same rounds, so a change is measured as a ratio in one run.
+	if base := os.Getenv("MCP_SUBAGENT_BASELINE_BIN"); base != "" {
+		servers = append(servers,
+			struct {
+				name string
+				s    *instance
+				ds   []time.Duration
+			}{name: "baseline-durable-inprocess", s: start(b, fake, serverOpts{bin: base, args: []string{"--log-level", "error", "--no-daemon"}})},
+			struct {
+				name string
+				s    *instance
+				ds   []time.Duration
+			}{name: "baseline-ephemeral", s: start(b, fake, serverOpts{bin: base, args: []string{"--log-level", "error", "--ephemeral"}})})
 	}
 	ctx := context.Background()
 	echo := mcp.CallToolRequest{}
