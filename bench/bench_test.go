@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -197,17 +199,35 @@ func rssPeakKiB() int64 {
 	return -1
 }
 
-// BenchmarkConcurrentBackground1000 starts 1,000 background children at
-// once against a fake model answering after 50 ms, waits until every one
-// has settled (its notice delivered), and checks that no goroutine is left.
-func BenchmarkConcurrentBackground1000(b *testing.B) {
-	const n = 1000
+// BenchmarkConcurrentBackground starts n background children at once
+// (1,000, 5,000, 10,000) against a fake model answering after 50 ms, in
+// its own process, waits until every one has settled (its notice
+// delivered), and checks that no goroutine is left. Reported: time to
+// start all and to settle all, CPU per child (user+system of this process
+// over the run, divided by n), peak RSS (the process's high-water mark:
+// run one size per invocation for a clean figure) and goroutines left.
+func BenchmarkConcurrentBackground(b *testing.B) {
+	for _, n := range []int{1000, 5000, 10000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) { benchConcurrent(b, n) })
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func benchConcurrent(b *testing.B, n int) {
 	for b.Loop() {
 		b.StopTimer()
 		base := runtime.NumGoroutine()
 		st := openStore(b)
-		// The fake model runs in its own process, so the peak RSS measured
-		// here is the manager's, the store's and the children's alone.
+		// The fake model runs in its own process, so the peak RSS and the
+		// CPU measured here are the manager's, the store's and the
+		// children's alone.
 		fakeURL, stopFake := startFakeModelProcess(b)
 		client := llm.NewOpenAI(llm.Config{BaseURL: fakeURL, APIKey: "k", Model: "fake-model"})
 		m := manager.New(manager.Options{Store: st})
@@ -216,6 +236,7 @@ func BenchmarkConcurrentBackground1000(b *testing.B) {
 		}
 		cwd := b.TempDir()
 		b.StartTimer()
+		cpu0 := cpuTime()
 		t0 := time.Now()
 		var wg sync.WaitGroup
 		for i := range n {
@@ -231,13 +252,14 @@ func BenchmarkConcurrentBackground1000(b *testing.B) {
 		wg.Wait()
 		started := time.Since(t0)
 		settled := 0
-		deadline := time.Now().Add(2 * time.Minute)
+		deadline := time.Now().Add(5 * time.Minute)
 		for settled < n && time.Now().Before(deadline) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			settled += len(m.WaitNotices(ctx, root.Principal, ""))
 			cancel()
 		}
 		elapsed := time.Since(t0)
+		cpu := cpuTime() - cpu0
 		b.StopTimer()
 		if settled != n {
 			b.Fatalf("%d of %d children settled", settled, n)
@@ -263,18 +285,102 @@ func BenchmarkConcurrentBackground1000(b *testing.B) {
 		}
 		b.ReportMetric(float64(started.Milliseconds()), "start-all-ms")
 		b.ReportMetric(float64(elapsed.Milliseconds()), "all-settled-ms")
+		b.ReportMetric(float64(cpu.Microseconds())/1000/float64(n), "cpu-ms/child")
 		b.ReportMetric(float64(rssPeakKiB())/1024, "peak-rss-MiB")
 		b.ReportMetric(float64(runtime.NumGoroutine()-base), "goroutines-left")
 		b.StartTimer()
 	}
 }
 
+// BenchmarkLiveChildMemory holds 2,000 background children mid-turn (their
+// model calls held by a fake model in another process) and reports the resident memory each adds: RSS and
+// Go heap after a GC, over the same figures before they started.
+func BenchmarkLiveChildMemory(b *testing.B) {
+	const n = 2000
+	for b.Loop() {
+		b.StopTimer()
+		st := openStore(b)
+		// The model holds every call, in its own process: what is measured
+		// is this process's children alone.
+		fakeURL, stopFake := startFakeModel(b, "hold")
+		client := llm.NewOpenAI(llm.Config{BaseURL: fakeURL, APIKey: "k", Model: "fake-model"})
+		m := manager.New(manager.Options{Store: st})
+		if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "fake-model"})); err != nil {
+			b.Fatal(err)
+		}
+		cwd := b.TempDir()
+		runtime.GC()
+		rss0, heap0, g0 := rssKiB(), heapKiB(), runtime.NumGoroutine()
+		b.StartTimer()
+		for i := range n {
+			req := manager.StartRequest{Label: "live", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: cwd}
+			if _, err := m.StartContinuable(context.Background(), "spawn", req, false); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		for waitFor := time.Now().Add(30 * time.Second); time.Now().Before(waitFor); time.Sleep(20 * time.Millisecond) {
+			rows, _ := m.ListChildren(root)
+			running := 0
+			for _, r := range rows {
+				if r.Status == "running" {
+					running++
+				}
+			}
+			if running == n {
+				break
+			}
+		}
+		runtime.GC()
+		if f := os.Getenv("BENCH_HEAP_PROFILE"); f != "" {
+			if out, err := os.Create(f); err == nil {
+				_ = pprof.WriteHeapProfile(out)
+				out.Close()
+			}
+		}
+		b.ReportMetric(float64(rssKiB()-rss0)/n, "rss-KiB/child")
+		b.ReportMetric(float64(heapKiB()-heap0)/n, "heap-KiB/child")
+		b.ReportMetric(float64(runtime.NumGoroutine()-g0)/n, "goroutines/child")
+		if err := m.Close(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		st.Close()
+		stopFake()
+		b.StartTimer()
+	}
+}
+
+// rssKiB is the process's resident set now.
+func rssKiB() int64 {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return n
+		}
+	}
+	return -1
+}
+
+func heapKiB() int64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapInuse+ms.StackInuse) / 1024
+}
+
 // TestMain serves the fake model when the benchmark re-executes the test
 // binary for it (BENCH_FAKE_MODEL=1): it prints its URL, then serves until
 // its stdin closes.
 func TestMain(m *testing.M) {
-	if os.Getenv("BENCH_FAKE_MODEL") == "1" {
-		fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done", Delay: 50 * time.Millisecond}))
+	if mode := os.Getenv("BENCH_FAKE_MODEL"); mode != "" {
+		delay := 50 * time.Millisecond
+		if mode == "hold" { // answers only when the caller gives up
+			delay = time.Hour
+		}
+		fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done", Delay: delay}))
 		fmt.Println(fake.URL())
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		fake.Close()
@@ -285,13 +391,17 @@ func TestMain(m *testing.M) {
 
 // startFakeModelProcess runs the fake model (50 ms per answer) in a child
 // process and returns its URL and a stop func.
-func startFakeModelProcess(tb testing.TB) (string, func()) {
+func startFakeModelProcess(tb testing.TB) (string, func()) { return startFakeModel(tb, "1") }
+
+// startFakeModel runs the fake model in a child process in mode ("1": 50
+// ms per answer; "hold": no answer until the request is cancelled).
+func startFakeModel(tb testing.TB, mode string) (string, func()) {
 	self, err := os.Executable()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), "BENCH_FAKE_MODEL=1")
+	cmd.Env = append(os.Environ(), "BENCH_FAKE_MODEL="+mode)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
