@@ -39,8 +39,11 @@ type persister struct {
 	claimed []string      // dequeues held back to ride with the events that record them
 	unseen  int           // user-side messages of the claimed inputs not yet journaled
 	kick    chan struct{} // buffered 1
-	urge    chan struct{} // buffered 1: someone waits, so a lingering write goes now
-	drained *sync.Cond    // broadcast after each commit
+	urge    chan struct{} // buffered 1: rechecks a lingering write (see awaited)
+	// awaited is the highest ticket someone waits for with a hurry: while
+	// it is beyond what is written, nothing lingers.
+	awaited int64
+	drained *sync.Cond // broadcast after each commit
 	writing bool
 	closed  bool
 	done    chan struct{}
@@ -150,12 +153,6 @@ func (p *persister) loop() {
 			p.mu.Lock()
 			w := p.pending
 			p.pending = ChildWrite{}
-			// This write carries whatever a waiter hurried it for: an
-			// urge left from before must not cut a later linger short.
-			select {
-			case <-p.urge:
-			default:
-			}
 			if p.err != nil { // broken: nothing more is written
 				w = ChildWrite{}
 			}
@@ -198,22 +195,31 @@ const journalLinger = 10 * time.Millisecond
 // inbox messages they record), which nobody waits for, until
 // journalLinger passes or someone waits (urge).
 func (p *persister) linger() {
-	p.mu.Lock()
-	w := p.pending
-	lazy := w.Create == nil && w.Claim == nil && w.Settle == nil && len(w.Enqueue) == 0 && !emptyWrite(w) && !p.closed && p.err == nil
-	p.mu.Unlock()
-	if !lazy {
-		return
-	}
 	t := time.NewTimer(journalLinger)
 	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-p.urge:
+	for {
+		p.mu.Lock()
+		w := p.pending
+		lazy := w.Create == nil && w.Claim == nil && w.Settle == nil && len(w.Enqueue) == 0 && !emptyWrite(w) &&
+			!p.closed && p.err == nil && p.awaited <= p.written
+		p.mu.Unlock()
+		if !lazy {
+			return
+		}
+		select {
+		case <-t.C:
+			return
+		case <-p.urge: // recheck: an urge for a write already made is stale
+		}
 	}
 }
 
-func (p *persister) hurry() {
+// hurry marks ticket t as awaited, so the write carrying it does not
+// linger, and wakes a lingering writer to see it. Called under p.mu.
+func (p *persister) hurry(t int64) {
+	if t > p.awaited {
+		p.awaited = t
+	}
 	select {
 	case p.urge <- struct{}{}:
 	default:
@@ -325,7 +331,7 @@ func (p *persister) flush(settle *Checkpoint, notify *ParentNotice) error {
 	t := p.issued
 	for p.written < t && p.err == nil {
 		p.poke()
-		p.hurry()
+		p.hurry(t)
 		p.drained.Wait()
 	}
 	return p.err
@@ -355,7 +361,7 @@ func (p *persister) wait(t int64, hurry bool) error {
 	for p.written < t && p.err == nil && !p.closed {
 		p.poke()
 		if hurry {
-			p.hurry()
+			p.hurry(t)
 		}
 		p.drained.Wait()
 	}
@@ -373,9 +379,9 @@ func (p *persister) close() {
 	_ = p.flush(nil, nil)
 	p.mu.Lock()
 	p.closed = true
+	p.hurry(p.issued)
 	p.mu.Unlock()
 	p.poke()
-	p.hurry()
 	<-p.done
 }
 
