@@ -185,13 +185,17 @@ func BenchmarkColdResume10k(b *testing.B) {
 	}
 }
 
-func rssPeakKiB() int64 {
+// rssPeakKiB is the process's resident high-water mark.
+func rssPeakKiB() int64 { return procStatusKiB("VmHWM:") }
+
+// procStatusKiB reads a kB field of /proc/self/status; -1 when it cannot.
+func procStatusKiB(field string) int64 {
 	raw, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return -1
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
 			return n
 		}
@@ -351,19 +355,7 @@ func BenchmarkLiveChildMemory(b *testing.B) {
 }
 
 // rssKiB is the process's resident set now.
-func rssKiB() int64 {
-	raw, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return n
-		}
-	}
-	return -1
-}
+func rssKiB() int64 { return procStatusKiB("VmRSS:") }
 
 func heapKiB() int64 {
 	var ms runtime.MemStats
