@@ -40,7 +40,9 @@
 //
 // Listings reads one by_parent bucket, one descriptor (its checksum only)
 // and one checkpoint per child; it decodes no JSON and never opens a
-// journal. Its order is created_at, ties broken by child id. JournalLen
+// journal. Its order is created_at, ties broken by child id; a page
+// (manager.Page) seeks the key after its cursor and reads only its own
+// children. JournalLen
 // reads the journal's last key only. The inboxes bucket was added after
 // format 1 shipped: a file without it is laid out at open. An empty active
 // value needs no migration: it reads as a stale claim.
