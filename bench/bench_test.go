@@ -228,16 +228,10 @@ func benchConcurrent(b *testing.B, n int) {
 	for b.Loop() {
 		b.StopTimer()
 		base := runtime.NumGoroutine()
-		st := openStore(b)
 		// The fake model runs in its own process, so the peak RSS and the
 		// CPU measured here are the manager's, the store's and the
 		// children's alone.
-		fakeURL, stopFake := startFakeModelProcess(b)
-		client := llm.NewOpenAI(llm.Config{BaseURL: fakeURL, APIKey: "k", Model: "fake-model"})
-		m := manager.New(manager.Options{Store: st})
-		if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "fake-model"})); err != nil {
-			b.Fatal(err)
-		}
+		st, m, stopFake := spawnOverFakeProcess(b, "1")
 		cwd := b.TempDir()
 		b.StartTimer()
 		cpu0 := cpuTime()
@@ -303,15 +297,9 @@ func BenchmarkLiveChildMemory(b *testing.B) {
 	const n = 2000
 	for b.Loop() {
 		b.StopTimer()
-		st := openStore(b)
 		// The model holds every call, in its own process: what is measured
 		// is this process's children alone.
-		fakeURL, stopFake := startFakeModel(b, "hold")
-		client := llm.NewOpenAI(llm.Config{BaseURL: fakeURL, APIKey: "k", Model: "fake-model"})
-		m := manager.New(manager.Options{Store: st})
-		if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "fake-model"})); err != nil {
-			b.Fatal(err)
-		}
+		st, m, stopFake := spawnOverFakeProcess(b, "hold")
 		cwd := b.TempDir()
 		runtime.GC()
 		rss0, heap0, g0 := rssKiB(), heapKiB(), runtime.NumGoroutine()
@@ -354,6 +342,19 @@ func BenchmarkLiveChildMemory(b *testing.B) {
 	}
 }
 
+// spawnOverFakeProcess is a store and a manager with spawn over a fake
+// model running in its own process in mode (see startFakeModel).
+func spawnOverFakeProcess(b *testing.B, mode string) (*countingStore, *manager.Manager, func()) {
+	st := openStore(b)
+	fakeURL, stopFake := startFakeModel(b, mode)
+	client := llm.NewOpenAI(llm.Config{BaseURL: fakeURL, APIKey: "k", Model: "fake-model"})
+	m := manager.New(manager.Options{Store: st})
+	if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "fake-model"})); err != nil {
+		b.Fatal(err)
+	}
+	return st, m, stopFake
+}
+
 // rssKiB is the process's resident set now.
 func rssKiB() int64 { return procStatusKiB("VmRSS:") }
 
@@ -380,10 +381,6 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
-
-// startFakeModelProcess runs the fake model (50 ms per answer) in a child
-// process and returns its URL and a stop func.
-func startFakeModelProcess(tb testing.TB) (string, func()) { return startFakeModel(tb, "1") }
 
 // startFakeModel runs the fake model in a child process in mode ("1": 50
 // ms per answer; "hold": no answer until the request is cancelled).
