@@ -456,6 +456,9 @@ type claudeStep struct {
 	tool   string
 	input  any
 	onCall func()
+	// inputOf, when set, makes the input from the request the step answers
+	// (to pass on what an earlier result carried, as a model would).
+	inputOf func(r fakeanthropic.Request) any
 }
 
 // claudeParent scripts a parent model: it makes the steps' calls in order
@@ -479,7 +482,11 @@ func claudeParent(steps []claudeStep, final string) fakeanthropic.Handler {
 			return fakeanthropic.Reply{Text: final}
 		}
 		s := steps[done]
-		use := fakeanthropic.Use(r, s.tool, s.input)
+		input := s.input
+		if s.inputOf != nil {
+			input = s.inputOf(r)
+		}
+		use := fakeanthropic.Use(r, s.tool, input)
 		if use.Name == s.tool && s.onCall != nil {
 			mu.Lock()
 			s.onCall()

@@ -584,3 +584,67 @@ func TestRealClientsModelsReadARefusedArgument(t *testing.T) {
 		check(t, codexReceived(api, session), run, child)
 	})
 }
+
+// A Claude Code parent's model pages list_agents: the first page (limit 1)
+// hands it next_cursor in the structuredContent it reads, it passes the
+// cursor back, and the second page lists the other child and ends.
+func TestRealClaudePagesListAgents(t *testing.T) {
+	bin := findCLI(t, "claude")
+	ctx := testContext(t, realCLITimeout)
+	dataDir := realDir(t)
+	stopDaemonAtCleanup(t, dataDir)
+	child := newChildModel(t)
+	const session = "SESSION-PAGE-5120"
+	// The cursor the model read in its last list_agents result.
+	cursorOf := func(r fakeanthropic.Request) any {
+		in := map[string]any{"limit": 1, "all_projects": true}
+		for _, tr := range r.ToolResults() {
+			if strings.HasSuffix(tr.Name, "list_agents") {
+				if c, ok := decodeReceived("list_agents", tr.Text).obj["next_cursor"].(string); ok {
+					in["cursor"] = c
+				}
+			}
+		}
+		return in
+	}
+	api := fakeanthropic.New(claudeParent([]claudeStep{
+		{tool: "mcp__subagent__subagent", input: map[string]any{"description": "first", "prompt": child.Task("p1")}},
+		{tool: "mcp__subagent__subagent", input: map[string]any{"description": "second", "prompt": child.Task("p2")}},
+		{tool: "mcp__subagent__list_agents", input: map[string]any{"limit": 1, "all_projects": true}},
+		{tool: "mcp__subagent__list_agents", inputOf: cursorOf},
+	}, "done"))
+	t.Cleanup(api.Close)
+	h := newClaudeHome(t, bin, api)
+	h.register(t, dataDir, child)
+	run := h.run(t, realDir(t), session+": delegate two tasks, then page through your agents")
+	run.wait(t, ctx)
+
+	rs := claudeReceived(api, session)
+	var pages []received
+	for _, r := range rs {
+		if r.tool == "list_agents" {
+			pages = append(pages, r)
+		}
+	}
+	if len(pages) != 2 {
+		t.Fatalf("the model read %d list_agents results, want 2:\n%s\n%s", len(pages), quote(rs), run.diag())
+	}
+	ids := func(r received) []string {
+		var out []string
+		rows, _ := r.obj["agents"].([]any)
+		for _, row := range rows {
+			if m, ok := row.(map[string]any); ok {
+				id, _ := m["id"].(string)
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	first, second := ids(pages[0]), ids(pages[1])
+	if _, ok := pages[0].obj["next_cursor"].(string); !ok || len(first) != 1 {
+		t.Fatalf("the first page (limit 1) = %v with next_cursor %v; want one row and a cursor:\n%s", first, pages[0].obj["next_cursor"], quote(rs))
+	}
+	if _, more := pages[1].obj["next_cursor"]; more || len(second) != 1 || second[0] == first[0] {
+		t.Fatalf("the second page = %v (next_cursor %v); want the other child and no cursor:\n%s", second, pages[1].obj["next_cursor"], quote(rs))
+	}
+}
