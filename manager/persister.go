@@ -195,23 +195,28 @@ const journalLinger = 10 * time.Millisecond
 // inbox messages they record), which nobody waits for, until
 // journalLinger passes or someone waits (urge).
 func (p *persister) linger() {
+	if !p.lazy() {
+		return // the common case pays for no timer
+	}
 	t := time.NewTimer(journalLinger)
 	defer t.Stop()
-	for {
-		p.mu.Lock()
-		w := p.pending
-		lazy := w.Create == nil && w.Claim == nil && w.Settle == nil && len(w.Enqueue) == 0 && !emptyWrite(w) &&
-			!p.closed && p.err == nil && p.awaited <= p.written
-		p.mu.Unlock()
-		if !lazy {
-			return
-		}
+	for p.lazy() {
 		select {
 		case <-t.C:
 			return
 		case <-p.urge: // recheck: an urge for a write already made is stale
 		}
 	}
+}
+
+// lazy reports whether the pending write is only journal progress that
+// nobody waits for.
+func (p *persister) lazy() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.pending
+	return w.Create == nil && w.Claim == nil && w.Settle == nil && len(w.Enqueue) == 0 && !emptyWrite(w) &&
+		!p.closed && p.err == nil && p.awaited <= p.written
 }
 
 // hurry marks ticket t as awaited, so the write carrying it does not

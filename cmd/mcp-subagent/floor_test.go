@@ -74,11 +74,12 @@ func BenchmarkDelegationAgainstFloor(b *testing.B) {
 	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done"}))
 	defer fake.Close()
 	floor := startEchoFloor(b)
-	servers := []struct {
+	type server struct {
 		name string
 		s    *instance
 		ds   []time.Duration
-	}{
+	}
+	servers := []server{
 		{name: "durable-relayed", s: start(b, fake, serverOpts{args: []string{"--log-level", "error"}})},
 		{name: "durable-inprocess", s: start(b, fake, serverOpts{args: []string{"--log-level", "error", "--no-daemon"}})},
 		{name: "ephemeral", s: start(b, fake, serverOpts{args: []string{"--log-level", "error", "--ephemeral"}})},
@@ -87,16 +88,8 @@ func BenchmarkDelegationAgainstFloor(b *testing.B) {
 	// same rounds, so a change is measured as a ratio in one run.
 	if base := os.Getenv("MCP_SUBAGENT_BASELINE_BIN"); base != "" {
 		servers = append(servers,
-			struct {
-				name string
-				s    *instance
-				ds   []time.Duration
-			}{name: "baseline-durable-inprocess", s: start(b, fake, serverOpts{bin: base, args: []string{"--log-level", "error", "--no-daemon"}})},
-			struct {
-				name string
-				s    *instance
-				ds   []time.Duration
-			}{name: "baseline-ephemeral", s: start(b, fake, serverOpts{bin: base, args: []string{"--log-level", "error", "--ephemeral"}})})
+			server{name: "baseline-durable-inprocess", s: start(b, fake, serverOpts{bin: base, args: []string{"--log-level", "error", "--no-daemon"}})},
+			server{name: "baseline-ephemeral", s: start(b, fake, serverOpts{bin: base, args: []string{"--log-level", "error", "--ephemeral"}})})
 	}
 	ctx := context.Background()
 	echo := mcp.CallToolRequest{}
