@@ -21,6 +21,9 @@ const (
 	StopError     StopReason = "error"
 	StopMaxTokens StopReason = "max-tokens"
 	StopRefusal   StopReason = "refusal"
+	// StopBudget: the child ran out of its budget (tokens, steps, seconds
+	// or cost, its own or an ancestor's); an error result.
+	StopBudget StopReason = "budget"
 )
 
 // CaptureToolName is the tool an agent with an output schema delivers its

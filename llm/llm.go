@@ -65,12 +65,44 @@ const (
 	FinishRefusal FinishReason = "refusal"
 )
 
+// Effort is how hard a model should think before it answers; each backend
+// maps it to its own knob (OpenAI's reasoning_effort, Anthropic's thinking
+// budget, a CLI flag). Empty: the backend's default.
+type Effort string
+
+const (
+	EffortLow    Effort = "low"
+	EffortMedium Effort = "medium"
+	EffortHigh   Effort = "high"
+)
+
+// Valid reports whether e is empty or one of the three levels.
+func (e Effort) Valid() bool {
+	switch e {
+	case "", EffortLow, EffortMedium, EffortHigh:
+		return true
+	}
+	return false
+}
+
+// Price is what a model's tokens cost, in USD per million tokens.
+type Price struct {
+	InputPerMTok  float64 `json:"input_per_mtok"`
+	OutputPerMTok float64 `json:"output_per_mtok"`
+}
+
+// Cost is what usage u costs at p.
+func (p Price) Cost(u Usage) float64 {
+	return (float64(u.InputTokens)*p.InputPerMTok + float64(u.OutputTokens)*p.OutputPerMTok) / 1e6
+}
+
 // Request is one chat completion call.
 type Request struct {
 	Model     string
 	Messages  []Message
 	Tools     []ToolDef
-	MaxTokens int64 // zero: the server's default
+	MaxTokens int64  // zero: the server's default
+	Effort    Effort // empty: the backend's default
 }
 
 // Response is the model's complete answer to a Request.

@@ -74,6 +74,15 @@ type StartRequest struct {
 	MaxDepth     *int            // absolute cap for the child's subtree; needs DepthLimit
 	ToolFilter   *ToolFilter     // needs ToolFilter
 	Persona      string          // shadows the deployment persona; needs Persona
+	// Model is the model the child runs on: for in-process providers one
+	// of the deployment's configured model names, for external ones the
+	// CLI's own model id; empty: the provider's default.
+	Model  string
+	Effort llm.Effort // empty: the model's default
+	// Budget bounds what the child (with its descendants) may spend; nil:
+	// the deployment's default budget. It is capped by what every ancestor
+	// has left.
+	Budget *Budget
 
 	// Progress, when set, receives short human-readable progress notes
 	// (agent.ProgressNotes) while the first turn works. It must not block;
@@ -102,6 +111,17 @@ type CallbackFunc func(self ParentRef) (cb Callback, revoke func())
 func selfOf(hdr Header, journal *agent.Journal) ParentRef {
 	return ParentRef{Principal: hdr.Principal, AgentID: hdr.ID, Depth: hdr.Depth, DepthCap: hdr.DepthCap,
 		Cwd: hdr.Cwd, CompletedTurns: journal.CompletedPrefix}
+}
+
+// Budget is a spending limit; a zero field is no limit of that kind.
+// Tokens counts input plus output tokens as usage reports them, Steps
+// counts model calls (each request to the model is one), Seconds is wall
+// time from the turn's start, CostUSD is cost where a price is known.
+type Budget struct {
+	Tokens  int64   `json:"tokens,omitempty"`
+	Steps   int     `json:"steps,omitempty"`
+	Seconds float64 `json:"seconds,omitempty"`
+	CostUSD float64 `json:"cost_usd,omitempty"`
 }
 
 // Usage counts what a run consumed. It is the model client's own type, so
