@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/internal/seed"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
@@ -58,46 +59,6 @@ func newManager(tb testing.TB, store manager.Store, client llm.Client) *manager.
 
 var root = manager.ParentRef{Principal: "bench"}
 
-// seedChildren writes n settled children of the root with a few events
-// each, and checkpoints, as a long-running server would have.
-func seedChildren(tb testing.TB, st manager.Store, n int) {
-	now := time.Now().UTC()
-	for i := range n {
-		id := fmt.Sprintf("agent-%016d", i)
-		h := manager.Header{ID: id, Parent: root.Address(), Principal: root.Principal, Depth: 1, DepthCap: 3,
-			Mode: manager.ModeContinuable, Provider: "spawn", Label: "child " + strconv.Itoa(i), Cwd: os.TempDir(),
-			CreatedAt: now.Add(time.Duration(i))}
-		d := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn", Label: h.Label}
-		evs := turnEvents(0, 1)
-		ctx := context.Background()
-		if err := st.WriteChild(ctx, id, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}, Events: evs}); err != nil {
-			tb.Fatal(err)
-		}
-		if err := st.SetCheckpoint(ctx, id, manager.Checkpoint{Seq: int64(len(evs)), Mode: h.Mode, Label: h.Label}); err != nil {
-			tb.Fatal(err)
-		}
-	}
-}
-
-// turnEvents returns n complete turns starting at sequence from.
-func turnEvents(from int64, n int) []agent.Event {
-	var evs []agent.Event
-	seq := from
-	add := func(e agent.Event) {
-		e.Seq = seq
-		e.Time = time.Now().UTC()
-		seq++
-		evs = append(evs, e)
-	}
-	for t := 1; t <= n; t++ {
-		add(agent.Event{Kind: agent.EventTurnStart, Turn: t})
-		add(agent.Event{Kind: agent.EventMessage, Turn: t, Source: agent.SourceUser, Message: &llm.Message{Role: llm.RoleUser, Content: "question " + strconv.Itoa(t)}})
-		add(agent.Event{Kind: agent.EventMessage, Turn: t, Message: &llm.Message{Role: llm.RoleAssistant, Content: "answer " + strconv.Itoa(t)}, Usage: &llm.Usage{InputTokens: 10, OutputTokens: 5}})
-		add(agent.Event{Kind: agent.EventTurnEnd, Turn: t, StopReason: agent.StopCompleted})
-	}
-	return evs
-}
-
 func fakeClient(tb testing.TB, h fakeopenai.Handler) (*fakeopenai.Server, llm.Client) {
 	fake := fakeopenai.New(h)
 	tb.Cleanup(fake.Close)
@@ -108,7 +69,9 @@ func fakeClient(tb testing.TB, h fakeopenai.Handler) (*fakeopenai.Server, llm.Cl
 // one read transaction, checkpoints current, no journal read.
 func BenchmarkListChildren10k(b *testing.B) {
 	st := openStore(b)
-	seedChildren(b, st, 10_000)
+	if err := seed.Children(st, root, 10_000); err != nil {
+		b.Fatal(err)
+	}
 	_, client := fakeClient(b, fakeopenai.Script(fakeopenai.Reply{Text: "ok"}))
 	m := newManager(b, st, client)
 	st.eventReads.Store(0)
@@ -157,10 +120,17 @@ func BenchmarkListLiveChildren(b *testing.B) {
 	b.ReportMetric(0, "journal-reads/op")
 }
 
-// BenchmarkColdResume10k resumes a stored child with 10,000 journal events
-// (2,500 turns): from send_message to the child rebuilt and the message
-// admitted.
-func BenchmarkColdResume10k(b *testing.B) {
+// BenchmarkColdResume resumes a stored child with 10,000 and 100,000
+// journal events (4 per turn): from send_message to the child rebuilt from
+// the store and the message admitted. The journal is read, decoded and
+// validated once per resume.
+func BenchmarkColdResume(b *testing.B) {
+	for _, events := range []int{10_000, 100_000} {
+		b.Run(strconv.Itoa(events/1000)+"k", func(b *testing.B) { benchColdResume(b, events) })
+	}
+}
+
+func benchColdResume(b *testing.B, events int) {
 	st := openStore(b)
 	_, client := fakeClient(b, fakeopenai.Script(fakeopenai.Reply{Text: "ok", Delay: time.Hour}))
 	m := newManager(b, st, client)
@@ -170,7 +140,7 @@ func BenchmarkColdResume10k(b *testing.B) {
 		h := manager.Header{ID: id, Parent: root.Address(), Principal: root.Principal, Depth: 1, DepthCap: 3,
 			Mode: manager.ModeContinuable, Provider: "spawn", Label: "long", Cwd: b.TempDir(), CreatedAt: time.Now().UTC()}
 		d := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn", Label: "long"}
-		w := manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}, Events: turnEvents(0, 2500)}
+		w := manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}, Events: seed.TurnEvents(0, events/4)}
 		if err := st.WriteChild(context.Background(), id, w); err != nil {
 			b.Fatal(err)
 		}
@@ -403,39 +373,6 @@ func startFakeModel(tb testing.TB, mode string) (string, func()) {
 	return strings.TrimSpace(url), func() { stdin.Close(); _ = cmd.Wait() }
 }
 
-// seedChildrenConcurrently is seedChildren with 64 writers, so the store's
-// group commit batches them (seeding 100,000 one commit at a time would
-// take minutes).
-func seedChildrenConcurrently(tb testing.TB, st manager.Store, n int) {
-	now := time.Now().UTC()
-	var wg sync.WaitGroup
-	next := atomic.Int64{}
-	for range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				id := fmt.Sprintf("agent-%016d", i)
-				h := manager.Header{ID: id, Parent: root.Address(), Principal: root.Principal, Depth: 1, DepthCap: 3,
-					Mode: manager.ModeContinuable, Provider: "spawn", Label: "child " + strconv.Itoa(i), Cwd: os.TempDir(),
-					CreatedAt: now.Add(time.Duration(i))}
-				d := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn", Label: h.Label}
-				evs := turnEvents(0, 1)
-				cp := manager.Checkpoint{Seq: int64(len(evs)), Mode: h.Mode, Label: h.Label}
-				if err := st.WriteChild(context.Background(), id, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}, Events: evs, Settle: &cp}); err != nil {
-					tb.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-}
-
 // BenchmarkListPage pages through 100,000 stored children of one parent
 // 50 rows at a time (list_agents' default): each page seeks its cursor in
 // the index and reads its own rows only. Reported: the time per page at
@@ -443,7 +380,9 @@ func seedChildrenConcurrently(tb testing.TB, st manager.Store, n int) {
 func BenchmarkListPage(b *testing.B) {
 	const n = 100_000
 	st := openStore(b)
-	seedChildrenConcurrently(b, st, n)
+	if err := seed.Children(st, root, n); err != nil {
+		b.Fatal(err)
+	}
 	_, client := fakeClient(b, fakeopenai.Script(fakeopenai.Reply{Text: "ok"}))
 	m := newManager(b, st, client)
 	// The cursors of pages 0, n/2/50 and the last.
