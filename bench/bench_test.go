@@ -272,7 +272,7 @@ func BenchmarkLiveChildMemory(b *testing.B) {
 		st, m, stopFake := spawnOverFakeProcess(b, "hold")
 		cwd := b.TempDir()
 		runtime.GC()
-		rss0, heap0, g0 := rssKiB(), heapKiB(), runtime.NumGoroutine()
+		rss0, heap0, stack0, g0 := rssKiB(), heapKiB(), stackKiB(), runtime.NumGoroutine()
 		b.StartTimer()
 		for i := range n {
 			req := manager.StartRequest{Label: "live", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: cwd}
@@ -302,6 +302,7 @@ func BenchmarkLiveChildMemory(b *testing.B) {
 		}
 		b.ReportMetric(float64(rssKiB()-rss0)/n, "rss-KiB/child")
 		b.ReportMetric(float64(heapKiB()-heap0)/n, "heap-KiB/child")
+		b.ReportMetric(float64(stackKiB()-stack0)/n, "stack-KiB/child")
 		b.ReportMetric(float64(runtime.NumGoroutine()-g0)/n, "goroutines/child")
 		if err := m.Close(context.Background()); err != nil {
 			b.Fatal(err)
@@ -328,10 +329,18 @@ func spawnOverFakeProcess(b *testing.B, mode string) (*countingStore, *manager.M
 // rssKiB is the process's resident set now.
 func rssKiB() int64 { return procStatusKiB("VmRSS:") }
 
+// heapKiB is the Go heap and goroutine stacks in use; stackKiB the stacks
+// alone.
 func heapKiB() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapInuse+ms.StackInuse) / 1024
+}
+
+func stackKiB() int64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.StackInuse) / 1024
 }
 
 // TestMain serves the fake model when the benchmark re-executes the test

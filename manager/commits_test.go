@@ -2,6 +2,8 @@ package manager_test
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -95,10 +97,29 @@ func TestALongTurnsEventsAreCommittedAfterTheLinger(t *testing.T) {
 		if n, err := st.JournalLen(context.Background(), s.ChildID); err != nil || n != 2 {
 			t.Errorf("after the linger the stored journal has %d events, %v; want the turn's first 2", n, err)
 		}
+		// Written out and parked mid-turn, the child holds no writer
+		// goroutine: only its turn's.
+		if n := goroutinesIn("manager.(*persister)."); n != 0 {
+			t.Errorf("a parked child holds %d writer goroutines, want 0", n)
+		}
 		p.current(t, s.ChildID).end <- agent.StopCompleted
 		synctest.Wait()
 		if err := m.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	})
+}
+
+// goroutinesIn counts the goroutines of the calling bubble (or process)
+// whose stack has a frame of fn.
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn) {
+			n++
+		}
+	}
+	return n
 }

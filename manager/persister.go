@@ -15,7 +15,9 @@ import (
 // persister is a child's only writer. It commits the child's record, its
 // journal events and its settlement in order, off the turn's path: the
 // agent never waits for a disk sync, and whatever piles up during one sync
-// goes out in the next commit. Ids handed to callers wait for the record's
+// goes out in the next commit. Its goroutine runs only while there is
+// something to write: a parked child (a model call held for minutes, an
+// idle continuable child) holds no writer goroutine and no stack. Ids handed to callers wait for the record's
 // commit (committed). Events nobody waits for linger (journalLinger) so
 // that a short turn's events and its settlement share one commit; a crash
 // can lose at most the events of that last moment.
@@ -38,15 +40,13 @@ type persister struct {
 	pending ChildWrite
 	claimed []string      // dequeues held back to ride with the events that record them
 	unseen  int           // user-side messages of the claimed inputs not yet journaled
-	kick    chan struct{} // buffered 1
 	urge    chan struct{} // buffered 1: rechecks a lingering write (see awaited)
 	// awaited is the highest ticket someone waits for with a hurry: while
 	// it is beyond what is written, nothing lingers.
 	awaited int64
-	drained *sync.Cond // broadcast after each commit
-	writing bool
+	drained *sync.Cond // broadcast after each commit, and when the writer goroutine ends
+	running bool       // the writer goroutine exists (see start)
 	closed  bool
-	done    chan struct{}
 	// issued counts writes queued so far, written those committed: a
 	// caller waits for its own write (waitFor(mark())) without waiting for
 	// everything queued after it.
@@ -66,19 +66,18 @@ type retryPolicy struct {
 // newPersister starts a child's writer. create, when non-nil, is the new
 // child's record, committed first with the claim of its owner.
 func (m *Manager) newPersister(id string, create *NewChild) *persister {
-	p := &persister{store: m.store, ctx: context.WithoutCancel(m.ctx), id: id, log: m.log, retry: m.retry, kick: make(chan struct{}, 1), urge: make(chan struct{}, 1), done: make(chan struct{}),
+	p := &persister{store: m.store, ctx: context.WithoutCancel(m.ctx), id: id, log: m.log, retry: m.retry, urge: make(chan struct{}, 1),
 		created: make(chan struct{})}
 	p.drained = sync.NewCond(&p.mu)
 	if create != nil {
 		lease := m.lease()
-		// Not kicked: the start queues the first message and then waits
+		// Not started: the start queues the first message and then waits
 		// for the record, so both go out in one commit.
 		p.pending.Create, p.pending.Claim = create, &lease
 		p.issued++
 	} else {
 		close(p.created)
 	}
-	go p.loop()
 	return p
 }
 
@@ -106,8 +105,8 @@ func (p *persister) add(e agent.Event) {
 		}
 	}
 	p.issued++
+	p.start()
 	p.mu.Unlock()
-	p.poke()
 }
 
 // enqueue records a message admitted to the inbox.
@@ -115,8 +114,8 @@ func (p *persister) enqueue(q QueuedMessage) {
 	p.mu.Lock()
 	p.pending.Enqueue = append(p.pending.Enqueue, q)
 	p.issued++
+	p.start()
 	p.mu.Unlock()
-	p.poke()
 }
 
 // claim records that a turn took these messages, one input each; see add.
@@ -127,59 +126,60 @@ func (p *persister) claim(ids ...string) {
 	p.mu.Unlock()
 }
 
-func (p *persister) poke() {
-	select {
-	case p.kick <- struct{}{}:
-	default:
+// start makes sure a writer goroutine will see what is pending: it starts
+// one unless one runs (which rechecks pending before it ends), the writer
+// is broken or closed, or nothing is pending. Called under p.mu.
+func (p *persister) start() {
+	if p.running || p.closed || p.err != nil || emptyWrite(p.pending) {
+		return
 	}
+	p.running = true
+	go p.run()
 }
 
 func emptyWrite(w ChildWrite) bool {
 	return w.Create == nil && len(w.Events) == 0 && w.Settle == nil && len(w.Enqueue)+len(w.Dequeue) == 0
 }
 
-func (p *persister) loop() {
-	defer close(p.done)
+// run writes until nothing is pending, then ends.
+func (p *persister) run() {
 	// A panic here would take the whole server down; the store is the
 	// likeliest source (a damaged file), so it becomes a failed write.
 	defer func() {
 		if r := recover(); r != nil {
-			p.fail(fmt.Errorf("the store panicked: %v", r), p.issued)
-		}
-	}()
-	for range p.kick {
-		for {
-			p.linger()
+			p.fail(fmt.Errorf("the store panicked: %v", r), p.mark())
 			p.mu.Lock()
-			w := p.pending
-			p.pending = ChildWrite{}
-			if p.err != nil { // broken: nothing more is written
-				w = ChildWrite{}
-			}
-			if emptyWrite(w) {
-				p.writing = false
-				p.drained.Broadcast()
-				closed := p.closed
-				p.mu.Unlock()
-				if closed {
-					return
-				}
-				break
-			}
-			p.writing = true
-			hi := p.issued
-			p.mu.Unlock()
-			if err := p.write(w); err != nil {
-				p.fail(err, hi)
-				continue
-			}
-			p.mu.Lock()
-			p.written = hi
+			p.running = false
 			p.drained.Broadcast()
 			p.mu.Unlock()
-			if w.Create != nil {
-				close(p.created)
-			}
+		}
+	}()
+	for {
+		p.linger()
+		p.mu.Lock()
+		w := p.pending
+		p.pending = ChildWrite{}
+		if p.err != nil { // broken: nothing more is written
+			w = ChildWrite{}
+		}
+		if emptyWrite(w) {
+			p.running = false
+			p.drained.Broadcast()
+			p.mu.Unlock()
+			return
+		}
+		hi := p.issued
+		p.mu.Unlock()
+		if err := p.write(w); err != nil {
+			p.fail(err, hi)
+			continue
+		}
+		p.mu.Lock()
+		p.written = hi
+		p.drained.Broadcast()
+		p.mu.Unlock()
+		if w.Create != nil {
+			close(p.created)
 		}
 	}
 }
@@ -288,7 +288,6 @@ func (p *persister) fail(cause error, hi int64) {
 	}
 	p.pending = ChildWrite{}
 	p.claimed, p.unseen = nil, 0
-	p.writing = false
 	createPending := p.written == 0 && p.createErr == nil && !isClosed(p.created)
 	if createPending {
 		p.createErr = err
@@ -335,7 +334,7 @@ func (p *persister) flush(settle *Checkpoint, notify *ParentNotice) error {
 	}
 	t := p.issued
 	for p.written < t && p.err == nil {
-		p.poke()
+		p.start()
 		p.hurry(t)
 		p.drained.Wait()
 	}
@@ -364,7 +363,7 @@ func (p *persister) wait(t int64, hurry bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.written < t && p.err == nil && !p.closed {
-		p.poke()
+		p.start()
 		if hurry {
 			p.hurry(t)
 		}
@@ -379,15 +378,17 @@ func (p *persister) wait(t int64, hurry bool) error {
 	return &Error{Code: CodePersistenceUnavailable, AgentID: p.id, Message: "the server is stopping; the write was not made", Err: errWriterClosed}
 }
 
-// close stops the writer once it is drained.
+// close stops the writer once it is drained, and waits for its goroutine
+// to end.
 func (p *persister) close() {
 	_ = p.flush(nil, nil)
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.closed = true
 	p.hurry(p.issued)
-	p.mu.Unlock()
-	p.poke()
-	<-p.done
+	for p.running {
+		p.drained.Wait()
+	}
 }
 
 // storeTimeout bounds one store call the manager makes on its own behalf
