@@ -3,12 +3,16 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -180,11 +184,23 @@ func procStatusKiB(field string) int64 {
 // start all and to settle all, CPU per child (user+system of this process
 // over the run, divided by n), peak RSS (the process's high-water mark:
 // run one size per invocation for a clean figure) and goroutines left.
+//
+// Each size runs over plain HTTP/1.1 (a connection, with its two
+// goroutines and buffers, per call in flight) and over HTTPS with HTTP/2
+// (calls multiplexed on a few connections, as hosted APIs serve them).
 func BenchmarkConcurrentBackground(b *testing.B) {
-	for _, n := range []int{1000, 5000, 10000} {
-		b.Run(strconv.Itoa(n), func(b *testing.B) { benchConcurrent(b, n) })
+	for _, tr := range transports {
+		for _, n := range []int{1000, 5000, 10000} {
+			b.Run(tr.name+"/"+strconv.Itoa(n), func(b *testing.B) { benchConcurrent(b, n, tr.h2) })
+		}
 	}
 }
+
+// transports are the two ways a benchmark reaches its fake model.
+var transports = []struct {
+	name string
+	h2   bool
+}{{"http1", false}, {"h2", true}}
 
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
@@ -194,14 +210,14 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func benchConcurrent(b *testing.B, n int) {
+func benchConcurrent(b *testing.B, n int, h2 bool) {
 	for b.Loop() {
 		b.StopTimer()
 		base := runtime.NumGoroutine()
 		// The fake model runs in its own process, so the peak RSS and the
 		// CPU measured here are the manager's, the store's and the
 		// children's alone.
-		st, m, stopFake := spawnOverFakeProcess(b, "1")
+		st, m, stopFake := spawnOverFakeProcess(b, "1", h2)
 		cwd := b.TempDir()
 		b.StartTimer()
 		cpu0 := cpuTime()
@@ -264,14 +280,20 @@ func benchConcurrent(b *testing.B, n int) {
 // model calls held by a fake model in another process) and reports the resident memory each adds: RSS and
 // Go heap after a GC, over the same figures before they started.
 func BenchmarkLiveChildMemory(b *testing.B) {
+	for _, tr := range transports {
+		b.Run(tr.name, func(b *testing.B) { benchLiveChildMemory(b, tr.h2) })
+	}
+}
+
+func benchLiveChildMemory(b *testing.B, h2 bool) {
 	const n = 2000
 	for b.Loop() {
 		b.StopTimer()
 		// The model holds every call, in its own process: what is measured
 		// is this process's children alone.
-		st, m, stopFake := spawnOverFakeProcess(b, "hold")
+		st, m, stopFake := spawnOverFakeProcess(b, "hold", h2)
 		cwd := b.TempDir()
-		runtime.GC()
+		debug.FreeOSMemory() // a GC, and freed memory returned: RSS is what is held
 		rss0, heap0, stack0, g0 := rssKiB(), heapKiB(), stackKiB(), runtime.NumGoroutine()
 		b.StartTimer()
 		for i := range n {
@@ -293,7 +315,7 @@ func BenchmarkLiveChildMemory(b *testing.B) {
 				break
 			}
 		}
-		runtime.GC()
+		debug.FreeOSMemory() // a GC, and freed memory returned: RSS is what is held
 		if f := os.Getenv("BENCH_HEAP_PROFILE"); f != "" {
 			if out, err := os.Create(f); err == nil {
 				_ = pprof.WriteHeapProfile(out)
@@ -314,11 +336,12 @@ func BenchmarkLiveChildMemory(b *testing.B) {
 }
 
 // spawnOverFakeProcess is a store and a manager with spawn over a fake
-// model running in its own process in mode (see startFakeModel).
-func spawnOverFakeProcess(b *testing.B, mode string) (*countingStore, *manager.Manager, func()) {
+// model running in its own process in mode (see startFakeModel), over
+// plain HTTP/1.1 or, with h2, over HTTPS with HTTP/2 as hosted APIs serve.
+func spawnOverFakeProcess(b *testing.B, mode string, h2 bool) (*countingStore, *manager.Manager, func()) {
 	st := openStore(b)
-	fakeURL, stopFake := startFakeModel(b, mode)
-	client := llm.NewOpenAI(llm.Config{BaseURL: fakeURL, APIKey: "k", Model: "fake-model"})
+	fakeURL, hc, stopFake := startFakeModel(b, mode, h2)
+	client := llm.NewOpenAI(llm.Config{BaseURL: fakeURL, APIKey: "k", Model: "fake-model", HTTPClient: hc})
 	m := manager.New(manager.Options{Store: st})
 	if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "fake-model"})); err != nil {
 		b.Fatal(err)
@@ -326,7 +349,6 @@ func spawnOverFakeProcess(b *testing.B, mode string) (*countingStore, *manager.M
 	return st, m, stopFake
 }
 
-// rssKiB is the process's resident set now.
 func rssKiB() int64 { return procStatusKiB("VmRSS:") }
 
 // heapKiB is the Go heap and goroutine stacks in use; stackKiB the stacks
@@ -352,8 +374,15 @@ func TestMain(m *testing.M) {
 		if mode == "hold" { // answers only when the caller gives up
 			delay = time.Hour
 		}
-		fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done", Delay: delay}))
-		fmt.Println(fake.URL())
+		script := fakeopenai.Script(fakeopenai.Reply{Text: "done", Delay: delay})
+		var fake *fakeopenai.Server
+		if os.Getenv("BENCH_FAKE_H2") == "" {
+			fake = fakeopenai.New(script)
+			fmt.Println(fake.URL())
+		} else { // the URL, then the certificate to trust
+			fake = fakeopenai.NewTLS(script)
+			fmt.Println(fake.URL(), base64.StdEncoding.EncodeToString(fake.Certificate().Raw))
+		}
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		fake.Close()
 		os.Exit(0)
@@ -362,24 +391,45 @@ func TestMain(m *testing.M) {
 }
 
 // startFakeModel runs the fake model in a child process in mode ("1": 50
-// ms per answer; "hold": no answer until the request is cancelled).
-func startFakeModel(tb testing.TB, mode string) (string, func()) {
+// ms per answer; "hold": no answer until the request is cancelled), over
+// HTTPS with HTTP/2 when h2. The client is one that trusts it.
+func startFakeModel(tb testing.TB, mode string, h2 bool) (string, *http.Client, func()) {
 	self, err := os.Executable()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), "BENCH_FAKE_MODEL="+mode)
+	if h2 {
+		cmd.Env = append(cmd.Env, "BENCH_FAKE_H2=1")
+	}
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	url, err := bufio.NewReader(stdout).ReadString('\n')
+	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return strings.TrimSpace(url), func() { stdin.Close(); _ = cmd.Wait() }
+	stop := func() { stdin.Close(); _ = cmd.Wait() }
+	url, cert, _ := strings.Cut(strings.TrimSpace(line), " ")
+	if !h2 {
+		return url, nil, stop // llm's default client
+	}
+	der, err := base64.StdEncoding.DecodeString(cert)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(c)
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: pool}
+	return url, &http.Client{Transport: t}, stop
 }
 
 // BenchmarkListPage pages through 100,000 stored children of one parent

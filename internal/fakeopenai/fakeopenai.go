@@ -3,6 +3,7 @@ package fakeopenai
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -111,7 +112,14 @@ type Server struct {
 
 // New starts a fake server answering chat requests with h. A nil h answers
 // every request with an empty text.
-func New(h Handler) *Server {
+func New(h Handler) *Server { return start(h, false) }
+
+// NewTLS is New served over HTTPS with HTTP/2, as hosted APIs are: many
+// concurrent calls share one connection. Certificate is what a client
+// must trust.
+func NewTLS(h Handler) *Server { return start(h, true) }
+
+func start(h Handler, tls bool) *Server {
 	if h == nil {
 		h = Script()
 	}
@@ -124,9 +132,18 @@ func New(h Handler) *Server {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "unknown endpoint "+r.Method+" "+r.URL.Path)
 	})
-	s.ts = httptest.NewServer(mux)
+	if !tls {
+		s.ts = httptest.NewServer(mux)
+		return s
+	}
+	s.ts = httptest.NewUnstartedServer(mux)
+	s.ts.EnableHTTP2 = true
+	s.ts.StartTLS()
 	return s
 }
+
+// Certificate is the certificate of a server started with NewTLS.
+func (s *Server) Certificate() *x509.Certificate { return s.ts.Certificate() }
 
 // URL returns the base URL clients should use, ending in /v1 (for example
 // http://127.0.0.1:PORT/v1).
