@@ -43,7 +43,6 @@ func TestAnExternalChildIsStoppedAtItsBudget(t *testing.T) {
 	}
 }
 
-
 // inOrder reports whether s starts with parts[0] and holds the rest in
 // order after it.
 func inOrder(s string, parts []string) bool {
