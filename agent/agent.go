@@ -50,6 +50,11 @@ type Config struct {
 	OutputSchema json.RawMessage
 	// Journal holds the conversation so far; nil: a new empty journal.
 	Journal *Journal
+	// Budget, when set, is asked before each model call (call true) and
+	// each tool round (call false); an error ends the turn with
+	// StopBudget, its text the diagnostic, and nothing more is requested
+	// or run. Nil: no budget.
+	Budget func(call bool) error
 }
 
 // Agent is an in-process agent: a journal and a turn loop over a chat model.
@@ -181,6 +186,9 @@ func (a *Agent) loop(ctx context.Context, turn int) TurnResult {
 		if ctx.Err() != nil {
 			return fail(StopAborted, "the run was cancelled")
 		}
+		if err := a.spend(true); err != nil {
+			return fail(StopBudget, err.Error())
+		}
 		msgs := Messages(a.journal.Events())
 		if a.cfg.System != "" {
 			msgs = append([]llm.Message{{Role: llm.RoleSystem, Content: a.cfg.System}}, msgs...)
@@ -221,6 +229,10 @@ func (a *Agent) loop(ctx context.Context, turn int) TurnResult {
 			return fail(StopRefusal, d)
 		}
 		if len(msg.ToolCalls) > 0 {
+			if err := a.spend(false); err != nil {
+				a.answerUnrun(turn, msg.ToolCalls, "not run: the budget is exhausted")
+				return fail(StopBudget, err.Error())
+			}
 			if obj := a.runTools(ctx, turn, msg.ToolCalls); obj != nil {
 				captured = obj
 			}
@@ -243,6 +255,15 @@ func (a *Agent) loop(ctx context.Context, turn int) TurnResult {
 		return res
 	}
 	return fail(StopError, fmt.Sprintf("the turn reached its limit of %d model calls", a.cfg.MaxSteps))
+}
+
+// spend asks the budget, if any, whether the next model call (call true)
+// or tool round may go ahead.
+func (a *Agent) spend(call bool) error {
+	if a.cfg.Budget == nil {
+		return nil
+	}
+	return a.cfg.Budget(call)
 }
 
 // uniqueCallIDs returns calls with every id non-empty and unique within the

@@ -18,6 +18,7 @@ type inboxMsg struct {
 	text   string
 	source string
 	stop   agent.StopReason // a settlement notice's stop reason
+	budget *Budget          // a follow-up's new budget, from its turn on
 }
 
 // waiter is a caller waiting in band for the outcome of the turn that
@@ -106,6 +107,11 @@ func (a *activation) signal() {
 // goes to the store through the child's writer; a caller handing its id
 // out waits for that (durable).
 func (a *activation) admit(text, source string, wait bool) (id string, w *waiter, route string, ok bool) {
+	return a.admitBudget(text, source, wait, nil)
+}
+
+// admitBudget is admit for a follow-up that grants budget from its turn on.
+func (a *activation) admitBudget(text, source string, wait bool, budget *Budget) (id string, w *waiter, route string, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.settling {
@@ -116,8 +122,8 @@ func (a *activation) admit(text, source string, wait bool) (id string, w *waiter
 		route = "queued"
 	}
 	id = newMessageID()
-	a.inbox = append(a.inbox, inboxMsg{id: id, text: text, source: source})
-	a.persist.enqueue(QueuedMessage{ID: id, Text: text, Source: source})
+	a.inbox = append(a.inbox, inboxMsg{id: id, text: text, source: source, budget: budget})
+	a.persist.enqueue(QueuedMessage{ID: id, Text: text, Source: source, Budget: budget})
 	a.parked = false // the next message sent wakes a parked queue
 	if wait {
 		w = &waiter{ch: make(chan outcome, 1), p: a.persist}
@@ -217,7 +223,7 @@ func (a *activation) run() {
 		a.mu.Lock()
 		a.turnCancel = cancel
 		a.mu.Unlock()
-		tr := a.driver.RunTurn(ctx, inputs)
+		tr := a.m.budgetedTurn(ctx, a.hdr.ID, a.hdr.Parent, msg.budget, a.driver, inputs)
 		cancel(nil)
 		res := resultOf(tr)
 		a.finishTurn(msg.id, res)

@@ -101,12 +101,14 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 		return nil, err
 	}
 	hdr, desc, drv := c.hdr, c.desc, c.drv
+	m.openLedger(hdr.ID, hdr.Parent, m.grantFor(req.Budget))
 	// The record (and the seed) is committed by the child's writer, ahead of
 	// its journal.
 	create := &NewChild{Header: hdr, Descriptor: desc}
 	a, err := m.activate(ctx, hdr, desc, drv, req.Parent.AgentID, create, nil)
 	if err != nil {
 		_ = drv.Close()
+		m.closeLedger(hdr.ID)
 		return nil, err
 	}
 	stopProgress := func() {}
@@ -298,6 +300,19 @@ func (s *Sent) Wait(ctx context.Context) (Result, bool) { return s.Turn.Wait(ctx
 // running, at once if it is resident and idle, or after a cold resume from
 // the store. The caller's ctx governs only lookup and admission.
 func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, content string, wait bool) (*Sent, error) {
+	return m.FollowupBudget(ctx, caller, childID, content, wait, nil)
+}
+
+// FollowupBudget is Followup granting the child a new budget (nil: it
+// keeps what it has left) from the message's turn on; the grant is capped
+// by the deployment and by what the child's ancestors have left when that
+// turn starts.
+func (m *Manager) FollowupBudget(ctx context.Context, caller ParentRef, childID, content string, wait bool, budget *Budget) (*Sent, error) {
+	if budget != nil {
+		if err := budget.Check("budget"); err != nil {
+			return nil, err
+		}
+	}
 	if content == "" {
 		return nil, newErr(CodeInvalidRequest, "message must not be empty")
 	}
@@ -320,7 +335,7 @@ func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, conte
 		a := m.live[childID]
 		m.mu.Unlock()
 		if a != nil {
-			id, w, route, ok := a.admit(content, agent.SourceUser, wait)
+			id, w, route, ok := a.admitBudget(content, agent.SourceUser, wait, budget)
 			if ok {
 				t, err := a.turnFor(w)
 				if err != nil { // the id is handed out: commit first
@@ -342,7 +357,7 @@ func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, conte
 			}
 			return nil, err
 		}
-		id, w, _, _ := a.admit(content, agent.SourceUser, wait)
+		id, w, _, _ := a.admitBudget(content, agent.SourceUser, wait, budget)
 		go a.run()
 		t, err := a.turnFor(w)
 		if err != nil { // the id is handed out: commit first

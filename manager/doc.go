@@ -98,8 +98,38 @@
 //     notices, shutdown checkpoints and the reads of calls that take no ctx
 //     (listing, Interrupt, TakeNotices) run under the manager's own context,
 //     never cancelled by a caller or by Close, each call bounded (30s).
+//   - Budgets (Budget, StartRequest.Budget, Options.Budget): a start that
+//     asks for none gets the deployment's default; every field is capped by
+//     the deployment's max (an unlimited one too) and, at start, by what
+//     every ancestor has left. Each child has a ledger whose parent is its
+//     parent's, and every charge reaches every ancestor, so no subtree
+//     outspends the budget of any agent above it. Charges come from the
+//     child's journal as it grows, the same for every provider: an
+//     assistant message is one step (in-process: one model call; external:
+//     one answer or activity note), its usage tokens (input plus output)
+//     and cost; a turn's end adds what its messages did not report (an
+//     external CLI's turn usage). Seconds are the wall time of the child's
+//     turns since the grant (an idle child's clock stands still). An
+//     in-process agent asks before each model call and each tool round
+//     (DriverRequest.Budget, agent.Config.Budget) and makes no request
+//     once its chain is exhausted; and any running turn on the chain a
+//     charge exhausts, or whose seconds run out (a timer), is cancelled
+//     with a budget cause, which stops an external driver's process group.
+//     Either way the turn ends StopBudget: an error result whose diagnostic
+//     names the limit and the usage ("budget exhausted: steps 5 of 5
+//     (tokens 75, 0.3s)", or "... ancestor agent-x's tokens ..."), with the
+//     partial output; a background child's notice says it ran out of its
+//     budget. A turn whose budget is already spent still records its
+//     inputs, then ends at once. A follow-up with a budget
+//     (FollowupBudget; stored with the queued message) replaces the
+//     child's from that turn on, capped the same way when the turn starts;
+//     without one the child keeps what it has left, across settlements and
+//     cold resumes in this manager. A limit is checked between calls, so
+//     the call that passes it completes (and is charged).
 //
-// Caveats: a failed settlement write stops the child and leaves its claim,
+// Caveats: budgets are kept in memory: a child resumed by a later server
+// (after a restart) starts from the deployment's default, unless the
+// follow-up that wakes it grants one. A failed settlement write stops the child and leaves its claim,
 // so the next start announces the epoch again (its parent may hear twice).
 // A settling child whose parent is live but does not own it (rare: the
 // parent was settling when the child was resumed) has its notice stored

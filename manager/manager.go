@@ -55,6 +55,8 @@ type Options struct {
 	// or negative: DefaultLeaseTTL. A restart on an exclusive store (bbolt) takes over
 	// a dead manager's claims at once, whatever the TTL.
 	LeaseTTL time.Duration
+	// Budget is the deployment's default budget and its caps; zero: none.
+	Budget BudgetLimits
 }
 
 // DefaultLeaseTTL is Options.LeaseTTL's default.
@@ -128,6 +130,8 @@ type Manager struct {
 
 	owner    string // Options.OwnerID, or a random one
 	renewing bool   // the renewer runs (under mu)
+
+	budgets budgetBook
 }
 
 // New returns a manager with no providers.
@@ -290,6 +294,11 @@ func (m *Manager) validate(name string, req *StartRequest) (Provider, error) {
 	}
 	if req.Prompt == "" {
 		return nil, &Error{Code: CodeInvalidRequest, Provider: name, Message: "prompt must not be empty"}
+	}
+	if req.Budget != nil {
+		if err := req.Budget.Check("budget"); err != nil {
+			return nil, err
+		}
 	}
 	if req.Cwd == "" {
 		req.Cwd = req.Parent.Cwd

@@ -25,7 +25,7 @@ func (m *Manager) Start(ctx context.Context, name string, req StartRequest) (Run
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	r := &oneShot{m: m, id: req.ID, provider: name, drv: c.drv, cancel: cancel, done: make(chan struct{})}
+	r := &oneShot{m: m, id: req.ID, parent: c.hdr.Parent, provider: name, drv: c.drv, cancel: cancel, done: make(chan struct{})}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -36,6 +36,7 @@ func (m *Manager) Start(ctx context.Context, name string, req StartRequest) (Run
 	m.runs[r.id] = r
 	m.wg.Add(1)
 	m.mu.Unlock()
+	m.openLedger(r.id, c.hdr.Parent, m.grantFor(req.Budget))
 	m.emit(Event{Type: EventStart, RunID: r.id, Provider: name, Local: true})
 	stopProgress := func() {}
 	if req.Progress != nil {
@@ -60,6 +61,7 @@ func (m *Manager) RunOnce(ctx context.Context, name string, req StartRequest) (s
 type oneShot struct {
 	m        *Manager
 	id       string
+	parent   string // the parent's address
 	provider string
 	drv      Driver // closes the callback with it
 	cancel   context.CancelFunc
@@ -75,7 +77,8 @@ func (r *oneShot) Result() Result        { <-r.done; return r.res }
 // run runs the turn, then emits the end event.
 func (r *oneShot) run(ctx context.Context, prompt string, stopProgress func()) {
 	defer r.m.wg.Done()
-	tr := r.drv.RunTurn(ctx, []agent.Input{{Text: prompt, Source: agent.SourceUser}})
+	tr := r.m.budgetedTurn(ctx, r.id, r.parent, nil, r.drv, []agent.Input{{Text: prompt, Source: agent.SourceUser}})
+	r.m.closeLedger(r.id)
 	stopProgress()
 	r.res = resultOf(tr)
 	r.m.mu.Lock()
@@ -107,7 +110,7 @@ func resultOf(tr agent.TurnResult) Result {
 func normalize(res Result) Result {
 	res.Diagnostic = truncate.Bound(res.Diagnostic, MaxDiagnostic)
 	switch res.StopReason {
-	case agent.StopCompleted, agent.StopAborted, agent.StopError, agent.StopMaxTokens, agent.StopRefusal:
+	case agent.StopCompleted, agent.StopAborted, agent.StopError, agent.StopMaxTokens, agent.StopRefusal, agent.StopBudget:
 	default:
 		if res.Diagnostic == "" {
 			res.Diagnostic = fmt.Sprintf("the provider reported unknown stop reason %q", res.StopReason)
@@ -148,7 +151,8 @@ func (m *Manager) build(ctx context.Context, p Provider, name string, req StartR
 		Model: in.Model, Persona: req.Persona, ToolFilter: req.ToolFilter, OutputSchema: req.OutputSchema, Session: in.Session}
 	self := selfOf(hdr, journal)
 	cb, revoke := m.callback(self)
-	drv, err := p.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb})
+	drv, err := p.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,
+		Budget: m.budgetHook(hdr.ID, hdr.Parent)})
 	if err != nil {
 		revoke()
 		return built{}, startErr(ctx, name, err)

@@ -69,7 +69,8 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 	}
 	self := selfOf(hdr, journal)
 	cb, revoke := m.callback(self)
-	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb})
+	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,
+		Budget: m.budgetHook(hdr.ID, hdr.Parent)})
 	if err != nil {
 		revoke()
 		// The cause (a stored output_schema that no longer compiles, say)
@@ -94,7 +95,7 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 	}
 	a.mu.Lock()
 	for _, q := range queued {
-		msg := inboxMsg{id: q.ID, text: q.Text, source: q.Source}
+		msg := inboxMsg{id: q.ID, text: q.Text, source: q.Source, budget: q.Budget}
 		if q.Quiet {
 			a.injects = append(a.injects, msg)
 		} else {

@@ -115,8 +115,9 @@ func selfOf(hdr Header, journal *agent.Journal) ParentRef {
 
 // Budget is a spending limit; a zero field is no limit of that kind.
 // Tokens counts input plus output tokens as usage reports them, Steps
-// counts model calls (each request to the model is one), Seconds is wall
-// time from the turn's start, CostUSD is cost where a price is known.
+// counts model calls (each request to the model is one), Seconds is the
+// wall time of the child's turns since the grant, CostUSD is cost where a
+// price is known. See the package doc for how it is enforced.
 type Budget struct {
 	Tokens  int64   `json:"tokens,omitempty"`
 	Steps   int     `json:"steps,omitempty"`
@@ -220,6 +221,10 @@ type DriverRequest struct {
 	Journal    *agent.Journal // the seed, or rebuilt from the store; the driver appends to it
 	Self       ParentRef      // the child as a caller of delegation tools
 	Callback   Callback       // how an external child reaches this server back
+	// Budget is the child's budget check for an in-process agent loop
+	// (agent.Config.Budget). External drivers need not call it: the
+	// manager stops their turns itself.
+	Budget func(call bool) error
 }
 
 // OneShot reports whether the driver is for a one-shot run: exactly one

@@ -117,6 +117,8 @@ func settlementText(id string, last Result) string {
 		how = "ran out of room before it finished."
 	case agent.StopRefusal:
 		how = "declined the task."
+	case agent.StopBudget:
+		how = "ran out of its budget before it finished; send it a message with a new budget to let it go on."
 	default:
 		how = "failed before it finished."
 	}

@@ -289,6 +289,8 @@ type QueuedMessage struct {
 	Text   string `json:"text"`
 	Source string `json:"source"`
 	Quiet  bool   `json:"quiet,omitempty"` // rides along with the next turn
+	// Budget is the new budget a follow-up granted with the message.
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // NewChild is a child's creation record.

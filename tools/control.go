@@ -35,14 +35,15 @@ type TurnOutcome struct {
 
 func (s *Server) sendMessage(ctx context.Context, c call) *mcp.CallToolResult {
 	var in struct {
-		SubagentID  string  `json:"subagent_id"`
-		Message     string  `json:"message"`
-		WaitSeconds float64 `json:"wait_seconds,omitempty"`
+		SubagentID  string          `json:"subagent_id"`
+		Message     string          `json:"message"`
+		WaitSeconds float64         `json:"wait_seconds,omitempty"`
+		Budget      *manager.Budget `json:"budget,omitempty"`
 	}
 	if bad := s.tool("send_message").decode(c, &in); bad != nil {
 		return bad
 	}
-	sent, err := s.messenger.Followup(ctx, c.caller, in.SubagentID, in.Message, in.WaitSeconds > 0)
+	sent, err := s.messenger.FollowupBudget(ctx, c.caller, in.SubagentID, in.Message, in.WaitSeconds > 0, in.Budget)
 	if err != nil {
 		return errorResult(err)
 	}

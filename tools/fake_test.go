@@ -23,6 +23,7 @@ type fakeManager struct {
 	treeUsage func(agentID string) (manager.Usage, error)
 	interrupt func(caller manager.ParentRef, childID string) error
 	list      func(caller manager.ParentRef, q manager.ListQuery) (manager.ListPage, error)
+	budgets   []*manager.Budget // what each send_message granted
 }
 
 func (f *fakeManager) Providers() []manager.ProviderInfo {
@@ -31,7 +32,8 @@ func (f *fakeManager) Providers() []manager.ProviderInfo {
 }
 func (f *fakeManager) MaxDepth() int    { return 3 }
 func (f *fakeManager) Persistent() bool { return true }
-func (f *fakeManager) Followup(_ context.Context, caller manager.ParentRef, childID, content string, wait bool) (*manager.Sent, error) {
+func (f *fakeManager) FollowupBudget(_ context.Context, caller manager.ParentRef, childID, content string, wait bool, b *manager.Budget) (*manager.Sent, error) {
+	f.budgets = append(f.budgets, b)
 	return f.followup(caller, childID, content, wait)
 }
 func (f *fakeManager) StartContinuable(_ context.Context, _ string, req manager.StartRequest, wait bool) (*manager.Started, error) {

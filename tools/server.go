@@ -42,7 +42,7 @@ type (
 	}
 	// Messenger sends a child its next message (send_message).
 	Messenger interface {
-		Followup(ctx context.Context, caller manager.ParentRef, childID, content string, wait bool) (*manager.Sent, error)
+		FollowupBudget(ctx context.Context, caller manager.ParentRef, childID, content string, wait bool, budget *manager.Budget) (*manager.Sent, error)
 	}
 	// Interrupter stops a child's turn (interrupt_agent, and subagent when
 	// its client cancels a foreground call).

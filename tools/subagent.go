@@ -31,6 +31,7 @@ type subagentArgs struct {
 	ToolFilter      *manager.ToolFilter `json:"tool_filter,omitempty"`
 	Persona         string              `json:"persona,omitempty"`
 	Cwd             string              `json:"cwd,omitempty"`
+	Budget          *manager.Budget     `json:"budget,omitempty"`
 }
 
 // Foreground is the structuredContent of a finished foreground run.
@@ -110,7 +111,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	sr := manager.StartRequest{
 		Label: in.Description, Prompt: in.Prompt, Parent: c.caller, Cwd: cwd,
 		OutputSchema: in.OutputSchema, MaxDepth: in.MaxDepth, ToolFilter: in.ToolFilter,
-		Persona: in.Persona, Progress: c.progress,
+		Persona: in.Persona, Progress: c.progress, Budget: in.Budget,
 	}
 	continuable := s.catalog.Persistent() && s.providerInfo(provider).Continuable
 	if in.RunInBackground && !continuable {
@@ -242,6 +243,8 @@ func foregroundResult(id string, res manager.Result) *mcp.CallToolResult {
 		b.WriteString("Error: subagent hit its token limit before it finished")
 	case agent.StopRefusal:
 		b.WriteString("Error: subagent declined the task")
+	case agent.StopBudget:
+		b.WriteString("Error: subagent ran out of its budget before it finished")
 	default:
 		b.WriteString("Error: subagent run failed")
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/schemas"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
@@ -46,9 +47,26 @@ type LimitsConfig struct {
 	LabelBytes        int `json:"label_bytes,omitempty"`
 	CwdBytes          int `json:"cwd_bytes,omitempty"`
 	ToolFilterNames   int `json:"tool_filter_names,omitempty"`
+	// Budget is children's default budget and its caps (manager.BudgetLimits).
+	Budget BudgetConfig `json:"budget"`
 }
 
-func (l LimitsConfig) tools() tools.Limits { return tools.Limits(l) }
+func (l LimitsConfig) tools() tools.Limits {
+	return tools.Limits{PromptBytes: l.PromptBytes, MessageBytes: l.MessageBytes, PersonaBytes: l.PersonaBytes,
+		OutputSchemaBytes: l.OutputSchemaBytes, AgentIDBytes: l.AgentIDBytes, LabelBytes: l.LabelBytes,
+		CwdBytes: l.CwdBytes, ToolFilterNames: l.ToolFilterNames}
+}
+
+// BudgetConfig is limits.budget: the budget of a call that gives none, and
+// the caps of every field a call asks; zero: none.
+type BudgetConfig struct {
+	Default manager.Budget `json:"default"`
+	Max     manager.Budget `json:"max"`
+}
+
+func (b BudgetConfig) limits() manager.BudgetLimits {
+	return manager.BudgetLimits{Default: b.Default, Max: b.Max}
+}
 
 // LLMConfig is the chat API in-process children use.
 type LLMConfig struct {

@@ -133,7 +133,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		store = st
 	}
 	var ts *tools.Server
-	mgr := manager.New(manager.Options{MaxDepth: cfg.MaxDepth, Logger: log.With("component", "manager"), Store: store,
+	mgr := manager.New(manager.Options{MaxDepth: cfg.MaxDepth, Budget: cfg.Limits.Budget.limits(), Logger: log.With("component", "manager"), Store: store,
 		OnNotice: func(principal string, n manager.Notice) {
 			if ts != nil {
 				ts.PushNotice(principal, n)

@@ -10,8 +10,9 @@ import (
 
 // surfaceBudget bounds the bytes of a root client's tools/list result on
 // the defaults (spawn and fork): every request of the client's model
-// carries them.
-const surfaceBudget = 4500
+// carries them. Raised from 4500 for `budget` on subagent and
+// send_message: four typed fields each, which no prose trim could pay for.
+const surfaceBudget = 4940
 
 // instructions are what a model must read in the tool surface, by tool:
 // the lean descriptions may say it in fewer words, never drop it.

@@ -102,7 +102,7 @@ const basePrompt = "You are a delegated subagent. Your parent gave you a task; d
 
 // build assembles a child agent: workspace tools in cwd, delegation tools
 // for self, the filter over all of them, the persona over the deployment's.
-func (p *Provider) build(cwd string, filter *manager.ToolFilter, persona string, schema []byte, journal *agent.Journal, self manager.ParentRef) (*agent.Agent, error) {
+func (p *Provider) build(cwd string, filter *manager.ToolFilter, persona string, schema []byte, journal *agent.Journal, self manager.ParentRef, budget func(bool) error) (*agent.Agent, error) {
 	ws, err := workspace.Tools(workspace.Options{Root: cwd, Shell: p.opts.Shell})
 	if err != nil {
 		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
@@ -128,7 +128,7 @@ func (p *Provider) build(cwd string, filter *manager.ToolFilter, persona string,
 		system += "\n\n" + persona
 	}
 	a, err := agent.New(agent.Config{Client: p.opts.Client, Model: p.opts.Model, System: system, Tools: tools,
-		MaxSteps: p.opts.MaxSteps, MaxTokens: p.opts.MaxTokens, OutputSchema: schema, Journal: journal})
+		MaxSteps: p.opts.MaxSteps, MaxTokens: p.opts.MaxTokens, OutputSchema: schema, Journal: journal, Budget: budget})
 	if err != nil {
 		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: err.Error()}
 	}
@@ -165,7 +165,7 @@ func (p *Provider) Continuable() {}
 // one-shot run, a new child and a cold resume alike.
 func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
 	d := req.Descriptor
-	a, err := p.build(req.Header.Cwd, d.ToolFilter, d.Persona, d.OutputSchema, req.Journal, req.Self)
+	a, err := p.build(req.Header.Cwd, d.ToolFilter, d.Persona, d.OutputSchema, req.Journal, req.Self, req.Budget)
 	if err != nil {
 		return nil, err
 	}
