@@ -269,6 +269,12 @@ func (c *OpenAI) params(req Request) (openai.ChatCompletionNewParams, error) {
 			p.MaxTokens = param.NewOpt(req.MaxTokens)
 		}
 	}
+	if !req.Effort.Valid() {
+		return p, fmt.Errorf("effort %q: want low, medium or high", req.Effort)
+	}
+	// reasoning_effort takes the same words; empty sends nothing, so servers
+	// and models without reasoning see no new field.
+	p.ReasoningEffort = shared.ReasoningEffort(req.Effort)
 	for i, m := range req.Messages {
 		mp, err := messageParam(m)
 		if err != nil {
