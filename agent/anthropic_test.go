@@ -130,26 +130,9 @@ func TestTurnsThroughTheAnthropicAdapter(t *testing.T) {
 			}
 			began := time.Now()
 			res := ag.RunTurn(ctx, "please", "")
-			if res.StopReason != tt.wantReason {
-				t.Errorf("StopReason = %q (%s), want %q", res.StopReason, res.Diagnostic, tt.wantReason)
-			}
-			if tt.wantOutput != "" && res.Output != tt.wantOutput {
-				t.Errorf("Output = %q, want %q", res.Output, tt.wantOutput)
-			}
-			if string(res.Structured) != tt.wantStruct {
-				t.Errorf("Structured = %s, want %s", res.Structured, tt.wantStruct)
-			}
-			if tt.wantDiag != "" && !strings.Contains(res.Diagnostic, tt.wantDiag) {
-				t.Errorf("Diagnostic = %q, want it to contain %q", res.Diagnostic, tt.wantDiag)
-			}
-			if tt.wantNotDiag != "" && strings.Contains(res.Diagnostic, tt.wantNotDiag) {
-				t.Errorf("Diagnostic %q leaks %q", res.Diagnostic, tt.wantNotDiag)
-			}
+			turnWant{tt.wantReason, tt.wantOutput, tt.wantStruct, tt.wantDiag, tt.wantNotDiag}.check(t, res)
 			if tt.cancel && time.Since(began) > 5*time.Second {
 				t.Errorf("the cancelled turn took %v", time.Since(began))
-			}
-			if res.StopReason == agent.StopCompleted && (res.Usage.InputTokens == 0 || res.Usage.OutputTokens == 0) {
-				t.Errorf("Usage = %+v, want the server's counts", res.Usage)
 			}
 			checkJournal(t, ag.Journal())
 			if tt.check != nil {
@@ -182,4 +165,32 @@ func TestAnthropicFollowUpAfterARefusal(t *testing.T) {
 		t.Errorf("follow-up messages = %+v", r.Messages)
 	}
 	checkJournal(t, ag.Journal())
+}
+
+// turnWant is what a turn through a real adapter must end with.
+type turnWant struct {
+	reason                            agent.StopReason
+	output, structured, diag, notDiag string // output and diag: "" checks nothing
+}
+
+func (w turnWant) check(t *testing.T, res agent.TurnResult) {
+	t.Helper()
+	if res.StopReason != w.reason {
+		t.Errorf("StopReason = %q (%s), want %q", res.StopReason, res.Diagnostic, w.reason)
+	}
+	if w.output != "" && res.Output != w.output {
+		t.Errorf("Output = %q, want %q", res.Output, w.output)
+	}
+	if string(res.Structured) != w.structured {
+		t.Errorf("Structured = %s, want %s", res.Structured, w.structured)
+	}
+	if w.diag != "" && !strings.Contains(res.Diagnostic, w.diag) {
+		t.Errorf("Diagnostic = %q, want it to contain %q", res.Diagnostic, w.diag)
+	}
+	if w.notDiag != "" && strings.Contains(res.Diagnostic, w.notDiag) {
+		t.Errorf("Diagnostic %q leaks %q", res.Diagnostic, w.notDiag)
+	}
+	if res.StopReason == agent.StopCompleted && (res.Usage.InputTokens == 0 || res.Usage.OutputTokens == 0) {
+		t.Errorf("Usage = %+v, want the server's counts", res.Usage)
+	}
 }

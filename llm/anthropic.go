@@ -36,14 +36,7 @@ var _ Client = (*Anthropic)(nil)
 // NewAnthropic returns a Client for the Anthropic Messages API at
 // cfg.BaseURL, the API root without /v1 (empty: https://api.anthropic.com).
 func NewAnthropic(cfg Config) *Anthropic {
-	base := cfg.BaseURL
-	if base == "" {
-		base = DefaultAnthropicBaseURL
-	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = defaultHTTPClient()
-	}
+	base, hc := cfg.endpoint(DefaultAnthropicBaseURL)
 	opts := []option.RequestOption{
 		option.WithBaseURL(base),
 		option.WithHTTPClient(hc),

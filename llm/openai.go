@@ -36,14 +36,7 @@ var _ Client = (*OpenAI)(nil)
 
 // NewOpenAI returns a Client for the chat completions API at cfg.BaseURL.
 func NewOpenAI(cfg Config) *OpenAI {
-	base := cfg.BaseURL
-	if base == "" {
-		base = DefaultBaseURL
-	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = defaultHTTPClient()
-	}
+	base, hc := cfg.endpoint(DefaultBaseURL)
 	opts := []option.RequestOption{
 		option.WithBaseURL(base),
 		option.WithHTTPClient(hc),

@@ -60,6 +60,19 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// endpoint is the base URL to use (def when Config.BaseURL is empty) and
+// the HTTP client.
+func (cfg Config) endpoint(def string) (string, *http.Client) {
+	base, hc := cfg.BaseURL, cfg.HTTPClient
+	if base == "" {
+		base = def
+	}
+	if hc == nil {
+		hc = defaultHTTPClient()
+	}
+	return base, hc
+}
+
 func defaultHTTPClient() *http.Client {
 	if t, ok := http.DefaultTransport.(*http.Transport); ok {
 		t = t.Clone()
