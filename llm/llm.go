@@ -66,8 +66,8 @@ const (
 )
 
 // Effort is how hard a model should think before it answers; each backend
-// maps it to its own knob (OpenAI's reasoning_effort, Anthropic's thinking
-// budget, a CLI flag). Empty: the backend's default.
+// maps it to its own knob (OpenAI's reasoning_effort, Anthropic's
+// output_config.effort, a CLI flag). Empty: the backend's default.
 type Effort string
 
 const (
@@ -101,7 +101,7 @@ type Request struct {
 	Model     string
 	Messages  []Message
 	Tools     []ToolDef
-	MaxTokens int64  // zero: the server's default
+	MaxTokens int64  // zero: the server's default (Anthropic: DefaultAnthropicMaxTokens)
 	Effort    Effort // empty: the backend's default
 }
 

@@ -13,8 +13,15 @@
 //   - anything else: a 404 in the API's error shape.
 //
 // A [Handler] decides the answer to each /v1/messages request from the
-// decoded [Request]: text, tool_use blocks, an HTTP error, or a hang until
-// the client goes away. Every request is recorded before its handler runs;
+// decoded [Request]: text, tool_use blocks, any stop_reason (with refusal
+// stop_details), usage (cache counts included), an HTTP error in the API's
+// shape (429 rate_limit_error, 529 overloaded_error, ...), an `error` event
+// in the middle of the stream, a stream cut before message_stop, or a hang
+// until the client goes away. [Script] answers requests in order.
+//
+// Besides the conversation, a Request records what a native client sends
+// for caching and effort: every cache_control mark ([Request.CacheMarks]),
+// output_config.effort and thinking, and the headers (x-api-key). Every request is recorded before its handler runs;
 // [Server.Requests] lists them and [Server.Wait] blocks until one matching a
 // predicate has arrived — a signal, not a poll.
 //
@@ -41,6 +48,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -60,6 +68,10 @@ type Request struct {
 	Messages  []Message
 	Tools     []Tool
 	Header    http.Header
+	// Effort is output_config.effort ("" when absent).
+	Effort string
+	// Thinking is the thinking parameter as sent (nil when absent).
+	Thinking json.RawMessage
 	// Raw is the body exactly as received.
 	Raw json.RawMessage
 }
@@ -86,7 +98,10 @@ type Block struct {
 	Content   []Block
 	// tool_reference
 	ToolName string
-	Raw      json.RawMessage
+	// CacheControl is the block's cache_control type ("ephemeral"), "" when
+	// unmarked.
+	CacheControl string
+	Raw          json.RawMessage
 }
 
 // Tool is a tool offered in a request.
@@ -95,6 +110,7 @@ type Tool struct {
 	Description  string
 	InputSchema  json.RawMessage
 	DeferLoading bool
+	CacheControl string // cache_control type, "" when unmarked
 	Raw          json.RawMessage
 }
 
@@ -121,16 +137,47 @@ type Reply struct {
 	// ToolUses are tool_use blocks; an empty ID becomes toolu_<seq>_<i>.
 	ToolUses []ToolUse
 	// StopReason overrides the stop reason (default: tool_use when there
-	// are ToolUses, else end_turn).
+	// are ToolUses, else end_turn): max_tokens, refusal, stop_sequence...
 	StopReason string
+	// Refusal, when set, is the message_delta's stop_details.
+	Refusal *Refusal
+	// Usage overrides the default counts (25 input, 5 output).
+	Usage *Usage
 	// Status, when non-zero, answers this HTTP status with an API error
-	// carrying ErrorMessage.
+	// carrying ErrorMessage, of ErrorType (default: by status —
+	// rate_limit_error for 429, overloaded_error for 529, api_error for
+	// other 5xx, invalid_request_error otherwise).
 	Status       int
 	ErrorMessage string
+	ErrorType    string
+	// RetryAfter, when set, is sent as the Retry-After header of an error.
+	RetryAfter string
+	// StreamError, when set, ends the stream after the first content block
+	// has begun with an SSE `error` event of this error type (such as
+	// "overloaded_error") carrying ErrorMessage.
+	StreamError string
+	// CutBeforeStop ends a streamed answer after message_delta, without
+	// message_stop: a stream broken just before its end.
+	CutBeforeStop bool
 	// Hang holds the request open, unanswered, until the client goes away.
 	Hang bool
 	// Delay is waited before answering.
 	Delay time.Duration
+}
+
+// Refusal is the stop_details of a refusal.
+type Refusal struct {
+	Category    string // such as "cyber"
+	Explanation string
+}
+
+// Usage is the token counts of an answer. InputTokens excludes the cache
+// counts, as the API reports it.
+type Usage struct {
+	InputTokens              int
+	OutputTokens             int
+	CacheCreationInputTokens int
+	CacheReadInputTokens     int
 }
 
 // ToolUse is one tool call of a Reply.
@@ -142,6 +189,42 @@ type ToolUse struct {
 
 // Handler decides the Reply to a request.
 type Handler func(req Request) Reply
+
+// Script returns a Handler that answers the n-th request (by Seq) with
+// replies[n], and every request after the last with the last reply. With
+// no replies it answers Generic.
+func Script(replies ...Reply) Handler {
+	return func(r Request) Reply {
+		if len(replies) == 0 {
+			return Generic(r)
+		}
+		return replies[min(r.Seq, len(replies)-1)]
+	}
+}
+
+// CacheMarks lists where the request put cache_control marks, in request
+// order: "tools[i]", "system[i]", "messages[i].content[j]".
+func (r Request) CacheMarks() []string {
+	var out []string
+	for i, t := range r.Tools {
+		if t.CacheControl != "" {
+			out = append(out, fmt.Sprintf("tools[%d]", i))
+		}
+	}
+	for i, b := range r.System {
+		if b.CacheControl != "" {
+			out = append(out, fmt.Sprintf("system[%d]", i))
+		}
+	}
+	for i, m := range r.Messages {
+		for j, b := range m.Content {
+			if b.CacheControl != "" {
+				out = append(out, fmt.Sprintf("messages[%d].content[%d]", i, j))
+			}
+		}
+	}
+	return out
+}
 
 // Generic answers any request with a short text: the answer for the CLI's
 // own background requests.
@@ -365,19 +448,28 @@ type wireRequest struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
-	Tools []json.RawMessage `json:"tools"`
+	Tools        []json.RawMessage `json:"tools"`
+	OutputConfig struct {
+		Effort string `json:"effort"`
+	} `json:"output_config"`
+	Thinking json.RawMessage `json:"thinking"`
+}
+
+type wireCacheControl struct {
+	Type string `json:"type"`
 }
 
 type wireBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
-	ToolUseID string          `json:"tool_use_id"`
-	IsError   bool            `json:"is_error"`
-	Content   json.RawMessage `json:"content"`
-	ToolName  string          `json:"tool_name"`
+	Type      string            `json:"type"`
+	Text      string            `json:"text"`
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	Input     json.RawMessage   `json:"input"`
+	ToolUseID string            `json:"tool_use_id"`
+	IsError   bool              `json:"is_error"`
+	Content   json.RawMessage   `json:"content"`
+	ToolName  string            `json:"tool_name"`
+	Cache     *wireCacheControl `json:"cache_control"`
 }
 
 // blocks decodes content: a string, null, or an array of blocks.
@@ -405,6 +497,9 @@ func blocks(raw json.RawMessage) ([]Block, error) {
 		}
 		b := Block{Type: wb.Type, Text: wb.Text, ID: wb.ID, Name: wb.Name, Input: wb.Input,
 			ToolUseID: wb.ToolUseID, IsError: wb.IsError, ToolName: wb.ToolName, Raw: w}
+		if wb.Cache != nil {
+			b.CacheControl = wb.Cache.Type
+		}
 		if len(wb.Content) > 0 {
 			inner, err := blocks(wb.Content)
 			if err != nil {
@@ -422,7 +517,8 @@ func decode(body []byte) (Request, error) {
 	if err := json.Unmarshal(body, &w); err != nil {
 		return Request{}, fmt.Errorf("invalid JSON body: %w", err)
 	}
-	req := Request{Model: w.Model, MaxTokens: w.MaxTokens, Stream: w.Stream, Raw: json.RawMessage(body)}
+	req := Request{Model: w.Model, MaxTokens: w.MaxTokens, Stream: w.Stream, Raw: json.RawMessage(body),
+		Effort: w.OutputConfig.Effort, Thinking: w.Thinking}
 	var err error
 	if req.System, err = blocks(w.System); err != nil {
 		return Request{}, fmt.Errorf("system: %w", err)
@@ -436,16 +532,21 @@ func decode(body []byte) (Request, error) {
 	}
 	for _, raw := range w.Tools {
 		var t struct {
-			Name         string          `json:"name"`
-			Description  string          `json:"description"`
-			InputSchema  json.RawMessage `json:"input_schema"`
-			DeferLoading bool            `json:"defer_loading"`
+			Name         string            `json:"name"`
+			Description  string            `json:"description"`
+			InputSchema  json.RawMessage   `json:"input_schema"`
+			DeferLoading bool              `json:"defer_loading"`
+			Cache        *wireCacheControl `json:"cache_control"`
 		}
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return Request{}, fmt.Errorf("tools: %w", err)
 		}
-		req.Tools = append(req.Tools, Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
-			DeferLoading: t.DeferLoading, Raw: raw})
+		tool := Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema,
+			DeferLoading: t.DeferLoading, Raw: raw}
+		if t.Cache != nil {
+			tool.CacheControl = t.Cache.Type
+		}
+		req.Tools = append(req.Tools, tool)
 	}
 	return req, nil
 }
@@ -496,11 +597,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if msg == "" {
 			msg = http.StatusText(rep.Status)
 		}
-		typ := "api_error"
-		if rep.Status < 500 {
-			typ = "invalid_request_error"
+		if rep.RetryAfter != "" {
+			w.Header().Set("Retry-After", rep.RetryAfter)
 		}
-		writeError(w, rep.Status, typ, msg)
+		writeError(w, rep.Status, rep.errorType(), msg)
 		return
 	}
 	content, stop := rep.content(req.Seq)
@@ -509,10 +609,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		model = "fake"
 	}
 	id := fmt.Sprintf("msg_fake_%d", req.Seq)
+	usage := Usage{InputTokens: 25, OutputTokens: 5}
+	if rep.Usage != nil {
+		usage = *rep.Usage
+	}
+	inUsage := map[string]any{"input_tokens": usage.InputTokens, "output_tokens": 1,
+		"cache_creation_input_tokens": usage.CacheCreationInputTokens, "cache_read_input_tokens": usage.CacheReadInputTokens}
+	var details any
+	if rep.Refusal != nil {
+		details = map[string]any{"type": "refusal", "category": rep.Refusal.Category, "explanation": rep.Refusal.Explanation}
+	}
 	if !req.Stream {
+		u := maps.Clone(inUsage)
+		u["output_tokens"] = usage.OutputTokens
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "type": "message", "role": "assistant", "model": model,
-			"content": content, "stop_reason": stop, "stop_sequence": nil,
-			"usage": map[string]any{"input_tokens": 25, "output_tokens": 5}})
+			"content": content, "stop_reason": stop, "stop_sequence": nil, "stop_details": details, "usage": u})
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -528,7 +639,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ev("message_start", map[string]any{"message": map[string]any{"id": id, "type": "message", "role": "assistant", "model": model,
-		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{"input_tokens": 25, "output_tokens": 1}}})
+		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": inUsage}})
 	for i, c := range content {
 		switch c["type"] {
 		case "text":
@@ -538,10 +649,42 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			ev("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "tool_use", "id": c["id"], "name": c["name"], "input": map[string]any{}}})
 			ev("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(c["input"].(json.RawMessage))}})
 		}
+		if rep.StreamError != "" {
+			msg := rep.ErrorMessage
+			if msg == "" {
+				msg = "Overloaded"
+			}
+			ev("error", map[string]any{"error": map[string]any{"type": rep.StreamError, "message": msg}})
+			return
+		}
 		ev("content_block_stop", map[string]any{"index": i})
 	}
-	ev("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 5}})
+	delta := map[string]any{"stop_reason": stop, "stop_sequence": nil}
+	if details != nil {
+		delta["stop_details"] = details
+	}
+	ev("message_delta", map[string]any{"delta": delta, "usage": map[string]any{"output_tokens": usage.OutputTokens}})
+	if rep.CutBeforeStop {
+		return
+	}
 	ev("message_stop", map[string]any{})
+}
+
+// errorType is the API error type of an HTTP error Reply.
+func (rep Reply) errorType() string {
+	switch {
+	case rep.ErrorType != "":
+		return rep.ErrorType
+	case rep.Status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case rep.Status == 529:
+		return "overloaded_error"
+	case rep.Status == http.StatusUnauthorized:
+		return "authentication_error"
+	case rep.Status >= 500:
+		return "api_error"
+	}
+	return "invalid_request_error"
 }
 
 // content renders a Reply's blocks and stop reason.

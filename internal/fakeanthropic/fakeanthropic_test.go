@@ -97,3 +97,33 @@ func TestNonStreamingToolResultsAndWait(t *testing.T) {
 		t.Errorf("count_tokens: %s", out)
 	}
 }
+
+func TestErrorsInTheAPIShape(t *testing.T) {
+	s := fakeanthropic.New(fakeanthropic.Script(
+		fakeanthropic.Reply{Status: 529},
+		fakeanthropic.Reply{Text: "half", StreamError: "overloaded_error"},
+		fakeanthropic.Reply{Text: "x", StopReason: "refusal", Refusal: &fakeanthropic.Refusal{Category: "bio", Explanation: "no"},
+			Usage: &fakeanthropic.Usage{InputTokens: 3, OutputTokens: 4, CacheReadInputTokens: 9}},
+	))
+	defer s.Close()
+	const req = `{"model":"m","stream":true,"output_config":{"effort":"low"},"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],
+	 "messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}]}`
+	if body := post(t, s.URL()+"/v1/messages", req); !strings.Contains(body, `"type":"overloaded_error"`) {
+		t.Errorf("529 body %s", body)
+	}
+	body := post(t, s.URL()+"/v1/messages", req)
+	if !strings.Contains(body, "event: error\ndata: {\"error\":{\"message\":\"Overloaded\",\"type\":\"overloaded_error\"},\"type\":\"error\"}") ||
+		strings.Contains(body, "message_stop") {
+		t.Errorf("mid-stream error body %s", body)
+	}
+	body = post(t, s.URL()+"/v1/messages", req)
+	for _, want := range []string{`"stop_reason":"refusal"`, `"explanation":"no"`, `"cache_read_input_tokens":9`, `"output_tokens":4`, "event: message_stop"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("stream lacks %s:\n%s", want, body)
+		}
+	}
+	r := s.Requests()[0]
+	if got := r.CacheMarks(); len(got) != 2 || got[0] != "system[0]" || got[1] != "messages[0].content[0]" || r.Effort != "low" {
+		t.Errorf("recorded marks %q effort %q", got, r.Effort)
+	}
+}

@@ -1,0 +1,394 @@
+package llm
+
+// What both backends share: the Config, the *Error, the retry loop with its
+// backoff, and the bookkeeping of one HTTP exchange (status, error body,
+// Retry-After) that both SDKs' middleware feeds.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	defaultMaxRetries     = 2
+	defaultRetryBaseDelay = 500 * time.Millisecond
+	maxBackoff            = 30 * time.Second
+	maxRetryAfter         = time.Minute
+	maxErrorBody          = 64 << 10
+	maxMessageLen         = 500
+)
+
+// Config configures NewOpenAI and NewAnthropic. Zero values mean the
+// documented defaults.
+type Config struct {
+	// BaseURL is the API root. For OpenAI it includes the version path,
+	// such as "https://api.deepseek.com/v1" or "http://localhost:11434/v1"
+	// (empty: DefaultBaseURL); for Anthropic it does not, as the SDK takes
+	// it (empty: DefaultAnthropicBaseURL).
+	BaseURL string
+	// APIKey is sent as a bearer token to OpenAI-compatible servers and as
+	// x-api-key to Anthropic. Empty: no credential header (local servers
+	// such as Ollama need none).
+	APIKey string
+	// Model is used when Request.Model is empty.
+	Model string
+	// MaxRetries is how many times a failed call is retried (HTTP 429, 5xx
+	// including Anthropic's 529, transport failures, broken streams, a
+	// retryable error event in the stream). Zero: 2. Negative: no retries.
+	MaxRetries int
+	// RetryBaseDelay is the wait before the first retry; each further retry
+	// waits twice as long (capped at 30s), plus up to a quarter of jitter.
+	// Zero: 500ms.
+	RetryBaseDelay time.Duration
+	// HTTPClient makes the requests. Nil: a client like http.DefaultClient
+	// whose transport gives up on response headers after 10 minutes; there is
+	// no overall timeout, since streams are long (use the context).
+	HTTPClient *http.Client
+	// Logger receives one warning per retry. Nil: silent.
+	Logger *slog.Logger
+}
+
+// endpoint is the base URL to use (def when Config.BaseURL is empty) and
+// the HTTP client.
+func (cfg Config) endpoint(def string) (string, *http.Client) {
+	base, hc := cfg.BaseURL, cfg.HTTPClient
+	if base == "" {
+		base = def
+	}
+	if hc == nil {
+		hc = defaultHTTPClient()
+	}
+	return base, hc
+}
+
+func defaultHTTPClient() *http.Client {
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		t = t.Clone()
+		t.ResponseHeaderTimeout = 10 * time.Minute
+		return &http.Client{Transport: t}
+	}
+	return &http.Client{}
+}
+
+// Error is returned by OpenAI.Complete and Anthropic.Complete when no answer could be had, except
+// for cancellation. Its message is safe to show and log: it carries neither
+// the API key nor the URL.
+type Error struct {
+	// Attempts is the number of requests made.
+	Attempts int
+	// StatusCode is the HTTP status of the last attempt; 0 when it failed
+	// before or after the status (connection error, broken stream).
+	StatusCode int
+	// Message describes the last failure, such as
+	// "500 Internal Server Error: boom".
+	Message string
+	// Retryable reports whether the last failure was of a kind that is
+	// retried (so a caller may try again later).
+	Retryable bool
+
+	cause error
+}
+
+func (e *Error) Error() string {
+	if e.Attempts > 1 {
+		return fmt.Sprintf("chat completion failed after %d attempts: %s", e.Attempts, e.Message)
+	}
+	return "chat completion failed: " + e.Message
+}
+
+// Unwrap returns the underlying error of the last attempt, if any. Unlike
+// Error's message, it is not sanitised.
+func (e *Error) Unwrap() error { return e.cause }
+
+// retrier is the retry policy both backends share: which failures are
+// retried, how long to wait, and how a final failure becomes a secret-free
+// *Error.
+type retrier struct {
+	apiKey     string
+	maxRetries int
+	baseDelay  time.Duration
+	log        *slog.Logger
+}
+
+func newRetrier(cfg Config) retrier {
+	r := retrier{apiKey: cfg.APIKey, maxRetries: cfg.MaxRetries, baseDelay: cfg.RetryBaseDelay, log: cfg.Logger}
+	switch {
+	case r.maxRetries == 0:
+		r.maxRetries = defaultMaxRetries
+	case r.maxRetries < 0:
+		r.maxRetries = 0
+	}
+	if r.baseDelay <= 0 {
+		r.baseDelay = defaultRetryBaseDelay
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	return r
+}
+
+// paramsError is the *Error for a request that could not be mapped, before
+// any attempt.
+func (c *retrier) paramsError(err error) error {
+	return &Error{Attempts: 0, Message: c.redact(err.Error()), cause: err}
+}
+
+// run calls attempt until it answers, fails for good, runs out of retries,
+// or ctx ends, waiting between attempts as backoff says.
+func (c *retrier) run(ctx context.Context, attempt func() (Response, *failure)) (Response, error) {
+	for n := 1; ; n++ {
+		resp, f := attempt()
+		if f == nil {
+			return resp, nil
+		}
+		if ctx.Err() != nil {
+			return Response{}, ctxError(ctx)
+		}
+		if !f.retryable || n > c.maxRetries {
+			return Response{}, &Error{
+				Attempts:   n,
+				StatusCode: f.status,
+				Message:    c.redact(f.message),
+				Retryable:  f.retryable,
+				cause:      f.cause,
+			}
+		}
+		delay := c.backoff(n, f.retryAfter)
+		c.log.WarnContext(ctx, "chat completion failed, retrying",
+			"attempt", n, "status", f.status, "error", c.redact(f.message), "delay", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Response{}, ctxError(ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// httpFailure judges an attempt by what the HTTP layer saw: cancellation,
+// an error status, a request never sent, a connection that failed. It is
+// nil when the exchange itself went through, and the caller judges the
+// stream.
+func (x *exchange) httpFailure(ctx context.Context, err error) *failure {
+	switch {
+	case ctx.Err() != nil:
+		return &failure{message: ctx.Err().Error(), cause: ctx.Err()}
+	case x.status >= 400:
+		msg := fmt.Sprintf("%d %s", x.status, http.StatusText(x.status))
+		if x.status == 529 { // Anthropic's "overloaded", unknown to net/http
+			msg = "529 Overloaded"
+		}
+		if x.message != "" {
+			msg += ": " + x.message
+		}
+		return &failure{
+			status:     x.status,
+			message:    msg,
+			retryable:  x.status == http.StatusTooManyRequests || x.status >= 500,
+			retryAfter: x.retryAfter,
+			cause:      err,
+		}
+	case err != nil && !x.sent:
+		// The request could not even be built: retrying will not help.
+		return &failure{message: "preparing request: " + err.Error(), cause: err}
+	case err != nil && x.status == 0:
+		return &failure{message: "connection error: " + transportMessage(err), retryable: true, cause: err}
+	}
+	return nil
+}
+
+// notAStream describes a 200 answer that carried no events, naming the
+// content type when it was not an event stream.
+func notAStream(x *exchange) *failure {
+	msg := "stream ended without an answer"
+	if mt, _, _ := mime.ParseMediaType(x.contentType); mt != "" && mt != "text/event-stream" {
+		msg += " (the server answered " + mt + ", not an event stream)"
+	}
+	return &failure{message: msg, retryable: true}
+}
+
+// ctxError wraps ctx.Err() and, when different, the cancellation cause, so
+// errors.Is works for both.
+func ctxError(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("chat completion: %w: %w", err, cause)
+	}
+	return fmt.Errorf("chat completion: %w", err)
+}
+
+// backoff is the wait before retry number attempt (1-based).
+func (c *retrier) backoff(attempt int, retryAfter time.Duration) time.Duration {
+	d := c.baseDelay
+	for i := 1; i < attempt && d < maxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, max(maxBackoff, c.baseDelay))
+	d += rand.N(d/4 + 1)
+	if retryAfter > d {
+		d = min(retryAfter, maxRetryAfter)
+	}
+	return d
+}
+
+// redact removes the API key from a message meant for humans.
+func (c *retrier) redact(s string) string {
+	if len(c.apiKey) >= 4 {
+		s = strings.ReplaceAll(s, c.apiKey, "[REDACTED]")
+	}
+	if len(s) > maxMessageLen {
+		s = s[:maxMessageLen] + "…"
+	}
+	return s
+}
+
+// failure is why one attempt produced no answer.
+type failure struct {
+	status     int
+	message    string
+	retryable  bool
+	retryAfter time.Duration
+	cause      error
+}
+
+// exchange records what the HTTP layer saw during one attempt. The SDK calls
+// the middleware, and the decoder reads the body, on the goroutine that runs
+// the attempt, so no locking is needed.
+type exchange struct {
+	sent        bool
+	status      int
+	contentType string
+	message     string // the server's error message, for statuses >= 400
+	retryAfter  time.Duration
+	// wrapBody, when set, wraps a successful response's body (OpenAI
+	// watches it for the [DONE] terminator).
+	wrapBody func(io.ReadCloser) io.ReadCloser
+}
+
+// middleware is an option.Middleware of either SDK (both declare it as
+// this func type).
+func (x *exchange) middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	x.sent = true
+	res, err := next(req)
+	if err != nil || res == nil {
+		return res, err
+	}
+	x.status = res.StatusCode
+	x.contentType = res.Header.Get("Content-Type")
+	if res.StatusCode >= 400 {
+		// Read the error ourselves: the SDK only understands
+		// {"error":{...}} bodies and drops the status for anything else
+		// (a proxy's HTML page, {"error":"text"}).
+		body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+		_ = res.Body.Close()
+		res.Body = io.NopCloser(bytes.NewReader(body))
+		x.message = errorMessage(body)
+		x.retryAfter = retryAfter(res.Header)
+		return res, nil
+	}
+	if res.Body != nil && x.wrapBody != nil {
+		res.Body = x.wrapBody(res.Body)
+	}
+	return res, nil
+}
+
+// transportMessage describes a transport error without the request URL,
+// which may carry credentials.
+func transportMessage(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
+
+// errorMessage extracts the human part of an error body: OpenAI's
+// {"error":{"message":...}} (Anthropic's {"type":"error","error":{...}} too), the {"error":"..."} or {"message":"..."} of
+// other servers, or the start of a plain-text body.
+func errorMessage(body []byte) string {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return ""
+	}
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &v) == nil {
+		if len(v.Error) > 0 && v.Error[0] == '{' {
+			var e struct {
+				Message string `json:"message"`
+				Type    string `json:"type"`
+				Code    any    `json:"code"`
+			}
+			if json.Unmarshal(v.Error, &e) == nil {
+				switch {
+				case e.Message != "":
+					return oneLine(e.Message)
+				case e.Type != "":
+					return e.Type
+				case e.Code != nil:
+					return fmt.Sprint(e.Code)
+				}
+			}
+		}
+		var s string
+		if json.Unmarshal(v.Error, &s) == nil && s != "" {
+			return oneLine(s)
+		}
+		if v.Message != "" {
+			return oneLine(v.Message)
+		}
+		if json.Unmarshal(v.Detail, &s) == nil && s != "" {
+			return oneLine(s)
+		}
+		return ""
+	}
+	if body[0] == '<' { // an HTML error page says nothing the status does not
+		return ""
+	}
+	return oneLine(string(body))
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// retryAfter reads the wait a server asks for, from retry-after-ms or
+// Retry-After (seconds or an HTTP date).
+func retryAfter(h http.Header) time.Duration {
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}
