@@ -114,6 +114,7 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 		stopProgress = progressOf(drv.Journal(), req.Progress)
 	}
 	msgID, w, _, _ := a.admit(req.Prompt, agent.SourceUser, wait)
+	m.lendTo(w, req.Parent, hdr.ID, msgID)
 	a.gate = a.persist.mark() // the record, the seed and the first message
 	go a.run()
 	// The ids go to the caller only once committed; the run waits for the
@@ -245,6 +246,7 @@ func (m *Manager) waitTurn(ctx context.Context, childID string, w *waiter) (Resu
 	if w == nil {
 		return Result{}, false
 	}
+	defer w.loan.end(m.adm) // the caller waits no more
 	select {
 	case o := <-w.ch:
 		return w.committed(o), true
@@ -322,6 +324,7 @@ func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, conte
 		if a != nil {
 			id, w, route, ok := a.admit(content, agent.SourceUser, wait)
 			if ok {
+				m.lendTo(w, caller, childID, id)
 				t, err := a.turnFor(w)
 				if err != nil { // the id is handed out: commit first
 					return nil, err
@@ -343,6 +346,7 @@ func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, conte
 			return nil, err
 		}
 		id, w, _, _ := a.admit(content, agent.SourceUser, wait)
+		m.lendTo(w, caller, childID, id)
 		go a.run()
 		t, err := a.turnFor(w)
 		if err != nil { // the id is handed out: commit first

@@ -55,6 +55,14 @@ type Options struct {
 	// or negative: DefaultLeaseTTL. A restart on an exclusive store (bbolt) takes over
 	// a dead manager's claims at once, whatever the TTL.
 	LeaseTTL time.Duration
+	// MaxRunningChildren caps the turns in flight per principal, counted
+	// over its whole tree (one-shot, foreground and background children,
+	// in-process and external); a turn past it waits, FIFO. Zero:
+	// DefaultMaxRunningChildren; negative: no cap.
+	MaxRunningChildren int
+	// MaxRunningTotal caps the turns in flight across principals, the same
+	// way; zero or negative: no cap beyond each principal's.
+	MaxRunningTotal int
 }
 
 // DefaultLeaseTTL is Options.LeaseTTL's default.
@@ -128,6 +136,8 @@ type Manager struct {
 
 	owner    string // Options.OwnerID, or a random one
 	renewing bool   // the renewer runs (under mu)
+
+	adm *admission // the caps on turns in flight
 }
 
 // New returns a manager with no providers.
@@ -147,7 +157,8 @@ func New(opts Options) *Manager {
 		listeners: map[int]func(Event){}, runs: map[string]*oneShot{},
 		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), corrupt: map[string]string{},
 		retry: retryPolicy{attempts: cmp.Or(opts.WriteAttempts, DefaultWriteAttempts), delay: cmp.Or(opts.WriteRetryDelay, DefaultWriteRetryDelay)},
-		owner: cmp.Or(opts.OwnerID, "manager-"+NewID()[len("agent-"):])}
+		owner: cmp.Or(opts.OwnerID, "manager-"+NewID()[len("agent-"):]),
+		adm:   newAdmission(opts.MaxRunningChildren, opts.MaxRunningTotal)}
 }
 
 // Persistent reports whether the manager has a session store, which

@@ -35,6 +35,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		return err
 	}
 	now := time.Now()
+	var queued []queuedChild // resumed last, to queue again in their order
 	for _, c := range claims {
 		id := c.ChildID
 		m.mu.Lock()
@@ -59,6 +60,10 @@ func (m *Manager) Recover(ctx context.Context) error {
 			continue
 		}
 		all, closing := agent.CloseOpenTurn(events)
+		if at, ok := m.queuedTurn(ctx, id, all, closing); ok {
+			queued = append(queued, queuedChild{hdr: h, at: at})
+			continue
+		}
 		out := agent.LastOutcome(all)
 		last := Result{Output: out.Output, StopReason: out.StopReason, Diagnostic: out.Diagnostic}
 		if last.StopReason == "" {
@@ -79,6 +84,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		m.announce(h, n)
 		m.log.Info("recovered a child left resident", "agent_id", id, "owner", c.Owner.ID, "closed_turn", len(closing) > 0)
 	}
+	m.requeue(ctx, queued)
 	return ctx.Err()
 }
 

@@ -94,7 +94,7 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 	}
 	a.mu.Lock()
 	for _, q := range queued {
-		msg := inboxMsg{id: q.ID, text: q.Text, source: q.Source}
+		msg := inboxMsg{id: q.ID, text: q.Text, source: q.Source, at: q.At}
 		if q.Quiet {
 			a.injects = append(a.injects, msg)
 		} else {

@@ -289,6 +289,10 @@ type QueuedMessage struct {
 	Text   string `json:"text"`
 	Source string `json:"source"`
 	Quiet  bool   `json:"quiet,omitempty"` // rides along with the next turn
+	// At is when it was queued (Unix nanoseconds): its turn's place in the
+	// FIFO order of admission, kept across a restart. Zero in records
+	// written before it existed: such a turn goes first.
+	At int64 `json:"at,omitempty"`
 }
 
 // NewChild is a child's creation record.
