@@ -35,8 +35,9 @@ type Config struct {
 	Limits    LimitsConfig     `json:"limits"`
 }
 
-// LimitsConfig bounds tool arguments (tools.Limits); zero: the defaults
-// documented in schemas/config.json.
+// LimitsConfig bounds tool arguments (tools.Limits) and the turns in
+// flight (manager.Options); zero: the defaults documented in
+// schemas/config.json.
 type LimitsConfig struct {
 	PromptBytes       int `json:"prompt_bytes,omitempty"`
 	MessageBytes      int `json:"message_bytes,omitempty"`
@@ -46,9 +47,18 @@ type LimitsConfig struct {
 	LabelBytes        int `json:"label_bytes,omitempty"`
 	CwdBytes          int `json:"cwd_bytes,omitempty"`
 	ToolFilterNames   int `json:"tool_filter_names,omitempty"`
+	// Admission (manager.Options.MaxRunningChildren, MaxRunningTotal):
+	// turns in flight per principal (zero: 20) and across principals
+	// (zero: no cap beyond each principal's).
+	MaxRunningChildren int `json:"max_running_children,omitempty"`
+	MaxRunningTotal    int `json:"max_running_total,omitempty"`
 }
 
-func (l LimitsConfig) tools() tools.Limits { return tools.Limits(l) }
+func (l LimitsConfig) tools() tools.Limits {
+	return tools.Limits{PromptBytes: l.PromptBytes, MessageBytes: l.MessageBytes, PersonaBytes: l.PersonaBytes,
+		OutputSchemaBytes: l.OutputSchemaBytes, AgentIDBytes: l.AgentIDBytes, LabelBytes: l.LabelBytes, CwdBytes: l.CwdBytes,
+		ToolFilterNames: l.ToolFilterNames}
+}
 
 // LLMConfig is the chat API in-process children use.
 type LLMConfig struct {
