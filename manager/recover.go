@@ -20,7 +20,10 @@ import (
 // meanwhile refuses it. Claims of other owners whose lease runs are left
 // alone: those children are resident in another server. Call it once after
 // the providers are registered; ctx bounds it (a recovery cut short is
-// finished by the next start).
+// finished by the next start). A child whose stored inbox holds a turn
+// that had not started (none was cut short) is resumed instead, after the
+// others, in the order those turns were queued: its turns queue again for
+// admission and run, and its epoch is announced when it settles.
 //
 // A child whose journal cannot be read keeps its claim (revoking it would
 // forget the epoch for good; once the file is repaired, a later start
