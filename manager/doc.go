@@ -42,8 +42,9 @@
 //     one FIFO turn (or, for a quiet report, rides along with the next).
 //     A message never alters a turn in flight.
 //   - Residency is derived, not stored: running (a turn in progress or
-//     queued; queued when the turn waits for admission), idle (resident, waiting for its own children or holding a
-//     parked queue), ready (stored only). What is stored is who holds a
+//     queued behind it), queued (its turn waits for admission), idle
+//     (resident, waiting for its own children or holding a parked queue),
+//     ready (stored only). What is stored is who holds a
 //     resident child: a claim of this manager's owner (Options.OwnerID)
 //     made in the child's creating write or at a cold resume, renewed every
 //     third of Options.LeaseTTL while any child is resident, and revoked by
