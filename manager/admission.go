@@ -122,11 +122,15 @@ func (q *admission) enter(principal, child, msg string, order int64) *seat {
 }
 
 // await waits until s runs; when ctx ends first, s leaves and the cause is
-// returned.
+// returned. A seat granted to a turn whose ctx has ended is given back
+// too: at shutdown the slot a stopped turn frees must not start the next
+// (its turn would be journaled aborted, not left queued for the restart).
 func (q *admission) await(ctx context.Context, s *seat) error {
 	select {
 	case <-s.ready:
-		return nil
+		if ctx.Err() == nil {
+			return nil
+		}
 	case <-ctx.Done():
 	}
 	q.leave(s)

@@ -84,6 +84,16 @@ func (h *heldModel) next(t *testing.T, want string) {
 
 func (h *heldModel) releaseOne() { h.release <- struct{}{} }
 
+// handOn lets one held request answer, then waits for the next, once per
+// text: each turn that ends lets the next one in.
+func (h *heldModel) handOn(t *testing.T, texts ...string) {
+	t.Helper()
+	for _, text := range texts {
+		h.releaseOne()
+		h.next(t, text)
+	}
+}
+
 func (h *heldModel) seen() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -127,6 +137,16 @@ func (ns *notices) wait(t *testing.T, count int) []manager.Notice {
 		}
 	}
 	return out
+}
+
+// oneCompleted fails unless each child got exactly one notice, completed.
+func (ns *notices) oneCompleted(t *testing.T, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if got := ns.of(id); len(got) != 1 || got[0].StopReason != agent.StopCompleted {
+			t.Errorf("child %s got notices %+v, want one completed", id, got)
+		}
+	}
 }
 
 func (ns *notices) of(id string) []manager.Notice {
@@ -210,10 +230,7 @@ func TestAdmissionCapsTurnsInFlightInFIFOOrder(t *testing.T) {
 	if got := statusIDs(t, m, root, manager.StatusRunning); !slices.Equal(got, ids[:3]) {
 		t.Fatalf("running = %q, want %q", got, ids[:3])
 	}
-	for i := 3; i < 10; i++ { // each turn that ends lets the next in
-		h.releaseOne()
-		h.next(t, want[i])
-	}
+	h.handOn(t, want[3:]...)
 	for range 3 {
 		h.releaseOne()
 	}
@@ -229,11 +246,7 @@ func TestAdmissionCapsTurnsInFlightInFIFOOrder(t *testing.T) {
 	if err := m.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range ids {
-		if n := ns.of(id); len(n) != 1 || n[0].StopReason != agent.StopCompleted {
-			t.Errorf("child %s got notices %+v, want one completed", id, n)
-		}
-	}
+	ns.oneCompleted(t, ids...)
 }
 
 // Interrupting a queued child takes its turn out of the queue: it settles
@@ -259,18 +272,13 @@ func TestAdmissionInterruptOfAQueuedChild(t *testing.T) {
 		t.Fatalf("first notice = %+v, want %s aborted", n, b)
 	}
 	waitStatus(t, m, root, manager.StatusQueued, []string{c})
-	h.releaseOne()
-	h.next(t, "c")
+	h.handOn(t, "c")
 	h.releaseOne()
 	ns.wait(t, 2)
 	if got := h.seen(); !slices.Equal(got, []string{"a", "c"}) {
 		t.Errorf("requests reached the model for %q, want a and c only", got)
 	}
-	for _, id := range []string{a, c} {
-		if got := ns.of(id); len(got) != 1 || got[0].StopReason != agent.StopCompleted {
-			t.Errorf("child %s got notices %+v, want one completed", id, got)
-		}
-	}
+	ns.oneCompleted(t, a, c)
 	if got := ns.of(b); len(got) != 1 {
 		t.Errorf("the interrupted child got %d notices, want 1", len(got))
 	}
@@ -307,13 +315,10 @@ func TestAdmissionForegroundWaitWhileQueuedHandsBack(t *testing.T) {
 		t.Fatalf("the wait returned %+v; want it to run out while the child is queued", res)
 	}
 	waitStatus(t, m, root, manager.StatusQueued, []string{st.ChildID})
-	h.releaseOne()
-	h.next(t, "fg")
+	h.handOn(t, "fg")
 	h.releaseOne()
 	ns.wait(t, 2)
-	if got := ns.of(st.ChildID); len(got) != 1 || got[0].StopReason != agent.StopCompleted {
-		t.Errorf("the handed-back child got notices %+v, want one completed", got)
-	}
+	ns.oneCompleted(t, st.ChildID)
 }
 
 // delegateTool is a delegation tool that starts a foreground child and
@@ -412,10 +417,7 @@ func TestAdmissionTotalCapAcrossPrincipals(t *testing.T) {
 	waitStatus(t, m, p1, manager.StatusQueued, []string{late1})
 	late2 := background(t, m, p2, "p2-b")
 	waitStatus(t, m, p2, manager.StatusQueued, []string{late2})
-	h.releaseOne()
-	h.next(t, "p1-c")
-	h.releaseOne()
-	h.next(t, "p2-b")
+	h.handOn(t, "p1-c", "p2-b")
 	for range 3 {
 		h.releaseOne()
 	}
@@ -466,11 +468,7 @@ func TestAdmissionQueuedTurnsQueueAgainAfterARestart(t *testing.T) {
 		h.releaseOne()
 	}
 	ns.wait(t, 3)
-	for _, id := range queued {
-		if got := ns.of(id); len(got) != 1 || got[0].StopReason != agent.StopCompleted {
-			t.Errorf("requeued child %s got notices %+v, want one completed", id, got)
-		}
-	}
+	ns.oneCompleted(t, queued...)
 }
 
 // One-shot runs take seats like any turn: past the cap they wait, FIFO
@@ -494,10 +492,7 @@ func TestAdmissionCountsOneShotRuns(t *testing.T) {
 	defer second.Dispose()
 	c := background(t, m, root, "c")
 	waitStatus(t, m, root, manager.StatusQueued, []string{c})
-	h.releaseOne()
-	h.next(t, "o2")
-	h.releaseOne()
-	h.next(t, "c")
+	h.handOn(t, "o2", "c")
 	h.releaseOne()
 	waitDone(t, first)
 	waitDone(t, second)
