@@ -32,12 +32,11 @@ type admission struct {
 	last         atomic.Int64
 
 	mu      sync.Mutex
-	running map[string]int           // seats holding a slot of their own, by principal
-	all     int                      // ...summed
-	queues  map[string][]*seat       // waiting seats by principal, in FIFO order
-	turns   map[string]*seat         // the seat of each child's turn, by child id
-	loans   map[string][]*loan       // open loans, by the child whose turns may borrow
-	entered map[string]chan struct{} // closed when the child's next turn enters (Recover's order)
+	running map[string]int     // seats holding a slot of their own, by principal
+	all     int                // ...summed
+	queues  map[string][]*seat // waiting seats by principal, in FIFO order
+	turns   map[string]*seat   // the seat of each child's turn, by child id
+	loans   map[string][]*loan // open loans, by the child whose turns may borrow
 	seq     uint64
 }
 
@@ -78,12 +77,13 @@ func newAdmission(perPrincipal, total int) *admission {
 		perPrincipal = DefaultMaxRunningChildren
 	}
 	return &admission{perPrincipal: perPrincipal, total: total, running: map[string]int{},
-		queues: map[string][]*seat{}, turns: map[string]*seat{}, loans: map[string][]*loan{}, entered: map[string]chan struct{}{}}
+		queues: map[string][]*seat{}, turns: map[string]*seat{}, loans: map[string][]*loan{}}
 }
 
 // stamp is a message's place in the FIFO order: now in Unix nanoseconds,
-// strictly after every earlier stamp (a stored message keeps it, so the
-// order holds across a restart as far as the clock does).
+// strictly after every earlier stamp (a stored message keeps it, so a
+// resume after a restart queues its turns in their old places, as far as
+// the clock allows).
 func (q *admission) stamp() int64 {
 	for {
 		last, now := q.last.Load(), time.Now().UnixNano()
@@ -105,10 +105,6 @@ func (q *admission) enter(principal, child, msg string, order int64) *seat {
 	q.seq++
 	s := &seat{principal: principal, child: child, msg: msg, order: order, seq: q.seq, ready: make(chan struct{})}
 	q.turns[child] = s
-	if ch, ok := q.entered[child]; ok {
-		close(ch)
-		delete(q.entered, child)
-	}
 	if l := q.lenderFor(child); l != nil {
 		q.borrow(s, l)
 		return s
@@ -135,15 +131,6 @@ func (q *admission) await(ctx context.Context, s *seat) error {
 	}
 	q.leave(s)
 	return context.Cause(ctx)
-}
-
-// onEnter returns a channel closed when the child's next turn enters.
-func (q *admission) onEnter(child string) <-chan struct{} {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	ch := make(chan struct{})
-	q.entered[child] = ch
-	return ch
 }
 
 // queued reports whether the child's turn waits for a slot.
@@ -366,57 +353,4 @@ func (r *oneShot) runTurn(ctx context.Context, prompt string) agent.TurnResult {
 		return agent.TurnResult{StopReason: agent.StopAborted, Diagnostic: queuedDiagnostic}
 	}
 	return r.drv.RunTurn(ctx, []agent.Input{{Text: prompt, Source: agent.SourceUser}})
-}
-
-// queuedChild is a child Recover found with a turn that had not started.
-type queuedChild struct {
-	hdr Header
-	at  int64
-}
-
-// queuedTurn reports whether a recovered child's epoch ended with a turn
-// still queued and none cut short: no turn was open, the last one was not
-// interrupted (an interrupt parks the queue), and its stored inbox holds a
-// turn. It returns that turn's stamp.
-func (m *Manager) queuedTurn(ctx context.Context, id string, all, closing []agent.Event) (int64, bool) {
-	if len(closing) > 0 || agent.LastOutcome(all).StopReason == agent.StopAborted {
-		return 0, false
-	}
-	queued, err := m.store.Queued(ctx, id)
-	if err != nil {
-		return 0, false
-	}
-	for _, qm := range queued {
-		if !qm.Quiet {
-			return qm.At, true
-		}
-	}
-	return 0, false
-}
-
-// requeue resumes the children whose turns were queued when the last
-// manager stopped, in the order those turns were queued, so they queue
-// again as they were. A child that cannot be resumed keeps its stale
-// claim: the next start tries again.
-func (m *Manager) requeue(ctx context.Context, cs []queuedChild) {
-	slices.SortStableFunc(cs, func(x, y queuedChild) int {
-		return cmp.Or(cmp.Compare(x.at, y.at), x.hdr.CreatedAt.Compare(y.hdr.CreatedAt))
-	})
-	for _, c := range cs {
-		a, err := m.resume(ctx, c.hdr, ParentRef{Principal: c.hdr.Principal})
-		if err != nil {
-			m.log.Error("requeueing a child whose turn was queued failed; the next start tries again", "agent_id", c.hdr.ID, "err", err)
-			continue
-		}
-		// One at a time: each turn takes its place before the next starts,
-		// so the order holds even where a cap has room.
-		entered := m.adm.onEnter(c.hdr.ID)
-		go a.run()
-		select {
-		case <-entered:
-		case <-a.released:
-		case <-ctx.Done():
-		}
-		m.log.Info("requeued a child whose turn was queued", "agent_id", c.hdr.ID)
-	}
 }

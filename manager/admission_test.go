@@ -427,10 +427,10 @@ func TestAdmissionTotalCapAcrossPrincipals(t *testing.T) {
 	}
 }
 
-// Turns queued when the server stops queue again after the restart, in
-// the order they were queued, and run; the child whose turn the stop cut
-// short is announced as stopped, as before. None is lost.
-func TestAdmissionQueuedTurnsQueueAgainAfterARestart(t *testing.T) {
+// Turns queued when the server stops are not lost: after the restart each
+// child is announced as stopped and keeps its prompt in the store, and a
+// send resumes it and runs the queued prompt first.
+func TestAdmissionQueuedTurnsSurviveARestart(t *testing.T) {
 	h := newHeldModel(t, holdAll)
 	st, err := persist.Open(t.TempDir(), persist.Options{})
 	if err != nil {
@@ -441,10 +441,10 @@ func TestAdmissionQueuedTurnsQueueAgainAfterARestart(t *testing.T) {
 	opts := manager.Options{Store: st, MaxRunningChildren: 1, OnNotice: ns.on}
 	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	m1 := spawnManager(t, opts, h.client(), nil)
-	a := background(t, m1, root, "a")
+	background(t, m1, root, "a")
 	h.next(t, "a")
 	var queued []string
-	for _, text := range []string{"b", "c", "d"} {
+	for _, text := range []string{"b", "c"} {
 		queued = append(queued, background(t, m1, root, text))
 	}
 	waitStatus(t, m1, root, manager.StatusQueued, queued)
@@ -454,21 +454,30 @@ func TestAdmissionQueuedTurnsQueueAgainAfterARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.releaseOne() // a's request, abandoned by the stop
-
+	for i, id := range queued {
+		if q, err := st.Queued(ctx, id); err != nil || len(q) != 1 || q[0].Text != []string{"b", "c"}[i] || q[0].At == 0 {
+			t.Fatalf("stored inbox of %s after the stop = %+v, %v; want its stamped prompt", id, q, err)
+		}
+	}
 	m2 := spawnManager(t, opts, h.client(), nil)
 	if err := m2.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := ns.wait(t, 1)[0]; n.ChildID != a || n.StopReason != agent.StopAborted {
-		t.Fatalf("the recovery announced %+v, want %s stopped", n, a)
+	for _, n := range ns.wait(t, 3) {
+		if n.StopReason != agent.StopAborted {
+			t.Errorf("the recovery announced %+v, want stopped", n)
+		}
 	}
-	waitStatus(t, m2, root, manager.StatusQueued, queued[1:])
-	for _, text := range []string{"b", "c", "d"} {
-		h.next(t, text)
-		h.releaseOne()
+	sent, err := m2.Followup(ctx, root, queued[1], "go on", true)
+	if err != nil || sent.Route != manager.RouteResumed {
+		t.Fatalf("send after the restart = %+v, %v", sent, err)
 	}
-	ns.wait(t, 3)
-	ns.oneCompleted(t, queued...)
+	h.next(t, "c")
+	h.handOn(t, "go on")
+	h.releaseOne()
+	if res, ok := sent.Wait(ctx); !ok || res.Output != "done: go on" {
+		t.Fatalf("the resumed turn = %+v, %v", res, ok)
+	}
 }
 
 // One-shot runs take seats like any turn: past the cap they wait, FIFO

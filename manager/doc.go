@@ -101,11 +101,10 @@
 //     on itself; a background child queues. When the wait runs out first,
 //     the borrowing turn keeps running on a slot of its own, even past the
 //     cap (the caller's handle comes back on time; no new turn starts until
-//     the count is under the cap again). Recover resumes each child whose
-//     stored inbox holds a turn that had not started (no turn cut short,
-//     the last not interrupted), in the order those turns were queued, so
-//     they queue again; a child whose turn the stop cut short is announced
-//     as stopped, its queue parked in the store, as before.
+//     the count is under the cap again). A restart treats a queued turn as
+//     any turn a stop cut short: Recover announces the child as stopped,
+//     its messages stay in the stored inbox, and the next resume runs them
+//     first, each in its old FIFO place (the stamp).
 //   - Progress notes may be dropped; notices and results are not.
 //   - Listing never loads, resumes or queries a child: a live child is
 //     read from memory, a stored one from its checkpoint (current by
@@ -141,8 +140,7 @@
 // owner grew in between makes the resumed child's first write fail (it
 // stops), never a journal with a gap. A child interrupted with a parked queue stays resident until its
 // parent sends again; if the server stops first, the queue waits in the
-// store for the next resume (Recover does not requeue a child whose last
-// turn ended aborted). An agent blocked in list_agents' wait_seconds
+// store for the next resume. An agent blocked in list_agents' wait_seconds
 // holds its slot: it lends it only to turns it waits for in band. Stamps
 // follow the wall clock across a restart; a clock set back can reorder
 // turns queued before and after it.

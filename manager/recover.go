@@ -20,10 +20,7 @@ import (
 // meanwhile refuses it. Claims of other owners whose lease runs are left
 // alone: those children are resident in another server. Call it once after
 // the providers are registered; ctx bounds it (a recovery cut short is
-// finished by the next start). A child whose stored inbox holds a turn
-// that had not started (none was cut short) is resumed instead, after the
-// others, in the order those turns were queued: its turns queue again for
-// admission and run, and its epoch is announced when it settles.
+// finished by the next start).
 //
 // A child whose journal cannot be read keeps its claim (revoking it would
 // forget the epoch for good; once the file is repaired, a later start
@@ -38,7 +35,6 @@ func (m *Manager) Recover(ctx context.Context) error {
 		return err
 	}
 	now := time.Now()
-	var queued []queuedChild // resumed last, to queue again in their order
 	for _, c := range claims {
 		id := c.ChildID
 		m.mu.Lock()
@@ -63,10 +59,6 @@ func (m *Manager) Recover(ctx context.Context) error {
 			continue
 		}
 		all, closing := agent.CloseOpenTurn(events)
-		if at, ok := m.queuedTurn(ctx, id, all, closing); ok {
-			queued = append(queued, queuedChild{hdr: h, at: at})
-			continue
-		}
 		out := agent.LastOutcome(all)
 		last := Result{Output: out.Output, StopReason: out.StopReason, Diagnostic: out.Diagnostic}
 		if last.StopReason == "" {
@@ -87,7 +79,6 @@ func (m *Manager) Recover(ctx context.Context) error {
 		m.announce(h, n)
 		m.log.Info("recovered a child left resident", "agent_id", id, "owner", c.Owner.ID, "closed_turn", len(closing) > 0)
 	}
-	m.requeue(ctx, queued)
 	return ctx.Err()
 }
 
