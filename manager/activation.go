@@ -19,13 +19,20 @@ type inboxMsg struct {
 	source string
 	stop   agent.StopReason // a settlement notice's stop reason
 	budget *Budget          // a follow-up's new budget, from its turn on
+	at     int64            // when it was queued: its turn's place in admission's FIFO order
+}
+
+// queued is the message as the store keeps it.
+func (msg inboxMsg) queued() QueuedMessage {
+	return QueuedMessage{ID: msg.id, Text: msg.text, Source: msg.source, Budget: msg.budget, At: msg.at}
 }
 
 // waiter is a caller waiting in band for the outcome of the turn that
 // handles one message.
 type waiter struct {
-	ch chan outcome // buffered 1; receives the outcome once
-	p  *persister
+	ch   chan outcome // buffered 1; receives the outcome once
+	p    *persister
+	loan *loan // the waiting caller's slot, lent to the turn (admission)
 }
 
 // outcome is a turn's result and the ticket of the writes that hold it.
@@ -122,8 +129,9 @@ func (a *activation) admitBudget(text, source string, wait bool, budget *Budget)
 		route = "queued"
 	}
 	id = newMessageID()
-	a.inbox = append(a.inbox, inboxMsg{id: id, text: text, source: source, budget: budget})
-	a.persist.enqueue(QueuedMessage{ID: id, Text: text, Source: source, Budget: budget})
+	msg := inboxMsg{id: id, text: text, source: source, budget: budget, at: a.m.adm.stamp()}
+	a.inbox = append(a.inbox, msg)
+	a.persist.enqueue(msg.queued())
 	a.parked = false // the next message sent wakes a parked queue
 	if wait {
 		w = &waiter{ch: make(chan outcome, 1), p: a.persist}
@@ -223,7 +231,7 @@ func (a *activation) run() {
 		a.mu.Lock()
 		a.turnCancel = cancel
 		a.mu.Unlock()
-		tr := a.m.budgetedTurn(ctx, a.hdr.ID, a.hdr.Parent, msg.budget, a.driver, inputs)
+		tr := a.runTurn(ctx, msg, inputs)
 		cancel(nil)
 		res := resultOf(tr)
 		a.finishTurn(msg.id, res)
@@ -258,12 +266,15 @@ func (a *activation) interrupt() {
 
 // status is the child's derived residency for listing.
 func (a *activation) status() string {
+	if a.m.adm.queued(a.hdr.ID) {
+		return StatusQueued
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.turnMsg != "" || (len(a.inbox) > 0 && !a.parked) {
-		return "running"
+		return StatusRunning
 	}
-	return "idle"
+	return StatusIdle
 }
 
 // settle ends the epoch: the agent is quiescent and owns no live child.
@@ -279,7 +290,7 @@ func (a *activation) settle() {
 	a.mu.Unlock()
 	var notice *inboxMsg
 	if !inBand {
-		notice = &inboxMsg{id: newMessageID(), text: settlementText(a.hdr.ID, last), source: agent.SourceSettled, stop: last.StopReason}
+		notice = &inboxMsg{id: newMessageID(), text: settlementText(a.hdr.ID, last), source: agent.SourceSettled, stop: last.StopReason, at: m.adm.stamp()}
 	}
 	notify := m.settleNotice(a, notice)
 	if err := m.flush(a, true, notify); err != nil {
@@ -334,7 +345,7 @@ func (a *activation) fail() {
 		m.log.Warn("closing a child's driver failed", "agent_id", a.hdr.ID, "err", err)
 	}
 	last = failedResult(last, err)
-	notice := &inboxMsg{id: newMessageID(), text: settlementText(a.hdr.ID, last), source: agent.SourceSettled, stop: agent.StopError}
+	notice := &inboxMsg{id: newMessageID(), text: settlementText(a.hdr.ID, last), source: agent.SourceSettled, stop: agent.StopError, at: m.adm.stamp()}
 	m.release(a, notice, nil)
 	close(a.released)
 	m.emit(Event{Type: EventEnd, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true, StopReason: agent.StopError})

@@ -116,6 +116,7 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 		stopProgress = progressOf(drv.Journal(), req.Progress)
 	}
 	msgID, w, _, _ := a.admit(req.Prompt, agent.SourceUser, wait)
+	m.lendTo(w, req.Parent, hdr.ID, msgID)
 	a.gate = a.persist.mark() // the record, the seed and the first message
 	go a.run()
 	// The ids go to the caller only once committed; the run waits for the
@@ -247,6 +248,7 @@ func (m *Manager) waitTurn(ctx context.Context, childID string, w *waiter) (Resu
 	if w == nil {
 		return Result{}, false
 	}
+	defer w.loan.end(m.adm) // the caller waits no more
 	select {
 	case o := <-w.ch:
 		return w.committed(o), true
@@ -337,6 +339,7 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller ParentRef, childID,
 		if a != nil {
 			id, w, route, ok := a.admitBudget(content, agent.SourceUser, wait, budget)
 			if ok {
+				m.lendTo(w, caller, childID, id)
 				t, err := a.turnFor(w)
 				if err != nil { // the id is handed out: commit first
 					return nil, err
@@ -358,6 +361,7 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller ParentRef, childID,
 			return nil, err
 		}
 		id, w, _, _ := a.admitBudget(content, agent.SourceUser, wait, budget)
+		m.lendTo(w, caller, childID, id)
 		go a.run()
 		t, err := a.turnFor(w)
 		if err != nil { // the id is handed out: commit first

@@ -42,8 +42,9 @@
 //     one FIFO turn (or, for a quiet report, rides along with the next).
 //     A message never alters a turn in flight.
 //   - Residency is derived, not stored: running (a turn in progress or
-//     queued), idle (resident, waiting for its own children or holding a
-//     parked queue), ready (stored only). What is stored is who holds a
+//     queued behind it), queued (its turn waits for admission), idle
+//     (resident, waiting for its own children or holding a parked queue),
+//     ready (stored only). What is stored is who holds a
 //     resident child: a claim of this manager's owner (Options.OwnerID)
 //     made in the child's creating write or at a cold resume, renewed every
 //     third of Options.LeaseTTL while any child is resident, and revoked by
@@ -81,6 +82,29 @@
 //   - A child sees its caller's conversation only as a read-only view
 //     (ParentRef.CompletedTurns, the fork seed): nothing started below can
 //     append to a parent's journal.
+//   - Admission (admission.go): every turn — one-shot or continuable,
+//     foreground or background, in-process or external — takes a seat
+//     before its driver runs and leaves it when the driver returns.
+//     Options.MaxRunningChildren caps the seats per principal (its whole
+//     tree; default 20), MaxRunningTotal across principals (default: no
+//     cap beyond each principal's). A turn past a cap is never refused: it
+//     waits, FIFO by when its message was queued (a stamp the stored inbox
+//     keeps), and its child lists as queued. Ids are handed out as usual;
+//     a waiting caller's wait can run out while the turn is queued, and
+//     the child goes on as any handed-back one. A turn stopped while
+//     queued (an interrupt) ends aborted without reaching its driver,
+//     journaled as an aborted turn with its inputs, and settles with its
+//     notice as any interrupted turn does. A caller waiting in band for a
+//     child's turn (StartContinuable or Followup with wait, a one-shot
+//     run of an agent) lends that child its own turn's slot while it
+//     waits, up to the turn it waits for, so a tree at its cap never waits
+//     on itself; a background child queues. When the wait runs out first,
+//     the borrowing turn keeps running on a slot of its own, even past the
+//     cap (the caller's handle comes back on time; no new turn starts until
+//     the count is under the cap again). A restart treats a queued turn as
+//     any turn a stop cut short: Recover announces the child as stopped,
+//     its messages stay in the stored inbox, and the next resume runs them
+//     first, each in its old FIFO place (the stamp).
 //   - Progress notes may be dropped; notices and results are not.
 //   - Listing never loads, resumes or queries a child: a live child is
 //     read from memory, a stored one from its checkpoint (current by
@@ -146,5 +170,8 @@
 // owner grew in between makes the resumed child's first write fail (it
 // stops), never a journal with a gap. A child interrupted with a parked queue stays resident until its
 // parent sends again; if the server stops first, the queue waits in the
-// store for the next resume.
+// store for the next resume. An agent blocked in list_agents' wait_seconds
+// holds its slot: it lends it only to turns it waits for in band. Stamps
+// follow the wall clock across a restart; a clock set back can reorder
+// turns queued before and after it.
 package manager

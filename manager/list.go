@@ -16,7 +16,7 @@ type Row struct {
 	Kind      string    `json:"kind"` // "child" or "diagnostic"
 	ID        string    `json:"id"`
 	Label     string    `json:"label,omitempty"`
-	Status    string    `json:"status,omitempty"` // running, idle, ready
+	Status    string    `json:"status,omitempty"` // running, queued, idle, ready
 	Provider  string    `json:"provider,omitempty"`
 	Parent    string    `json:"parent,omitempty"`
 	Depth     int       `json:"depth,omitempty"`

@@ -57,6 +57,14 @@ type Options struct {
 	LeaseTTL time.Duration
 	// Budget is the deployment's default budget and its caps; zero: none.
 	Budget BudgetLimits
+	// MaxRunningChildren caps the turns in flight per principal, counted
+	// over its whole tree (one-shot, foreground and background children,
+	// in-process and external); a turn past it waits, FIFO. Zero:
+	// DefaultMaxRunningChildren; negative: no cap.
+	MaxRunningChildren int
+	// MaxRunningTotal caps the turns in flight across principals, the same
+	// way; zero or negative: no cap beyond each principal's.
+	MaxRunningTotal int
 }
 
 // DefaultLeaseTTL is Options.LeaseTTL's default.
@@ -132,6 +140,7 @@ type Manager struct {
 	renewing bool   // the renewer runs (under mu)
 
 	budgets budgetBook
+	adm     *admission // the caps on turns in flight
 }
 
 // New returns a manager with no providers.
@@ -151,7 +160,8 @@ func New(opts Options) *Manager {
 		listeners: map[int]func(Event){}, runs: map[string]*oneShot{},
 		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), corrupt: map[string]string{},
 		retry: retryPolicy{attempts: cmp.Or(opts.WriteAttempts, DefaultWriteAttempts), delay: cmp.Or(opts.WriteRetryDelay, DefaultWriteRetryDelay)},
-		owner: cmp.Or(opts.OwnerID, "manager-"+NewID()[len("agent-"):])}
+		owner: cmp.Or(opts.OwnerID, "manager-"+NewID()[len("agent-"):]),
+		adm:   newAdmission(opts.MaxRunningChildren, opts.MaxRunningTotal)}
 }
 
 // Persistent reports whether the manager has a session store, which

@@ -25,11 +25,13 @@ func (m *Manager) Start(ctx context.Context, name string, req StartRequest) (Run
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	r := &oneShot{m: m, id: req.ID, parent: c.hdr.Parent, provider: name, drv: c.drv, cancel: cancel, done: make(chan struct{})}
+	r := &oneShot{m: m, id: req.ID, parent: c.hdr.Parent, provider: name, drv: c.drv, cancel: cancel, done: make(chan struct{}),
+		principal: req.Parent.Principal, at: m.adm.stamp(), loan: m.adm.lend(req.Parent.AgentID, req.ID, "")}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
 		cancel()
+		r.loan.end(m.adm)
 		_ = c.drv.Close() // and its callback token
 		return nil, newErr(CodeDraining, "the server is shutting down; no new subagents start")
 	}
@@ -68,6 +70,11 @@ type oneShot struct {
 	done     chan struct{}
 	res      Result // set before done is closed
 	once     sync.Once
+	// Admission: its principal, its place in the FIFO order, and its
+	// calling agent's slot lent to it while the caller waits for the run.
+	principal string
+	at        int64
+	loan      *loan
 }
 
 func (r *oneShot) ID() string            { return r.id }
@@ -77,7 +84,7 @@ func (r *oneShot) Result() Result        { <-r.done; return r.res }
 // run runs the turn, then emits the end event.
 func (r *oneShot) run(ctx context.Context, prompt string, stopProgress func()) {
 	defer r.m.wg.Done()
-	tr := r.m.budgetedTurn(ctx, r.id, r.parent, nil, r.drv, []agent.Input{{Text: prompt, Source: agent.SourceUser}})
+	tr := r.runTurn(ctx, prompt)
 	r.m.closeLedger(r.id)
 	stopProgress()
 	r.res = resultOf(tr)

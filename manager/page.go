@@ -20,6 +20,9 @@ const (
 	StatusRunning = "running"
 	StatusIdle    = "idle"
 	StatusReady   = "ready"
+	// StatusQueued is a resident child whose turn waits for a running
+	// slot (Options.MaxRunningChildren, MaxRunningTotal).
+	StatusQueued = "queued"
 )
 
 // ListQuery asks for one page of a caller's listing.
@@ -87,16 +90,16 @@ func scopeName(deep bool) string {
 // whole subtree (read whole, then paged: a tree has no single index). Rows
 // come in creation order, ties by id; following Next visits every row
 // once, and children created meanwhile join the end, since a child is
-// always created after the cursor's last row. A status filter of running
-// or idle reads only resident children, which are in memory.
+// always created after the cursor's last row. A status filter of running,
+// queued or idle reads only resident children, which are in memory.
 func (m *Manager) List(caller ParentRef, q ListQuery) (ListPage, error) {
 	if m.store == nil {
 		return ListPage{}, newErr(CodeControlUnavailable, "listing needs a session store; none is configured")
 	}
 	switch q.Status {
-	case "", StatusRunning, StatusIdle, StatusReady:
+	case "", StatusRunning, StatusQueued, StatusIdle, StatusReady:
 	default:
-		return ListPage{}, newErr(CodeInvalidRequest, "status: %q is not one of running, idle, ready", q.Status)
+		return ListPage{}, newErr(CodeInvalidRequest, "status: %q is not one of running, queued, idle, ready", q.Status)
 	}
 	switch {
 	case q.Limit == 0:
@@ -128,7 +131,7 @@ func (m *Manager) List(caller ParentRef, q ListQuery) (ListPage, error) {
 			}
 			rows = append(rows, r)
 		}
-	case q.Status == StatusRunning || q.Status == StatusIdle:
+	case q.Status == StatusRunning || q.Status == StatusQueued || q.Status == StatusIdle:
 		rows = m.residentRows(ctx, root, q, after)
 	default:
 		for page := (Page{After: after, Limit: q.Limit + 1}); len(rows) <= q.Limit; {
@@ -160,7 +163,7 @@ func (m *Manager) List(caller ParentRef, q ListQuery) (ListPage, error) {
 	return out, nil
 }
 
-// residentRows are the caller's resident children (running or idle) with
+// residentRows are the caller's resident children (running, queued or idle) with
 // the status asked for, after the cursor, up to one more than a page.
 func (m *Manager) residentRows(ctx context.Context, parent string, q ListQuery, after ListingKey) []Row {
 	m.mu.Lock()

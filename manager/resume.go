@@ -95,7 +95,7 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 	}
 	a.mu.Lock()
 	for _, q := range queued {
-		msg := inboxMsg{id: q.ID, text: q.Text, source: q.Source, budget: q.Budget}
+		msg := inboxMsg{id: q.ID, text: q.Text, source: q.Source, budget: q.Budget, at: q.At}
 		if q.Quiet {
 			a.injects = append(a.injects, msg)
 		} else {

@@ -20,7 +20,7 @@ func (m *Manager) release(a *activation, notice *inboxMsg, stored *ParentNotice)
 		if notice != nil && !pa.settling {
 			pa.inbox = append(pa.inbox, *notice)
 			if stored == nil || !stored.Inbox {
-				pa.persist.enqueue(QueuedMessage{ID: notice.id, Text: notice.text, Source: notice.source})
+				pa.persist.enqueue(notice.queued())
 			}
 			pa.parked = false
 			delivered = true
@@ -65,7 +65,7 @@ func (m *Manager) settleNotice(a *activation, n *inboxMsg) *ParentNotice {
 		settling := pa.settling
 		pa.mu.Unlock()
 		if !settling {
-			return &ParentNotice{To: pa.hdr.ID, Inbox: true, Message: QueuedMessage{ID: n.id, Text: n.text, Source: n.source}}
+			return &ParentNotice{To: pa.hdr.ID, Inbox: true, Message: n.queued()}
 		}
 	} else {
 		m.mu.Lock()

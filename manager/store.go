@@ -291,6 +291,10 @@ type QueuedMessage struct {
 	Quiet  bool   `json:"quiet,omitempty"` // rides along with the next turn
 	// Budget is the new budget a follow-up granted with the message.
 	Budget *Budget `json:"budget,omitempty"`
+	// At is when it was queued (Unix nanoseconds): its turn's place in the
+	// FIFO order of admission, kept across a restart. Zero in records
+	// written before it existed: such a turn goes first.
+	At int64 `json:"at,omitempty"`
 }
 
 // NewChild is a child's creation record.

@@ -55,6 +55,6 @@ const sendMessageDescription = "Give one of your direct children its next turn: 
 
 const interruptDescription = "Stop a descendant's current turn. Its queue stays parked until you send it more; its children keep running; it stays resumable. A finished or unknown id is a no-op."
 
-const listAgentsDescription = "List your continuable children, a page at a time: id, label, status (running: on a turn; idle: waiting for its children or a parked message; ready: stored, resumable), how its last turn ended, provider, depth, usage. Not for polling: a notice comes when a child settles; to wait, pass `wait_seconds`."
+const listAgentsDescription = "List your continuable children, paged: id, label, status (running: on a turn; queued: waits for a slot; idle: waiting on children or a parked message; ready: stored, resumable), how its last turn ended, provider, depth, usage. Not for polling: a notice comes when a child settles; `wait_seconds` waits."
 
 const reportDescription = "Send your parent a message now, while you keep working: a progress note or a partial result. Your turn goes on; your final answer still goes in your last message. delivery next-step (default) makes it your parent's next turn; quiet lets it ride along with your parent's next turn."

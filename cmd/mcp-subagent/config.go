@@ -36,8 +36,9 @@ type Config struct {
 	Limits    LimitsConfig     `json:"limits"`
 }
 
-// LimitsConfig bounds tool arguments (tools.Limits); zero: the defaults
-// documented in schemas/config.json.
+// LimitsConfig bounds tool arguments (tools.Limits) and the turns in
+// flight (manager.Options); zero: the defaults documented in
+// schemas/config.json.
 type LimitsConfig struct {
 	PromptBytes       int `json:"prompt_bytes,omitempty"`
 	MessageBytes      int `json:"message_bytes,omitempty"`
@@ -49,6 +50,11 @@ type LimitsConfig struct {
 	ToolFilterNames   int `json:"tool_filter_names,omitempty"`
 	// Budget is children's default budget and its caps (manager.BudgetLimits).
 	Budget BudgetConfig `json:"budget"`
+	// Admission (manager.Options.MaxRunningChildren, MaxRunningTotal):
+	// turns in flight per principal (zero: 20) and across principals
+	// (zero: no cap beyond each principal's).
+	MaxRunningChildren int `json:"max_running_children,omitempty"`
+	MaxRunningTotal    int `json:"max_running_total,omitempty"`
 }
 
 func (l LimitsConfig) tools() tools.Limits {

@@ -134,6 +134,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	}
 	var ts *tools.Server
 	mgr := manager.New(manager.Options{MaxDepth: cfg.MaxDepth, Budget: cfg.Limits.Budget.limits(), Logger: log.With("component", "manager"), Store: store,
+		MaxRunningChildren: cfg.Limits.MaxRunningChildren, MaxRunningTotal: cfg.Limits.MaxRunningTotal,
 		OnNotice: func(principal string, n manager.Notice) {
 			if ts != nil {
 				ts.PushNotice(principal, n)
