@@ -33,6 +33,8 @@
 //   - Request.MaxTokens goes out as max_completion_tokens to api.openai.com
 //     (whose reasoning models reject max_tokens) and as max_tokens elsewhere
 //     (which most compatible servers understand).
+//   - Request.Effort goes out as reasoning_effort (low, medium, high);
+//     empty sends none, leaving the server's default.
 //
 // # Caveats
 //

@@ -580,6 +580,11 @@ func (c *OpenAI) params(req Request) (openai.ChatCompletionNewParams, error) {
 			p.MaxTokens = param.NewOpt(req.MaxTokens)
 		}
 	}
+	if req.Effort != "" {
+		// reasoning_effort: OpenAI's reasoning models and the compatible
+		// servers that think (DeepSeek's, Ollama's) read it; others ignore it.
+		p.ReasoningEffort = shared.ReasoningEffort(req.Effort)
+	}
 	for i, m := range req.Messages {
 		mp, err := messageParam(m)
 		if err != nil {
