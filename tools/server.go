@@ -219,6 +219,9 @@ func New(mgr Manager, opts Options) (*Server, error) {
 			continue // control tools need the session store: publish only tools that work
 		}
 		raw, err := publishedSchema(d.schema)
+		if err == nil && d.name == "subagent" {
+			raw, err = withModelChoices(raw, providers)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s schema: %w", d.name, err)
 		}
