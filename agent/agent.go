@@ -44,6 +44,9 @@ type Config struct {
 	MaxSteps int
 	// MaxTokens bounds one model answer; zero: the server's default.
 	MaxTokens int64
+	// Effort is the reasoning effort asked of every model call; empty: the
+	// backend's default.
+	Effort llm.Effort
 	// OutputSchema, when set, is an object-rooted JSON Schema. The agent gets
 	// the structured_output tool whose input schema it is, and a turn that
 	// never captures a valid object ends with StopError.
@@ -194,7 +197,7 @@ func (a *Agent) loop(ctx context.Context, turn int) TurnResult {
 			msgs = append([]llm.Message{{Role: llm.RoleSystem, Content: a.cfg.System}}, msgs...)
 		}
 		resp, err := a.cfg.Client.Complete(ctx, llm.Request{
-			Model: a.cfg.Model, Messages: msgs, Tools: a.defs, MaxTokens: a.cfg.MaxTokens,
+			Model: a.cfg.Model, Messages: msgs, Tools: a.defs, MaxTokens: a.cfg.MaxTokens, Effort: a.cfg.Effort,
 		}, nil)
 		if err != nil {
 			if ctx.Err() != nil {

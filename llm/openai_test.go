@@ -247,6 +247,28 @@ func TestCompleteRequestModelOverridesConfig(t *testing.T) {
 	}
 }
 
+// Effort goes out as reasoning_effort; without one the field is absent,
+// so servers that do not know it are not sent it.
+func TestCompleteSendsEffortAsReasoningEffort(t *testing.T) {
+	c, srv := newClient(t, nil)
+	for _, e := range []llm.Effort{llm.EffortHigh, ""} {
+		req := userRequest("hi")
+		req.Effort = e
+		if _, err := c.Complete(context.Background(), req, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []any{"high", nil} {
+		var body map[string]any
+		if err := json.Unmarshal(srv.Requests()[i].Raw, &body); err != nil {
+			t.Fatal(err)
+		}
+		if got := body["reasoning_effort"]; got != want {
+			t.Errorf("request %d: reasoning_effort = %v, want %v", i, got, want)
+		}
+	}
+}
+
 func TestCompleteRejectsBadRequestsBeforeSending(t *testing.T) {
 	srv := fakeopenai.New(nil)
 	defer srv.Close()

@@ -106,6 +106,10 @@
 //     its messages stay in the stored inbox, and the next resume runs them
 //     first, each in its old FIFO place (the stamp).
 //   - Progress notes may be dropped; notices and results are not.
+//   - A child's model and effort are what its provider's Prepare chose
+//     (CreationInputs), kept in the descriptor (and the model in the header,
+//     for listing rows) for every later turn and cold resume; a provider
+//     that can no longer build that model makes the resume NOT_RESUMABLE.
 //   - Listing never loads, resumes or queries a child: a live child is
 //     read from memory, a stored one from its checkpoint (current by
 //     construction) or, failing that, one fold of its journal. A child

@@ -13,11 +13,15 @@ import (
 // Row is one entry of a listing: a child, or a diagnostic for a child that
 // cannot be read.
 type Row struct {
-	Kind      string    `json:"kind"` // "child" or "diagnostic"
-	ID        string    `json:"id"`
-	Label     string    `json:"label,omitempty"`
-	Status    string    `json:"status,omitempty"` // running, queued, idle, ready
-	Provider  string    `json:"provider,omitempty"`
+	Kind     string `json:"kind"` // "child" or "diagnostic"
+	ID       string `json:"id"`
+	Label    string `json:"label,omitempty"`
+	Status   string `json:"status,omitempty"` // running, queued, idle, ready
+	Provider string `json:"provider,omitempty"`
+	// Model is what the child runs on: a configured model name, or an
+	// external CLI's model id; empty: its provider's default (or a child
+	// stored before models were recorded for listing).
+	Model     string    `json:"model,omitempty"`
 	Parent    string    `json:"parent,omitempty"`
 	Depth     int       `json:"depth,omitempty"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
@@ -162,7 +166,7 @@ func (m *Manager) liveRows(parent string, err error) []Row {
 	rows := make([]Row, 0, len(live)+1)
 	for _, a := range live {
 		h := a.hdr
-		r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd,
+		r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Model: a.desc.Model, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd,
 			Status: a.status()}
 		a.mu.Lock()
 		u, last := a.usage, a.last
@@ -209,12 +213,13 @@ func (m *Manager) treeUsage(ctx context.Context, agentID string) (Usage, error) 
 // checkpoint cached.
 func (m *Manager) row(ctx context.Context, l Listing) Row {
 	h := l.Header
-	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd}
+	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Model: h.Model, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd}
 	m.mu.Lock()
 	a := m.live[h.ID]
 	m.mu.Unlock()
 	if a != nil {
 		r.Status = a.status()
+		r.Model = a.desc.Model // the descriptor's, also for a child stored before Header.Model
 		a.mu.Lock()
 		u, last := a.usage, a.last
 		a.mu.Unlock()

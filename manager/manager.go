@@ -102,6 +102,9 @@ type ProviderInfo struct {
 	InheritsParentContext bool
 	Description           string
 	Continuable           bool // it can run background, continuable children
+	// Models are the model names a request may choose (ModelNamer), the
+	// default first; nil: the provider takes its own model ids.
+	Models []string
 }
 
 // Manager owns every child's lifecycle. Build one in main and pass it down.
@@ -221,6 +224,9 @@ func (m *Manager) Providers() []ProviderInfo {
 			info.Description = d.Description()
 		}
 		_, info.Continuable = p.(Continuable)
+		if mn, ok := p.(ModelNamer); ok {
+			info.Models = mn.Models()
+		}
 		out = append(out, info)
 	}
 	return out

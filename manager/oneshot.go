@@ -150,13 +150,13 @@ func (m *Manager) build(ctx context.Context, p Provider, name string, req StartR
 	}
 	hdr := Header{ID: req.ID, Parent: req.Parent.Address(), Principal: req.Parent.Principal, Depth: req.Depth,
 		DepthCap: req.DepthCap, Mode: mode, Provider: name, Label: req.Label, Cwd: req.Cwd,
-		CreatedAt: m.createdNow(), SeedLen: int64(len(in.Seed))}
+		CreatedAt: m.createdNow(), SeedLen: int64(len(in.Seed)), Model: in.Model}
 	if req.Parent.AgentID == "" {
 		hdr.Session = req.Parent.Session
 	}
 	desc := Descriptor{Version: DescriptorVersion, Mode: mode, Provider: name, Label: req.Label,
-		Model: in.Model, Persona: req.Persona, ToolFilter: req.ToolFilter, OutputSchema: req.OutputSchema, Session: in.Session}
-	self := selfOf(hdr, journal)
+		Model: in.Model, Effort: in.Effort, Persona: req.Persona, ToolFilter: req.ToolFilter, OutputSchema: req.OutputSchema, Session: in.Session}
+	self := selfOf(hdr, desc, journal)
 	cb, revoke := m.callback(self)
 	drv, err := p.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,
 		Budget: m.budgetHook(hdr.ID, hdr.Parent)})

@@ -67,7 +67,7 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 	if !ok {
 		return nil, notResumable(fmt.Sprintf("its provider %q is not registered or cannot continue children", desc.Provider), nil)
 	}
-	self := selfOf(hdr, journal)
+	self := selfOf(hdr, desc, journal)
 	cb, revoke := m.callback(self)
 	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,
 		Budget: m.budgetHook(hdr.ID, hdr.Parent)})

@@ -57,6 +57,10 @@ type ParentRef struct {
 	// sessions. A root child remembers it: its notices go to that session
 	// while it is connected.
 	Session string
+	// Model is the calling agent's model as its descriptor records it (a
+	// configured name for an in-process agent); empty for a root caller.
+	// Fork children run on it unless the request names another.
+	Model string
 	// CompletedTurns returns the calling agent's journal up to and
 	// including its last completed turn (the fork seed); nil for a root
 	// caller and for an external child. It is a read-only view: nothing
@@ -108,9 +112,9 @@ type Callback struct {
 type CallbackFunc func(self ParentRef) (cb Callback, revoke func())
 
 // selfOf is the ParentRef a child uses for its own delegations.
-func selfOf(hdr Header, journal *agent.Journal) ParentRef {
+func selfOf(hdr Header, desc Descriptor, journal *agent.Journal) ParentRef {
 	return ParentRef{Principal: hdr.Principal, AgentID: hdr.ID, Depth: hdr.Depth, DepthCap: hdr.DepthCap,
-		Cwd: hdr.Cwd, CompletedTurns: journal.CompletedPrefix}
+		Cwd: hdr.Cwd, Model: desc.Model, CompletedTurns: journal.CompletedPrefix}
 }
 
 // Budget is a spending limit; a zero field is no limit of that kind.
@@ -186,6 +190,15 @@ type ToolNamer interface {
 	ToolNames() []string
 }
 
+// ModelNamer is implemented by providers whose children run on one of a
+// fixed set of named models (the deployment's configured models), so the
+// subagent tool can list the names StartRequest.Model may take. Models
+// returns them, the default first. A provider without it takes its own
+// model ids (an external CLI's), which it checks itself.
+type ModelNamer interface {
+	Models() []string
+}
+
 // Describer is implemented by providers that describe themselves for the
 // tool's description.
 type Describer interface {
@@ -212,6 +225,7 @@ type CreationInputs struct {
 	Seed    []agent.Event // the journal the child starts from (fork)
 	Session string        // an external agent's session handle
 	Model   string        // the model the child runs on, for the descriptor
+	Effort  llm.Effort    // the effort it runs at, for the descriptor
 }
 
 // DriverRequest is what a provider gets to build a driver.

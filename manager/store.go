@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 )
 
 // Mode is how a child runs.
@@ -34,6 +35,10 @@ type Header struct {
 	Cwd       string    `json:"cwd"`
 	CreatedAt time.Time `json:"created_at"`
 	SeedLen   int64     `json:"seed_len"` // journal events copied from a fork parent
+	// Model is the descriptor's model (a configured model name, or an
+	// external CLI's model id), kept here too so a listing row shows it
+	// without reading the descriptor; empty in records from before it.
+	Model string `json:"model,omitempty"`
 	// Session is the root caller's session that started a root child (see
 	// ParentRef.Session); empty otherwise.
 	Session string `json:"session,omitempty"`
@@ -48,11 +53,16 @@ const DescriptorVersion = 1
 // Descriptor records how a child was created; it is the only input for a
 // cold resume. Unknown versions or fields make it corrupt.
 type Descriptor struct {
-	Version      int             `json:"version"`
-	Mode         Mode            `json:"mode"`
-	Provider     string          `json:"provider"`
-	Label        string          `json:"label"`
+	Version  int    `json:"version"`
+	Mode     Mode   `json:"mode"`
+	Provider string `json:"provider"`
+	Label    string `json:"label"`
+	// Model is what the child runs on: a configured model name for
+	// in-process children, the CLI's model id for external ones; empty:
+	// the provider's default. Effort is the reasoning effort asked of it
+	// (empty: the model's default). Follow-ups and cold resumes keep both.
 	Model        string          `json:"model,omitempty"`
+	Effort       llm.Effort      `json:"effort,omitempty"`
 	Persona      string          `json:"persona,omitempty"`
 	ToolFilter   *ToolFilter     `json:"tool_filter,omitempty"`
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
@@ -236,7 +246,7 @@ func (l Listing) Key() ListingKey { return ListingKey{CreatedAt: l.Header.Create
 // listing row shows, and the checkpoint if one is stored.
 type Listing struct {
 	// Header carries the fields a row shows (ID, always set; Parent,
-	// Depth, Mode, Provider, Label, Cwd, CreatedAt); a store may leave the
+	// Depth, Mode, Provider, Label, Cwd, Model, CreatedAt); a store may leave the
 	// others zero, so read Store.Header for the whole header.
 	Header Header
 	// Corrupt is set when the store can tell the child's record or its

@@ -30,13 +30,14 @@ type indexRecord struct {
 	mode      string
 	provider  string
 	label     string
-	cwd       string // optional, last: records written before it have none
+	cwd       string // optional: records written before it have none
+	model     string // optional, last (after cwd, empty or not): likewise
 	descCRC   uint32
 	createdAt int64 // Unix nanoseconds
 }
 
 func encodeIndexRecord(h manager.Header, descriptor []byte) []byte {
-	b := make([]byte, 0, 36+len(h.Mode)+len(h.Provider)+len(h.Label)+len(h.Cwd))
+	b := make([]byte, 0, 40+len(h.Mode)+len(h.Provider)+len(h.Label)+len(h.Cwd)+len(h.Model))
 	b = append(b, indexRecordVersion)
 	b = binary.AppendVarint(b, int64(h.Depth))
 	b = binary.BigEndian.AppendUint32(b, checksum(descriptor))
@@ -44,8 +45,11 @@ func encodeIndexRecord(h manager.Header, descriptor []byte) []byte {
 	b = appendString(b, string(h.Mode))
 	b = appendString(b, h.Provider)
 	b = appendString(b, h.Label)
-	if h.Cwd != "" {
+	if h.Cwd != "" || h.Model != "" {
 		b = appendString(b, h.Cwd)
+	}
+	if h.Model != "" {
+		b = appendString(b, h.Model)
 	}
 	return b
 }
@@ -84,8 +88,15 @@ func decodeIndexRecord(b []byte) (indexRecord, error) {
 		if r.cwd, b, err = readString(b); err != nil {
 			return r, err
 		}
-		if r.cwd == "" || len(b) != 0 {
-			return r, errMalformed // one encoding per value
+		if len(b) != 0 {
+			if r.model, b, err = readString(b); err != nil {
+				return r, err
+			}
+			if r.model == "" || len(b) != 0 {
+				return r, errMalformed // one encoding per value
+			}
+		} else if r.cwd == "" {
+			return r, errMalformed // an empty cwd is written only before a model
 		}
 	}
 	return r, nil

@@ -37,6 +37,10 @@ func FuzzDecodeIndexRecord(f *testing.F) {
 	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
 	h.Cwd = "/home/u/project"
 	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
+	h.Model = "fast"
+	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
+	h.Cwd = ""
+	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
 	f.Add(encodeIndexRecord(manager.Header{CreatedAt: time.Unix(0, 0)}, nil))
 	f.Add([]byte{})
 	f.Add([]byte{1, 2})
@@ -59,8 +63,11 @@ func FuzzDecodeIndexRecord(f *testing.F) {
 		again = appendString(again, r.mode)
 		again = appendString(again, r.provider)
 		again = appendString(again, r.label)
-		if r.cwd != "" {
+		if r.cwd != "" || r.model != "" {
 			again = appendString(again, r.cwd)
+		}
+		if r.model != "" {
+			again = appendString(again, r.model)
 		}
 		if !bytes.Equal(again, b) {
 			t.Fatalf("accepted %x but it re-encodes as %x", b, again)

@@ -171,6 +171,7 @@ func boundRow(r manager.Row) manager.Row {
 	r.Label = truncate.Bound(r.Label, maxRowLabel)
 	r.LastMessage = truncate.Bound(r.LastMessage, maxRowMessage)
 	r.Cwd = truncate.Bound(r.Cwd, maxRowCwd)
+	r.Model = truncate.Bound(r.Model, maxRowLabel)
 	r.ID = truncate.Bound(r.ID, maxRowLabel)
 	r.Reason = truncate.Bound(r.Reason, maxRowMessage)
 	return r

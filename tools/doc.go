@@ -23,6 +23,13 @@
 // Progress notes sent while a foreground run works may be dropped; the
 // result never is.
 //
+// The subagent tool's model and effort pass through to the provider, which
+// checks them: the published schema lists the configured model names
+// (manager.ProviderInfo.Models) as an enum when every provider takes them,
+// else in the field's description; the validating schema has no enum, so
+// an unknown name is the provider's INVALID_REQUEST naming the field and
+// the choices.
+//
 // The package knows nothing of vendors: it sees providers only through the
 // manager.
 package tools

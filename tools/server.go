@@ -219,6 +219,9 @@ func New(mgr Manager, opts Options) (*Server, error) {
 			continue // control tools need the session store: publish only tools that work
 		}
 		raw, err := publishedSchema(d.schema)
+		if err == nil && d.name == "subagent" {
+			raw, err = withModelChoices(raw, providers)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s schema: %w", d.name, err)
 		}
@@ -270,6 +273,11 @@ var boundKeywords = []string{"minLength", "maxLength", "minimum", "maximum", "mi
 func leanSchema(node map[string]any) {
 	for _, k := range boundKeywords {
 		delete(node, k)
+	}
+	// A closed object is enforced when the arguments are validated; models
+	// do not invent keys for being told less.
+	if node["additionalProperties"] == false {
+		delete(node, "additionalProperties")
 	}
 	if props, ok := node["properties"].(map[string]any); ok {
 		for _, p := range props {

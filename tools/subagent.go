@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
@@ -32,6 +34,10 @@ type subagentArgs struct {
 	Persona         string              `json:"persona,omitempty"`
 	Cwd             string              `json:"cwd,omitempty"`
 	Budget          *manager.Budget     `json:"budget,omitempty"`
+	// Model and Effort: a configured model name (spawn, fork) or the CLI's
+	// model id, and the reasoning effort; see withModelChoices.
+	Model  string     `json:"model,omitempty"`
+	Effort llm.Effort `json:"effort,omitempty"`
 }
 
 // Foreground is the structuredContent of a finished foreground run.
@@ -112,6 +118,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 		Label: in.Description, Prompt: in.Prompt, Parent: c.caller, Cwd: cwd,
 		OutputSchema: in.OutputSchema, MaxDepth: in.MaxDepth, ToolFilter: in.ToolFilter,
 		Persona: in.Persona, Progress: c.progress, Budget: in.Budget,
+		Model: in.Model, Effort: in.Effort,
 	}
 	continuable := s.catalog.Persistent() && s.providerInfo(provider).Continuable
 	if in.RunInBackground && !continuable {
@@ -178,6 +185,50 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 		r.StructuredContent = fg
 	}
 	return r
+}
+
+// withModelChoices shows the model names a call may choose in the
+// published subagent schema: as an enum when every provider takes a
+// configured name (spawn and fork share the deployment's models), else in
+// the description beside the providers that take their CLI's own ids.
+// The validating schema has no enum: an unknown name is refused by the
+// provider, as INVALID_REQUEST naming the field and listing the choices.
+func withModelChoices(raw json.RawMessage, providers []manager.ProviderInfo) (json.RawMessage, error) {
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	model, _ := m["properties"].(map[string]any)["model"].(map[string]any)
+	if model == nil {
+		return nil, errors.New("the schema has no model property")
+	}
+	var named, ids, users []string
+	for _, p := range providers {
+		if p.Models == nil {
+			ids = append(ids, p.Name)
+			continue
+		}
+		users = append(users, p.Name)
+		for _, n := range p.Models {
+			if !slices.Contains(named, n) {
+				named = append(named, n)
+			}
+		}
+	}
+	switch {
+	case len(named) == 0:
+		model["description"] = "The provider's model id."
+	case len(ids) == 0 && len(named) == 1:
+		// Nothing to choose: not published (every model request pays for
+		// the surface), still accepted.
+		delete(m["properties"].(map[string]any), "model")
+	case len(ids) == 0:
+		model["enum"] = named
+	default:
+		model["description"] = fmt.Sprintf("%s: one of %s (default %s; fork: the parent's); %s: its own model id.",
+			strings.Join(users, ", "), strings.Join(named, ", "), named[0], strings.Join(ids, ", "))
+	}
+	return json.Marshal(m)
 }
 
 func (s *Server) providerInfo(name string) manager.ProviderInfo {

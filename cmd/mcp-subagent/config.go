@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"time"
@@ -29,6 +30,9 @@ type Config struct {
 	ClientWaitSeconds map[string]float64 `json:"client_wait_seconds,omitempty"`
 	Daemon            DaemonConfig       `json:"daemon"`
 	LLM               LLMConfig          `json:"llm"`
+	// Models are the model backends of in-process children, the default
+	// first (models.go); empty: the llm block as one model named default.
+	Models []ModelConfig `json:"models,omitempty"`
 	// Providers are the external providers; nil (absent): codex and
 	// claude-code when on PATH; [] : none.
 	Providers []ProviderConfig `json:"providers"`
@@ -74,7 +78,8 @@ func (b BudgetConfig) limits() manager.BudgetLimits {
 	return manager.BudgetLimits{Default: b.Default, Max: b.Max}
 }
 
-// LLMConfig is the chat API in-process children use.
+// LLMConfig is the chat API in-process children use when models is
+// empty; MaxRetries and MaxSteps apply to every model either way.
 type LLMConfig struct {
 	BaseURL    string `json:"base_url,omitempty"`
 	APIKeyEnv  string `json:"api_key_env,omitempty"`
@@ -161,12 +166,24 @@ func loadConfig(path string) (Config, error) {
 	if err != nil {
 		return c, fmt.Errorf("config: %w", err)
 	}
+	// The models entries first: their errors name the entry's index.
+	var pre struct {
+		Models []ModelConfig `json:"models"`
+	}
+	if json.Unmarshal(raw, &pre) == nil {
+		if err := checkModels(pre.Models); err != nil {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
 	v, err := schemas.Compile("config", schemas.Config)
 	if err != nil {
 		return c, err
 	}
 	if err := v.Decode(raw, &c); err != nil {
 		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := checkLLMBesideModels(c); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	for i, t := range c.HTTP.Tokens {
 		if (t.Token == "") == (t.TokenEnv == "") {

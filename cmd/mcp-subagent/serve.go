@@ -46,43 +46,38 @@ func defaultDataDir() (string, error) {
 	return filepath.Join(home, ".local", "state", "mcp-subagent"), nil
 }
 
-// llmFromEnv resolves the chat API: the config first, then OPENAI_BASE_URL /
-// OPENAI_API_KEY / MCP_SUBAGENT_MODEL, then DeepSeek's endpoint when only
-// DEEPSEEK_API_KEY is set.
-func llmFromEnv(c LLMConfig) llm.Config {
-	cfg := llm.Config{BaseURL: c.BaseURL, Model: c.Model}
-	if c.APIKeyEnv != "" {
-		cfg.APIKey = os.Getenv(c.APIKeyEnv)
-	}
-	if c.MaxRetries != nil {
-		cfg.MaxRetries = *c.MaxRetries
-	}
+// llmModel is the llm block as the model "default" (without a models
+// list): the config first, then OPENAI_BASE_URL / OPENAI_API_KEY /
+// MCP_SUBAGENT_MODEL, then DeepSeek's endpoint when only DEEPSEEK_API_KEY
+// is set, then OpenAI's.
+func llmModel(c LLMConfig) ModelConfig {
+	m := ModelConfig{Name: spawn.DefaultModel, API: apiOpenAI, BaseURL: c.BaseURL, APIKeyEnv: c.APIKeyEnv, Model: c.Model, MaxTokens: c.MaxTokens}
 	deepseek := os.Getenv("OPENAI_API_KEY") == "" && os.Getenv("DEEPSEEK_API_KEY") != ""
-	if cfg.APIKey == "" && c.APIKeyEnv == "" {
-		cfg.APIKey = os.Getenv("OPENAI_API_KEY")
+	if m.APIKeyEnv == "" {
+		m.APIKeyEnv = "OPENAI_API_KEY"
 		if deepseek {
-			cfg.APIKey = os.Getenv("DEEPSEEK_API_KEY")
+			m.APIKeyEnv = "DEEPSEEK_API_KEY"
 		}
 	}
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = os.Getenv("OPENAI_BASE_URL")
-		if cfg.BaseURL == "" && deepseek {
-			cfg.BaseURL = "https://api.deepseek.com/v1"
+	if m.BaseURL == "" {
+		m.BaseURL = os.Getenv("OPENAI_BASE_URL")
+		if m.BaseURL == "" && deepseek {
+			m.BaseURL = "https://api.deepseek.com/v1"
 		}
-		if cfg.BaseURL == "" {
-			cfg.BaseURL = "https://api.openai.com/v1"
-		}
-	}
-	if cfg.Model == "" {
-		cfg.Model = os.Getenv("MCP_SUBAGENT_MODEL")
-		if cfg.Model == "" && deepseek {
-			cfg.Model = "deepseek-chat"
-		}
-		if cfg.Model == "" {
-			cfg.Model = "gpt-4.1-mini"
+		if m.BaseURL == "" {
+			m.BaseURL = llm.DefaultBaseURL
 		}
 	}
-	return cfg
+	if m.Model == "" {
+		m.Model = os.Getenv("MCP_SUBAGENT_MODEL")
+		if m.Model == "" && deepseek {
+			m.Model = "deepseek-chat"
+		}
+		if m.Model == "" {
+			m.Model = "gpt-4.1-mini"
+		}
+	}
+	return m
 }
 
 // app is the server proper: store, manager, providers, tools, MCP server
@@ -155,19 +150,15 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		defer cancel()
 		_ = mgr.Close(cctx)
 	})
-	lc := llmFromEnv(cfg.LLM)
-	if lc.APIKey == "" {
-		log.Warn("no API key for the chat API: set OPENAI_API_KEY (or DEEPSEEK_API_KEY); in-process children will fail until then", "base_url", lc.BaseURL)
-	}
-	client := llm.NewOpenAI(lc)
+	models := buildModels(resolveModels(cfg), cfg.LLM.MaxRetries, log.With("component", "llm"))
 	delegation := func(self manager.ParentRef) []agent.Tool {
 		if ts == nil {
 			return nil
 		}
 		return ts.AgentTools(self)
 	}
-	sopts := spawn.Options{Client: client, Model: lc.Model, Persona: cfg.Persona, Shell: cfg.Shell,
-		MaxSteps: cfg.LLM.MaxSteps, MaxTokens: cfg.LLM.MaxTokens, DelegationTools: delegation, Logger: log}
+	sopts := spawn.Options{Models: models, Persona: cfg.Persona, Shell: cfg.Shell,
+		MaxSteps: cfg.LLM.MaxSteps, DelegationTools: delegation, Logger: log}
 	external, err := externalProviders(cfg.Providers, log.With("component", "provider"))
 	if err != nil {
 		return nil, err

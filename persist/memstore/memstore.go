@@ -134,7 +134,7 @@ var (
 // create stores a validated new child under s.mu.
 func (s *Store) create(h manager.Header, hb, db []byte) *child {
 	c := &child{header: hb, descriptor: db, listing: manager.Listing{Header: manager.Header{ID: h.ID, Parent: h.Parent,
-		Depth: h.Depth, Mode: h.Mode, Provider: h.Provider, Label: h.Label, Cwd: h.Cwd, CreatedAt: h.CreatedAt}}}
+		Depth: h.Depth, Mode: h.Mode, Provider: h.Provider, Label: h.Label, Cwd: h.Cwd, Model: h.Model, CreatedAt: h.CreatedAt}}}
 	s.children[h.ID] = c
 	e := indexEntry{createdAt: h.CreatedAt.UnixNano(), id: h.ID}
 	idx := s.byParent[h.Parent]

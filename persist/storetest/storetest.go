@@ -94,7 +94,7 @@ func header(id, parent string, offset time.Duration) manager.Header {
 	return manager.Header{
 		ID: id, Parent: parent, Principal: "local", Depth: 1, DepthCap: 3,
 		Mode: manager.ModeContinuable, Provider: "spawn", Label: "label of " + id,
-		Cwd: "/work/" + id, CreatedAt: base.Add(offset),
+		Cwd: "/work/" + id, Model: "fast", CreatedAt: base.Add(offset),
 	}
 }
 
@@ -241,7 +241,7 @@ func testCreateRead(t *testing.T, s manager.Store) {
 		t.Fatalf("Listings = %+v, %v; want the one child", ls, err)
 	}
 	l := ls[0]
-	want := manager.Header{ID: h.ID, Parent: h.Parent, Depth: h.Depth, Mode: h.Mode, Provider: h.Provider, Label: h.Label, Cwd: h.Cwd, CreatedAt: h.CreatedAt}
+	want := manager.Header{ID: h.ID, Parent: h.Parent, Depth: h.Depth, Mode: h.Mode, Provider: h.Provider, Label: h.Label, Cwd: h.Cwd, Model: h.Model, CreatedAt: h.CreatedAt}
 	got.Principal, got.DepthCap, got.SeedLen, got.Session = "", 0, 0, ""
 	lh := l.Header
 	lh.Principal, lh.DepthCap, lh.SeedLen, lh.Session = "", 0, 0, "" // a listing may leave them out

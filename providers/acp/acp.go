@@ -112,6 +112,12 @@ func (p *Provider) Description() string {
 // not known yet: the first turn opens the session and records its id in
 // the journal.
 func (p *Provider) Prepare(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+	for _, f := range []struct{ name, value string }{{"model", req.Model}, {"effort", string(req.Effort)}} {
+		if f.value != "" {
+			return manager.CreationInputs{}, &manager.Error{Code: manager.CodeUnsupportedCapability, Provider: p.opts.Name,
+				Message: fmt.Sprintf("field %q: provider %q (ACP) cannot choose a model or effort; remove it, or set the agent's model in its command line in the config", f.name, p.opts.Name)}
+		}
+	}
 	if _, err := absCwd(req.Cwd); err != nil {
 		return manager.CreationInputs{}, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
 	}

@@ -320,6 +320,8 @@ func TestCapabilitiesAreRefusedBeforeStart(t *testing.T) {
 		"max_depth":     func(r *manager.StartRequest) { r.MaxDepth = &two },
 		"tool_filter":   func(r *manager.StartRequest) { r.ToolFilter = &manager.ToolFilter{Deny: []string{"x"}} },
 		"persona":       func(r *manager.StartRequest) { r.Persona = "a pirate" },
+		"model":         func(r *manager.StartRequest) { r.Model = "gpt-5" },
+		"effort":        func(r *manager.StartRequest) { r.Effort = "high" },
 	} {
 		req := f.request("hello")
 		mut(&req)

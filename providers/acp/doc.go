@@ -86,6 +86,10 @@
 //	DepthLimit    false  the manager enforces depth on delegations made
 //	                     through our callback, but an agent may nest
 //	                     agents of its own that no cap of ours can see
+//	model, effort refused ACP v1 has no standard way to choose either, so a
+//	                     request naming one is refused (UNSUPPORTED_CAPABILITY)
+//	                     by Prepare rather than run on the agent's own choice;
+//	                     configure the agent's model in its own command line
 //
 // TestCapabilitiesAreRefusedBeforeStart pins that requests needing them are
 // refused with UNSUPPORTED_CAPABILITY before any process starts. The

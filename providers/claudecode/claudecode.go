@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/schemas"
 )
@@ -89,14 +90,19 @@ func (p *Provider) Description() string {
 	return "a Claude Code CLI agent (claude -p) in its cwd with Claude's own tools; it runs headless: tools that need approval are denied unless allowed"
 }
 
-// Prepare supplies a new child's creation inputs: only the model. The
+// Prepare supplies a new child's creation inputs: the model (the
+// request's Claude model id, else Options.Model) and the effort. The
 // Claude session id is chosen by the first turn and recorded in the
 // journal as a session event once the CLI confirms it.
 func (p *Provider) Prepare(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
 	if err := ctx.Err(); err != nil {
 		return manager.CreationInputs{}, err
 	}
-	return manager.CreationInputs{Model: p.opts.Model}, nil
+	model := req.Model
+	if model == "" {
+		model = p.opts.Model
+	}
+	return manager.CreationInputs{Model: model, Effort: req.Effort}, nil
 }
 
 // Continuable marks Claude Code children as continuable: a later turn
@@ -114,7 +120,7 @@ func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (ma
 	if model == "" {
 		model = p.opts.Model
 	}
-	return p.newDriver(turnConfig{cwd: req.Header.Cwd, model: model, persona: d.Persona, filter: d.ToolFilter,
+	return p.newDriver(turnConfig{cwd: req.Header.Cwd, model: model, effort: d.Effort, persona: d.Persona, filter: d.ToolFilter,
 		schema: d.OutputSchema, callback: req.Callback, session: d.Session, ephemeral: req.OneShot()}, req.Journal)
 }
 
@@ -122,6 +128,7 @@ func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (ma
 type turnConfig struct {
 	cwd       string
 	model     string
+	effort    llm.Effort // --effort; empty: the CLI's default
 	persona   string
 	filter    *manager.ToolFilter
 	schema    json.RawMessage

@@ -16,7 +16,8 @@
 // # Command line
 //
 //	claude [Options.Args] -p --output-format stream-json --verbose
-//	  [--model=M]                      Descriptor.Model (Options.Model when the child was created)
+//	  [--model=M]                      Descriptor.Model: the call's Claude model id or alias, else Options.Model
+//	  [--effort=E]                     Descriptor.Effort: the call's effort (low, medium, high)
 //	  --permission-mode=P              Options.PermissionMode; zero: dontAsk
 //	  --session-id=UUID | --resume=ID  first turn | later turns and cold resume (ID: the journal's last session event)
 //	  --no-session-persistence         instead, for one-shot runs (DriverRequest.OneShot)

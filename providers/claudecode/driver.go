@@ -221,6 +221,9 @@ func (d *driver) args(session string, resume bool, mcpConfig string) []string {
 	if d.cfg.model != "" {
 		a = append(a, "--model="+d.cfg.model)
 	}
+	if d.cfg.effort != "" {
+		a = append(a, "--effort="+string(d.cfg.effort))
+	}
 	a = append(a, "--permission-mode="+d.p.opts.PermissionMode)
 	switch {
 	case resume:

@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
 	"io"
 	"net/http"
 	"os"
@@ -21,10 +20,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
 )
 
 const (
@@ -60,7 +62,7 @@ type fakeArgs struct {
 	Print, Verbose, Strict, NoPersist                 bool
 	OutputFormat, Model, PermissionMode               string
 	SessionID, Resume, JSONSchema, AppendSystemPrompt string
-	MaxBudget                                         string
+	MaxBudget, Effort                                 string
 	ToolsSet                                          bool
 	Tools, Allowed, Disallowed, MCPConfigs            []string
 }
@@ -73,7 +75,8 @@ func parseFakeArgs(argv []string) (fakeArgs, error) {
 		"--strict-mcp-config": &a.Strict, "--no-session-persistence": &a.NoPersist}
 	values := map[string]*string{"--output-format": &a.OutputFormat, "--model": &a.Model, "--permission-mode": &a.PermissionMode,
 		"--session-id": &a.SessionID, "--resume": &a.Resume, "-r": &a.Resume, "--json-schema": &a.JSONSchema,
-		"--append-system-prompt": &a.AppendSystemPrompt, "--max-budget-usd": &a.MaxBudget}
+		"--append-system-prompt": &a.AppendSystemPrompt, "--max-budget-usd": &a.MaxBudget,
+		"--effort": &a.Effort}
 	lists := map[string]*[]string{"--tools": &a.Tools, "--allowedTools": &a.Allowed, "--allowed-tools": &a.Allowed,
 		"--disallowedTools": &a.Disallowed, "--disallowed-tools": &a.Disallowed, "--mcp-config": &a.MCPConfigs}
 	for i := 0; i < len(argv); i++ {
@@ -114,6 +117,10 @@ func parseFakeArgs(argv []string) (fakeArgs, error) {
 		default:
 			return a, fmt.Errorf("unknown option '%s'", arg)
 		}
+	}
+	// The levels claude 2.1.332's --help lists.
+	if a.Effort != "" && !slices.Contains([]string{"low", "medium", "high", "xhigh", "max"}, a.Effort) {
+		return a, fmt.Errorf("option '--effort <level>' argument '%s' is invalid", a.Effort)
 	}
 	return a, nil
 }

@@ -116,14 +116,19 @@ func (p *Provider) command() (string, error) {
 	return path, nil
 }
 
-// Prepare supplies a new child's creation inputs: only the model. The
-// Codex thread id is not known until the first turn starts; the driver
-// records it in the journal as a session event.
+// Prepare supplies a new child's creation inputs: the model (the
+// request's Codex model id, else Options.Model) and the effort. The Codex
+// thread id is not known until the first turn starts; the driver records
+// it in the journal as a session event.
 func (p *Provider) Prepare(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
 	if _, err := p.command(); err != nil {
 		return manager.CreationInputs{}, err
 	}
-	return manager.CreationInputs{Model: p.opts.Model}, nil
+	model := req.Model
+	if model == "" {
+		model = p.opts.Model
+	}
+	return manager.CreationInputs{Model: model, Effort: req.Effort}, nil
 }
 
 // Continuable marks Codex children as continuable: a later turn resumes
@@ -143,7 +148,7 @@ func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (ma
 		model = p.opts.Model
 	}
 	return &driver{p: p, cwd: req.Header.Cwd, journal: req.Journal, callback: req.Callback, ephemeral: req.OneShot(),
-		model: model, persona: req.Descriptor.Persona, schema: req.Descriptor.OutputSchema,
+		model: model, effort: req.Descriptor.Effort, persona: req.Descriptor.Persona, schema: req.Descriptor.OutputSchema,
 		session: req.Descriptor.Session}, nil
 }
 
@@ -195,6 +200,9 @@ func (d *driver) args(session, schemaFile string, carried []string) []string {
 		cfg = append(cfg, "mcp_servers."+ServerName+`.default_tools_approval_mode="approve"`)
 	}
 	cfg = append(cfg, o.Config...)
+	if d.effort != "" {
+		cfg = append(cfg, "model_reasoning_effort="+tomlString(string(d.effort)))
+	}
 	for _, kv := range cfg {
 		args = append(args, "-c", kv)
 	}

@@ -27,7 +27,10 @@
 // features.multi_agent=false and features.multi_agent_v2=false, with a
 // persona developer_instructions, with a callback endpoint
 // mcp_servers.subagent.{url,bearer_token_env_var,default_tools_approval_mode};
-// then Options.Config, so an explicit setting there wins.
+// then Options.Config, so an explicit setting there wins; last the child's
+// effort (Descriptor.Effort, the subagent call's) as model_reasoning_effort,
+// since a call's own choice is the most specific. MODEL is the call's model
+// (Descriptor.Model: Codex's own model id), else Options.Model.
 //
 // # Isolation
 //

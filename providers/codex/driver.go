@@ -53,6 +53,7 @@ type driver struct {
 	callback  manager.Callback
 	ephemeral bool // one-shot: the thread is not kept
 	model     string
+	effort    llm.Effort // -c model_reasoning_effort; empty: Codex's own setting
 	persona   string
 	schema    json.RawMessage
 	session   string // the descriptor's session, if the journal has none

@@ -9,6 +9,15 @@
 // the model is shown and refuses to run. A persona shadows the deployment
 // persona for that child only.
 //
+// A child runs on one of the deployment's models (Options.Models), chosen
+// by name per request (StartRequest.Model; empty: the first, or for fork
+// its parent's model), at the request's effort (empty: the model's). The
+// descriptor records the name and the effort asked for, so follow-ups and
+// cold resumes run on the same model: a child whose model is no longer
+// configured is not rebuilt (NOT_RESUMABLE), never moved to another. A
+// descriptor written before models had names recorded the model id; it is
+// matched against the configured ids.
+//
 // A provider contributes the seed (fork's: the caller's completed turns,
 // read through ParentRef.CompletedTurns) and the agent loop as the driver;
 // the manager runs every child, one-shot or continuable, from it.
@@ -16,8 +25,10 @@ package spawn
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/agent/workspace"
@@ -25,16 +36,34 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
+// Model is one model children can run on.
+type Model struct {
+	Name   string     // what a request chooses it by (StartRequest.Model)
+	Client llm.Client // required
+	ID     string     // the model id sent to the API; zero: the client's default
+	// MaxTokens bounds one answer; zero: Options.MaxTokens.
+	MaxTokens int64
+	Effort    llm.Effort // the default effort; zero: the backend's
+}
+
+// DefaultModel is the name of the model Client and Model make when
+// Options.Models is empty.
+const DefaultModel = "default"
+
 // Options configures a provider. Zero values mean the defaults given.
 type Options struct {
-	Name    string     // zero: "spawn" (or "fork")
-	Client  llm.Client // required
+	Name string // zero: "spawn" (or "fork")
+	// Models are the models children can run on, the default first; names
+	// are unique and non-empty. Zero: one model named DefaultModel over
+	// Client and Model.
+	Models  []Model
+	Client  llm.Client // required when Models is empty
 	Model   string     // zero: the client's default
 	Persona string     // the deployment persona; zero: none
 	Shell   bool       // give children run_shell
 	// MaxSteps bounds the model calls of one turn; zero: agent.DefaultMaxSteps.
 	MaxSteps  int
-	MaxTokens int64
+	MaxTokens int64 // bounds one answer of a model that sets none; zero: the server's default
 	// DelegationTools returns the delegation tools for a child, which calls
 	// them as self. Nil: children cannot delegate.
 	DelegationTools func(self manager.ParentRef) []agent.Tool
@@ -51,6 +80,7 @@ var (
 	_ manager.Provider    = (*Provider)(nil)
 	_ manager.ToolNamer   = (*Provider)(nil)
 	_ manager.Continuable = (*Provider)(nil)
+	_ manager.ModelNamer  = (*Provider)(nil)
 )
 
 // New returns the spawn provider.
@@ -58,7 +88,14 @@ func New(opts Options) *Provider {
 	if opts.Name == "" {
 		opts.Name = "spawn"
 	}
-	return &Provider{opts: opts}
+	return &Provider{opts: withModels(opts)}
+}
+
+func withModels(opts Options) Options {
+	if len(opts.Models) == 0 {
+		opts.Models = []Model{{Name: DefaultModel, Client: opts.Client, ID: opts.Model}}
+	}
+	return opts
 }
 
 // NewFork returns the fork provider: children start from the parent's
@@ -67,7 +104,7 @@ func NewFork(opts Options) *Provider {
 	if opts.Name == "" {
 		opts.Name = "fork"
 	}
-	return &Provider{opts: opts, fork: true}
+	return &Provider{opts: withModels(opts), fork: true}
 }
 
 func (p *Provider) Name() string { return p.opts.Name }
@@ -83,6 +120,50 @@ func (p *Provider) Description() string {
 		return "an in-process agent starting from a copy of your completed turns"
 	}
 	return "a fresh in-process agent with workspace tools in its cwd"
+}
+
+// Models lists the model names a request may choose, the default first.
+func (p *Provider) Models() []string {
+	names := make([]string, len(p.opts.Models))
+	for i, m := range p.opts.Models {
+		names[i] = m.Name
+	}
+	return names
+}
+
+// model finds a configured model by name; a name that matches none is
+// tried as a model id, which is what descriptors recorded before models
+// had names.
+func (p *Provider) model(name string) (Model, bool) {
+	for _, m := range p.opts.Models {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	for _, m := range p.opts.Models {
+		if m.ID != "" && m.ID == name {
+			return m, true
+		}
+	}
+	return Model{}, false
+}
+
+// choose resolves a new child's model: the one the request names, else
+// (fork) its parent's, else the default.
+func (p *Provider) choose(req manager.StartRequest) (Model, error) {
+	if req.Model != "" {
+		if m, ok := p.model(req.Model); ok && m.Name == req.Model {
+			return m, nil
+		}
+		return Model{}, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
+			Message: fmt.Sprintf("field \"model\": no model named %q is configured; choose one of: %s", req.Model, strings.Join(p.Models(), ", "))}
+	}
+	if p.fork && req.Parent.Model != "" {
+		if m, ok := p.model(req.Parent.Model); ok {
+			return m, nil
+		}
+	}
+	return p.opts.Models[0], nil
 }
 
 // ToolNames lists every tool a child of this provider can have.
@@ -102,7 +183,16 @@ const basePrompt = "You are a delegated subagent. Your parent gave you a task; d
 
 // build assembles a child agent: workspace tools in cwd, delegation tools
 // for self, the filter over all of them, the persona over the deployment's.
-func (p *Provider) build(cwd string, filter *manager.ToolFilter, persona string, schema []byte, journal *agent.Journal, self manager.ParentRef, budget func(bool) error) (*agent.Agent, error) {
+func (p *Provider) build(d manager.Descriptor, cwd string, journal *agent.Journal, self manager.ParentRef, budget func(bool) error) (*agent.Agent, error) {
+	m, ok := p.model(d.Model)
+	if d.Model == "" {
+		m, ok = p.opts.Models[0], true // a descriptor from before models were recorded
+	}
+	if !ok {
+		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
+			Message: fmt.Sprintf("its model %q is no longer configured (configured: %s); it is not moved to another model: start a new child", d.Model, strings.Join(p.Models(), ", "))}
+	}
+	filter, persona := d.ToolFilter, d.Persona
 	ws, err := workspace.Tools(workspace.Options{Root: cwd, Shell: p.opts.Shell})
 	if err != nil {
 		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
@@ -127,8 +217,15 @@ func (p *Provider) build(cwd string, filter *manager.ToolFilter, persona string,
 	if persona != "" {
 		system += "\n\n" + persona
 	}
-	a, err := agent.New(agent.Config{Client: p.opts.Client, Model: p.opts.Model, System: system, Tools: tools,
-		MaxSteps: p.opts.MaxSteps, MaxTokens: p.opts.MaxTokens, OutputSchema: schema, Journal: journal, Budget: budget})
+	maxTokens, effort := m.MaxTokens, d.Effort
+	if maxTokens == 0 {
+		maxTokens = p.opts.MaxTokens
+	}
+	if effort == "" {
+		effort = m.Effort
+	}
+	a, err := agent.New(agent.Config{Client: m.Client, Model: m.ID, System: system, Tools: tools,
+		MaxSteps: p.opts.MaxSteps, MaxTokens: maxTokens, Effort: effort, OutputSchema: d.OutputSchema, Journal: journal, Budget: budget})
 	if err != nil {
 		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: err.Error()}
 	}
@@ -148,13 +245,17 @@ func (p *Provider) seed(parent manager.ParentRef) ([]agent.Event, error) {
 	return parent.CompletedTurns(), nil
 }
 
-// Prepare supplies a new child's seed and model.
+// Prepare supplies a new child's seed, model name and effort.
 func (p *Provider) Prepare(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+	m, err := p.choose(req)
+	if err != nil {
+		return manager.CreationInputs{}, err
+	}
 	seed, err := p.seed(req.Parent)
 	if err != nil {
 		return manager.CreationInputs{}, err
 	}
-	return manager.CreationInputs{Seed: seed, Model: p.opts.Model}, nil
+	return manager.CreationInputs{Seed: seed, Model: m.Name, Effort: req.Effort}, nil
 }
 
 // Continuable marks spawn and fork children as continuable: the agent
@@ -165,7 +266,7 @@ func (p *Provider) Continuable() {}
 // one-shot run, a new child and a cold resume alike.
 func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
 	d := req.Descriptor
-	a, err := p.build(req.Header.Cwd, d.ToolFilter, d.Persona, d.OutputSchema, req.Journal, req.Self, req.Budget)
+	a, err := p.build(d, req.Header.Cwd, req.Journal, req.Self, req.Budget)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+)
+
+// ModelConfig is one model backend in the config's models list. The first
+// is the default of spawn and fork; a subagent call chooses another by
+// name.
+type ModelConfig struct {
+	Name string `json:"name"`
+	// API is "openai" (chat completions: OpenAI, DeepSeek, Ollama,
+	// OpenRouter, vLLM...) or "anthropic" (the Messages API).
+	API string `json:"api"`
+	// BaseURL: for openai the root with its version path
+	// (https://api.openai.com/v1, the default); for anthropic the API root
+	// without /v1 (https://api.anthropic.com, the default).
+	BaseURL   string     `json:"base_url,omitempty"`
+	APIKeyEnv string     `json:"api_key_env,omitempty"` // zero: no key (a local server)
+	Model     string     `json:"model"`                 // the id sent to the API
+	MaxTokens int64      `json:"max_tokens,omitempty"`  // zero: the server's default
+	Effort    llm.Effort `json:"effort,omitempty"`      // zero: the backend's default
+	Price     *llm.Price `json:"price,omitempty"`       // set: usage carries cost_usd
+}
+
+const (
+	apiOpenAI    = "openai"
+	apiAnthropic = "anthropic"
+
+	defaultAnthropicBaseURL = "https://api.anthropic.com"
+	defaultAnthropicModel   = "claude-sonnet-4-5"
+)
+
+// checkLLMBesideModels refuses an llm block that names a model beside a
+// models list: which of the two is the default would be a guess.
+func checkLLMBesideModels(c Config) error {
+	l := c.LLM
+	if len(c.Models) > 0 && (l.BaseURL != "" || l.APIKeyEnv != "" || l.Model != "" || l.MaxTokens != 0) {
+		return fmt.Errorf("llm.base_url, llm.api_key_env, llm.model and llm.max_tokens describe one model, and models lists them: move that model into models (the first entry is the default; name it %q to keep its name); llm.max_retries and llm.max_steps still apply to every model", spawn.DefaultModel)
+	}
+	return nil
+}
+
+// checkModels validates the models entries, each error naming the entry
+// by its index (which the schema's errors cannot): names non-empty and
+// unique, api and effort known, a model id, anthropic base URLs without
+// /v1, prices and max_tokens not negative.
+func checkModels(models []ModelConfig) error {
+	seen := map[string]int{}
+	for i, m := range models {
+		if m.Name == "" {
+			return fmt.Errorf("models[%d].name: give the model a non-empty name (a subagent call chooses it by name)", i)
+		}
+		if j, dup := seen[m.Name]; dup {
+			return fmt.Errorf("models[%d].name: %q is already the name of models[%d]; names must be unique", i, m.Name, j)
+		}
+		seen[m.Name] = i
+		if m.Model == "" {
+			return fmt.Errorf("models[%d].model: give the model id the API expects (e.g. gpt-4.1-mini, deepseek-chat, claude-sonnet-4-5)", i)
+		}
+		switch m.API {
+		case apiOpenAI:
+		case apiAnthropic:
+			if u := strings.TrimRight(m.BaseURL, "/"); strings.HasSuffix(u, "/v1") {
+				return fmt.Errorf("models[%d].base_url: an anthropic base_url is the API root without /v1 (such as %s); drop the /v1", i, defaultAnthropicBaseURL)
+			}
+		default:
+			return fmt.Errorf("models[%d].api: %q is not an API; use openai or anthropic", i, m.API)
+		}
+		if !m.Effort.Valid() {
+			return fmt.Errorf("models[%d].effort: %q is not an effort; use low, medium or high", i, m.Effort)
+		}
+		if m.MaxTokens < 0 {
+			return fmt.Errorf("models[%d].max_tokens: must be at least 1 (or absent: the server's default)", i)
+		}
+		if p := m.Price; p != nil && (p.InputPerMTok < 0 || p.OutputPerMTok < 0) {
+			return fmt.Errorf("models[%d].price: input_per_mtok and output_per_mtok are USD per million tokens, not negative", i)
+		}
+	}
+	return nil
+}
+
+// resolveModels is the deployment's model list: the config's models, or
+// without them one model named "default" from the llm block and the
+// environment (see llmModel), or, when ANTHROPIC_API_KEY is the only key
+// set and the llm block names no endpoint, a native Anthropic default.
+func resolveModels(c Config) []ModelConfig {
+	if len(c.Models) > 0 {
+		return c.Models
+	}
+	l := c.LLM
+	anthropic := os.Getenv("ANTHROPIC_API_KEY") != "" && l.BaseURL == "" && l.APIKeyEnv == "" &&
+		os.Getenv("OPENAI_API_KEY") == "" && os.Getenv("DEEPSEEK_API_KEY") == "" && os.Getenv("OPENAI_BASE_URL") == ""
+	if anthropic {
+		m := ModelConfig{Name: spawn.DefaultModel, API: apiAnthropic, BaseURL: os.Getenv("ANTHROPIC_BASE_URL"),
+			APIKeyEnv: "ANTHROPIC_API_KEY", Model: l.Model, MaxTokens: l.MaxTokens}
+		if m.Model == "" {
+			m.Model = os.Getenv("MCP_SUBAGENT_MODEL")
+		}
+		if m.Model == "" {
+			m.Model = defaultAnthropicModel
+		}
+		return []ModelConfig{m}
+	}
+	return []ModelConfig{llmModel(l)}
+}
+
+// buildModels makes a client for each model: openai-go or the Anthropic
+// SDK behind llm.Client, wrapped in llm.Priced where a price is set. A
+// model whose key variable is empty is built anyway (its children fail
+// with the API's answer) and warned about.
+func buildModels(ms []ModelConfig, maxRetries *int, log *slog.Logger) []spawn.Model {
+	out := make([]spawn.Model, 0, len(ms))
+	for _, m := range ms {
+		cfg := llm.Config{BaseURL: m.BaseURL, Model: m.Model, Logger: log.With("model", m.Name)}
+		if maxRetries != nil {
+			cfg.MaxRetries = *maxRetries
+		}
+		if m.APIKeyEnv != "" {
+			cfg.APIKey = os.Getenv(m.APIKeyEnv)
+		}
+		if cfg.APIKey == "" && m.APIKeyEnv != "" {
+			log.Warn("no API key for a model: its key variable is empty; in-process children on it will fail until it is set (without a config: OPENAI_API_KEY, DEEPSEEK_API_KEY or ANTHROPIC_API_KEY)",
+				"model", m.Name, "api_key_env", m.APIKeyEnv, "base_url", m.BaseURL)
+		}
+		var client llm.Client
+		if m.API == apiAnthropic {
+			if cfg.BaseURL == "" {
+				cfg.BaseURL = defaultAnthropicBaseURL
+			}
+			client = llm.NewAnthropic(cfg)
+		} else {
+			client = llm.NewOpenAI(cfg)
+		}
+		if m.Price != nil {
+			client = llm.Priced{Client: client, Price: *m.Price}
+		}
+		out = append(out, spawn.Model{Name: m.Name, Client: client, ID: m.Model, MaxTokens: m.MaxTokens, Effort: m.Effort})
+	}
+	return out
+}

@@ -1,0 +1,29 @@
+package persist
+
+import (
+	"testing"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/manager"
+)
+
+// An index record keeps the model a listing row shows, with or without a
+// cwd before it; a record written before either field existed still
+// decodes, with both empty.
+func TestIndexRecordKeepsTheModel(t *testing.T) {
+	base := manager.Header{Depth: 1, Mode: manager.ModeContinuable, Provider: "spawn", Label: "l",
+		CreatedAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	for _, c := range []struct{ cwd, model string }{{"", ""}, {"/w", ""}, {"", "fast"}, {"/w", "fast"}} {
+		h := base
+		h.Cwd, h.Model = c.cwd, c.model
+		r, err := decodeIndexRecord(encodeIndexRecord(h, nil))
+		if err != nil || r.cwd != c.cwd || r.model != c.model || r.label != "l" {
+			t.Errorf("cwd %q model %q: decoded %+v, %v", c.cwd, c.model, r, err)
+		}
+	}
+	// cwd present but empty with nothing after it has another encoding (none).
+	b := appendString(encodeIndexRecord(base, nil), "")
+	if _, err := decodeIndexRecord(b); err == nil {
+		t.Error("an empty trailing cwd decoded; it must have one encoding")
+	}
+}
