@@ -342,7 +342,8 @@ func spawnOverFakeProcess(b *testing.B, mode string, h2 bool) (*countingStore, *
 	st := openStore(b)
 	fakeURL, hc, stopFake := startFakeModel(b, mode, h2)
 	client := llm.NewOpenAI(llm.Config{BaseURL: fakeURL, APIKey: "k", Model: "fake-model", HTTPClient: hc})
-	m := manager.New(manager.Options{Store: st})
+	// No admission cap: these benchmarks measure children running at once.
+	m := manager.New(manager.Options{Store: st, MaxRunningChildren: -1})
 	if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "fake-model"})); err != nil {
 		b.Fatal(err)
 	}
