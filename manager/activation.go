@@ -86,6 +86,7 @@ type activation struct {
 	unsubscribe func()
 	isNew       bool  // a new child: its first turn waits for its record
 	gate        int64 // ...and this ticket (record, seed, first message)
+	deferred    bool  // ...or only its tool rounds do (see StartContinuable)
 
 	mu         sync.Mutex
 	wake       chan struct{} // closed and replaced to wake run
@@ -194,7 +195,7 @@ func (a *activation) next() (msg inboxMsg, injects []inboxMsg, settle, stop, fai
 
 func (a *activation) run() {
 	defer a.m.wg.Done()
-	if a.isNew {
+	if a.isNew && !a.deferred {
 		// A new child does nothing before its record is committed: no
 		// turn, no tool call, no grandchild under an id nobody was given.
 		if err := a.persist.waitFor(a.gate); err != nil {
@@ -338,6 +339,13 @@ func (a *activation) fail() {
 	res := failedResult(Result{}, err)
 	for _, w := range waiters {
 		w.ch <- outcome{res: res}
+	}
+	if a.persist.recordFailed() {
+		// A deferred record that was never stored: nobody was given the
+		// id (the caller gets the error from Committed), so nobody is told.
+		a.abandon()
+		m.emit(Event{Type: EventEnd, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true, StopReason: agent.StopError})
+		return
 	}
 	a.unsubscribe()
 	a.persist.close()

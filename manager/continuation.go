@@ -83,6 +83,15 @@ func (t *turn) Committed() error {
 // A failure returns no id and leaves nothing running (a commit that fails
 // stops the child before it did anything). wait registers the caller to
 // receive the first turn's outcome in band (see Started.Wait).
+//
+// A waited start on a GatedDriver returns at once and its turn starts at
+// once: the record lingers to share the turn's commit, its tool rounds
+// wait for it, and the caller hands the id on only with the outcome, after
+// Committed. A commit that fails then ends the turn before any side
+// effect, and the caller gets the error from Committed and no id.
+//
+// With req.Progress set, the first note is "started <id>", sent once the
+// record is committed.
 func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRequest, wait bool) (*Started, error) {
 	p, err := m.validate(name, &req)
 	if err != nil {
@@ -113,7 +122,14 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 	}
 	stopProgress := func() {}
 	if req.Progress != nil {
-		stopProgress = progressOf(drv.Journal(), req.Progress)
+		var note func(string)
+		note, stopProgress = progressOf(drv.Journal(), req.Progress)
+		a.persist.onCreated = func() { note("started " + hdr.ID) }
+	}
+	a.deferred = wait && c.gated
+	if a.deferred {
+		a.persist.deferRecord()
+		c.gate.deferTo(func() error { return a.persist.waitFor(a.gate) })
 	}
 	msgID, w, _, _ := a.admit(req.Prompt, agent.SourceUser, wait)
 	m.lendTo(w, req.Parent, hdr.ID, msgID)
@@ -122,18 +138,22 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 	// The ids go to the caller only once committed; the run waits for the
 	// same commit before its first turn, so this costs the caller nothing
 	// the turn would not have waited for.
-	if err := a.persist.waitFor(a.gate); err != nil {
-		stopProgress()
-		<-a.released // the run saw the failure and left nothing behind
-		return nil, err
+	if !a.deferred {
+		if err := a.persist.waitFor(a.gate); err != nil {
+			stopProgress()
+			<-a.released // the run saw the failure and left nothing behind
+			return nil, err
+		}
 	}
 	return &Started{ChildID: hdr.ID, MessageID: msgID,
 		Turn: &turn{m: m, childID: hdr.ID, waiter: w, persist: a.persist, ticket: a.gate, progress: stopProgress}}, nil
 }
 
 // progressOf sends progress notes for a child's first turn until the turn
-// ends or the returned stop is called; after stop returns, no note is sent.
-func progressOf(j *agent.Journal, send func(string)) (stop func()) {
+// ends or the returned stop is called; after stop returns, no note is sent,
+// neither from the journal nor through note (a note of the manager's own,
+// such as "started <id>").
+func progressOf(j *agent.Journal, send func(string)) (note func(string), stop func()) {
 	notes := agent.ProgressNotes(send)
 	var mu sync.Mutex
 	stopped := false
@@ -151,8 +171,15 @@ func progressOf(j *agent.Journal, send func(string)) (stop func()) {
 			stopped = true
 		}
 	})
+	note = func(n string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			send(n)
+		}
+	}
 	var once sync.Once
-	return func() {
+	return note, func() {
 		mu.Lock()
 		stopped = true
 		mu.Unlock()

@@ -157,7 +157,7 @@ func (m *Manager) liveRows(parent string, err error) []Row {
 	m.mu.Lock()
 	var live []*activation
 	for _, a := range m.live {
-		if a.hdr.Parent == parent {
+		if a.hdr.Parent == parent && a.persist.recorded() { // an id is listed once stored
 			live = append(live, a)
 		}
 	}

@@ -42,7 +42,7 @@ func (m *Manager) Start(ctx context.Context, name string, req StartRequest) (Run
 	m.emit(Event{Type: EventStart, RunID: r.id, Provider: name, Local: true})
 	stopProgress := func() {}
 	if req.Progress != nil {
-		stopProgress = progressOf(c.drv.Journal(), req.Progress)
+		_, stopProgress = progressOf(c.drv.Journal(), req.Progress)
 	}
 	go r.run(runCtx, req.Prompt, stopProgress)
 	return r, nil
@@ -130,9 +130,11 @@ func normalize(res Result) Result {
 // built is a new child not yet running: its record and its
 // driver, which revokes the child's callback when closed.
 type built struct {
-	hdr  Header
-	desc Descriptor
-	drv  Driver
+	hdr   Header
+	desc  Descriptor
+	drv   Driver
+	gated bool        // the driver is a GatedDriver
+	gate  *recordGate // its tool rounds' wait for the record, when deferred
 }
 
 // build makes a new child from p, one-shot or continuable alike: it asks
@@ -158,16 +160,18 @@ func (m *Manager) build(ctx context.Context, p Provider, name string, req StartR
 		Model: in.Model, Effort: in.Effort, Persona: req.Persona, ToolFilter: req.ToolFilter, OutputSchema: req.OutputSchema, Session: in.Session}
 	self := selfOf(hdr, desc, journal)
 	cb, revoke := m.callback(self)
+	gate := &recordGate{}
 	drv, err := p.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,
-		Budget: m.budgetHook(hdr.ID, hdr.Parent)})
+		Budget: gate.hook(m.budgetHook(hdr.ID, hdr.Parent))})
 	if err != nil {
 		revoke()
 		return built{}, startErr(ctx, name, err)
 	}
+	_, gated := drv.(GatedDriver)
 	drv = revokingDriver{drv, revoke}
 	if err := ctx.Err(); err != nil {
 		_ = drv.Close()
 		return built{}, startErr(ctx, name, err)
 	}
-	return built{hdr: hdr, desc: desc, drv: drv}, nil
+	return built{hdr: hdr, desc: desc, drv: drv, gated: gated, gate: gate}, nil
 }

@@ -169,7 +169,7 @@ func (m *Manager) residentRows(ctx context.Context, parent string, q ListQuery, 
 	m.mu.Lock()
 	var ls []Listing
 	for _, a := range m.live {
-		if a.hdr.Parent == parent {
+		if a.hdr.Parent == parent && a.persist.recorded() { // an id is listed once stored
 			ls = append(ls, Listing{Header: a.hdr})
 		}
 	}

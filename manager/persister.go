@@ -55,6 +55,10 @@ type persister struct {
 
 	created   chan struct{} // closed once the record is committed (or failed)
 	createErr error
+	// lazyRecord lets a new child's record linger like journal progress
+	// until someone waits for it (see deferRecord).
+	lazyRecord bool
+	onCreated  func() // called once the record is committed; must not block
 }
 
 // retryPolicy is how a child's writer retries a failed commit.
@@ -79,6 +83,39 @@ func (m *Manager) newPersister(id string, create *NewChild) *persister {
 		close(p.created)
 	}
 	return p
+}
+
+// deferRecord lets the record, with the first message, linger with the
+// turn's events (journalLinger) instead of going out at once: a short
+// turn's record, journal and settlement then share one commit. Only for a
+// child whose side effects wait for the record (gatedDriver) and whose id
+// reaches its caller only with the outcome. Called before anything is
+// queued after the record.
+func (p *persister) deferRecord() {
+	p.mu.Lock()
+	p.lazyRecord = true
+	p.mu.Unlock()
+}
+
+// recordFailed reports whether the record's commit failed: nothing of the
+// child was stored, and its id was never handed out.
+func (p *persister) recordFailed() bool {
+	if !isClosed(p.created) {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.createErr != nil
+}
+
+// recorded reports, without waiting, whether the record is committed.
+func (p *persister) recorded() bool {
+	if !isClosed(p.created) {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.createErr == nil
 }
 
 // committed waits until the child's record is committed.
@@ -174,13 +211,18 @@ func (p *persister) run() {
 			p.fail(err, hi)
 			continue
 		}
+		if w.Create != nil {
+			// Before the waiters wake: a caller handed its outcome has had
+			// its "started" note.
+			close(p.created)
+			if p.onCreated != nil {
+				p.onCreated()
+			}
+		}
 		p.mu.Lock()
 		p.written = hi
 		p.drained.Broadcast()
 		p.mu.Unlock()
-		if w.Create != nil {
-			close(p.created)
-		}
 	}
 }
 
@@ -210,13 +252,17 @@ func (p *persister) linger() {
 }
 
 // lazy reports whether the pending write is only journal progress that
-// nobody waits for.
+// nobody waits for (or, deferred, a new child's record and first message
+// nobody waits for yet).
 func (p *persister) lazy() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w := p.pending
-	return w.Create == nil && w.Claim == nil && w.Settle == nil && len(w.Enqueue) == 0 && !emptyWrite(w) &&
-		!p.closed && p.err == nil && p.awaited <= p.written
+	record := w.Create != nil || w.Claim != nil || len(w.Enqueue) > 0
+	if record && !(p.lazyRecord && p.written == 0) {
+		return false
+	}
+	return w.Settle == nil && !emptyWrite(w) && !p.closed && p.err == nil && p.awaited <= p.written
 }
 
 // hurry marks ticket t as awaited, so the write carrying it does not

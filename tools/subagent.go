@@ -139,9 +139,6 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	if err != nil {
 		return errorResult(err)
 	}
-	if c.progress != nil {
-		c.progress("started " + st.ChildID)
-	}
 	if in.RunInBackground {
 		s.log.Info("subagent started in the background", "agent_id", st.ChildID, "provider", provider)
 		return handleResult(Handle{Kind: "continuable", AgentID: st.ChildID, MessageID: st.MessageID},

@@ -65,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T) manager.Store) {
 		{"concurrent creates: distinct ids all land, one id lands once", testConcurrentCreate},
 		{"readers run beside writers", testReadersBesideWriters},
 		{"a child write applies whole: record, claim, inbox, events, settlement", testWriteChild},
+		{"a whole short life in one write: record, claim, its message in and out, turn, settlement", testWholeLifeInOneWrite},
 		{"the inbox keeps admission order across writes", testQueuedOrder},
 		{"a settlement and its notice commit together, to an inbox or a queue", testSettlementNotice},
 		{"a refused child write leaves no trace", testWriteChildRefused},
@@ -883,6 +884,39 @@ func testWriteChild(t *testing.T, s manager.Store) {
 	}
 	if got := queuedIDs(t, s, "w1"); len(got) != 0 {
 		t.Errorf("Queued after the settlement = %v", got)
+	}
+}
+
+// A short foreground turn whose record lingered (manager.GatedDriver)
+// commits everything at once: the message is queued and taken in the same
+// write, and the settlement revokes the claim made in it.
+func testWholeLifeInOneWrite(t *testing.T, s manager.Store) {
+	h := header("once", "principal:local", 0)
+	o := owner("o1")
+	cp := manager.Checkpoint{Seq: 4, Mode: manager.ModeContinuable, Label: "l", Stop: agent.StopCompleted, Closing: "done"}
+	err := s.WriteChild(ctx, "once", manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: descriptor()}, Claim: &o,
+		Enqueue: []manager.QueuedMessage{{ID: "m1", Text: "first", Source: agent.SourceUser}}, Dequeue: []string{"m1"},
+		Events: turn(0, 1, "first"), Settle: &cp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Header(ctx, "once"); !sameHeader(got, h) {
+		t.Errorf("Header = %+v", got)
+	}
+	if evs, err := s.Events(ctx, "once"); err != nil || !sameEvents(evs, turn(0, 1, "first")) {
+		t.Errorf("Events = %+v, %v", evs, err)
+	}
+	if got := queuedIDs(t, s, "once"); len(got) != 0 {
+		t.Errorf("Queued = %v; the message was taken in the same write", got)
+	}
+	if act := residents(t, s); len(act) != 0 {
+		t.Errorf("Residents = %v; the settlement revokes the claim made in the same write", act)
+	}
+	if got, ok, err := s.Checkpoint(ctx, "once"); err != nil || !ok || got.Closing != "done" {
+		t.Errorf("Checkpoint = %+v, %v, %v", got, ok, err)
+	}
+	if got := listed(t, s, "principal:local"); !reflect.DeepEqual(got, []string{"once"}) {
+		t.Errorf("listed = %v", got)
 	}
 }
 

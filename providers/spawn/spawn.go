@@ -279,4 +279,8 @@ func (d driver) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnRes
 	return d.a.RunTurnWith(ctx, inputs)
 }
 func (d driver) Journal() *agent.Journal { return d.a.Journal() }
-func (driver) Close() error              { return nil }
+
+// GatesSideEffects: the agent asks the budget hook before each tool round,
+// so a new child's model call may overlap the commit of its record.
+func (driver) GatesSideEffects() {}
+func (driver) Close() error      { return nil }

@@ -1,0 +1,38 @@
+package manager
+
+import "sync/atomic"
+
+// GatedDriver is implemented by drivers that ask DriverRequest.Budget
+// before every side effect — each tool round: a tool call, a grandchild,
+// a report — and before each model call. A new foreground child on such a
+// driver starts its first turn at once, its model call overlapping the
+// commit of its record, because nothing it does beyond calling the model
+// happens before the record is stored (the tool round waits for it); a
+// short turn's record, journal and settlement then share one commit. Other
+// drivers (an external CLI acts from its first moment) start only once
+// the record is committed.
+type GatedDriver interface {
+	Driver
+	// GatesSideEffects marks the ability; it is never called.
+	GatesSideEffects()
+}
+
+// recordGate is what a new child's tool rounds wait for: the commit of its
+// record, while it is deferred (see persister.deferRecord); nothing once
+// it is committed, or when it was never deferred.
+type recordGate struct{ wait atomic.Pointer[func() error] }
+
+// deferTo makes the tool rounds wait for wait.
+func (g *recordGate) deferTo(wait func() error) { g.wait.Store(&wait) }
+
+// hook is budget with the gate before each tool round (call false).
+func (g *recordGate) hook(budget func(call bool) error) func(call bool) error {
+	return func(call bool) error {
+		if w := g.wait.Load(); w != nil && !call {
+			if err := (*w)(); err != nil {
+				return err
+			}
+		}
+		return budget(call)
+	}
+}
