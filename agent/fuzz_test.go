@@ -3,6 +3,7 @@ package agent_test
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -75,13 +76,18 @@ func FuzzJournalValidate(f *testing.F) {
 }
 
 // FuzzDecodeEvent feeds DecodeEvent arbitrary bytes, seeded with the golden
-// journal's records: it never panics, what it accepts is a kind this build
+// journals' records: it never panics, what it accepts is a kind this build
 // reads or the sentinel, and re-encoding is lossless from then on:
 // decode(encode(decode(b))) == decode(b), and that encoding is a fixed
 // point.
 func FuzzDecodeEvent(f *testing.F) {
 	for _, line := range readGolden(f) {
 		f.Add(line)
+	}
+	if raw, err := os.ReadFile(goldenBudgetJournal); err == nil {
+		for _, line := range bytes.Split(raw, []byte("\n")) {
+			f.Add(line)
+		}
 	}
 	for _, s := range []string{
 		``, `null`, `{}`, `[]`, `{"seq":0}`, `{"seq":-1,"kind":"message"}`, `{"kind":"x"}`, `{"kind":"unknown","turn":"x"}`,
@@ -99,7 +105,7 @@ func FuzzDecodeEvent(f *testing.F) {
 			return
 		}
 		switch e.Kind {
-		case agent.EventTurnStart, agent.EventMessage, agent.EventTurnEnd, agent.EventSession:
+		case agent.EventTurnStart, agent.EventMessage, agent.EventTurnEnd, agent.EventSession, agent.EventBudget:
 		case agent.EventUnknown:
 			if !reflect.DeepEqual(e, agent.Event{Seq: e.Seq, Kind: e.Kind, Time: e.Time}) {
 				t.Fatalf("the sentinel carries more than its place: %+v", e)
