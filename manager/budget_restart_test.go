@@ -364,3 +364,40 @@ func onlyChild(t *testing.T, st manager.Store, parent string) string {
 	}
 	return ls[0].Header.ID
 }
+
+// A start's grant is stored with its first prompt: a crash before the
+// first turn's budget event reached the store (here: the store is gone
+// after the child's record and prompt were committed) reruns the prompt
+// on the next start under the budget the start asked for, not the
+// default.
+func TestAStartsGrantSurvivesACrashBeforeItsFirstTurnIsStored(t *testing.T) {
+	fake := fakeopenai.New(listForever)
+	defer fake.Close()
+	inner, err := persist.Open(t.TempDir(), persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	fs := &faultStore{inner: inner, k: 2, always: true, cleared: map[string]int{}}
+	m1 := manager.New(manager.Options{Store: fs})
+	if err := m1.Register(spawn.New(spawn.Options{Client: openAI(fake), Model: "m"})); err != nil {
+		t.Fatal(err)
+	}
+	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	st, err := m1.StartContinuable(context.Background(), "spawn", manager.StartRequest{Label: "l", Prompt: "go", Parent: root,
+		Budget: &manager.Budget{Steps: 2}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopManager(m1)
+	if n, err := inner.JournalLen(context.Background(), st.ChildID); err != nil || n != 0 {
+		t.Fatalf("the stored journal has %d events, %v; want none (the store went before the first turn's write)", n, err)
+	}
+
+	rs := &restartable{t: t, store: inner, client: openAI(fake)}
+	m2 := rs.start()
+	res, n := sendBudget(t, m2, fake, root, st.ChildID, "more", nil)
+	if n != 2 || res.StopReason != agent.StopBudget || !strings.HasPrefix(res.Diagnostic, "budget exhausted: steps 2 of 2") {
+		t.Errorf("after the crash: %d model requests, then %s (%s); want the first prompt rerun under its 2 steps, then budget", n, res.StopReason, res.Diagnostic)
+	}
+}
