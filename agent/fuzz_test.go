@@ -3,7 +3,6 @@ package agent_test
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -84,10 +83,8 @@ func FuzzDecodeEvent(f *testing.F) {
 	for _, line := range readGolden(f) {
 		f.Add(line)
 	}
-	if raw, err := os.ReadFile(goldenBudgetJournal); err == nil {
-		for _, line := range bytes.Split(raw, []byte("\n")) {
-			f.Add(line)
-		}
+	for _, line := range readLines(f, goldenBudgetJournal) {
+		f.Add(line)
 	}
 	for _, s := range []string{
 		``, `null`, `{}`, `[]`, `{"seq":0}`, `{"seq":-1,"kind":"message"}`, `{"kind":"x"}`, `{"kind":"unknown","turn":"x"}`,

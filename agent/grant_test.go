@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"bytes"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -41,12 +40,8 @@ func goldenBudgetEvents() []agent.Event {
 // is valid, and encodes to the very bytes of its lines; the old golden
 // journal has no budget event, so LastGrant finds none in it.
 func TestGoldenBudgetJournalDecodes(t *testing.T) {
-	raw, err := os.ReadFile(goldenBudgetJournal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := bytes.Split(bytes.TrimSuffix(raw, []byte("\n")), []byte("\n"))
-	want := goldenBudgetEvents()
+	lines, want := readLines(t, goldenBudgetJournal), goldenBudgetEvents()
+	var err error
 	if len(lines) != len(want) {
 		t.Fatalf("%s has %d lines, want %d", goldenBudgetJournal, len(lines), len(want))
 	}

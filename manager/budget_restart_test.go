@@ -2,7 +2,6 @@ package manager_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -173,22 +172,31 @@ func firstTurn(t *testing.T, m *manager.Manager, root manager.ParentRef, budget 
 	return st.ChildID
 }
 
-// A follow-up's new grant is journaled too: after a restart the child
-// gets the new grant, and after another restart it still has only what
-// is left of it (nothing), not its first budget nor a default.
-func TestAGrantAfterARestartHoldsAcrossTheNext(t *testing.T) {
+// spentFourOfFive runs a child with 5 steps through a first turn of four
+// on a manager with the deployment default def, then stops the manager;
+// later prompts make the model call tools forever.
+func spentFourOfFive(t *testing.T, def manager.Budget) (*fakeopenai.Server, *restartable, manager.ParentRef, string) {
+	t.Helper()
 	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
 		if req.LastUserText() == "go" {
 			return fourSteps(n)
 		}
 		return listForever(n, req)
 	})
-	defer fake.Close()
-	rs := newRestartable(t, fake, manager.Options{Budget: manager.BudgetLimits{Default: manager.Budget{Steps: 50}}})
+	t.Cleanup(fake.Close)
+	rs := newRestartable(t, fake, manager.Options{Budget: manager.BudgetLimits{Default: def}})
 	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	m1 := rs.start()
 	id := firstTurn(t, m1, root, &manager.Budget{Steps: 5}, agent.StopCompleted)
 	stopManager(m1)
+	return fake, rs, root, id
+}
+
+// A follow-up's new grant is journaled too: after a restart the child
+// gets the new grant, and after another restart it still has only what
+// is left of it (nothing), not its first budget nor a default.
+func TestAGrantAfterARestartHoldsAcrossTheNext(t *testing.T) {
+	fake, rs, root, id := spentFourOfFive(t, manager.Budget{Steps: 50})
 
 	m2 := rs.start()
 	if res, n := sendBudget(t, m2, fake, root, id, "more", &manager.Budget{Steps: 3}); res.StopReason != agent.StopBudget || n != 3 ||
@@ -209,18 +217,7 @@ func TestAGrantAfterARestartHoldsAcrossTheNext(t *testing.T) {
 // child is the stored record of a new one with its budget events left
 // out, which is what an older build wrote.
 func TestAnOldJournalResumesWithTheDefault(t *testing.T) {
-	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
-		if req.LastUserText() == "go" {
-			return fourSteps(n)
-		}
-		return listForever(n, req)
-	})
-	defer fake.Close()
-	rs := newRestartable(t, fake, manager.Options{Budget: manager.BudgetLimits{Default: manager.Budget{Steps: 2}}})
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
-	m1 := rs.start()
-	id := firstTurn(t, m1, root, &manager.Budget{Steps: 5}, agent.StopCompleted)
-	stopManager(m1)
+	fake, rs, root, id := spentFourOfFive(t, manager.Budget{Steps: 2})
 
 	ctx := context.Background()
 	hdr, err := rs.store.Header(ctx, id)
@@ -264,29 +261,9 @@ func TestAnOldJournalResumesWithTheDefault(t *testing.T) {
 	}
 }
 
-// starter is a child's tool that starts a background continuable spawn
-// child with the prompt it is given, as the subagent tool would.
-type starter struct {
-	m    *manager.Manager
-	self manager.ParentRef
-}
-
-func (s starter) Def() llm.ToolDef {
-	return llm.ToolDef{Name: "start", Description: "start a child", Parameters: json.RawMessage(`{"type":"object","properties":{"prompt":{"type":"string"}}}`)}
-}
-
-func (s starter) Call(ctx context.Context, args json.RawMessage) (string, error) {
-	var in struct{ Prompt string }
-	_ = json.Unmarshal(args, &in)
-	st, err := s.m.StartContinuable(ctx, "spawn", manager.StartRequest{Label: in.Prompt, Prompt: in.Prompt, Parent: s.self}, false)
-	if err != nil {
-		return "", err
-	}
-	return "started " + st.ChildID, nil
-}
-
 // A grandchild resumed after a restart cannot outspend its grandparent:
-// the grandparent's 150 tokens bound the whole tree, the ledgers of the
+// the grandparent's 150 tokens bound the whole tree (each waits for its
+// foreground child's first turn), the ledgers of the
 // grandchild's parent and grandparent (neither resident) are rebuilt from
 // the store with what their descendants spent since their grants, and
 // the grandchild stops at what its grandparent has left, naming it.
@@ -300,16 +277,16 @@ func TestAGrandchildResumedAfterARestartCannotOutspendItsGrandparent(t *testing.
 		case last == "more":
 			return listForever(n, req)
 		case !answered && last == "grandparent":
-			return fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{Name: "start", Arguments: `{"prompt":"parent"}`}}}
+			return fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{Name: "delegate", Arguments: `{"prompt":"parent"}`}}}
 		case !answered && last == "parent":
-			return fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{Name: "start", Arguments: `{"prompt":"grandchild"}`}}}
+			return fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{Name: "delegate", Arguments: `{"prompt":"grandchild"}`}}}
 		}
 		return fakeopenai.Reply{Text: "done"}
 	})
 	defer fake.Close()
 	rs := newRestartable(t, fake, manager.Options{})
 	rs.tools = func(m *manager.Manager) func(manager.ParentRef) []agent.Tool {
-		return func(self manager.ParentRef) []agent.Tool { return []agent.Tool{starter{m, self}} }
+		return func(self manager.ParentRef) []agent.Tool { return []agent.Tool{delegateTool{m, self}} }
 	}
 	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
