@@ -8,8 +8,12 @@
 // any prefix ending at a turn/end) can be replayed to a model. Validate
 // checks these invariants. The journal's readers live here too:
 // CompletedPrefix (a fork's seed), Messages (the transcript a model sees),
-// LastOutcome (how the last turn ended), LastSession, and CloseOpenTurn,
-// which ends a turn a crash left open so the journal is replayable again.
+// LastOutcome (how the last turn ended), LastSession, CloseOpenTurn,
+// which ends a turn a crash left open so the journal is replayable again,
+// and LastGrant and Spent, which read a budget back: a budget event (its
+// Grant, written by the manager before the turn it applies to) and what
+// the events after it spent, a crashed turn's time ending at its last
+// event rather than when it was closed.
 //
 // The journal owns its stored format (wire.go): EncodeEvent and DecodeEvent
 // map an Event to one JSON record with fields of its own, so a change to
@@ -21,7 +25,8 @@
 // sequence number and time and nothing else: it stays in the journal, in
 // place, Validate accepts it anywhere, and every reader skips it, so a
 // resumed model's transcript leaves it out. Only bytes that are not a record
-// are an error.
+// are an error. New kinds (budget, after 2026-12-01) stay within version 1:
+// older builds fold them to the sentinel and lose only what they meant.
 //
 // The loop calls the model, runs the tool calls of one answer concurrently,
 // records their results in call order, and repeats until the model answers

@@ -75,12 +75,15 @@ func FuzzJournalValidate(f *testing.F) {
 }
 
 // FuzzDecodeEvent feeds DecodeEvent arbitrary bytes, seeded with the golden
-// journal's records: it never panics, what it accepts is a kind this build
+// journals' records: it never panics, what it accepts is a kind this build
 // reads or the sentinel, and re-encoding is lossless from then on:
 // decode(encode(decode(b))) == decode(b), and that encoding is a fixed
 // point.
 func FuzzDecodeEvent(f *testing.F) {
 	for _, line := range readGolden(f) {
+		f.Add(line)
+	}
+	for _, line := range readLines(f, goldenBudgetJournal) {
 		f.Add(line)
 	}
 	for _, s := range []string{
@@ -99,7 +102,7 @@ func FuzzDecodeEvent(f *testing.F) {
 			return
 		}
 		switch e.Kind {
-		case agent.EventTurnStart, agent.EventMessage, agent.EventTurnEnd, agent.EventSession:
+		case agent.EventTurnStart, agent.EventMessage, agent.EventTurnEnd, agent.EventSession, agent.EventBudget:
 		case agent.EventUnknown:
 			if !reflect.DeepEqual(e, agent.Event{Seq: e.Seq, Kind: e.Kind, Time: e.Time}) {
 				t.Fatalf("the sentinel carries more than its place: %+v", e)

@@ -86,7 +86,13 @@ func goldenEvents() []agent.Event {
 // readGolden returns goldenJournal's lines.
 func readGolden(t testing.TB) [][]byte {
 	t.Helper()
-	f, err := os.Open(goldenJournal)
+	return readLines(t, goldenJournal)
+}
+
+// readLines returns the lines of the file at path.
+func readLines(t testing.TB, path string) [][]byte {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

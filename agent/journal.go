@@ -19,6 +19,13 @@ const (
 	// thread id, a Claude Code session id, an ACP session id) as soon as it
 	// is known, so a cold resume continues the same external session.
 	EventSession EventKind = "session"
+	// EventBudget records a budget grant (Event.Grant): the limits the
+	// child's spending is held to from this event on, written just before
+	// the turn/start of the turn it applies to. A resumed child rebuilds its
+	// budget from its last grant and what the events after it spent (see
+	// LastGrant), so a restart never hands out a fresh budget. Builds
+	// before it fold the record to EventUnknown.
+	EventBudget EventKind = "budget"
 	// EventUnknown is the sentinel a stored record folds to when this build
 	// cannot read it: a kind it does not know, or a later format version
 	// (see DecodeEvent). It holds only its sequence number and time. It
@@ -53,6 +60,108 @@ type Event struct {
 	StopReason StopReason   `json:"stop_reason,omitempty"`
 	Diagnostic string       `json:"diagnostic,omitempty"`
 	Session    string       `json:"session,omitempty"` // session events only
+	Grant      *Grant       `json:"grant,omitempty"`   // budget events only
+}
+
+// Grant is a budget as the journal records it; a zero field is no limit
+// of that kind (the manager's Budget, which the agent does not know).
+type Grant struct {
+	Tokens  int64   `json:"tokens,omitempty"`
+	Steps   int     `json:"steps,omitempty"`
+	Seconds float64 `json:"seconds,omitempty"`
+	CostUSD float64 `json:"cost_usd,omitempty"`
+}
+
+// Spending is what a stretch of journal records as spent: input plus
+// output tokens, steps (assistant messages: one per model call, or per
+// answer of an external agent), cost, and the wall time of its turns.
+type Spending struct {
+	Tokens  int64
+	Steps   int
+	CostUSD float64
+	Elapsed time.Duration
+}
+
+// LastGrant returns the last budget event in events[from:] (from skips a
+// fork seed, whose grants were the parent's) and what the events after it
+// spent; ok is false when there is none (a journal from before grants
+// were recorded).
+func LastGrant(events []Event, from int) (grant Event, spent Spending, ok bool) {
+	for i := len(events) - 1; i >= max(from, 0); i-- {
+		if e := events[i]; e.Kind == EventBudget && e.Grant != nil {
+			return e, Spent(events[i+1:], time.Time{}), true
+		}
+	}
+	return Event{}, Spending{}, false
+}
+
+// Spent folds what events record as spent, charging as a live budget
+// does: each assistant message is one step with its usage, and a turn's
+// end adds what its messages did not report (an external CLI's turn
+// usage). Only events at or after since count (zero: all), and Elapsed
+// only for turns that start then. A turn's time runs from its turn/start
+// to its turn/end; for a turn a crash cut short (closed by CloseOpenTurn,
+// perhaps much later) it ends at its last event before the crash, and a
+// turn still open ends at its last event.
+func Spent(events []Event, since time.Time) Spending {
+	var s Spending
+	var start, last time.Time // of the open turn; zero: none
+	var turnUsage llm.Usage
+	count := func(e Event) bool { return since.IsZero() || !e.Time.Before(since) }
+	for _, e := range events {
+		switch {
+		case e.Kind == EventTurnStart:
+			start, last, turnUsage = e.Time, e.Time, llm.Usage{}
+			if !count(e) {
+				start = time.Time{}
+			}
+			continue
+		case e.Kind == EventMessage && e.Message != nil && e.Message.Role == llm.RoleAssistant:
+			if e.Usage != nil {
+				turnUsage = turnUsage.Add(*e.Usage)
+			}
+			if count(e) {
+				s.Steps++
+				if e.Usage != nil {
+					s.Tokens += e.Usage.InputTokens + e.Usage.OutputTokens
+					s.CostUSD += e.Usage.CostUSD
+				}
+			}
+		case e.Kind == EventTurnEnd:
+			if e.Usage != nil && count(e) {
+				s.Tokens += max(0, e.Usage.InputTokens-turnUsage.InputTokens) + max(0, e.Usage.OutputTokens-turnUsage.OutputTokens)
+				s.CostUSD += max(0, e.Usage.CostUSD-turnUsage.CostUSD)
+			}
+			end := e.Time
+			if crashClosed(e) {
+				end = last
+			}
+			if !start.IsZero() && end.After(start) {
+				s.Elapsed += end.Sub(start)
+			}
+			start, last = time.Time{}, time.Time{}
+			continue
+		}
+		if !start.IsZero() && !crashClosed(e) && e.Time.After(last) {
+			last = e.Time
+		}
+	}
+	if !start.IsZero() && last.After(start) {
+		s.Elapsed += last.Sub(start)
+	}
+	return s
+}
+
+// crashClosed reports whether e is one of the events CloseOpenTurn wrote:
+// stamped when the turn was closed, not when it ran.
+func crashClosed(e Event) bool {
+	switch {
+	case e.Kind == EventTurnEnd:
+		return e.StopReason == StopAborted && e.Diagnostic == crashed
+	case e.Kind == EventMessage && e.Message != nil:
+		return e.Message.Role == llm.RoleTool && e.Message.Content == notRun
+	}
+	return false
 }
 
 // LastSession returns the latest external session handle recorded in
@@ -226,6 +335,10 @@ func Validate(events []Event) error {
 			if e.Session == "" {
 				return fmt.Errorf("journal event %d records an empty session", i)
 			}
+		case EventBudget:
+			if e.Grant == nil {
+				return fmt.Errorf("journal event %d is a budget grant without limits", i)
+			}
 		case EventUnknown:
 			// A record this build cannot read: it neither opens nor closes
 			// a turn nor answers a call, so it is valid wherever it stands.
@@ -245,6 +358,10 @@ func ToolResult(callID, text string) *llm.Message {
 // crashed is the reason CloseOpenTurn gives for the turn it ends and the
 // tool calls it answers.
 const crashed = "the server stopped while this turn ran"
+
+// notRun is the content of the tool message CloseOpenTurn answers an
+// unanswered call with.
+const notRun = "not run: " + crashed
 
 // CloseOpenTurn ends the turn a crash left open, if any, so the journal is
 // replayable again: every tool call of that turn still unanswered gets a
@@ -286,7 +403,7 @@ func CloseOpenTurn(events []Event) (all, closing []Event) {
 			continue
 		}
 		closing = append(closing, Event{Seq: seq, Kind: EventMessage, Time: now, Turn: turn,
-			Message: ToolResult(id, "not run: "+crashed)})
+			Message: ToolResult(id, notRun)})
 		seq++
 	}
 	closing = append(closing, Event{Seq: seq, Kind: EventTurnEnd, Time: now, Turn: turn,

@@ -34,6 +34,16 @@ type wireEvent struct {
 	StopReason string       `json:"stop_reason,omitempty"`
 	Diagnostic string       `json:"diagnostic,omitempty"`
 	Session    string       `json:"session,omitempty"`
+	Grant      *wireGrant   `json:"grant,omitempty"`
+}
+
+// wireGrant is a budget event's grant. The kind was added within version
+// 1: a build that does not know it folds the record to EventUnknown.
+type wireGrant struct {
+	Tokens  int64   `json:"tokens,omitempty"`
+	Steps   int     `json:"steps,omitempty"`
+	Seconds float64 `json:"seconds,omitempty"`
+	CostUSD float64 `json:"cost_usd,omitempty"`
 }
 
 type wireMessage struct {
@@ -83,6 +93,9 @@ func EncodeEvent(e Event) ([]byte, error) {
 		}
 		if u := e.Usage; u != nil {
 			w.Usage = &wireUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD}
+		}
+		if g := e.Grant; g != nil {
+			w.Grant = (*wireGrant)(g)
 		}
 	}
 	return json.Marshal(w)
@@ -141,6 +154,9 @@ func DecodeEvent(b []byte) (Event, error) {
 	if u := w.Usage; u != nil {
 		e.Usage = &llm.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD}
 	}
+	if g := w.Grant; g != nil {
+		e.Grant = (*Grant)(g)
+	}
 	return e, nil
 }
 
@@ -163,7 +179,7 @@ func fold(v *int, seq int64, kind string, at func() time.Time) (e Event, ok bool
 // hasBody reports whether k is a kind this build reads the fields of.
 func hasBody(k EventKind) bool {
 	switch k {
-	case EventTurnStart, EventMessage, EventTurnEnd, EventSession:
+	case EventTurnStart, EventMessage, EventTurnEnd, EventSession, EventBudget:
 		return true
 	}
 	return false

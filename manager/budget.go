@@ -76,6 +76,9 @@ type ledger struct {
 	parent *ledger
 	limit  Budget
 	spent  spent
+	// journaled is set once limit is in the child's journal (a budget
+	// event); a new grant is written at the start of its first turn.
+	journaled bool
 	// While a turn runs: when it started, its cancel (a limit passed
 	// mid-turn cancels it with a *budgetStop cause) and what its messages
 	// were charged (so a turn-end total is charged only for the rest).
@@ -229,8 +232,8 @@ func (m *Manager) closeLedger(id string) {
 }
 
 // ledgerOf returns child id's ledger, making one for a child this manager
-// has none for (resumed after a restart): the deployment's default under
-// parentID's.
+// has none for (a resume rebuilds it first, see restoreLedger): the
+// deployment's default under parentID's.
 func (m *Manager) ledgerOf(id, parentID string) *ledger {
 	m.budgets.mu.Lock()
 	l := m.budgets.ledgers[id]
@@ -309,6 +312,9 @@ func (m *Manager) charge(l *ledger, e agent.Event) {
 // requested.
 func (m *Manager) budgetedTurn(ctx context.Context, id, parentID string, grant *Budget, drv Driver, inputs []agent.Input) agent.TurnResult {
 	l := m.ledgerOf(id, parentID)
+	m.mu.Lock()
+	_, oneShot := m.runs[id] // never resumed: its grant need not be kept
+	m.mu.Unlock()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	m.budgets.mu.Lock()
@@ -318,8 +324,13 @@ func (m *Manager) budgetedTurn(ctx context.Context, id, parentID string, grant *
 		if l.parent != nil {
 			b = b.capped(l.parent.remaining(now))
 		}
-		l.limit, l.spent = b, spent{}
+		l.limit, l.spent, l.journaled = b, spent{}, false
 	}
+	// The grant goes into the journal ahead of the turn it applies to, so
+	// a resume after a restart rebuilds it (restoreLedger).
+	record := !l.journaled && !oneShot
+	g := agent.Grant(l.limit)
+	l.journaled = true
 	l.since, l.cancel, l.turnUsage = now, cancel, llm.Usage{}
 	if s := l.exhausted(now); s != nil {
 		cancel(s)
@@ -334,6 +345,9 @@ func (m *Manager) budgetedTurn(ctx context.Context, id, parentID string, grant *
 		defer timer.Stop()
 	}
 	m.budgets.mu.Unlock()
+	if record {
+		drv.Journal().Append(agent.Event{Kind: agent.EventBudget, Grant: &g})
+	}
 	unsub := drv.Journal().Subscribe(func(e agent.Event) { m.charge(l, e) })
 	tr := drv.RunTurn(ctx, inputs)
 	unsub()
@@ -347,4 +361,139 @@ func (m *Manager) budgetedTurn(ctx context.Context, id, parentID string, grant *
 		tr.StopReason, tr.Diagnostic = agent.StopBudget, stop.diagnostic(l, now)
 	}
 	return tr
+}
+
+// maxBudgetWalk bounds the descendants' journals a rebuilt ledger reads.
+const maxBudgetWalk = 256
+
+// restoreLedger gives a resumed child this manager has no ledger for (the
+// first resume after a restart) the ledger its journal records: the limit
+// of its last budget event, charged with what its events since spent and
+// what its stored descendants spent since then; under its parent's
+// ledger, which is rebuilt the same way from the store when this manager
+// has none, and so on up to the root child. A journal from before budget
+// events gets the deployment's default, as before (and journals it at its
+// next turn). A child that has a ledger keeps it: it is the truth.
+func (m *Manager) restoreLedger(ctx context.Context, hdr Header, events []agent.Event) {
+	if m.store == nil || m.hasLedger(hdr.ID) {
+		return
+	}
+	m.keepLedger(m.rebuildLedger(ctx, hdr, events, m.ancestorLedger(ctx, hdr.Parent)))
+}
+
+// ancestorLedger is the ledger of the agent at parent address addr: this
+// manager's, or one rebuilt from the store; nil for a root principal and
+// for an agent the store cannot give (a one-shot run, which is not
+// stored: its budget ended with it).
+func (m *Manager) ancestorLedger(ctx context.Context, addr string) *ledger {
+	if addr == "" || strings.HasPrefix(addr, PrincipalAddress("")) {
+		return nil
+	}
+	m.budgets.mu.Lock()
+	l := m.budgets.ledgers[addr]
+	m.budgets.mu.Unlock()
+	if l != nil {
+		return l
+	}
+	hdr, err := m.store.Header(ctx, addr)
+	if err != nil {
+		if !errors.Is(err, ErrNotFound) {
+			m.log.Warn("an ancestor's budget cannot be rebuilt; its descendant is held to its own", "agent_id", addr, "err", err)
+		}
+		return nil
+	}
+	events, err := m.store.Events(ctx, addr)
+	if err != nil {
+		m.log.Warn("an ancestor's budget cannot be rebuilt; its descendant is held to its own", "agent_id", addr, "err", err)
+		return nil
+	}
+	return m.keepLedger(m.rebuildLedger(ctx, hdr, events, m.ancestorLedger(ctx, hdr.Parent)))
+}
+
+// rebuildLedger is the ledger hdr's journal events record, under parent.
+func (m *Manager) rebuildLedger(ctx context.Context, hdr Header, events []agent.Event, parent *ledger) *ledger {
+	l := &ledger{id: hdr.ID, parent: parent}
+	grant, sp, ok := agent.LastGrant(events, int(hdr.SeedLen))
+	if !ok {
+		l.limit = m.grantFor(nil)
+		if parent != nil {
+			m.budgets.mu.Lock()
+			l.limit = l.limit.capped(parent.remaining(time.Now()))
+			m.budgets.mu.Unlock()
+		}
+		return l
+	}
+	l.limit, l.journaled = Budget(*grant.Grant), true
+	l.spent = spent{tokens: sp.Tokens, steps: sp.Steps, cost: sp.CostUSD, elapsed: sp.Elapsed}
+	d := m.descendantsSpent(ctx, hdr.ID, grant.Time)
+	l.spent.tokens += d.Tokens
+	l.spent.steps += d.Steps
+	l.spent.cost += d.CostUSD
+	return l
+}
+
+// descendantsSpent is what the stored descendants of agent id spent at or
+// after since, read from at most maxBudgetWalk journals (fork seeds left
+// out: their spending was the parent's).
+func (m *Manager) descendantsSpent(ctx context.Context, id string, since time.Time) agent.Spending {
+	var total agent.Spending
+	read := 0
+	queue := []string{id}
+	for len(queue) > 0 && ctx.Err() == nil {
+		addr := queue[0]
+		queue = queue[1:]
+		ls, err := m.store.Listings(ctx, addr, Page{})
+		if err != nil {
+			m.log.Warn("a descendant's spending cannot be read; its ancestor's budget is rebuilt without it", "agent_id", addr, "err", err)
+			continue
+		}
+		for _, c := range ls {
+			if read == maxBudgetWalk {
+				m.log.Warn("too many descendants to recount; an ancestor's budget is rebuilt without the rest", "agent_id", id, "read", read)
+				return total
+			}
+			read++
+			events, err := m.store.Events(ctx, c.Header.ID)
+			if err != nil {
+				m.log.Warn("a descendant's spending cannot be read; its ancestor's budget is rebuilt without it", "agent_id", c.Header.ID, "err", err)
+			} else {
+				// Listings may leave SeedLen zero; a fork's seed is its
+				// parent's spending, counted in the parent's journal.
+				h, herr := m.store.Header(ctx, c.Header.ID)
+				from := 0
+				if herr == nil {
+					from = int(min(h.SeedLen, int64(len(events))))
+				}
+				s := agent.Spent(events[from:], since)
+				total.Tokens += s.Tokens
+				total.Steps += s.Steps
+				total.CostUSD += s.CostUSD
+			}
+			queue = append(queue, c.Header.ID)
+		}
+	}
+	return total
+}
+
+// hasLedger reports whether child id has a ledger here.
+func (m *Manager) hasLedger(id string) bool {
+	m.budgets.mu.Lock()
+	defer m.budgets.mu.Unlock()
+	return m.budgets.ledgers[id] != nil
+}
+
+// keepLedger stores l unless a ledger for its child appeared meanwhile,
+// and returns the one kept.
+func (m *Manager) keepLedger(l *ledger) *ledger {
+	bk := &m.budgets
+	bk.mu.Lock()
+	defer bk.mu.Unlock()
+	if bk.ledgers == nil {
+		bk.ledgers = map[string]*ledger{}
+	}
+	if old := bk.ledgers[l.id]; old != nil {
+		return old
+	}
+	bk.ledgers[l.id] = l
+	return l
 }

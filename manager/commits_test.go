@@ -54,15 +54,16 @@ func TestAShortForegroundTurnCommitsTwice(t *testing.T) {
 		if !ok || res.StopReason != agent.StopCompleted {
 			t.Fatalf("Wait = %+v, %v", res, ok)
 		}
-		// Committed before it was handed over: the journal holds the turn.
-		if n, err := st.JournalLen(context.Background(), s.ChildID); err != nil || n != 4 {
-			t.Errorf("stored journal = %d events, %v; want the turn's 4 committed", n, err)
+		// Committed before it was handed over: the journal holds the turn
+		// (after its budget grant).
+		if n, err := st.JournalLen(context.Background(), s.ChildID); err != nil || n != 5 {
+			t.Errorf("stored journal = %d events, %v; want the grant and the turn's 4 committed", n, err)
 		}
 		synctest.Wait()
 		st.mu.Lock()
 		ws := append([]manager.ChildWrite(nil), st.writes...)
 		st.mu.Unlock()
-		if len(ws) != 2 || ws[0].Create == nil || len(ws[0].Enqueue) != 1 || ws[1].Settle == nil || len(ws[1].Events) != 4 || len(ws[1].Dequeue) != 1 {
+		if len(ws) != 2 || ws[0].Create == nil || len(ws[0].Enqueue) != 1 || ws[1].Settle == nil || len(ws[1].Events) != 5 || len(ws[1].Dequeue) != 1 {
 			for i, w := range ws {
 				t.Logf("write %d: create %v enqueue %d dequeue %d events %d settle %v", i, w.Create != nil, len(w.Enqueue), len(w.Dequeue), len(w.Events), w.Settle != nil)
 			}
@@ -94,8 +95,8 @@ func TestALongTurnsEventsAreCommittedAfterTheLinger(t *testing.T) {
 		}
 		time.Sleep(15 * time.Millisecond) // the bubble's clock: no real wait
 		synctest.Wait()
-		if n, err := st.JournalLen(context.Background(), s.ChildID); err != nil || n != 2 {
-			t.Errorf("after the linger the stored journal has %d events, %v; want the turn's first 2", n, err)
+		if n, err := st.JournalLen(context.Background(), s.ChildID); err != nil || n != 3 {
+			t.Errorf("after the linger the stored journal has %d events, %v; want the grant and the turn's first 2", n, err)
 		}
 		// Written out and parked mid-turn, the child holds no writer
 		// goroutine: only its turn's.

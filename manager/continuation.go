@@ -110,7 +110,8 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 		return nil, err
 	}
 	hdr, desc, drv := c.hdr, c.desc, c.drv
-	m.openLedger(hdr.ID, hdr.Parent, m.grantFor(req.Budget))
+	grant := m.grantFor(req.Budget)
+	m.openLedger(hdr.ID, hdr.Parent, grant)
 	// The record (and the seed) is committed by the child's writer, ahead of
 	// its journal.
 	create := &NewChild{Header: hdr, Descriptor: desc}
@@ -131,7 +132,9 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 		a.persist.deferRecord()
 		c.gate.deferTo(func() error { return a.persist.waitFor(a.gate) })
 	}
-	msgID, w, _, _ := a.admit(req.Prompt, agent.SourceUser, wait)
+	// The grant rides with the stored prompt too, so a crash before the
+	// first turn's budget event is stored reruns the prompt under it.
+	msgID, w, _, _ := a.admitBudget(req.Prompt, agent.SourceUser, wait, &grant)
 	m.lendTo(w, req.Parent, hdr.ID, msgID)
 	a.gate = a.persist.mark() // the record, the seed and the first message
 	go a.run()

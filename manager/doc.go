@@ -152,12 +152,32 @@
 //     (FollowupBudget; stored with the queued message) replaces the
 //     child's from that turn on, capped the same way when the turn starts;
 //     without one the child keeps what it has left, across settlements and
-//     cold resumes in this manager. A limit is checked between calls, so
-//     the call that passes it completes (and is charged).
+//     cold resumes. A limit is checked between calls, so the call that
+//     passes it completes (and is charged).
+//   - Budgets survive restarts; the journal is the truth. A grant (a
+//     start's budget after the default, the max and the ancestors'
+//     remaining; a follow-up's) is journaled as an agent.EventBudget just
+//     before the turn/start of the turn it applies to (not for one-shot
+//     runs, which are never resumed). A child resumed with no ledger here
+//     (the first resume after a restart) gets one rebuilt by
+//     restoreLedger: its last grant after its fork seed, charged with
+//     what its journal records since (agent.Spent: steps, tokens and cost
+//     as above; seconds from turn start to end, a turn a crash cut short
+//     ending at its last event) and with what its stored descendants'
+//     journals record since the grant's time. Its parent's ledger is this
+//     manager's when there is one, or is rebuilt the same way from the
+//     store, and so on up to the root child, so a grandchild resumed after
+//     a restart is still held to its grandparent's remaining. A journal
+//     with no budget event (from an older build) gets the deployment's
+//     default, journaled at its next turn. A ledger this manager has is
+//     kept: it already holds every charge.
 //
-// Caveats: budgets are kept in memory: a child resumed by a later server
-// (after a restart) starts from the deployment's default, unless the
-// follow-up that wakes it grants one. A failed settlement write stops the child and leaves its claim,
+// Caveats: a rebuilt ledger recounts descendants from the store, at most
+// 256 journals (past that the rest is left out and a warning logged):
+// one-shot runs are not stored, so what a one-shot child (and anything
+// under it) spent before a restart is not counted against its ancestors
+// again, and an ancestor's recount goes by event times, so a clock set
+// back across a restart undercounts. A failed settlement write stops the child and leaves its claim,
 // so the next start announces the epoch again (its parent may hear twice).
 // A settling child whose parent is live but does not own it (rare: the
 // parent was settling when the child was resumed) has its notice stored

@@ -67,6 +67,7 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 	if !ok {
 		return nil, notResumable(fmt.Sprintf("its provider %q is not registered or cannot continue children", desc.Provider), nil)
 	}
+	m.restoreLedger(ctx, hdr, events)
 	self := selfOf(hdr, desc, journal)
 	cb, revoke := m.callback(self)
 	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,

@@ -51,3 +51,37 @@ func TestARunawayChildStopsAtItsBudgetThroughTheBinary(t *testing.T) {
 		t.Errorf("a negative budget: %q; want an error naming the field", text(r))
 	}
 }
+
+// Through the built binary: a child that spent four of its five steps
+// before the daemon stopped gets exactly one more model request after it
+// starts again, and send_message's result is an error with stop reason
+// budget and the diagnostic naming the limit and the usage.
+func TestABudgetSurvivesADaemonRestartThroughTheBinary(t *testing.T) {
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		if req.LastUserText() == "look around" && n == 3 {
+			return fakeopenai.Reply{Text: "looked"}
+		}
+		return fakeopenai.Reply{Text: "still looking", ToolCalls: []fakeopenai.ToolCall{{Name: "list_dir", Arguments: `{"path":"."}`}}}
+	})
+	defer fake.Close()
+	s := start(t, fake, serverOpts{})
+	ctx := testCtx(t)
+	r := s.call(t, ctx, "subagent", map[string]any{"description": "careful", "prompt": "look around", "budget": map[string]any{"steps": 5}})
+	fg := structured(t, r)
+	if r.IsError || fg.StopReason != "completed" || len(fake.Requests()) != 4 {
+		t.Fatalf("first turn: error %v, %+v after %d requests; want completed after 4", r.IsError, fg, len(fake.Requests()))
+	}
+	s.stop(t)
+
+	s2 := start(t, fake, serverOpts{dataDir: s.dataDir, workspace: s.workspace})
+	res, sent := callSend(t, s2, ctx, fg.AgentID, "more", 30)
+	const diag = "budget exhausted: steps 5 of 5 (tokens 75, "
+	if !res.IsError || sent.Route != "resumed" || sent.Outcome == nil || sent.Outcome.StopReason != "budget" ||
+		!strings.HasPrefix(sent.Outcome.Diagnostic, diag) || sent.Outcome.Output != "still looking" {
+		t.Errorf("send_message after the restart: error %v, %+v (outcome %+v); want resumed, an error with stop reason budget and %q",
+			res.IsError, sent, sent.Outcome, diag)
+	}
+	if n := len(fake.Requests()); n != 5 {
+		t.Errorf("the model got %d requests in all; want 5: one after the restart, what the budget had left", n)
+	}
+}
