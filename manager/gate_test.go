@@ -186,8 +186,8 @@ func TestAGatedAnswerWithoutToolsCommitsOnce(t *testing.T) {
 		if len(writes) != 1 || writes[0].Create == nil || writes[0].Settle == nil {
 			t.Fatalf("%d commits, want 1 holding the record and the settlement", len(writes))
 		}
-		if n, err := st.JournalLen(context.Background(), s.ChildID); err != nil || n != 4 {
-			t.Errorf("stored journal = %d events, %v; want the turn's 4", n, err)
+		if n, err := st.JournalLen(context.Background(), s.ChildID); err != nil || n != 5 {
+			t.Errorf("stored journal = %d events, %v; want the turn's 4 and its budget grant", n, err)
 		}
 		if q, err := st.Queued(context.Background(), s.ChildID); err != nil || len(q) != 0 {
 			t.Errorf("stored inbox = %+v, %v; want the first message taken", q, err)
