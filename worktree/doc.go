@@ -16,10 +16,13 @@
 //     user's; they run no hooks (core.hooksPath is /dev/null, --no-verify)
 //     and are never signed (commit.gpgsign=false). Nothing is read from or
 //     written to global git configuration beyond what git itself reads.
-//   - git's own locks arbitrate concurrency: a command that fails because
-//     another holds a lock (index.lock, a ref lock, .git/worktrees
-//     contention) is retried with backoff (see Retry), so many children
-//     can create worktrees in one repository at once.
+//   - Many children can create worktrees in one repository at once. Within
+//     this process the commands that write .git/worktrees (add, remove,
+//     prune) take a per-repository lock: git reads every worktree's entry
+//     while adding one and fails on an entry another add has half written.
+//     Across processes git's own locks arbitrate: a command that fails
+//     because another holds a lock (index.lock, a ref's lock) or is half
+//     way through a worktree entry is retried with backoff (see Retry).
 //
 // Changes are reported relative to the worktree's base (the commit it was
 // created from), cumulatively over all turns: that is what a parent

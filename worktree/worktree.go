@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -83,15 +84,49 @@ func Create(ctx context.Context, repo, path, branch string) (Info, error) {
 		return Info{}, fmt.Errorf("the repository at %s has no commit to branch from: %w", repo, err)
 	}
 	base = strings.TrimSpace(base)
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		// The undo below removes path: it must be ours.
+		return Info{}, fmt.Errorf("the worktree path %s already exists", path)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return Info{}, err
 	}
-	if _, err := git(ctx, repo, "worktree", "add", "--quiet", "-b", branch, path, base); err != nil {
-		// A failed add may have left the branch or the directory.
-		_ = Remove(context.WithoutCancel(ctx), Info{Path: path, Branch: branch, Repo: repo})
+	w := Info{Path: path, Branch: branch, Base: base, Repo: repo}
+	err = retried(ctx, func() error {
+		unlock, err := lockRepo(ctx, repo)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		_, err = gitOnce(ctx, repo, "worktree", "add", "--quiet", "-b", branch, path, base)
+		if err != nil {
+			// A failed add may have left the branch (it is made first)
+			// or the directory: undo both, so a retry starts clean.
+			_ = remove(context.WithoutCancel(ctx), w)
+		}
+		return err
+	})
+	if err != nil {
 		return Info{}, err
 	}
-	return Info{Path: path, Branch: branch, Base: base, Repo: repo}, nil
+	return w, nil
+}
+
+// repoLocks serialises, per repository, this process's commands that
+// write .git/worktrees: git reads every worktree's entry while adding one
+// (to refuse a branch checked out twice) and fails on an entry another
+// add has half written, and a prune would remove such an entry. Other
+// processes' commands are arbitrated by git's own locks and the retries.
+var repoLocks sync.Map // the repository's common git directory -> *sync.Mutex
+
+func lockRepo(ctx context.Context, repo string) (unlock func(), err error) {
+	dir, err := git(ctx, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		return nil, err
+	}
+	mu, _ := repoLocks.LoadOrStore(strings.TrimSpace(dir), new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock, nil
 }
 
 // Ensure makes sure w's directory is a worktree again: a removed one (an
@@ -102,18 +137,23 @@ func Ensure(ctx context.Context, w Info) (bool, error) {
 	if _, err := os.Stat(filepath.Join(w.Path, ".git")); err == nil {
 		return false, nil
 	}
-	// git still lists a worktree whose directory vanished; prune it first.
-	if _, err := git(ctx, w.Repo, "worktree", "prune"); err != nil {
+	if err := os.MkdirAll(filepath.Dir(w.Path), 0o700); err != nil {
 		return false, err
 	}
-	if err := os.MkdirAll(filepath.Dir(w.Path), 0o700); err != nil {
+	unlock, err := lockRepo(ctx, w.Repo)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	// git still lists a worktree whose directory vanished; prune it first.
+	if _, err := git(ctx, w.Repo, "worktree", "prune"); err != nil {
 		return false, err
 	}
 	if _, err := git(ctx, w.Repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+w.Branch); err == nil {
 		_, err = git(ctx, w.Repo, "worktree", "add", "--quiet", w.Path, w.Branch)
 		return err == nil, err
 	}
-	_, err := git(ctx, w.Repo, "worktree", "add", "--quiet", "-b", w.Branch, w.Path, w.Base)
+	_, err = git(ctx, w.Repo, "worktree", "add", "--quiet", "-b", w.Branch, w.Path, w.Base)
 	return err == nil, err
 }
 
@@ -188,6 +228,16 @@ func Unchanged(ctx context.Context, w Info) (bool, error) {
 // Remove removes the worktree at w.Path (whatever it holds) and deletes
 // its branch. Either being gone already is not an error.
 func Remove(ctx context.Context, w Info) error {
+	unlock, err := lockRepo(ctx, w.Repo)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return remove(ctx, w)
+}
+
+// remove is Remove with the repository locked.
+func remove(ctx context.Context, w Info) error {
 	var errs []error
 	if _, err := os.Stat(w.Path); err == nil {
 		if _, err := git(ctx, w.Repo, "worktree", "remove", "--force", "--force", w.Path); err != nil {
@@ -208,6 +258,21 @@ func Remove(ctx context.Context, w Info) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// OwnCommits counts the commits on branch that no other branch, tag or
+// remote-tracking ref reaches: the work a worktree's branch holds.
+func OwnCommits(ctx context.Context, repo, branch string) (int, error) {
+	if branch == "" {
+		return 0, nil
+	}
+	out, err := git(ctx, repo, "rev-list", "--count", "refs/heads/"+branch, "--not", "--exclude="+branch, "--branches", "--tags", "--remotes")
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	_, err = fmt.Sscan(out, &n)
+	return n, err
 }
 
 // Entry is one worktree of a repository as `git worktree list` reports it.
@@ -256,44 +321,64 @@ var Retry = struct {
 	First, Max time.Duration
 }{Attempts: 12, First: 10 * time.Millisecond, Max: time.Second}
 
-// lockContention reports whether git failed for a lock another process
-// holds.
-func lockContention(stderr string) bool {
-	return strings.Contains(stderr, ".lock") ||
-		strings.Contains(stderr, "cannot lock ref") ||
-		strings.Contains(stderr, "could not lock")
+// contention reports whether git failed for something another git
+// process holds or is half way through: a lock (index.lock, a ref's
+// lock), or another worktree's entry it is still writing.
+func contention(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	return strings.Contains(e.Stderr, ".lock") ||
+		strings.Contains(e.Stderr, "cannot lock ref") ||
+		strings.Contains(e.Stderr, "could not lock") ||
+		strings.Contains(e.Stderr, "failed to read .git/worktrees/") ||
+		strings.Contains(e.Stderr, "/worktrees/") && strings.Contains(e.Stderr, "failed to read")
 }
 
-// git runs one git command in dir and returns its stdout. It isolates the
-// command from the caller's git environment (a server started from a hook
-// inherits GIT_DIR and friends) and from the user's hooks, and retries on
-// lock contention.
-func git(ctx context.Context, dir string, args ...string) (string, error) {
-	full := append([]string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"}, args...)
+// retried runs op until it succeeds, fails for another reason than
+// contention, or Retry.Attempts are spent, with backoff.
+func retried(ctx context.Context, op func() error) error {
 	wait := Retry.First
 	for attempt := 1; ; attempt++ {
-		cmd := exec.CommandContext(ctx, "git", full...)
-		cmd.Dir = dir
-		cmd.Env = environ()
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		if err == nil {
-			return stdout.String(), nil
+		err := op()
+		if err == nil || attempt >= Retry.Attempts || !contention(err) || ctx.Err() != nil {
+			return err
 		}
-		msg := strings.TrimSpace(stderr.String())
-		if attempt < Retry.Attempts && lockContention(msg) && ctx.Err() == nil {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
-			wait = min(2*wait, Retry.Max)
-			continue
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
 		}
-		return stdout.String(), &Error{Args: args, Stderr: msg, Err: err}
+		wait = min(2*wait, Retry.Max)
 	}
+}
+
+// git runs one git command in dir and returns its stdout, retrying on
+// contention (see retried).
+func git(ctx context.Context, dir string, args ...string) (out string, err error) {
+	err = retried(ctx, func() error {
+		out, err = gitOnce(ctx, dir, args...)
+		return err
+	})
+	return out, err
+}
+
+// gitOnce runs one git command in dir, isolated from the caller's git
+// environment (a server started from a hook inherits GIT_DIR and friends)
+// and from the user's hooks.
+func gitOnce(ctx context.Context, dir string, args ...string) (string, error) {
+	full := append([]string{"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"}, args...)
+	cmd := exec.CommandContext(ctx, "git", full...)
+	cmd.Dir = dir
+	cmd.Env = environ()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), &Error{Args: args, Stderr: strings.TrimSpace(stderr.String()), Err: err}
+	}
+	return stdout.String(), nil
 }
 
 // environ is the process environment without the variables that would
