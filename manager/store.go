@@ -250,8 +250,7 @@ func (l Listing) Key() ListingKey { return ListingKey{CreatedAt: l.Header.Create
 // listing row shows, and the checkpoint if one is stored.
 type Listing struct {
 	// Header carries the fields a row shows (ID, always set; Parent,
-	// Depth, Mode, Provider, Label, Cwd, Model, Worktree (its Repo may be
-	// left empty), CreatedAt); a store may leave the
+	// Depth, Mode, Provider, Label, Cwd, Model, Worktree, CreatedAt); a store may leave the
 	// others zero, so read Store.Header for the whole header.
 	Header Header
 	// Corrupt is set when the store can tell the child's record or its

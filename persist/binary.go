@@ -32,9 +32,9 @@ type indexRecord struct {
 	label    string
 	cwd      string // optional: records written before it have none
 	model    string // optional (after cwd, empty or not): likewise
-	// wtPath, wtBranch, wtBase: the child's worktree, optional and last
-	// (after model, empty or not), all three or none.
-	wtPath, wtBranch, wtBase string
+	// wtPath, wtBranch, wtBase, wtRepo: the child's worktree, optional and
+	// last (after model, empty or not), all four or none.
+	wtPath, wtBranch, wtBase, wtRepo string
 	descCRC                  uint32
 	createdAt                int64 // Unix nanoseconds
 }
@@ -59,6 +59,7 @@ func encodeIndexRecord(h manager.Header, descriptor []byte) []byte {
 		b = appendString(b, h.Worktree.Path)
 		b = appendString(b, h.Worktree.Branch)
 		b = appendString(b, h.Worktree.Base)
+		b = appendString(b, h.Worktree.Repo)
 	}
 	return b
 }
@@ -102,7 +103,7 @@ func decodeIndexRecord(b []byte) (indexRecord, error) {
 				return r, err
 			}
 			if len(b) != 0 {
-				for _, f := range []*string{&r.wtPath, &r.wtBranch, &r.wtBase} {
+				for _, f := range []*string{&r.wtPath, &r.wtBranch, &r.wtBase, &r.wtRepo} {
 					if *f, b, err = readString(b); err != nil {
 						return r, err
 					}

@@ -42,7 +42,7 @@ func FuzzDecodeIndexRecord(f *testing.F) {
 	h.Cwd = ""
 	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
 	h.Model = ""
-	h.Worktree = &manager.Worktree{Path: "/d/worktrees/agent-1", Branch: "subagent/agent-1", Base: "abc"}
+	h.Worktree = &manager.Worktree{Path: "/d/worktrees/agent-1", Branch: "subagent/agent-1", Base: "abc", Repo: "/src/p"}
 	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
 	f.Add(encodeIndexRecord(manager.Header{CreatedAt: time.Unix(0, 0)}, nil))
 	f.Add([]byte{})
@@ -77,6 +77,7 @@ func FuzzDecodeIndexRecord(f *testing.F) {
 			again = appendString(again, r.wtPath)
 			again = appendString(again, r.wtBranch)
 			again = appendString(again, r.wtBase)
+			again = appendString(again, r.wtRepo)
 		}
 		if !bytes.Equal(again, b) {
 			t.Fatalf("accepted %x but it re-encodes as %x", b, again)
