@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/internal/gittest"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
@@ -22,38 +22,9 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
-// gitIn runs git in dir for a test, with an identity given by -c only.
-func gitIn(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=test", "-c", "user.email=test@example.com", "-c", "commit.gpgsign=false"}, args...)...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return string(out)
-}
-
 // gitRepo is a temporary repository with one commit (README, pkg/keep).
 func gitRepo(t testing.TB) string {
-	t.Helper()
-	dir := t.TempDir()
-	gitIn(t, dir, "init", "--quiet", "-b", "main")
-	if err := os.MkdirAll(filepath.Join(dir, "pkg"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, body := range map[string]string{"README": "hello\n", "pkg/keep": "keep\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gitIn(t, dir, "add", ".")
-	gitIn(t, dir, "commit", "--quiet", "-m", "init")
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return real
+	return gittest.Init(t, t.TempDir(), map[string]string{"README": "hello\n", "pkg/keep": "keep\n"})
 }
 
 // editingModel is a fake model that follows the prompt literally:
@@ -196,17 +167,17 @@ func TestParallelChildrenEditTheSameFileInTheirOwnWorktrees(t *testing.T) {
 		if c := o.res.Changes; c == nil || !slices.Equal(c.Added, []string{"pkg/shared.txt"}) || c.Diffstat == "" {
 			t.Fatalf("child %d: changes %+v", i, c)
 		}
-		if got := gitIn(t, repo, "show", w.Branch+":pkg/shared.txt"); got != fmt.Sprintf("version-%d", i) {
+		if got := gittest.Git(t, repo, "show", w.Branch+":pkg/shared.txt"); got != fmt.Sprintf("version-%d", i) {
 			t.Errorf("branch %s holds %q", w.Branch, got)
 		}
-		if log := gitIn(t, repo, "log", "--format=%an", "-1", w.Branch); strings.TrimSpace(log) != worktree.IdentityName {
+		if log := gittest.Git(t, repo, "log", "--format=%an", "-1", w.Branch); strings.TrimSpace(log) != worktree.IdentityName {
 			t.Errorf("branch %s's commit is by %q", w.Branch, log)
 		}
 	}
 	if outs[0].res.Worktree.Path == outs[1].res.Worktree.Path {
 		t.Fatal("both children got one worktree")
 	}
-	if st := gitIn(t, repo, "status", "--porcelain", "--untracked-files=all"); st != "" {
+	if st := gittest.Status(t, repo); st != "" {
 		t.Fatalf("the main checkout changed:\n%s", st)
 	}
 	if _, err := os.Stat(filepath.Join(repo, "pkg", "shared.txt")); !os.IsNotExist(err) {
@@ -241,10 +212,10 @@ func TestAChildThatChangesNothingLeavesNoWorktreeOrBranch(t *testing.T) {
 		t.Fatalf("result %+v / %+v", res.Worktree, res.Changes)
 	}
 	m.awaitSettled(t, id)
-	if wl := gitIn(t, repo, "worktree", "list", "--porcelain"); strings.Contains(wl, id) {
+	if wl := gittest.Git(t, repo, "worktree", "list", "--porcelain"); strings.Contains(wl, id) {
 		t.Fatalf("worktree left behind:\n%s", wl)
 	}
-	if b := gitIn(t, repo, "branch", "--list", "subagent/*"); b != "" {
+	if b := gittest.Git(t, repo, "branch", "--list", "subagent/*"); b != "" {
 		t.Fatalf("branch left behind: %q", b)
 	}
 	if _, err := os.Stat(res.Worktree.Path); !os.IsNotExist(err) {
@@ -262,7 +233,7 @@ func TestAChildThatChangesNothingLeavesNoWorktreeOrBranch(t *testing.T) {
 	if !ok || res2.Worktree == nil || res2.Worktree.Path != res.Worktree.Path || res2.Changes == nil || !slices.Equal(res2.Changes.Added, []string{"later.txt"}) {
 		t.Fatalf("follow-up result %+v, %v", res2, ok)
 	}
-	if got := gitIn(t, repo, "show", "subagent/"+id+":later.txt"); got != "second" {
+	if got := gittest.Git(t, repo, "show", "subagent/"+id+":later.txt"); got != "second" {
 		t.Fatalf("branch holds %q", got)
 	}
 }
@@ -316,10 +287,10 @@ func TestTwentyChildrenCreateWorktreesInOneRepositoryAtOnce(t *testing.T) {
 			t.Errorf("child %d: %s %+v %s", i, res.StopReason, res.Changes, res.Diagnostic)
 		}
 	}
-	if b := strings.Fields(gitIn(t, repo, "branch", "--list", "--format=%(refname:short)", "subagent/*")); len(b) != n {
+	if b := strings.Fields(gittest.Git(t, repo, "branch", "--list", "--format=%(refname:short)", "subagent/*")); len(b) != n {
 		t.Errorf("%d branches, want %d", len(b), n)
 	}
-	if st := gitIn(t, repo, "status", "--porcelain", "--untracked-files=all"); st != "" {
+	if st := gittest.Status(t, repo); st != "" {
 		t.Fatalf("the main checkout changed:\n%s", st)
 	}
 }
@@ -383,7 +354,7 @@ func TestAStartReconcilesWorktreesWithTheStore(t *testing.T) {
 	if _, err := os.Stat(orphan.Path); !os.IsNotExist(err) {
 		t.Errorf("the orphan worktree is still there: %v", err)
 	}
-	if b := gitIn(t, repo, "branch", "--list", "subagent/agent-orphan"); b != "" {
+	if b := gittest.Git(t, repo, "branch", "--list", "subagent/agent-orphan"); b != "" {
 		t.Errorf("the orphan's branch is still there")
 	}
 	if _, err := os.Stat(filepath.Join(res.Worktree.Path, "kept.txt")); err != nil {

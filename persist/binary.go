@@ -35,8 +35,8 @@ type indexRecord struct {
 	// wtPath, wtBranch, wtBase, wtRepo: the child's worktree, optional and
 	// last (after model, empty or not), all four or none.
 	wtPath, wtBranch, wtBase, wtRepo string
-	descCRC                  uint32
-	createdAt                int64 // Unix nanoseconds
+	descCRC                          uint32
+	createdAt                        int64 // Unix nanoseconds
 }
 
 func encodeIndexRecord(h manager.Header, descriptor []byte) []byte {

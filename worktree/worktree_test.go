@@ -5,48 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/gittest"
 	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
-// gitT runs git in dir for a test, with an identity given by -c only.
-func gitT(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=test", "-c", "user.email=test@example.com", "-c", "commit.gpgsign=false"}, args...)...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return string(out)
-}
-
 // newRepo is a repository with one commit holding README and sub/keep.
 func newRepo(t testing.TB) string {
-	t.Helper()
-	dir := t.TempDir()
-	gitT(t, dir, "init", "--quiet", "-b", "main")
-	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, body := range map[string]string{"README": "hello\n", "sub/keep": "keep\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gitT(t, dir, "add", ".")
-	gitT(t, dir, "commit", "--quiet", "-m", "init")
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return real
+	return gittest.Init(t, t.TempDir(), map[string]string{"README": "hello\n", "sub/keep": "keep\n"})
 }
 
 func TestLocateFindsTheTopAndTheSubdirectory(t *testing.T) {
@@ -68,7 +39,7 @@ func TestAWorktreeCommitsReportsAndRemovesWithoutTouchingTheMainCheckout(t *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := strings.TrimSpace(gitT(t, repo, "rev-parse", "HEAD")); w.Base != want {
+	if want := strings.TrimSpace(gittest.Git(t, repo, "rev-parse", "HEAD")); w.Base != want {
 		t.Fatalf("base %s, want HEAD %s", w.Base, want)
 	}
 	if same, err := worktree.Unchanged(ctx, w); err != nil || !same {
@@ -91,10 +62,10 @@ func TestAWorktreeCommitsReportsAndRemovesWithoutTouchingTheMainCheckout(t *test
 		!slices.Equal(c.Deleted, []string{"sub/keep"}) || !strings.Contains(c.Diffstat, "3 files changed") {
 		t.Fatalf("changes %+v", c)
 	}
-	if got := gitT(t, path, "log", "-1", "--format=%an <%ae>"); strings.TrimSpace(got) != worktree.IdentityName+" <"+worktree.IdentityEmail+">" {
+	if got := gittest.Git(t, path, "log", "-1", "--format=%an <%ae>"); strings.TrimSpace(got) != worktree.IdentityName+" <"+worktree.IdentityEmail+">" {
 		t.Fatalf("commit author %q", got)
 	}
-	if st := gitT(t, repo, "status", "--porcelain"); st != "" {
+	if st := gittest.Status(t, repo); st != "" {
 		t.Fatalf("main checkout is not clean:\n%s", st)
 	}
 	if same, err := worktree.Unchanged(ctx, w); err != nil || same {
@@ -117,7 +88,7 @@ func TestAWorktreeCommitsReportsAndRemovesWithoutTouchingTheMainCheckout(t *test
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatalf("worktree directory still there: %v", err)
 	}
-	if b := gitT(t, repo, "branch", "--list", "subagent/*"); b != "" {
+	if b := gittest.Git(t, repo, "branch", "--list", "subagent/*"); b != "" {
 		t.Fatalf("branch left behind: %q", b)
 	}
 	// Branch gone too: Ensure starts again from the base.
@@ -131,7 +102,7 @@ func TestAWorktreeCommitsReportsAndRemovesWithoutTouchingTheMainCheckout(t *test
 
 func TestCreateInARepositoryWithoutCommitsLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
-	gitT(t, dir, "init", "--quiet")
+	gittest.Git(t, dir, "init", "--quiet")
 	path := filepath.Join(t.TempDir(), "agent-x")
 	if _, err := worktree.Create(context.Background(), dir, path, "subagent/agent-x"); err == nil {
 		t.Fatal("Create in an empty repository succeeded")
@@ -184,7 +155,7 @@ func TestTwentyWorktreesCreatedAtOnceAllSucceed(t *testing.T) {
 			t.Errorf("remove %d: %v", i, err)
 		}
 	}
-	if b := gitT(t, repo, "branch", "--list", "subagent/*"); b != "" {
+	if b := gittest.Git(t, repo, "branch", "--list", "subagent/*"); b != "" {
 		t.Fatalf("branches left behind: %q", b)
 	}
 }

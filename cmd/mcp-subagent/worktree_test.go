@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,30 +12,8 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/internal/gittest"
 )
-
-// gitIn runs git in dir for a test, with an identity given by -c only.
-func gitIn(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=test", "-c", "user.email=test@example.com", "-c", "commit.gpgsign=false"}, args...)...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return string(out)
-}
-
-// initRepo makes dir a repository with one commit.
-func initRepo(t testing.TB, dir string) {
-	t.Helper()
-	gitIn(t, dir, "init", "--quiet", "-b", "main")
-	if err := os.WriteFile(filepath.Join(dir, "README"), []byte("hello\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gitIn(t, dir, "add", ".")
-	gitIn(t, dir, "commit", "--quiet", "-m", "init")
-}
 
 // writingModel follows "write PATH CONTENT" with a write_file call and
 // answers "wrote" after the tool result; "hold" prompts (and "write" ones
@@ -93,7 +70,7 @@ func TestIsolatedChildThroughTheBinary(t *testing.T) {
 		t.Fatalf("outside a repository: %s", text(res))
 	}
 
-	initRepo(t, s.workspace)
+	gittest.Init(t, s.workspace, nil)
 	res = s.call(t, ctx, "subagent", map[string]any{"description": "edit in isolation", "prompt": "write a.txt from-the-child", "isolation": "worktree"})
 	if res.IsError {
 		t.Fatalf("isolated child: %s\n%s", text(res), s.stderr)
@@ -110,10 +87,10 @@ func TestIsolatedChildThroughTheBinary(t *testing.T) {
 	if !strings.Contains(text(res), "Changes committed on branch "+w.Branch) {
 		t.Errorf("the text result does not say where the changes are: %s", text(res))
 	}
-	if got := gitIn(t, s.workspace, "show", w.Branch+":a.txt"); got != "from-the-child" {
+	if got := gittest.Git(t, s.workspace, "show", w.Branch+":a.txt"); got != "from-the-child" {
 		t.Errorf("branch holds %q", got)
 	}
-	if st := gitIn(t, s.workspace, "status", "--porcelain", "--untracked-files=all"); st != "" {
+	if st := gittest.Status(t, s.workspace); st != "" {
 		t.Errorf("the client's checkout changed:\n%s", st)
 	}
 	if got := listedWorktrees(t, s, ctx)[sc.AgentID]; got == nil || *got != *w {
@@ -157,7 +134,7 @@ func TestAKilledDaemonLeavesEveryWorktreeListedOrRemoved(t *testing.T) {
 		}
 	})
 	s := start(t, fake, serverOpts{})
-	initRepo(t, s.workspace)
+	gittest.Init(t, s.workspace, nil)
 	ctx := testCtx(t)
 	startIsolated := func(prompt string) string {
 		res := s.call(t, ctx, "subagent", map[string]any{"description": "isolated", "prompt": prompt, "run_in_background": true, "isolation": "worktree"})
@@ -195,7 +172,7 @@ func TestAKilledDaemonLeavesEveryWorktreeListedOrRemoved(t *testing.T) {
 		}
 	}
 	var under []string
-	for _, block := range strings.Split(gitIn(t, s.workspace, "worktree", "list", "--porcelain"), "\n\n") {
+	for _, block := range strings.Split(gittest.Git(t, s.workspace, "worktree", "list", "--porcelain"), "\n\n") {
 		if p, ok := strings.CutPrefix(strings.SplitN(block, "\n", 2)[0], "worktree "); ok && strings.HasPrefix(p, wtDir) {
 			under = append(under, p)
 			if !listed[p] {
@@ -212,7 +189,7 @@ func TestAKilledDaemonLeavesEveryWorktreeListedOrRemoved(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(wtDir, idle)); !os.IsNotExist(err) {
 		t.Errorf("the unchanged child's worktree is still there: %v", err)
 	}
-	if b := gitIn(t, s.workspace, "branch", "--list", "subagent/"+idle); b != "" {
+	if b := gittest.Git(t, s.workspace, "branch", "--list", "subagent/"+idle); b != "" {
 		t.Errorf("the unchanged child's branch is still there")
 	}
 	// The changed child goes on in its worktree, and its next turn commits
@@ -221,7 +198,7 @@ func TestAKilledDaemonLeavesEveryWorktreeListedOrRemoved(t *testing.T) {
 	if res.IsError || sent.Route != "resumed" {
 		t.Fatalf("resume: %s", text(res))
 	}
-	if got := gitIn(t, s.workspace, "show", "subagent/"+changed+":a.txt"); got != "mid-turn" {
+	if got := gittest.Git(t, s.workspace, "show", "subagent/"+changed+":a.txt"); got != "mid-turn" {
 		t.Errorf("after the resumed turn the branch holds %q", got)
 	}
 }

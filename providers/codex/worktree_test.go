@@ -1,0 +1,36 @@
+package codex
+
+import (
+	"cmp"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/gittest"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+)
+
+// A Codex child asked for isolation runs inside its own worktree: the
+// worktree is its working root, what it writes is committed on its branch
+// and reported, and the parent's checkout shows nothing.
+func TestACodexChildWorksInsideItsWorktree(t *testing.T) {
+	f := newFixture(t, nil, func(o *manager.Options) { o.Worktrees = filepath.Join(t.TempDir(), "worktrees") })
+	repo := gittest.Init(t, f.cwd, nil)
+	_, res := f.start("WRITE a file", func(r *manager.StartRequest) { r.Isolation = manager.IsolationWorktree })
+	if res.StopReason != "completed" || res.Worktree == nil {
+		t.Fatalf("result %+v", res)
+	}
+	c := f.calls()[0]
+	if root := cmp.Or(c.Flags["-C"], c.Cwd); root != res.Worktree.Path {
+		t.Fatalf("codex ran in %q, want its worktree %q", root, res.Worktree.Path)
+	}
+	if res.Changes == nil || !slices.Equal(res.Changes.Added, []string{"codex.txt"}) {
+		t.Fatalf("changes %+v", res.Changes)
+	}
+	if got := gittest.Git(t, repo, "show", res.Worktree.Branch+":codex.txt"); got != "by codex\n" {
+		t.Errorf("branch holds %q", got)
+	}
+	if st := gittest.Status(t, repo); st != "" {
+		t.Errorf("the parent's checkout changed:\n%s", st)
+	}
+}
