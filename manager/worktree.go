@@ -324,6 +324,9 @@ func (m *Manager) reconcileOne(ctx context.Context, repo, id string, e worktree.
 // changes and all (`mcp-subagent worktree rm`). A resident child's is
 // refused: it may be working there.
 func (m *Manager) RemoveWorktree(ctx context.Context, id string) (Worktree, error) {
+	if m.store == nil {
+		return Worktree{}, newErr(CodePersistenceUnavailable, "removing a worktree needs the session store; none is configured")
+	}
 	hdr, err := m.header(ctx, id)
 	if err != nil {
 		return Worktree{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -200,5 +201,42 @@ func TestAKilledDaemonLeavesEveryWorktreeListedOrRemoved(t *testing.T) {
 	}
 	if got := gittest.Git(t, s.workspace, "show", "subagent/"+changed+":a.txt"); got != "mid-turn" {
 		t.Errorf("after the resumed turn the branch holds %q", got)
+	}
+}
+
+// `mcp-subagent worktree rm ID` removes a changed worktree and its branch
+// once the server is stopped, and refuses while it runs.
+func TestWorktreeRmRemovesAChangedWorktree(t *testing.T) {
+	fake := writingModel(nil)
+	defer fake.Close()
+	s := start(t, fake, serverOpts{})
+	repo := gittest.Init(t, s.workspace, nil)
+	ctx := testCtx(t)
+	res := s.call(t, ctx, "subagent", map[string]any{"description": "edit in isolation", "prompt": "write a.txt kept", "isolation": "worktree"})
+	var sc isolatedSC
+	decodeSC(t, res, &sc)
+	if res.IsError || sc.Worktree == nil {
+		t.Fatalf("isolated child: %s", text(res))
+	}
+	rm := func() (string, error) {
+		out, err := exec.Command(binary, "worktree", "rm", sc.AgentID, "--data-dir", s.dataDir).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := rm(); err == nil || !strings.Contains(out, "Stop the server first") {
+		t.Fatalf("rm while the daemon runs: %v\n%s", err, out)
+	}
+	s.stop(t)
+	if out, err := rm(); err != nil || !strings.Contains(out, "removed worktree "+sc.Worktree.Path) {
+		t.Fatalf("rm: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(sc.Worktree.Path); !os.IsNotExist(err) {
+		t.Errorf("the worktree is still there: %v", err)
+	}
+	if b := gittest.Git(t, repo, "branch", "--list", sc.Worktree.Branch); b != "" {
+		t.Errorf("the branch is still there")
+	}
+	out, err := exec.Command(binary, "worktree", "rm", "agent-0000000000000000", "--data-dir", s.dataDir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "agent-0000000000000000") {
+		t.Errorf("rm of an unknown child: %v\n%s", err, out)
 	}
 }
