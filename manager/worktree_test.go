@@ -22,11 +22,6 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
-// gitRepo is a temporary repository with one commit (README, pkg/keep).
-func gitRepo(t testing.TB) string {
-	return gittest.Init(t, t.TempDir(), map[string]string{"README": "hello\n", "pkg/keep": "keep\n"})
-}
-
 // editingModel is a fake model that follows the prompt literally:
 // "write PATH CONTENT" calls write_file, "read PATH" calls read_file,
 // anything else is answered without a tool; after a tool result it answers
@@ -91,6 +86,32 @@ func newWTManager(t testing.TB, fake *fakeopenai.Server, dir string) *wtManager 
 	return m
 }
 
+// newWTCase is a repository, a fake model following the prompt, a manager
+// over it and a root caller working in the repository.
+func newWTCase(t *testing.T) (repo string, m *wtManager, root manager.ParentRef) {
+	t.Helper()
+	repo = gittest.Repo(t)
+	fake := editingModel()
+	t.Cleanup(fake.Close)
+	return repo, newWTManager(t, fake, t.TempDir()), manager.ParentRef{Principal: "p", Cwd: repo}
+}
+
+// followup sends a child a message and waits for the turn that handles it.
+func (m *wtManager) followup(t testing.TB, root manager.ParentRef, id, text string) (*manager.Sent, manager.Result) {
+	t.Helper()
+	sent, err := m.Followup(context.Background(), root, id, text, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, ok := sent.Wait(ctx)
+	if !ok {
+		t.Fatalf("the turn of %q never ended", text)
+	}
+	return sent, res
+}
+
 // settled is closed when the child's epoch ends (its end event: after its
 // worktree was settled).
 func (m *wtManager) settled(id string) chan struct{} {
@@ -136,11 +157,7 @@ func (m *wtManager) run(t testing.TB, root manager.ParentRef, cwd, prompt string
 }
 
 func TestParallelChildrenEditTheSameFileInTheirOwnWorktrees(t *testing.T) {
-	repo := gitRepo(t)
-	fake := editingModel()
-	defer fake.Close()
-	m := newWTManager(t, fake, t.TempDir())
-	root := manager.ParentRef{Principal: "p", Cwd: repo}
+	repo, m, root := newWTCase(t)
 	type out struct {
 		id  string
 		res manager.Result
@@ -202,11 +219,7 @@ func TestParallelChildrenEditTheSameFileInTheirOwnWorktrees(t *testing.T) {
 }
 
 func TestAChildThatChangesNothingLeavesNoWorktreeOrBranch(t *testing.T) {
-	repo := gitRepo(t)
-	fake := editingModel()
-	defer fake.Close()
-	m := newWTManager(t, fake, t.TempDir())
-	root := manager.ParentRef{Principal: "p", Cwd: repo}
+	repo, m, root := newWTCase(t)
 	id, res := m.run(t, root, repo, "look around")
 	if res.Worktree == nil || res.Changes == nil || !res.Changes.Empty() {
 		t.Fatalf("result %+v / %+v", res.Worktree, res.Changes)
@@ -223,15 +236,9 @@ func TestAChildThatChangesNothingLeavesNoWorktreeOrBranch(t *testing.T) {
 	}
 
 	// A follow-up recreates it at the same path on the same branch.
-	sent, err := m.Followup(context.Background(), root, id, "write later.txt second", true)
-	if err != nil || sent.Route != manager.RouteResumed {
-		t.Fatalf("followup %+v, %v", sent, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res2, ok := sent.Wait(ctx)
-	if !ok || res2.Worktree == nil || res2.Worktree.Path != res.Worktree.Path || res2.Changes == nil || !slices.Equal(res2.Changes.Added, []string{"later.txt"}) {
-		t.Fatalf("follow-up result %+v, %v", res2, ok)
+	sent, res2 := m.followup(t, root, id, "write later.txt second")
+	if sent.Route != manager.RouteResumed || res2.Worktree == nil || res2.Worktree.Path != res.Worktree.Path || res2.Changes == nil || !slices.Equal(res2.Changes.Added, []string{"later.txt"}) {
+		t.Fatalf("follow-up %s: %+v", sent.Route, res2)
 	}
 	if got := gittest.Git(t, repo, "show", "subagent/"+id+":later.txt"); got != "second" {
 		t.Fatalf("branch holds %q", got)
@@ -239,21 +246,11 @@ func TestAChildThatChangesNothingLeavesNoWorktreeOrBranch(t *testing.T) {
 }
 
 func TestAFollowUpSeesItsEarlierEdit(t *testing.T) {
-	repo := gitRepo(t)
-	fake := editingModel()
-	defer fake.Close()
-	m := newWTManager(t, fake, t.TempDir())
-	root := manager.ParentRef{Principal: "p", Cwd: repo}
+	repo, m, root := newWTCase(t)
 	id, res := m.run(t, root, repo, "write notes.txt first-edit")
 	m.awaitSettled(t, id)
-	sent, err := m.Followup(context.Background(), root, id, "read notes.txt", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res2, ok := sent.Wait(ctx)
-	if !ok || !strings.Contains(res2.Output, "first-edit") {
+	_, res2 := m.followup(t, root, id, "read notes.txt")
+	if !strings.Contains(res2.Output, "first-edit") {
 		t.Fatalf("follow-up did not see its edit: %+v", res2)
 	}
 	if res2.Worktree == nil || res2.Worktree.Path != res.Worktree.Path {
@@ -266,11 +263,7 @@ func TestAFollowUpSeesItsEarlierEdit(t *testing.T) {
 }
 
 func TestTwentyChildrenCreateWorktreesInOneRepositoryAtOnce(t *testing.T) {
-	repo := gitRepo(t)
-	fake := editingModel()
-	defer fake.Close()
-	m := newWTManager(t, fake, t.TempDir())
-	root := manager.ParentRef{Principal: "p", Cwd: repo}
+	repo, m, root := newWTCase(t)
 	const n = 20
 	var wg sync.WaitGroup
 	results := make([]manager.Result, n)
@@ -318,7 +311,7 @@ func TestIsolationOutsideARepositoryIsRefusedNamingTheField(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = bare.Start(context.Background(), "spawn", manager.StartRequest{Label: "x", Prompt: "p",
-		Parent: manager.ParentRef{Principal: "p", Cwd: gitRepo(t)}, Isolation: manager.IsolationWorktree})
+		Parent: manager.ParentRef{Principal: "p", Cwd: gittest.Repo(t)}, Isolation: manager.IsolationWorktree})
 	if !errors.Is(err, manager.ErrInvalidRequest) || !strings.Contains(err.Error(), `field "isolation"`) {
 		t.Fatalf("without a worktree directory: err = %v", err)
 	}
@@ -328,7 +321,7 @@ func TestIsolationOutsideARepositoryIsRefusedNamingTheField(t *testing.T) {
 // child records is removed with its branch; a stored child's changed one
 // stays, and one whose directory vanished is recreated.
 func TestAStartReconcilesWorktreesWithTheStore(t *testing.T) {
-	repo := gitRepo(t)
+	repo := gittest.Repo(t)
 	fake := editingModel()
 	defer fake.Close()
 	dir := t.TempDir()

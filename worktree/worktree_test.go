@@ -15,16 +15,11 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
-// newRepo is a repository with one commit holding README and sub/keep.
-func newRepo(t testing.TB) string {
-	return gittest.Init(t, t.TempDir(), map[string]string{"README": "hello\n", "sub/keep": "keep\n"})
-}
-
 func TestLocateFindsTheTopAndTheSubdirectory(t *testing.T) {
-	repo := newRepo(t)
-	top, rel, err := worktree.Locate(context.Background(), filepath.Join(repo, "sub"))
-	if err != nil || top != repo || rel != "sub" {
-		t.Fatalf("Locate = %q, %q, %v; want %q, sub", top, rel, err, repo)
+	repo := gittest.Repo(t)
+	top, rel, err := worktree.Locate(context.Background(), filepath.Join(repo, "pkg"))
+	if err != nil || top != repo || rel != "pkg" {
+		t.Fatalf("Locate = %q, %q, %v; want %q, pkg", top, rel, err, repo)
 	}
 	if _, _, err := worktree.Locate(context.Background(), t.TempDir()); !errors.Is(err, worktree.ErrNotRepo) {
 		t.Fatalf("Locate outside a repository: %v, want ErrNotRepo", err)
@@ -33,7 +28,7 @@ func TestLocateFindsTheTopAndTheSubdirectory(t *testing.T) {
 
 func TestAWorktreeCommitsReportsAndRemovesWithoutTouchingTheMainCheckout(t *testing.T) {
 	ctx := context.Background()
-	repo := newRepo(t)
+	repo := gittest.Repo(t)
 	path := filepath.Join(t.TempDir(), "wt", "agent-1")
 	w, err := worktree.Create(ctx, repo, path, "subagent/agent-1")
 	if err != nil {
@@ -50,7 +45,7 @@ func TestAWorktreeCommitsReportsAndRemovesWithoutTouchingTheMainCheckout(t *test
 	}
 	must(t, os.WriteFile(filepath.Join(path, "new.txt"), []byte("new\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(path, "README"), []byte("changed\n"), 0o644))
-	must(t, os.Remove(filepath.Join(path, "sub", "keep")))
+	must(t, os.Remove(filepath.Join(path, "pkg", "keep")))
 	if ok, err := worktree.Commit(ctx, path, "turn 1"); err != nil || !ok {
 		t.Fatalf("Commit = %v, %v; want true", ok, err)
 	}
@@ -59,7 +54,7 @@ func TestAWorktreeCommitsReportsAndRemovesWithoutTouchingTheMainCheckout(t *test
 		t.Fatal(err)
 	}
 	if !slices.Equal(c.Added, []string{"new.txt"}) || !slices.Equal(c.Modified, []string{"README"}) ||
-		!slices.Equal(c.Deleted, []string{"sub/keep"}) || !strings.Contains(c.Diffstat, "3 files changed") {
+		!slices.Equal(c.Deleted, []string{"pkg/keep"}) || !strings.Contains(c.Diffstat, "3 files changed") {
 		t.Fatalf("changes %+v", c)
 	}
 	if got := gittest.Git(t, path, "log", "-1", "--format=%an <%ae>"); strings.TrimSpace(got) != worktree.IdentityName+" <"+worktree.IdentityEmail+">" {
@@ -114,7 +109,7 @@ func TestCreateInARepositoryWithoutCommitsLeavesNothing(t *testing.T) {
 
 func TestTwentyWorktreesCreatedAtOnceAllSucceed(t *testing.T) {
 	ctx := context.Background()
-	repo := newRepo(t)
+	repo := gittest.Repo(t)
 	root := t.TempDir()
 	const n = 20
 	var wg sync.WaitGroup

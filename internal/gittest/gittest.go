@@ -51,6 +51,25 @@ func Init(t testing.TB, dir string, files map[string]string) string {
 	return real
 }
 
+// Repo is a new temporary repository with one commit holding README and
+// pkg/keep.
+func Repo(t testing.TB) string {
+	t.Helper()
+	return Init(t, t.TempDir(), map[string]string{"README": "hello\n", "pkg/keep": "keep\n"})
+}
+
+// Committed checks that branch holds file with content want, committed,
+// and that the work tree at repo (the parent's checkout) is clean.
+func Committed(t testing.TB, repo, branch, file, want string) {
+	t.Helper()
+	if got := Git(t, repo, "show", branch+":"+file); got != want {
+		t.Errorf("branch %s holds %q in %s, want %q", branch, got, file, want)
+	}
+	if st := Status(t, repo); st != "" {
+		t.Errorf("the checkout at %s changed:\n%s", repo, st)
+	}
+}
+
 // Status is the work tree's `git status --porcelain` with untracked files:
 // empty when it is clean.
 func Status(t testing.TB, dir string) string {
