@@ -179,7 +179,8 @@
 // is a crash between its creation and its child's first commit, which
 // precedes any turn, so it holds nothing (one that does is kept and
 // logged); a recorded unchanged one of a child the crash settled is
-// removed; a recorded one whose directory is gone is recreated. Refused,
+// removed; a recorded one whose directory is gone is recreated; one of a
+// child resident in another server sharing the store is left alone. Refused,
 // naming the field "isolation": a cwd outside a git work tree, a manager
 // without Options.Worktrees (the server's --ephemeral), a one-shot child
 // (it is stored nowhere, so nothing would list its worktree).

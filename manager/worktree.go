@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
@@ -247,6 +248,17 @@ func (m *Manager) reconcileWorktrees(ctx context.Context) {
 	if r, err := filepath.EvalSymlinks(root); err == nil {
 		root = r
 	}
+	// A child resident in another server sharing the store is working in
+	// its worktree: leave it alone.
+	elsewhere := map[string]bool{}
+	if claims, err := m.store.Residents(ctx); err == nil {
+		now := time.Now()
+		for _, c := range claims {
+			if c.Owner.ID != m.owner && c.Owner.Expires.After(now) {
+				elsewhere[c.ChildID] = true
+			}
+		}
+	}
 	seen := map[string]bool{}
 	for _, repo := range repos {
 		es, err := worktree.List(ctx, repo)
@@ -260,7 +272,9 @@ func (m *Manager) reconcileWorktrees(ctx context.Context) {
 			}
 			id := filepath.Base(e.Path)
 			seen[id] = true
-			m.reconcileOne(ctx, repo, id, e)
+			if !elsewhere[id] {
+				m.reconcileOne(ctx, repo, id, e)
+			}
 		}
 	}
 	// Directories no repository lists (a crash inside `git worktree add`).

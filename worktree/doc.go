@@ -28,7 +28,9 @@
 // created from), cumulatively over all turns: that is what a parent
 // merges or cherry-picks.
 //
-// Caveats: a child that rewrites its own branch history (git reset, a
+// Caveats: Unchanged looks at what git tracks or would track: files
+// .gitignore ignores (build output) do not make a worktree changed, and go
+// with it when it is removed. A child that rewrites its own branch history (git reset, a
 // rebase) is reported against the recorded base all the same; a worktree
 // whose directory vanished is recreated by Ensure from its branch (or,
 // when the branch is gone too, from the base).
