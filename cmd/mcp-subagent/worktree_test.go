@@ -240,3 +240,23 @@ func TestWorktreeRmRemovesAChangedWorktree(t *testing.T) {
 		t.Errorf("rm of an unknown child: %v\n%s", err, out)
 	}
 }
+
+// An ACP child asked for isolation opens its session in its worktree.
+func TestAnACPChildOpensItsSessionInItsWorktree(t *testing.T) {
+	cfg, dir := fakeACPConfig(t, "")
+	s := start(t, nil, serverOpts{config: cfg})
+	gittest.Init(t, s.workspace, nil)
+	res := s.call(t, testCtx(t), "subagent", map[string]any{"description": "acp in isolation", "prompt": "hello", "provider": "fake", "isolation": "worktree"})
+	var sc isolatedSC
+	decodeSC(t, res, &sc)
+	if res.IsError || sc.Worktree == nil {
+		t.Fatalf("isolated ACP child: %s\n%s", text(res), s.stderr)
+	}
+	news := acpCalls(t, dir, "session/new")
+	if len(news) == 0 || news[0].Cwd != sc.Worktree.Path {
+		t.Fatalf("session/new = %+v, want cwd %s", news, sc.Worktree.Path)
+	}
+	if st := gittest.Status(t, s.workspace); st != "" {
+		t.Errorf("the client's checkout changed:\n%s", st)
+	}
+}
