@@ -234,7 +234,7 @@ func (a *activation) run() {
 		a.mu.Unlock()
 		tr := a.runTurn(ctx, msg, inputs)
 		cancel(nil)
-		res := resultOf(tr)
+		res := a.m.commitTurn(a.hdr, resultOf(tr))
 		a.finishTurn(msg.id, res)
 	}
 }
@@ -302,6 +302,7 @@ func (a *activation) settle() {
 	if err := a.driver.Close(); err != nil {
 		m.log.Warn("closing a child's driver failed", "agent_id", a.hdr.ID, "err", err)
 	}
+	m.settleWorktree(a.hdr)
 	m.release(a, notice, notify)
 	close(a.released)
 	m.emit(Event{Type: EventEnd, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true, StopReason: last.StopReason, Output: last.Output})
@@ -371,6 +372,7 @@ func (a *activation) abandon() {
 	a.unsubscribe()
 	a.persist.close()
 	_ = a.driver.Close() // revokes its callback token
+	a.m.dropWorktree(a.hdr.ID, a.hdr.Worktree)
 	a.m.release(a, nil, nil)
 	close(a.released)
 }

@@ -119,6 +119,7 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 	if err != nil {
 		_ = drv.Close()
 		m.closeLedger(hdr.ID)
+		m.dropWorktree(hdr.ID, hdr.Worktree)
 		return nil, err
 	}
 	stopProgress := func() {}

@@ -172,6 +172,36 @@
 //     default, journaled at its next turn. A ledger this manager has is
 //     kept: it already holds every charge.
 //
+// # Worktree isolation
+//
+// A continuable child started with StartRequest.Isolation "worktree" works
+// in its own git worktree (package worktree does the git): before its
+// provider prepares it, the manager creates Options.Worktrees/<id> on the
+// new branch subagent/<id> from the HEAD of the work tree holding the
+// requested cwd, and the child's cwd becomes the same subdirectory of it,
+// so every provider — in-process or external — simply runs there. The
+// worktree lives outside the repository's work tree, so the main checkout
+// shows nothing new; the header records it (path, branch, base commit,
+// repository), and listing rows show it. At each turn's end everything the
+// child changed is committed on its branch (fixed identity, no hooks, no
+// signing), and the turn's result carries the worktree and its changes
+// against the base, over all turns so far — what a parent merges. At
+// settlement a worktree whose branch holds nothing beyond its base is
+// removed with its branch; a later message recreates it at the same path
+// on the same branch from the recorded base (so an idle child costs no
+// checkout); a changed one stays until RemoveWorktree (`mcp-subagent
+// worktree rm`). A start reconciles (after Recover): every worktree under
+// Options.Worktrees of a repository one was made from (a list kept beside
+// them) is either recorded by a stored child or removed — an unrecorded one
+// is a crash between its creation and its child's first commit, which
+// precedes any turn, so it holds nothing (one that does is kept and
+// logged); a recorded unchanged one of a child the crash settled is
+// removed; a recorded one whose directory is gone is recreated; one of a
+// child resident in another server sharing the store is left alone. Refused,
+// naming the field "isolation": a cwd outside a git work tree, a manager
+// without Options.Worktrees (the server's --ephemeral), a one-shot child
+// (it is stored nowhere, so nothing would list its worktree).
+//
 // Caveats: a rebuilt ledger recounts descendants from the store, at most
 // 256 journals (past that the rest is left out and a warning logged):
 // one-shot runs are not stored, so what a one-shot child (and anything

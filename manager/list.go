@@ -34,7 +34,9 @@ type Row struct {
 	LastStopReason agent.StopReason `json:"last_stop_reason,omitempty"`
 	LastMessage    string           `json:"last_message,omitempty"`
 	Cwd            string           `json:"cwd,omitempty"`
-	Reason         string           `json:"reason,omitempty"` // corrupt, unavailable
+	// Worktree is the child's own git worktree (isolation "worktree").
+	Worktree *Worktree `json:"worktree,omitempty"`
+	Reason   string    `json:"reason,omitempty"` // corrupt, unavailable
 }
 
 // ListChildren lists the caller's direct continuable children, live state
@@ -166,7 +168,7 @@ func (m *Manager) liveRows(parent string, err error) []Row {
 	rows := make([]Row, 0, len(live)+1)
 	for _, a := range live {
 		h := a.hdr
-		r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Model: a.desc.Model, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd,
+		r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Model: a.desc.Model, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd, Worktree: h.Worktree,
 			Status: a.status()}
 		a.mu.Lock()
 		u, last := a.usage, a.last
@@ -213,7 +215,7 @@ func (m *Manager) treeUsage(ctx context.Context, agentID string) (Usage, error) 
 // checkpoint cached.
 func (m *Manager) row(ctx context.Context, l Listing) Row {
 	h := l.Header
-	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Model: h.Model, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd}
+	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Model: h.Model, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd, Worktree: h.Worktree}
 	m.mu.Lock()
 	a := m.live[h.ID]
 	m.mu.Unlock()

@@ -65,6 +65,10 @@ type Options struct {
 	// MaxRunningTotal caps the turns in flight across principals, the same
 	// way; zero or negative: no cap beyond each principal's.
 	MaxRunningTotal int
+	// Worktrees is the directory children's worktrees live in
+	// (isolation "worktree"), one per child named by its id; empty: the
+	// isolation is refused.
+	Worktrees string
 }
 
 // DefaultLeaseTTL is Options.LeaseTTL's default.
@@ -144,6 +148,7 @@ type Manager struct {
 
 	budgets budgetBook
 	adm     *admission // the caps on turns in flight
+	wtMu    sync.Mutex // serialises the worktrees' repositories file
 }
 
 // New returns a manager with no providers.
@@ -318,6 +323,11 @@ func (m *Manager) validate(name string, req *StartRequest) (Provider, error) {
 	}
 	if req.Cwd == "" {
 		req.Cwd = req.Parent.Cwd
+	}
+	ictx, cancel := m.bg()
+	defer cancel()
+	if err := m.checkIsolation(ictx, name, req); err != nil {
+		return nil, err
 	}
 	// Depth: the child is one deeper than its caller, under the smallest cap
 	// of the deployment, every ancestor's request and this request.

@@ -19,6 +19,10 @@ func (m *Manager) Start(ctx context.Context, name string, req StartRequest) (Run
 	if err != nil {
 		return nil, err
 	}
+	if req.Isolation != "" {
+		// A one-shot child is not stored: nothing would list its worktree.
+		return nil, &Error{Code: CodeInvalidRequest, Provider: name, Message: `field "isolation": needs a continuable child (a provider that continues children, and the session store); this one runs one-shot`}
+	}
 	req.ID = NewID()
 	c, err := m.build(ctx, p, name, req, ModeOneShot)
 	if err != nil {
@@ -141,7 +145,17 @@ type built struct {
 // for the creation inputs, builds the journal from the seed, mints the
 // callback and builds the driver. A failure (or ctx ending) leaves nothing
 // behind.
-func (m *Manager) build(ctx context.Context, p Provider, name string, req StartRequest, mode Mode) (built, error) {
+func (m *Manager) build(ctx context.Context, p Provider, name string, req StartRequest, mode Mode) (b built, err error) {
+	// The worktree comes first: the provider prepares the child in it.
+	wt, err := m.makeWorktree(ctx, name, &req)
+	if err != nil {
+		return built{}, err
+	}
+	defer func() {
+		if err != nil {
+			m.dropWorktree(req.ID, wt)
+		}
+	}()
 	in, err := p.Prepare(ctx, req)
 	if err != nil {
 		return built{}, startErr(ctx, name, err)
@@ -152,7 +166,7 @@ func (m *Manager) build(ctx context.Context, p Provider, name string, req StartR
 	}
 	hdr := Header{ID: req.ID, Parent: req.Parent.Address(), Principal: req.Parent.Principal, Depth: req.Depth,
 		DepthCap: req.DepthCap, Mode: mode, Provider: name, Label: req.Label, Cwd: req.Cwd,
-		CreatedAt: m.createdNow(), SeedLen: int64(len(in.Seed)), Model: in.Model}
+		CreatedAt: m.createdNow(), SeedLen: int64(len(in.Seed)), Model: in.Model, Worktree: wt}
 	if req.Parent.AgentID == "" {
 		hdr.Session = req.Parent.Session
 	}

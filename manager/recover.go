@@ -79,6 +79,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		m.announce(h, n)
 		m.log.Info("recovered a child left resident", "agent_id", id, "owner", c.Owner.ID, "closed_turn", len(closing) > 0)
 	}
+	m.reconcileWorktrees(ctx)
 	return ctx.Err()
 }
 

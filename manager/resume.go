@@ -68,6 +68,9 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 		return nil, notResumable(fmt.Sprintf("its provider %q is not registered or cannot continue children", desc.Provider), nil)
 	}
 	m.restoreLedger(ctx, hdr, events)
+	if err := m.ensureWorktree(ctx, hdr); err != nil {
+		return nil, notResumable("its worktree could not be recreated: "+truncate.Head(err.Error(), 300), err)
+	}
 	self := selfOf(hdr, desc, journal)
 	cb, revoke := m.callback(self)
 	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,

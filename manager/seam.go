@@ -87,6 +87,9 @@ type StartRequest struct {
 	// the deployment's default budget. It is capped by what every ancestor
 	// has left.
 	Budget *Budget
+	// Isolation is "worktree" to run the child in its own git worktree
+	// (IsolationWorktree); empty: it works in Cwd itself.
+	Isolation string
 
 	// Progress, when set, receives short human-readable progress notes
 	// (agent.ProgressNotes) while the first turn works. It must not block;
@@ -141,6 +144,11 @@ type Result struct {
 	Diagnostic string          // secret-free, at most MaxDiagnostic bytes
 	StopReason agent.StopReason
 	Usage      Usage
+	// Worktree and Changes are set for a child run in its own worktree:
+	// where it is, and what its branch holds beyond its base once the
+	// turn's changes are committed (nil when that could not be read).
+	Worktree *Worktree
+	Changes  *Changes
 }
 
 // MaxDiagnostic bounds Result.Diagnostic.

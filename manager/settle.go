@@ -126,6 +126,7 @@ func settlementText(id string, last Result) string {
 	if last.Diagnostic != "" && last.StopReason != agent.StopCompleted {
 		s += " Diagnostic: " + last.Diagnostic
 	}
+	s += worktreeText(last)
 	if strings.TrimSpace(last.Output) != "" {
 		return s + "\nIts closing message:\n" + last.Output
 	}

@@ -42,6 +42,10 @@ type Header struct {
 	// Session is the root caller's session that started a root child (see
 	// ParentRef.Session); empty otherwise.
 	Session string `json:"session,omitempty"`
+	// Worktree is the child's own git worktree (isolation "worktree");
+	// nil for a child working in its cwd, and in records from before it.
+	// Cwd lies inside it.
+	Worktree *Worktree `json:"worktree,omitempty"`
 }
 
 // PrincipalAddress is the parent address of a root principal's children.
@@ -246,7 +250,7 @@ func (l Listing) Key() ListingKey { return ListingKey{CreatedAt: l.Header.Create
 // listing row shows, and the checkpoint if one is stored.
 type Listing struct {
 	// Header carries the fields a row shows (ID, always set; Parent,
-	// Depth, Mode, Provider, Label, Cwd, Model, CreatedAt); a store may leave the
+	// Depth, Mode, Provider, Label, Cwd, Model, Worktree, CreatedAt); a store may leave the
 	// others zero, so read Store.Header for the whole header.
 	Header Header
 	// Corrupt is set when the store can tell the child's record or its

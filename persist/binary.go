@@ -26,14 +26,17 @@ const indexRecordVersion = 1
 // list the child without decoding it, and the descriptor's checksum so a
 // listing notices mangled descriptor bytes without decoding them.
 type indexRecord struct {
-	depth     int64
-	mode      string
-	provider  string
-	label     string
-	cwd       string // optional: records written before it have none
-	model     string // optional, last (after cwd, empty or not): likewise
-	descCRC   uint32
-	createdAt int64 // Unix nanoseconds
+	depth    int64
+	mode     string
+	provider string
+	label    string
+	cwd      string // optional: records written before it have none
+	model    string // optional (after cwd, empty or not): likewise
+	// wtPath, wtBranch, wtBase, wtRepo: the child's worktree, optional and
+	// last (after model, empty or not), all four or none.
+	wtPath, wtBranch, wtBase, wtRepo string
+	descCRC                          uint32
+	createdAt                        int64 // Unix nanoseconds
 }
 
 func encodeIndexRecord(h manager.Header, descriptor []byte) []byte {
@@ -45,11 +48,18 @@ func encodeIndexRecord(h manager.Header, descriptor []byte) []byte {
 	b = appendString(b, string(h.Mode))
 	b = appendString(b, h.Provider)
 	b = appendString(b, h.Label)
-	if h.Cwd != "" || h.Model != "" {
+	wt := h.Worktree != nil
+	if h.Cwd != "" || h.Model != "" || wt {
 		b = appendString(b, h.Cwd)
 	}
-	if h.Model != "" {
+	if h.Model != "" || wt {
 		b = appendString(b, h.Model)
+	}
+	if wt {
+		b = appendString(b, h.Worktree.Path)
+		b = appendString(b, h.Worktree.Branch)
+		b = appendString(b, h.Worktree.Base)
+		b = appendString(b, h.Worktree.Repo)
 	}
 	return b
 }
@@ -92,7 +102,17 @@ func decodeIndexRecord(b []byte) (indexRecord, error) {
 			if r.model, b, err = readString(b); err != nil {
 				return r, err
 			}
-			if r.model == "" || len(b) != 0 {
+			if len(b) != 0 {
+				for _, f := range []*string{&r.wtPath, &r.wtBranch, &r.wtBase, &r.wtRepo} {
+					if *f, b, err = readString(b); err != nil {
+						return r, err
+					}
+					if *f == "" {
+						return r, errMalformed
+					}
+				}
+			}
+			if (r.model == "" && r.wtPath == "") || len(b) != 0 {
 				return r, errMalformed // one encoding per value
 			}
 		} else if r.cwd == "" {

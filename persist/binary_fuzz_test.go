@@ -41,6 +41,9 @@ func FuzzDecodeIndexRecord(f *testing.F) {
 	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
 	h.Cwd = ""
 	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
+	h.Model = ""
+	h.Worktree = &manager.Worktree{Path: "/d/worktrees/agent-1", Branch: "subagent/agent-1", Base: "abc", Repo: "/src/p"}
+	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
 	f.Add(encodeIndexRecord(manager.Header{CreatedAt: time.Unix(0, 0)}, nil))
 	f.Add([]byte{})
 	f.Add([]byte{1, 2})
@@ -63,11 +66,18 @@ func FuzzDecodeIndexRecord(f *testing.F) {
 		again = appendString(again, r.mode)
 		again = appendString(again, r.provider)
 		again = appendString(again, r.label)
-		if r.cwd != "" || r.model != "" {
+		wt := r.wtPath != ""
+		if r.cwd != "" || r.model != "" || wt {
 			again = appendString(again, r.cwd)
 		}
-		if r.model != "" {
+		if r.model != "" || wt {
 			again = appendString(again, r.model)
+		}
+		if wt {
+			again = appendString(again, r.wtPath)
+			again = appendString(again, r.wtBranch)
+			again = appendString(again, r.wtBase)
+			again = appendString(again, r.wtRepo)
 		}
 		if !bytes.Equal(again, b) {
 			t.Fatalf("accepted %x but it re-encodes as %x", b, again)

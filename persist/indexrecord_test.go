@@ -21,6 +21,16 @@ func TestIndexRecordKeepsTheModel(t *testing.T) {
 			t.Errorf("cwd %q model %q: decoded %+v, %v", c.cwd, c.model, r, err)
 		}
 	}
+	// A worktree follows the model, empty or not.
+	for _, model := range []string{"", "fast"} {
+		h := base
+		h.Model = model
+		h.Worktree = &manager.Worktree{Path: "/d/wt/agent-1", Branch: "subagent/agent-1", Base: "0123abcd", Repo: "/r"}
+		r, err := decodeIndexRecord(encodeIndexRecord(h, nil))
+		if err != nil || r.model != model || r.wtPath != h.Worktree.Path || r.wtBranch != h.Worktree.Branch || r.wtBase != h.Worktree.Base || r.wtRepo != h.Worktree.Repo {
+			t.Errorf("worktree with model %q: decoded %+v, %v", model, r, err)
+		}
+	}
 	// cwd present but empty with nothing after it has another encoding (none).
 	b := appendString(encodeIndexRecord(base, nil), "")
 	if _, err := decodeIndexRecord(b); err == nil {

@@ -16,7 +16,7 @@ import (
 // the descriptor's bytes checked against the record's checksum, and the
 // binary checkpoint (current by construction). Headers are not read: a listing's
 // Header carries only the fields a row shows (ID, Parent, Depth, Mode,
-// Provider, Label, Cwd, Model, CreatedAt). A child whose record or descriptor is
+// Provider, Label, Cwd, Model, Worktree, CreatedAt). A child whose record or descriptor is
 // mangled comes back with Corrupt set; the others are unaffected.
 func (s *Store) Listings(ctx context.Context, parent string, page manager.Page) ([]manager.Listing, error) {
 	if err := ctxErr(ctx); err != nil {
@@ -86,6 +86,9 @@ func (s *Store) listing(parent string, id, rec []byte, descriptors, checkpoints,
 	}
 	l.Header.Depth, l.Header.Mode, l.Header.Provider, l.Header.Label = int(r.depth), manager.Mode(r.mode), r.provider, r.label
 	l.Header.Cwd, l.Header.Model = r.cwd, r.model
+	if r.wtPath != "" {
+		l.Header.Worktree = &manager.Worktree{Path: r.wtPath, Branch: r.wtBranch, Base: r.wtBase, Repo: r.wtRepo}
+	}
 	l.Header.CreatedAt = unixTime(r.createdAt)
 	l.HasChildren = byParent.Bucket(id) != nil
 	// A stored checkpoint is current (appends drop it), so its Seq is

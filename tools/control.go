@@ -187,7 +187,10 @@ func (s *Server) inProject(caller manager.ParentRef, rows []manager.Row) []manag
 	}
 	out := rows[:0]
 	for _, r := range rows {
-		if r.Kind != "child" || r.Cwd == "" || within(si.Cwd, r.Cwd) {
+		// An isolated child works outside the project, in a worktree of
+		// its repository: the repository is its project.
+		wt := r.Worktree != nil && (within(si.Cwd, r.Worktree.Repo) || within(r.Worktree.Repo, si.Cwd))
+		if r.Kind != "child" || r.Cwd == "" || within(si.Cwd, r.Cwd) || wt {
 			out = append(out, r)
 		}
 	}

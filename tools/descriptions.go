@@ -13,7 +13,7 @@ import (
 
 func (s *Server) subagentDescription() string {
 	var b strings.Builder
-	b.WriteString("Delegate a task to a child agent. It works alone in a directory inside yours and does not see your conversation unless its provider says so: put everything it needs in `prompt`. ")
+	b.WriteString("Delegate a task to a child agent. It does not see your conversation unless its provider says so: put everything it needs in `prompt`. ")
 	b.WriteString("The call waits and returns the child's last message; a child that did not complete is an error result with a diagnostic, never a half answer. ")
 	if s.catalog.Persistent() {
 		b.WriteString("Children are continuable: `send_message` gives one more work, `interrupt_agent` stops its turn, `list_agents` shows them. ")

@@ -30,6 +30,12 @@
 // an unknown name is the provider's INVALID_REQUEST naming the field and
 // the choices.
 //
+// The subagent tool's isolation ("worktree") passes through to the
+// manager, which refuses what it cannot give naming the field; a result
+// of an isolated child carries its worktree and changes (structured and,
+// in one line, as text), and its list rows count as the project of a root
+// session whose directory is, or lies in, the worktree's repository.
+//
 // The package knows nothing of vendors: it sees providers only through the
 // manager.
 package tools

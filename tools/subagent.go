@@ -38,6 +38,8 @@ type subagentArgs struct {
 	// model id, and the reasoning effort; see withModelChoices.
 	Model  string     `json:"model,omitempty"`
 	Effort llm.Effort `json:"effort,omitempty"`
+	// Isolation "worktree": the child works in its own git worktree.
+	Isolation string `json:"isolation,omitempty"`
 }
 
 // Foreground is the structuredContent of a finished foreground run.
@@ -49,6 +51,10 @@ type Foreground struct {
 	Structured json.RawMessage  `json:"structured,omitempty"`
 	Diagnostic string           `json:"diagnostic,omitempty"`
 	Usage      manager.Usage    `json:"usage"`
+	// Worktree and Changes: the child's own git worktree and what its
+	// branch holds beyond its base, committed (isolation "worktree").
+	Worktree *manager.Worktree `json:"worktree,omitempty"`
+	Changes  *manager.Changes  `json:"changes,omitempty"`
 	// TreeUsage adds what the child's own descendants used; present only
 	// when it delegated.
 	TreeUsage *manager.Usage `json:"tree_usage,omitempty"`
@@ -118,7 +124,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 		Label: in.Description, Prompt: in.Prompt, Parent: c.caller, Cwd: cwd,
 		OutputSchema: in.OutputSchema, MaxDepth: in.MaxDepth, ToolFilter: in.ToolFilter,
 		Persona: in.Persona, Progress: c.progress, Budget: in.Budget,
-		Model: in.Model, Effort: in.Effort,
+		Model: in.Model, Effort: in.Effort, Isolation: in.Isolation,
 	}
 	continuable := s.catalog.Persistent() && s.providerInfo(provider).Continuable
 	if in.RunInBackground && !continuable {
@@ -273,12 +279,13 @@ func errorResult(err error) *mcp.CallToolResult {
 // and the partial output.
 func foregroundResult(id string, res manager.Result) *mcp.CallToolResult {
 	fg := Foreground{Kind: "foreground", AgentID: id, StopReason: res.StopReason, Output: res.Output,
-		Structured: res.Structured, Usage: res.Usage}
+		Structured: res.Structured, Usage: res.Usage, Worktree: res.Worktree, Changes: res.Changes}
 	if res.StopReason == agent.StopCompleted {
 		text := res.Output
 		if text == "" {
 			text = "(the subagent finished without a closing message)"
 		}
+		text += worktreeLine(res)
 		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, StructuredContent: fg}
 	}
 	fg.Structured = nil
@@ -305,7 +312,23 @@ func foregroundResult(id string, res manager.Result) *mcp.CallToolResult {
 	} else {
 		b.WriteString("\nThe run left no output.")
 	}
+	b.WriteString(worktreeLine(res))
 	return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(b.String())}, StructuredContent: fg, IsError: true}
+}
+
+// worktreeLine is the text result's word on the child's worktree: the
+// structured result has it all.
+func worktreeLine(res manager.Result) string {
+	w, c := res.Worktree, res.Changes
+	switch {
+	case w == nil:
+		return ""
+	case c == nil:
+		return fmt.Sprintf("\n\nWorktree %s, branch %s.", w.Path, w.Branch)
+	case c.Empty():
+		return fmt.Sprintf("\n\nNo changes in worktree %s (branch %s).", w.Path, w.Branch)
+	}
+	return fmt.Sprintf("\n\nChanges committed on branch %s (worktree %s, base %s): %s.", w.Branch, w.Path, w.Base, c.Diffstat)
 }
 
 // resolveCwd returns the child's cwd: inside the caller's own cwd for an

@@ -49,6 +49,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	case "doctor":
 		return runDoctor(args[1:], stdout, stderr)
+	case "worktree":
+		return runWorktree(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stderr, usage)
 		return 0
@@ -113,6 +115,7 @@ const usage = `Usage:
   mcp-subagent serve [--http ADDR] [--config FILE] [--data-dir DIR | --ephemeral] [--no-daemon] [--log-level LEVEL] [--log-format FORMAT] [--principal NAME]
   mcp-subagent daemon [stop|status] [--data-dir DIR] [--config FILE]
   mcp-subagent doctor [--data-dir DIR]   copy every readable child of a damaged store into a fresh one
+  mcp-subagent worktree rm ID [--data-dir DIR]   remove a stopped server's child's worktree and branch, changes and all
   mcp-subagent version
 
 serve over stdio relays to the one daemon of the data directory, starting it

@@ -119,7 +119,9 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	// The session store keeps continuable children; --ephemeral runs
 	// without one: foreground one-shot children only, control tools hidden.
 	var store manager.Store
+	var worktrees string // isolation "worktree": refused with --ephemeral (no data directory)
 	if dataDir != "" {
+		worktrees = filepath.Join(dataDir, "worktrees")
 		st, err := persist.Open(dataDir, persist.Options{Logger: log.With("component", "persist")})
 		if err != nil {
 			return nil, err
@@ -129,7 +131,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	}
 	var ts *tools.Server
 	mgr := manager.New(manager.Options{MaxDepth: cfg.MaxDepth, Budget: cfg.Limits.Budget.limits(), Logger: log.With("component", "manager"), Store: store,
-		MaxRunningChildren: cfg.Limits.MaxRunningChildren, MaxRunningTotal: cfg.Limits.MaxRunningTotal,
+		MaxRunningChildren: cfg.Limits.MaxRunningChildren, MaxRunningTotal: cfg.Limits.MaxRunningTotal, Worktrees: worktrees,
 		OnNotice: func(principal string, n manager.Notice) {
 			if ts != nil {
 				ts.PushNotice(principal, n)

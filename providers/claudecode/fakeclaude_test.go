@@ -245,6 +245,10 @@ func fakeClaude() int {
 		assistant(map[string]any{"type": "thinking", "thinking": "hmm"})
 		assistant(text(reply))
 		result("success", false, reply, nil)
+	case "write": // writes claude.txt in its cwd, as its Write tool would
+		_ = os.WriteFile(filepath.Join(cwd, "claude.txt"), []byte("by claude\n"), 0o644)
+		assistant(text("wrote claude.txt"))
+		result("success", false, "wrote claude.txt", nil)
 	case "api-error":
 		msg := "API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}"
 		emit(map[string]any{"type": "assistant", "message": map[string]any{"id": "synthetic-1", "model": "<synthetic>", "role": "assistant",

@@ -2,6 +2,7 @@ package codex
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -208,6 +209,9 @@ func fakeCodex(args []string) int {
 		return complete("could not write /etc/x")
 	case strings.Contains(prompt, "CALLBACK"):
 		return complete(callBack(c, out))
+	case strings.Contains(prompt, "WRITE"): // writes codex.txt in its working root (-C, else its cwd)
+		_ = os.WriteFile(filepath.Join(cmp.Or(c.Flags["-C"], c.Cwd), "codex.txt"), []byte("by codex\n"), 0o644)
+		return complete("wrote codex.txt")
 	}
 	out(map[string]any{"type": "item.completed", "item": map[string]any{"id": "item_0", "type": "reasoning", "text": "**Thinking**"}})
 	out(map[string]any{"type": "item.started", "item": map[string]any{"id": "item_1", "type": "command_execution", "command": "ls", "status": "in_progress"}})
