@@ -124,6 +124,8 @@ type Server struct {
 	roots       []string // absolute, symlinks resolved
 	tools       []*tool
 	mcp         *server.MCPServer
+	transcripts Transcripts   // nil: no transcript resources
+	subs        subscriptions // transcript resource subscriptions
 
 	mu           sync.Mutex
 	sessionsByID map[string]*session          // root sessions known, by MCP session id
@@ -158,6 +160,7 @@ func New(mgr Manager, opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.transcripts, _ = mgr.(Transcripts)
 	// The configured roots add to the working directory, never replace it
 	// (the README's promise); it stays first, the default cwd.
 	var roots []string
@@ -316,6 +319,7 @@ func (s *Server) Register(ms *server.MCPServer) {
 		def.Annotations = t.annotations
 		ms.AddTool(def, s.mcpHandler(t))
 	}
+	s.registerResources(ms)
 }
 
 // Filter is the MCP server's tool filter: root callers do not see the
@@ -393,7 +397,7 @@ func (s *Server) mcpHandler(t *tool) server.ToolHandlerFunc {
 			c.progress = s.progressSender(ctx, req.Params.Meta.ProgressToken)
 		}
 		res := t.handle(ctx, c)
-		if root {
+		if root && !s.observer(ctx) {
 			withNotices(res, s.notices.TakeNotices(caller.Principal, caller.Session))
 		}
 		return res, nil
