@@ -224,9 +224,9 @@ func (m *Manager) Watch(ctx context.Context, caller ParentRef, childID string) (
 			m.mu.Lock()
 			a := m.live[childID]
 			m.mu.Unlock()
-			w.follow(a)
+			w.follow(a, true)
 		case EventEnd:
-			w.follow(nil)
+			w.follow(nil, false)
 			w.poke(w.c)
 			w.poke(w.settled)
 		}
@@ -234,12 +234,14 @@ func (m *Manager) Watch(ctx context.Context, caller ParentRef, childID string) (
 	m.mu.Lock()
 	a = m.live[childID]
 	m.mu.Unlock()
-	w.follow(a)
+	w.follow(a, false) // the reader reads after this returns: nothing to catch up on
 	return w, nil
 }
 
-// follow moves w's journal subscription to a's (nil: none).
-func (w *Watch) follow(a *activation) {
+// follow moves w's journal subscription to a's (nil: none); catchUp
+// signals once for events a journaled before the subscription (a wake
+// seen late).
+func (w *Watch) follow(a *activation, catchUp bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stopped || a == w.journal {
@@ -254,7 +256,9 @@ func (w *Watch) follow(a *activation) {
 		// Runs under the journal's lock: it must not block, nor take w.mu
 		// (follow holds it while it subscribes).
 		w.unsub = a.driver.Journal().Subscribe(func(agent.Event) { w.poke(w.c) })
-		w.poke(w.c) // events may have come before the subscription
+		if catchUp {
+			w.poke(w.c)
+		}
 	}
 }
 

@@ -88,15 +88,16 @@ func TestTranscriptAndWatch(t *testing.T) {
 
 	// Running, held after its tool round: the watch has signalled, and the
 	// transcript (from memory) shows the round.
+	// A reader reads, then waits for a signal before each re-read.
 	var tr manager.Transcript
 	for {
-		wantSignal(t, w.C, "the running child's tool round")
 		if tr, err = m.Transcript(ctx, owner, st.ChildID, 0); err != nil {
 			t.Fatal(err)
 		}
 		if tr.Len == 4 {
 			break
 		}
+		wantSignal(t, w.C, "the running child's tool round")
 	}
 	if tr.Status != manager.StatusRunning || tr.Label != "reader" || tr.Provider != "step" {
 		t.Fatalf("transcript header = %+v, want a running child labelled reader on step", tr)
@@ -150,6 +151,11 @@ func TestTranscriptAndWatch(t *testing.T) {
 		if tr.Len == 10 {
 			break
 		}
+	}
+	select {
+	case <-w.Settled:
+		t.Fatal("a settlement was signalled while the resumed child runs")
+	default:
 	}
 	if e := tr.Entries[1]; e.Text != "and b.go?" || e.Turn != 2 {
 		t.Fatalf("resumed entry = %+v, want the follow-up in turn 2", e)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/daemon"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
@@ -219,7 +220,7 @@ func TestCLICommandsOnTheDaemon(t *testing.T) {
 	}
 	close(model.hold)
 	released = true
-	if !readUntil("[assistant] watched it") || !readUntil("── turn 1 ended: completed") || !readUntil("(" + watched.AgentID + " settled)") {
+	if !readUntil("[assistant] watched it") || !readUntil("── turn 1 ended: completed") || !readUntil("("+watched.AgentID+" settled)") {
 		t.Fatalf("tail -f did not follow the next step to the settlement: %q; stderr %s", seen, tailErr.String())
 	}
 	_, _ = io.Copy(io.Discard, pipe)
@@ -246,7 +247,9 @@ func TestCLICommandsOnTheDaemon(t *testing.T) {
 
 	// interrupt: the slow child's turn ends aborted.
 	slow, _ := startBackground(t, s, ctx, "slow", "long task")
-	if !waitFor(10*time.Second, func() bool { return len(requestsWhere(fake, func(r fakeopenai.Request) bool { return r.LastUserText() == "long task" })) == 1 }) {
+	if !waitFor(10*time.Second, func() bool {
+		return len(requestsWhere(fake, func(r fakeopenai.Request) bool { return r.LastUserText() == "long task" })) == 1
+	}) {
 		t.Fatal("the slow child never called the model")
 	}
 	code, out, errOut = cli(t, s, "interrupt", slow.AgentID)
@@ -273,4 +276,42 @@ func lineWith(out, prefix, sub string) bool {
 		}
 	}
 	return false
+}
+
+// A notice waiting for the principal's next session is not taken by the
+// command line's sessions: it reaches the next model client's session.
+func TestCLISessionsTakeNoNotices(t *testing.T) {
+	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "quick answer"}))
+	defer fake.Close()
+	a := start(t, fake, serverOpts{})
+	ctx := testCtx(t)
+	h, _ := startBackground(t, a, ctx, "quick", "quick work")
+	settled := waitFor(20*time.Second, func() bool {
+		_, out, _ := cli(t, a, "ls", "--json")
+		var rows []manager.Row
+		_ = json.Unmarshal([]byte(out), &rows)
+		return len(rows) == 1 && rows[0].Status == "ready" && rows[0].LastStopReason == "completed"
+	})
+	if !settled {
+		t.Fatal("the child did not settle")
+	}
+	a.client.Close() // its session goes; the notice is now any session's
+	if !waitFor(10*time.Second, func() bool {
+		w, err := daemon.Status(ctx, a.dataDir)
+		return err == nil && w.Sessions == 0
+	}) {
+		t.Fatal("the daemon still counts the closed session")
+	}
+	for _, args := range [][]string{{"ls"}, {"show", h.AgentID}, {"send", h.AgentID, "more", "--wait"}} {
+		if code, _, errOut := cli(t, a, args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+	b := start(t, fake, serverOpts{dataDir: a.dataDir, workspace: a.workspace})
+	got := awaitNotices(t, b, ctx, 10*time.Second, nil, func(ns []string) bool {
+		return countWith(ns, "[subagent-settled from "+h.AgentID+"]") >= 1
+	})
+	if countWith(got, "[subagent-settled from "+h.AgentID+"]") < 1 {
+		t.Fatalf("the next session did not get the notice the CLI ran past: %q", got)
+	}
 }
