@@ -428,7 +428,7 @@ func withNotices(res *mcp.CallToolResult, ns []manager.Notice) {
 	}
 	var m map[string]any
 	if res.StructuredContent == nil {
-		m = map[string]any{"message": resultText(res)}
+		m = map[string]any{"message": ResultText(res)}
 	} else if b, err := json.Marshal(res.StructuredContent); err != nil || json.Unmarshal(b, &m) != nil || m == nil {
 		m = map[string]any{"result": res.StructuredContent}
 	}
@@ -492,11 +492,11 @@ func (a *agentTool) Def() llm.ToolDef {
 
 func (a *agentTool) Call(ctx context.Context, args json.RawMessage) (string, error) {
 	res := a.t.handle(ctx, call{caller: a.self, args: args})
-	return resultText(res), nil
+	return ResultText(res), nil
 }
 
-// resultText flattens a tool result's text content.
-func resultText(r *mcp.CallToolResult) string {
+// ResultText flattens a tool result's text content.
+func ResultText(r *mcp.CallToolResult) string {
 	var parts []string
 	for _, c := range r.Content {
 		if tc, ok := c.(mcp.TextContent); ok {

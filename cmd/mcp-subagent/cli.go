@@ -202,7 +202,7 @@ func (c *cliClient) call(ctx context.Context, name string, args map[string]any, 
 		return nil, err
 	}
 	if res.IsError {
-		return res, errors.New(resultText(res))
+		return res, errors.New(tools.ResultText(res))
 	}
 	if out != nil {
 		raw := []byte(res.RawStructuredContent)
@@ -216,16 +216,6 @@ func (c *cliClient) call(ctx context.Context, name string, args map[string]any, 
 		}
 	}
 	return res, nil
-}
-
-func resultText(r *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range r.Content {
-		if tc, ok := c.(mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
 }
 
 func printJSON(w io.Writer, v any) error {

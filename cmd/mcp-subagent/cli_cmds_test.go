@@ -315,3 +315,24 @@ func TestCLISessionsTakeNoNotices(t *testing.T) {
 		t.Fatalf("the next session did not get the notice the CLI ran past: %q", got)
 	}
 }
+
+// A human command starts the data directory's daemon when none runs, as a
+// session would.
+func TestCLIStartsTheDaemon(t *testing.T) {
+	dataDir := t.TempDir()
+	t.Cleanup(func() { stopDaemon(t, dataDir) })
+	s := &instance{dataDir: dataDir, workspace: t.TempDir()}
+	if _, err := daemon.Status(testCtx(t), dataDir); err == nil {
+		t.Fatal("a daemon runs before the command")
+	}
+	code, out, errOut := cli(t, s, "ls")
+	if code != 0 || out != "no subagents\n" {
+		t.Fatalf("ls on a fresh data directory: exit %d, %q, stderr %q", code, out, errOut)
+	}
+	if _, err := daemon.Status(testCtx(t), dataDir); err != nil {
+		t.Fatalf("no daemon runs after the command: %v", err)
+	}
+	if code, _, errOut = cli(t, s, "ls", "extra"); code != 2 || !strings.Contains(errOut, "no arguments") {
+		t.Errorf("ls with an argument: exit %d, %q; want 2", code, errOut)
+	}
+}

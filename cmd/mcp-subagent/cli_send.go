@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // cliWait bounds `send --wait`: the tool's own maximum (a day).
@@ -17,28 +19,25 @@ func sendCmd(ctx context.Context, c *cliClient, id, msg string, wait, asJSON boo
 	if wait {
 		args["wait_seconds"] = cliWait.Seconds()
 	}
-	var out map[string]any
-	res, err := c.call(ctx, "send_message", args, &out)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return printJSON(w, out)
-	}
-	_, err = fmt.Fprintln(w, resultText(res))
-	return err
+	return toolCmd(ctx, c, "send_message", args, asJSON, w)
 }
 
 // interruptCmd is `mcp-subagent interrupt ID`: interrupt_agent.
 func interruptCmd(ctx context.Context, c *cliClient, id string, asJSON bool, w io.Writer) error {
+	return toolCmd(ctx, c, "interrupt_agent", map[string]any{"agent_id": id}, asJSON, w)
+}
+
+// toolCmd calls a tool and prints its structured result (--json) or its
+// text.
+func toolCmd(ctx context.Context, c *cliClient, name string, args map[string]any, asJSON bool, w io.Writer) error {
 	var out map[string]any
-	res, err := c.call(ctx, "interrupt_agent", map[string]any{"agent_id": id}, &out)
+	res, err := c.call(ctx, name, args, &out)
 	if err != nil {
 		return err
 	}
 	if asJSON {
 		return printJSON(w, out)
 	}
-	_, err = fmt.Fprintln(w, resultText(res))
+	_, err = fmt.Fprintln(w, tools.ResultText(res))
 	return err
 }
