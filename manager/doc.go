@@ -116,6 +116,14 @@
 //     that cannot be read is a diagnostic row; its siblings are unaffected.
 //     A listing whose store cannot be read at all does not fail: it lists
 //     the live children and one diagnostic row, StoreRowID.
+//   - A transcript (Transcript) is read only by the principal of the
+//     child's lineage, as a root caller or as an ancestor agent
+//     (UNAUTHORIZED otherwise); it never loads or resumes the child: a
+//     resident child's journal is read from memory (ahead of the store), a
+//     stored one from the store, each text bounded by MaxTranscriptText. A
+//     Watch signals a reader (coalesced) at each journal event of the
+//     child's activations, the ones that start later included, and at each
+//     settlement; its creator stops it.
 //   - Close stops every resident child without a notice and leaves its
 //     claim, exactly as a crash would (it only ends the lease, so the next
 //     manager need not wait it out); Recover, on the next start, closes the

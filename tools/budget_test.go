@@ -32,7 +32,7 @@ func TestBudgetsReachTheManagerAndRunningOutIsAnError(t *testing.T) {
 	if asked == nil || *asked != (manager.Budget{Steps: 5, CostUSD: 0.5}) {
 		t.Errorf("the manager was asked for budget %+v", asked)
 	}
-	text := resultText(r)
+	text := ResultText(r)
 	for _, w := range []string{"Error: subagent ran out of its budget before it finished", "stop reason budget", out.Diagnostic, "Partial output before the run ended:\nhalf of it"} {
 		if !r.IsError || !strings.Contains(text, w) {
 			t.Errorf("result (error %v) %q lacks %q", r.IsError, text, w)
@@ -45,7 +45,7 @@ func TestBudgetsReachTheManagerAndRunningOutIsAnError(t *testing.T) {
 	r = s.tool("send_message").handle(context.Background(), rootCall(s, map[string]any{
 		"subagent_id": "agent-1", "message": "more", "budget": map[string]any{"tokens": 1000}}))
 	if r.IsError || len(f.budgets) != 1 || f.budgets[0] == nil || f.budgets[0].Tokens != 1000 {
-		t.Errorf("send_message: %q; granted %+v", resultText(r), f.budgets)
+		t.Errorf("send_message: %q; granted %+v", ResultText(r), f.budgets)
 	}
 	for _, tool := range []string{"subagent", "send_message"} {
 		args := map[string]any{"description": "loop", "prompt": "go", "subagent_id": "agent-1", "message": "more", "budget": map[string]any{"tokens": -1}}
@@ -57,8 +57,8 @@ func TestBudgetsReachTheManagerAndRunningOutIsAnError(t *testing.T) {
 			delete(args, "prompt")
 		}
 		r := s.tool(tool).handle(context.Background(), rootCall(s, args))
-		if !r.IsError || !strings.Contains(resultText(r), "budget") || !strings.Contains(resultText(r), "tokens") {
-			t.Errorf("%s with a negative budget: %q; want an error naming budget.tokens", tool, resultText(r))
+		if !r.IsError || !strings.Contains(ResultText(r), "budget") || !strings.Contains(ResultText(r), "tokens") {
+			t.Errorf("%s with a negative budget: %q; want an error naming budget.tokens", tool, ResultText(r))
 		}
 	}
 }

@@ -15,7 +15,7 @@ func TestACallWithNoEstablishedCallerIsRefused(t *testing.T) {
 	p := &plainProvider{}
 	c := serveHTTPAs(t, p, nil) // marks no principal
 	res := callSubagent(t, c, map[string]any{"description": "who am i", "prompt": "p"})
-	if got := resultText(res); !res.IsError || !strings.Contains(got, "UNAUTHORIZED") || !strings.Contains(got, "identity") {
+	if got := ResultText(res); !res.IsError || !strings.Contains(got, "UNAUTHORIZED") || !strings.Contains(got, "identity") {
 		t.Errorf("call with no caller = isError %v %q; want UNAUTHORIZED", res.IsError, got)
 	}
 	if p.started.Load() != 0 {

@@ -36,6 +36,16 @@
 // in one line, as text), and its list rows count as the project of a root
 // session whose directory is, or lies in, the worktree's repository.
 //
+// Transcripts are resources (resources.go): the template
+// subagent://agents/{id}/transcript, read through the manager's Transcript
+// for the caller (only its lineage's principal may), the caller's tree
+// added to resources/list by a hook, and subscriptions served from hooks
+// too: each subscribed session gets notifications/resources/updated from
+// a manager Watch, forwarded by one goroutine per subscription that ends
+// on unsubscribe, when its session unregisters, or at CloseSubscriptions.
+// Sessions whose client is ObserverClient (the command line) take no
+// pending notices with their tool results.
+//
 // The package knows nothing of vendors: it sees providers only through the
 // manager.
 package tools

@@ -117,8 +117,8 @@ func TestSendMessageWordsTheTurnItWaitedFor(t *testing.T) {
 				args["wait_seconds"] = tc.wait
 			}
 			r := s.tool("send_message").handle(context.Background(), rootCall(s, args))
-			if r.IsError != tc.isError || !strings.Contains(resultText(r), tc.text) {
-				t.Fatalf("result (error %v) %q, want error %v containing %q", r.IsError, resultText(r), tc.isError, tc.text)
+			if r.IsError != tc.isError || !strings.Contains(ResultText(r), tc.text) {
+				t.Fatalf("result (error %v) %q, want error %v containing %q", r.IsError, ResultText(r), tc.isError, tc.text)
 			}
 			if gotWait != (tc.wait > 0) {
 				t.Errorf("Followup asked to wait = %v, want %v", gotWait, tc.wait > 0)
@@ -152,8 +152,8 @@ func TestAForegroundChildReportsItsTreeUsage(t *testing.T) {
 		},
 	})
 	r := s.tool("subagent").handle(context.Background(), rootCall(s, map[string]any{"prompt": "go", "description": "d"}))
-	if r.IsError || resultText(r) != "ok" {
-		t.Fatalf("result %q (error %v)", resultText(r), r.IsError)
+	if r.IsError || ResultText(r) != "ok" {
+		t.Fatalf("result %q (error %v)", ResultText(r), r.IsError)
 	}
 	fg := r.StructuredContent.(Foreground)
 	if fg.TreeUsage == nil || *fg.TreeUsage != (manager.Usage{InputTokens: 110, OutputTokens: 55, CostUSD: 0.25}) {
@@ -174,8 +174,8 @@ func TestAForegroundChildWhoseWritesFailedIsAnError(t *testing.T) {
 			return &manager.Started{ChildID: "agent-7", MessageID: "msg-1", Turn: turn}, nil
 		}, treeUsage: func(string) (manager.Usage, error) { return manager.Usage{}, nil }})
 		r := s.tool("subagent").handle(context.Background(), rootCall(s, map[string]any{"prompt": "go", "description": "d", "wait_seconds": 0.05}))
-		if !r.IsError || !strings.Contains(resultText(r), "PERSISTENCE_UNAVAILABLE") {
-			t.Errorf("result %q (error %v), want PERSISTENCE_UNAVAILABLE, not a result or handle the store does not hold", resultText(r), r.IsError)
+		if !r.IsError || !strings.Contains(ResultText(r), "PERSISTENCE_UNAVAILABLE") {
+			t.Errorf("result %q (error %v), want PERSISTENCE_UNAVAILABLE, not a result or handle the store does not hold", ResultText(r), r.IsError)
 		}
 	}
 }
@@ -198,7 +198,7 @@ func TestACancelledForegroundCallInterruptsItsChild(t *testing.T) {
 		t.Errorf("interrupted %q, want agent-9", got)
 	}
 	if !r.IsError || r.StructuredContent.(Foreground).StopReason != agent.StopAborted {
-		t.Errorf("result %q, want an aborted error result", resultText(r))
+		t.Errorf("result %q, want an aborted error result", ResultText(r))
 	}
 }
 
@@ -213,8 +213,8 @@ func TestListAgentsWordsEveryRow(t *testing.T) {
 	}})
 	r := s.tool("list_agents").handle(context.Background(), rootCall(s, map[string]any{"all_projects": true}))
 	want := "agent-1 [idle] — tests (provider spawn, depth 1, 12 in / 4 out tokens, last turn completed)\n  closing message: all green\nagent-2 [corrupt] — cannot be read"
-	if r.IsError || resultText(r) != want {
-		t.Errorf("list_agents text:\n%s\nwant:\n%s", resultText(r), want)
+	if r.IsError || ResultText(r) != want {
+		t.Errorf("list_agents text:\n%s\nwant:\n%s", ResultText(r), want)
 	}
 	if rows := structured(t, r)["agents"].([]any); len(rows) != 2 {
 		t.Errorf("structured agents = %v, want both rows", rows)
@@ -226,8 +226,8 @@ func TestSeamErrorsKeepTheirCode(t *testing.T) {
 		return &manager.Error{Code: manager.CodeUnauthorized, Message: "only the direct parent may stop agent-3"}
 	}})
 	r := s.tool("interrupt_agent").handle(context.Background(), rootCall(s, map[string]any{"agent_id": "agent-3"}))
-	if want := "Error: UNAUTHORIZED: only the direct parent may stop agent-3"; !r.IsError || resultText(r) != want {
-		t.Errorf("interrupt_agent = %q, want %q", resultText(r), want)
+	if want := "Error: UNAUTHORIZED: only the direct parent may stop agent-3"; !r.IsError || ResultText(r) != want {
+		t.Errorf("interrupt_agent = %q, want %q", ResultText(r), want)
 	}
 }
 
@@ -247,8 +247,8 @@ func TestListAgentsPages(t *testing.T) {
 	if m := structured(t, r); m["next_cursor"] != "CURSOR2" {
 		t.Errorf("structuredContent = %v, want next_cursor", m)
 	}
-	if !strings.Contains(resultText(r), `pass cursor "CURSOR2"`) {
-		t.Errorf("text %q does not give the next cursor", resultText(r))
+	if !strings.Contains(ResultText(r), `pass cursor "CURSOR2"`) {
+		t.Errorf("text %q does not give the next cursor", ResultText(r))
 	}
 	for _, bad := range []map[string]any{{"limit": 0}, {"limit": 501}, {"status": "asleep"}, {"cursor": strings.Repeat("x", 2000)}} {
 		if r := s.tool("list_agents").handle(context.Background(), rootCall(s, bad)); !r.IsError {

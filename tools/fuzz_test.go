@@ -58,7 +58,7 @@ func FuzzToolInputs(f *testing.F) {
 			if res == nil {
 				t.Fatalf("%s %s: nil result", name, how)
 			}
-			if txt := resultText(res); res.IsError && len(txt) > maxErrorBytes+64 {
+			if txt := ResultText(res); res.IsError && len(txt) > maxErrorBytes+64 {
 				t.Fatalf("%s %s: error of %d bytes: %.200q…", name, how, len(txt), txt)
 			}
 		}

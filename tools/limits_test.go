@@ -100,7 +100,7 @@ func TestOversizeArgumentsAreRefusedWithShortErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for i, res := range run(t, s, tc.tool, tc.args) {
-				got := resultText(res)
+				got := ResultText(res)
 				if !res.IsError {
 					t.Fatalf("call %d accepted: %.200q", i, got)
 				}
@@ -131,8 +131,8 @@ func TestAHugePromptIsRefusedBeforeItIsCopied(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	res := s.tool("subagent").handle(context.Background(), rootCall(s, args))
 	runtime.ReadMemStats(&after)
-	if !res.IsError || !strings.Contains(resultText(res), "limits.prompt_bytes") {
-		t.Fatalf("100 MB prompt: %v %.200q", res.IsError, resultText(res))
+	if !res.IsError || !strings.Contains(ResultText(res), "limits.prompt_bytes") {
+		t.Fatalf("100 MB prompt: %v %.200q", res.IsError, ResultText(res))
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 1<<20 {
 		t.Errorf("refusing a 100 MB prompt allocated %d KiB", alloc>>10)
@@ -142,18 +142,18 @@ func TestAHugePromptIsRefusedBeforeItIsCopied(t *testing.T) {
 func TestLimitsAreConfigurable(t *testing.T) {
 	s, p := storedServer(t, Limits{PromptBytes: 16, ToolFilterNames: 2})
 	res := s.tool("subagent").handle(context.Background(), rootCall(s, map[string]any{"description": "d", "prompt": strings.Repeat("p", 17)}))
-	if !res.IsError || !strings.Contains(resultText(res), "at most 16") {
-		t.Errorf("17-byte prompt over a 16-byte limit: %v %q", res.IsError, resultText(res))
+	if !res.IsError || !strings.Contains(ResultText(res), "at most 16") {
+		t.Errorf("17-byte prompt over a 16-byte limit: %v %q", res.IsError, ResultText(res))
 	}
 	res = s.tool("subagent").handle(context.Background(), rootCall(s, map[string]any{"description": "d", "prompt": strings.Repeat("p", 16), "provider": "filtered",
 		"tool_filter": map[string]any{"deny": []any{"read_file", "list_dir", "write_file"}}}))
-	if !res.IsError || !strings.Contains(resultText(res), "limits.tool_filter_names") {
-		t.Errorf("3 filter names over a limit of 2: %v %q", res.IsError, resultText(res))
+	if !res.IsError || !strings.Contains(ResultText(res), "limits.tool_filter_names") {
+		t.Errorf("3 filter names over a limit of 2: %v %q", res.IsError, ResultText(res))
 	}
 	res = s.tool("subagent").handle(context.Background(), rootCall(s, map[string]any{"description": "d", "prompt": strings.Repeat("p", 16), "provider": "filtered",
 		"tool_filter": map[string]any{"deny": []any{"read_file", "list_dir"}}}))
 	if res.IsError {
-		t.Errorf("a prompt and a filter at their limits: %q", resultText(res))
+		t.Errorf("a prompt and a filter at their limits: %q", ResultText(res))
 	}
 	if p.started.Load() != 1 {
 		t.Errorf("%d children started, want 1", p.started.Load())
@@ -177,7 +177,7 @@ func TestLabelsMustBePlainText(t *testing.T) {
 		"line sep":     "a\u2028b",
 	} {
 		for i, res := range run(t, s, "subagent", map[string]any{"description": label, "prompt": "p"}) {
-			if got := resultText(res); !res.IsError || !strings.Contains(got, `"description"`) || !strings.Contains(got, "plain text") {
+			if got := ResultText(res); !res.IsError || !strings.Contains(got, `"description"`) || !strings.Contains(got, "plain text") {
 				t.Errorf("%s (call %d): %v %q; want refused naming the field", name, i, res.IsError, got)
 			}
 		}
@@ -187,7 +187,7 @@ func TestLabelsMustBePlainText(t *testing.T) {
 	}
 	for _, label := range []string{"fix the parser", "café crème", "修复错误", "ship it 🚀", "family 👨‍👩‍👧"} {
 		if res := s.tool("subagent").handle(context.Background(), rootCall(s, map[string]any{"description": label, "prompt": "p"})); res.IsError {
-			t.Errorf("label %q refused: %s", label, resultText(res))
+			t.Errorf("label %q refused: %s", label, ResultText(res))
 		}
 	}
 }
@@ -210,7 +210,7 @@ func TestAStoredLabelIsShownEscaped(t *testing.T) {
 
 func TestSeamErrorsAreClipped(t *testing.T) {
 	res := errorResult(&manager.Error{Code: manager.CodeInvalidRequest, Message: strings.Repeat("é", 1<<20)})
-	got := resultText(res)
+	got := ResultText(res)
 	if len(got) > maxErrorBytes+64 || !strings.Contains(got, "more bytes cut") || !strings.HasPrefix(got, "Error: INVALID_REQUEST") {
 		t.Errorf("clipped error: %d bytes, %.100q…", len(got), got)
 	}

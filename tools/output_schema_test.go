@@ -36,7 +36,7 @@ func TestABadOutputSchemaIsAnInvalidRequestBeforeStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := callSubagent(t, c, map[string]any{"description": "d", "prompt": "p", "output_schema": tc.schema})
-			got := resultText(res)
+			got := ResultText(res)
 			if !res.IsError || !strings.Contains(got, "INVALID_REQUEST") || !strings.Contains(got, "output_schema") || !strings.Contains(got, tc.want) {
 				t.Errorf("result = %v %q, want INVALID_REQUEST naming output_schema and %q", res.IsError, got, tc.want)
 			}
@@ -48,6 +48,6 @@ func TestABadOutputSchemaIsAnInvalidRequestBeforeStart(t *testing.T) {
 	tree := map[string]any{"type": "object", "$ref": "#/$defs/node", "$defs": map[string]any{"node": map[string]any{"type": "object",
 		"properties": map[string]any{"children": map[string]any{"type": "array", "items": map[string]any{"$ref": "#/$defs/node"}}}}}}
 	if res := callSubagent(t, c, map[string]any{"description": "d", "prompt": "p", "output_schema": tree}); res.IsError {
-		t.Errorf("a recursive tree schema was refused: %q", resultText(res))
+		t.Errorf("a recursive tree schema was refused: %q", ResultText(res))
 	}
 }

@@ -124,6 +124,8 @@ type Server struct {
 	roots       []string // absolute, symlinks resolved
 	tools       []*tool
 	mcp         *server.MCPServer
+	transcripts Transcripts   // nil: no transcript resources
+	subs        subscriptions // transcript resource subscriptions
 
 	mu           sync.Mutex
 	sessionsByID map[string]*session          // root sessions known, by MCP session id
@@ -158,6 +160,7 @@ func New(mgr Manager, opts Options) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.transcripts, _ = mgr.(Transcripts)
 	// The configured roots add to the working directory, never replace it
 	// (the README's promise); it stays first, the default cwd.
 	var roots []string
@@ -316,6 +319,7 @@ func (s *Server) Register(ms *server.MCPServer) {
 		def.Annotations = t.annotations
 		ms.AddTool(def, s.mcpHandler(t))
 	}
+	s.registerResources(ms)
 }
 
 // Filter is the MCP server's tool filter: root callers do not see the
@@ -393,7 +397,7 @@ func (s *Server) mcpHandler(t *tool) server.ToolHandlerFunc {
 			c.progress = s.progressSender(ctx, req.Params.Meta.ProgressToken)
 		}
 		res := t.handle(ctx, c)
-		if root {
+		if root && !s.observer(ctx) {
 			withNotices(res, s.notices.TakeNotices(caller.Principal, caller.Session))
 		}
 		return res, nil
@@ -424,7 +428,7 @@ func withNotices(res *mcp.CallToolResult, ns []manager.Notice) {
 	}
 	var m map[string]any
 	if res.StructuredContent == nil {
-		m = map[string]any{"message": resultText(res)}
+		m = map[string]any{"message": ResultText(res)}
 	} else if b, err := json.Marshal(res.StructuredContent); err != nil || json.Unmarshal(b, &m) != nil || m == nil {
 		m = map[string]any{"result": res.StructuredContent}
 	}
@@ -488,11 +492,11 @@ func (a *agentTool) Def() llm.ToolDef {
 
 func (a *agentTool) Call(ctx context.Context, args json.RawMessage) (string, error) {
 	res := a.t.handle(ctx, call{caller: a.self, args: args})
-	return resultText(res), nil
+	return ResultText(res), nil
 }
 
-// resultText flattens a tool result's text content.
-func resultText(r *mcp.CallToolResult) string {
+// ResultText flattens a tool result's text content.
+func ResultText(r *mcp.CallToolResult) string {
 	var parts []string
 	for _, c := range r.Content {
 		if tc, ok := c.(mcp.TextContent); ok {

@@ -190,6 +190,7 @@ func (s *Server) sessionsOf(principal string) []string {
 // one is connected).
 func (s *Server) Hooks() *server.Hooks {
 	h := &server.Hooks{}
+	s.resourceHooks(h)
 	h.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {
 		cs := server.ClientSessionFromContext(ctx)
 		if cs == nil || cs.SessionID() == "" {

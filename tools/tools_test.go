@@ -118,7 +118,7 @@ func TestUnsupportedCapabilityOverHTTP(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.field, func(t *testing.T) {
 			res := callSubagent(t, c, map[string]any{"description": "d", "prompt": "p", tc.field: tc.value})
-			got := resultText(res)
+			got := ResultText(res)
 			if !res.IsError || !strings.Contains(got, "UNSUPPORTED_CAPABILITY") || !strings.Contains(got, tc.field) || !strings.Contains(got, `"plain"`) {
 				t.Errorf("result = %v %q, want UNSUPPORTED_CAPABILITY naming %s and the provider", res.IsError, got, tc.field)
 			}
@@ -128,8 +128,8 @@ func TestUnsupportedCapabilityOverHTTP(t *testing.T) {
 		t.Errorf("the provider was started %d times for refused requests", p.started.Load())
 	}
 	res := callSubagent(t, c, map[string]any{"description": "d", "prompt": "p"})
-	if res.IsError || resultText(res) != "plain says hi" {
-		t.Errorf("plain request = %v %q", res.IsError, resultText(res))
+	if res.IsError || ResultText(res) != "plain says hi" {
+		t.Errorf("plain request = %v %q", res.IsError, ResultText(res))
 	}
 }
 

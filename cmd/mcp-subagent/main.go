@@ -4,6 +4,7 @@
 //	mcp-subagent serve                 # stdio
 //	mcp-subagent serve --http 127.0.0.1:8765
 //	mcp-subagent doctor
+//	mcp-subagent ls | show ID | tail -f ID | send ID MESSAGE | interrupt ID
 //	mcp-subagent version
 package main
 
@@ -51,6 +52,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runDoctor(args[1:], stdout, stderr)
 	case "worktree":
 		return runWorktree(args[1:], stdout, stderr)
+	case "ls", "show", "tail", "send", "interrupt":
+		return runCLI(cmd, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stderr, usage)
 		return 0
@@ -116,6 +119,11 @@ const usage = `Usage:
   mcp-subagent daemon [stop|status] [--data-dir DIR] [--config FILE]
   mcp-subagent doctor [--data-dir DIR]   copy every readable child of a damaged store into a fresh one
   mcp-subagent worktree rm ID [--data-dir DIR]   remove a stopped server's child's worktree and branch, changes and all
+  mcp-subagent ls [--all] [--status S] [--tree] [--json]   this project's children (--all: every project's)
+  mcp-subagent show ID [--json]          a child's transcript: turns, messages, tool calls, reports and notices
+  mcp-subagent tail [-f] ID [--json]     its last steps; -f follows it live until it settles (or Ctrl-C)
+  mcp-subagent send ID MESSAGE [--wait] [--json]   send it its next turn (--wait: print the outcome)
+  mcp-subagent interrupt ID [--json]     stop its current turn
   mcp-subagent version
 
 serve over stdio relays to the one daemon of the data directory, starting it

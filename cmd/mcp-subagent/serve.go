@@ -189,8 +189,10 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	}
 	a.ms = server.NewMCPServer("mcp-subagent", version,
 		server.WithToolCapabilities(false), server.WithLogging(), server.WithRecovery(),
+		server.WithResourceCapabilities(true, false), // transcripts, subscribable
 		server.WithToolFilter(ts.Filter), server.WithHooks(ts.Hooks()))
 	ts.Register(a.ms)
+	a.closers = append(a.closers, ts.CloseSubscriptions)
 	if len(external) > 0 { // external children reach the server back here
 		cctx, stopCallbacks := context.WithCancel(ctx)
 		url, stopped, err := serveCallbacks(cctx, a.ms, ts, cfg.HTTP, log.With("component", "callback"))

@@ -1,0 +1,249 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcp-subagent/mcp-subagent/manager"
+)
+
+// Transcripts reads children's transcripts and watches them (the
+// transcript resources). *manager.Manager implements it; a Manager without
+// it serves no resources.
+type Transcripts interface {
+	Transcript(ctx context.Context, caller manager.ParentRef, childID string, after int64) (manager.Transcript, error)
+	Watch(ctx context.Context, caller manager.ParentRef, childID string) (*manager.Watch, error)
+}
+
+var _ Transcripts = (*manager.Manager)(nil)
+
+// ObserverClient is the clientInfo name of the command line's sessions
+// (mcp-subagent ls, show, tail, send, interrupt): they read and steer
+// children but take none of the principal's pending notices, which stay
+// for the model clients' sessions.
+const ObserverClient = "mcp-subagent-cli"
+
+// observer reports whether ctx's session is the command line's.
+func (s *Server) observer(ctx context.Context) bool {
+	cs := server.ClientSessionFromContext(ctx)
+	if cs == nil {
+		return false
+	}
+	si := s.session(cs.SessionID())
+	return si != nil && si.Client == ObserverClient
+}
+
+// TranscriptTemplate is the URI template of a child's transcript resource.
+const TranscriptTemplate = "subagent://agents/{id}/transcript"
+
+const (
+	transcriptPrefix = "subagent://agents/"
+	transcriptSuffix = "/transcript"
+)
+
+// TranscriptURI is the transcript resource of child id.
+func TranscriptURI(id string) string { return transcriptPrefix + id + transcriptSuffix }
+
+// transcriptID is the child id a transcript URI names.
+func transcriptID(uri string) (string, bool) {
+	id, ok := strings.CutPrefix(uri, transcriptPrefix)
+	if !ok {
+		return "", false
+	}
+	id, ok = strings.CutSuffix(id, transcriptSuffix)
+	return id, ok && id != "" && !strings.ContainsAny(id, "/?#")
+}
+
+// registerResources adds the transcript template to ms. resources/list
+// gets the caller's children from a hook (mcp-go lists only static or
+// per-session resources), and subscriptions are served from hooks too.
+func (s *Server) registerResources(ms *server.MCPServer) {
+	if s.transcripts == nil {
+		return
+	}
+	ms.AddResourceTemplate(mcp.NewResourceTemplate(TranscriptTemplate, "transcript",
+		mcp.WithTemplateDescription("A subagent's transcript as JSON: turns, messages (a user message's source says who wrote it: user, subagent-report, or the runtime's subagent-settled notice), tool calls and results (each text bounded), usage, how turns ended. Subscribe for updates while it runs."),
+		mcp.WithTemplateMIMEType("application/json")), s.readTranscript)
+}
+
+func (s *Server) readTranscript(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+	id, ok := transcriptID(req.Params.URI)
+	if !ok {
+		return nil, fmt.Errorf("INVALID_REQUEST: field \"uri\": %q is not %s", req.Params.URI, TranscriptTemplate)
+	}
+	caller, err := s.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.transcripts.Transcript(ctx, caller, id, 0)
+	if err != nil {
+		return nil, err // "CODE: message"
+	}
+	b, err := json.Marshal(t)
+	if err != nil {
+		return nil, err
+	}
+	return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}, nil
+}
+
+// listTranscripts adds the caller's subtree (its first listing page) to a
+// resources/list result.
+func (s *Server) listTranscripts(ctx context.Context, _ any, _ *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
+	caller, err := s.caller(ctx)
+	if err != nil || res == nil {
+		return
+	}
+	page, err := s.lister.List(caller, manager.ListQuery{Descendants: true, Limit: manager.MaxPageLimit})
+	if err != nil {
+		s.log.Debug("listing transcript resources", "err", err)
+		return
+	}
+	for _, r := range page.Rows {
+		if r.Kind != "child" {
+			continue
+		}
+		name := r.Label
+		if name == "" {
+			name = r.ID
+		}
+		res.Resources = append(res.Resources, mcp.NewResource(TranscriptURI(r.ID), name,
+			mcp.WithResourceDescription(fmt.Sprintf("transcript of %s (%s, %s)", r.ID, r.Provider, r.Status)),
+			mcp.WithMIMEType("application/json")))
+	}
+}
+
+// subscriptions are the transcript watches of subscribed sessions, each
+// forwarding its child's changes as notifications/resources/updated. A
+// subscription ends when its session unsubscribes or goes.
+type subscriptions struct {
+	mu sync.Mutex
+	m  map[subKey]*subscription
+}
+
+type subKey struct{ session, uri string }
+
+type subscription struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+// subscribe starts forwarding uri's changes to the session of ctx. A
+// caller who may not read the child (or a session that cannot be pushed
+// to) gets an acknowledged subscription that never fires: mcp-go's
+// subscribe hooks cannot refuse, and a read says why.
+func (s *Server) subscribe(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
+	cs := server.ClientSessionFromContext(ctx)
+	id, ok := transcriptID(req.Params.URI)
+	if cs == nil || cs.SessionID() == "" || !ok {
+		return
+	}
+	caller, err := s.caller(ctx)
+	if err != nil {
+		return
+	}
+	w, err := s.transcripts.Watch(ctx, caller, id)
+	if err != nil {
+		s.log.Debug("a transcript subscription gets no updates", "uri", req.Params.URI, "err", err)
+		return
+	}
+	key := subKey{cs.SessionID(), req.Params.URI}
+	sub := &subscription{stop: make(chan struct{}), done: make(chan struct{})}
+	s.subs.mu.Lock()
+	if s.subs.m == nil {
+		s.subs.m = map[subKey]*subscription{}
+	}
+	old := s.subs.m[key]
+	s.subs.m[key] = sub
+	s.subs.mu.Unlock()
+	old.end()
+	go s.forward(key, w, sub)
+}
+
+// forward pushes an update for every change w signals until the
+// subscription stops or its session is gone.
+func (s *Server) forward(key subKey, w *manager.Watch, sub *subscription) {
+	defer close(sub.done)
+	defer w.Stop()
+	for {
+		select {
+		case <-sub.stop:
+			return
+		case <-w.C:
+			err := s.mcp.SendNotificationToSpecificClient(key.session, mcp.MethodNotificationResourceUpdated, map[string]any{"uri": key.uri})
+			if errors.Is(err, server.ErrSessionNotFound) {
+				s.dropSubscription(key, sub)
+				return
+			}
+			if err != nil {
+				s.log.Debug("a resource update was not sent", "uri", key.uri, "err", err)
+			}
+		}
+	}
+}
+
+// end stops sub and waits for its forwarder; nil is a no-op.
+func (sub *subscription) end() {
+	if sub == nil {
+		return
+	}
+	select {
+	case <-sub.stop:
+	default:
+		close(sub.stop)
+	}
+	<-sub.done
+}
+
+func (s *Server) dropSubscription(key subKey, sub *subscription) {
+	s.subs.mu.Lock()
+	if s.subs.m[key] == sub {
+		delete(s.subs.m, key)
+	}
+	s.subs.mu.Unlock()
+}
+
+func (s *Server) unsubscribe(ctx context.Context, _ any, req *mcp.UnsubscribeRequest, _ *mcp.EmptyResult) {
+	if cs := server.ClientSessionFromContext(ctx); cs != nil {
+		s.endSubscriptions(func(k subKey) bool { return k.session == cs.SessionID() && k.uri == req.Params.URI })
+	}
+}
+
+// endSubscriptions stops every subscription whose key match accepts.
+func (s *Server) endSubscriptions(match func(subKey) bool) {
+	s.subs.mu.Lock()
+	var ended []*subscription
+	for k, sub := range s.subs.m {
+		if match(k) {
+			ended = append(ended, sub)
+			delete(s.subs.m, k)
+		}
+	}
+	s.subs.mu.Unlock()
+	for _, sub := range ended {
+		sub.end()
+	}
+}
+
+// CloseSubscriptions ends every transcript subscription (at shutdown).
+func (s *Server) CloseSubscriptions() { s.endSubscriptions(func(subKey) bool { return true }) }
+
+// resourceHooks serves the caller's transcript listing and the
+// subscriptions.
+func (s *Server) resourceHooks(h *server.Hooks) {
+	if s.transcripts == nil {
+		return
+	}
+	h.AddAfterListResources(s.listTranscripts)
+	h.AddAfterSubscribe(s.subscribe)
+	h.AddAfterUnsubscribe(s.unsubscribe)
+	h.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
+		s.endSubscriptions(func(k subKey) bool { return k.session == cs.SessionID() })
+	})
+}
