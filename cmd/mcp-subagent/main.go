@@ -4,6 +4,8 @@
 //	mcp-subagent serve                 # stdio
 //	mcp-subagent serve --http 127.0.0.1:8765
 //	mcp-subagent doctor
+//	mcp-subagent prune --older-than 30d [--dry-run]
+//	mcp-subagent compact
 //	mcp-subagent version
 package main
 
@@ -49,6 +51,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	case "doctor":
 		return runDoctor(args[1:], stdout, stderr)
+	case "prune":
+		return runPrune(args[1:], stdout, stderr)
+	case "compact":
+		return runCompact(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stderr, usage)
 		return 0
@@ -113,6 +119,9 @@ const usage = `Usage:
   mcp-subagent serve [--http ADDR] [--config FILE] [--data-dir DIR | --ephemeral] [--no-daemon] [--log-level LEVEL] [--log-format FORMAT] [--principal NAME]
   mcp-subagent daemon [stop|status] [--data-dir DIR] [--config FILE]
   mcp-subagent doctor [--data-dir DIR]   copy every readable child of a damaged store into a fresh one
+  mcp-subagent prune [--older-than AGE] [--dry-run] [--json] [--data-dir DIR]
+                                        remove settled children idle longer than AGE (default 30d; units s, m, h, d)
+  mcp-subagent compact [--json] [--data-dir DIR]   shrink the store file in place
   mcp-subagent version
 
 serve over stdio relays to the one daemon of the data directory, starting it
