@@ -248,22 +248,6 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 					_ = c.Close()
 					return
 				}
-				if err := writeLine(c, welcome); err != nil {
-					_ = c.Close()
-					return
-				}
-				// It counts as a session: the daemon does not go idle under it.
-				mu.Lock()
-				sessions++
-				mu.Unlock()
-				defer func() {
-					mu.Lock()
-					sessions--
-					idleFrom = time.Now()
-					mu.Unlock()
-				}()
-				serveAdmin(sctx, o, log, c, hello)
-				return
 			case "":
 			default:
 				welcome.Error = fmt.Sprintf("unknown op %q", hello.Op)
@@ -284,6 +268,10 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 				idleFrom, noneFrom, held = time.Now(), time.Now(), false
 				mu.Unlock()
 			}()
+			if isAdmin(hello.Op) { // counted as a session: the daemon does not go idle under it
+				serveAdmin(sctx, o, log, c, hello)
+				return
+			}
 			l.serveSession(sctx, o, log, c, r, hello)
 		})
 	}

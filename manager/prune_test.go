@@ -43,17 +43,8 @@ func prunedIDs(res manager.PruneResult) []string {
 // is refused.
 func TestPruneRemovesOnlySettledChildrenPastTheCutoff(t *testing.T) {
 	p := &bubbleProvider{}
-	var m0 *manager.Manager
 	var grandchild string
-	p.onTurn = func(self manager.ParentRef, in []agent.Input) {
-		if self.Depth == 1 && in[len(in)-1].Text == "delegate" {
-			st, err := m0.StartContinuable(context.Background(), "bubble", manager.StartRequest{Label: "g", Prompt: "grandchild work", Parent: self}, false)
-			if err != nil {
-				panic(err)
-			}
-			grandchild = st.ChildID
-		}
-	}
+	p.onTurn = delegating(&grandchild)
 	store := memstore.New()
 	bubble(t, store, p, func(m *manager.Manager) {
 		m0 = m

@@ -77,14 +77,8 @@ func runPrune(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcp-subagent prune: --older-than", err)
 		return 2
 	}
-	raw, err := askDaemon(daemon.OpPrune, pruneArgs{OlderThan: age, DryRun: *dry}, o)
-	if err != nil {
-		fmt.Fprintln(stderr, "mcp-subagent prune:", err)
-		return 1
-	}
 	var res manager.PruneResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		fmt.Fprintln(stderr, "mcp-subagent prune: the daemon's answer:", err)
+	if !askDaemon(daemon.OpPrune, pruneArgs{OlderThan: age, DryRun: *dry}, o, &res, stderr) {
 		return 1
 	}
 	if *asJSON {
@@ -122,14 +116,8 @@ func runCompact(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseAdmin(fs, args, stderr); !ok {
 		return code
 	}
-	raw, err := askDaemon(daemon.OpCompact, nil, o)
-	if err != nil {
-		fmt.Fprintln(stderr, "mcp-subagent compact:", err)
-		return 1
-	}
 	var st persist.CompactStats
-	if err := json.Unmarshal(raw, &st); err != nil {
-		fmt.Fprintln(stderr, "mcp-subagent compact: the daemon's answer:", err)
+	if !askDaemon(daemon.OpCompact, nil, o, &st, stderr) {
 		return 1
 	}
 	if *asJSON {
@@ -155,8 +143,23 @@ func parseAdmin(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok
 }
 
 // askDaemon runs an admin operation on the data directory's daemon,
-// starting one when none runs, as principal local.
-func askDaemon(op string, args any, o *serveOptions) (json.RawMessage, error) {
+// starting one when none runs, as principal local, and decodes its result
+// into out; false: it failed, and said why on stderr.
+func askDaemon(op string, args any, o *serveOptions, out any, stderr io.Writer) bool {
+	raw, err := admin(op, args, o)
+	if err == nil {
+		if err = json.Unmarshal(raw, out); err != nil {
+			err = fmt.Errorf("the daemon's answer: %w", err)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mcp-subagent %s: %v\n", op, err)
+		return false
+	}
+	return true
+}
+
+func admin(op string, args any, o *serveOptions) (json.RawMessage, error) {
 	cfg, err := loadConfig(o.configPath)
 	if err != nil {
 		return nil, err

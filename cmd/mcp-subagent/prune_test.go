@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,24 +20,7 @@ import (
 // dataDir's daemon) and returns its exit code, stdout and stderr.
 func runCLI(t *testing.T, dataDir string, args ...string) (int, string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append(args, "--data-dir", dataDir)...)
-	cmd.Env = serverEnv(nil, nil)
-	cmd.Dir = t.TempDir()
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("%v did not exit; stderr:\n%s", args, stderr.String())
-	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("%v: %v", args, err)
-	}
-	return code, stdout.String(), stderr.String()
+	return runOut(t, 60*time.Second, nil, append(args, "--data-dir", dataDir)...)
 }
 
 // statuses lists the root's children as list_agents gives them: id → status.
