@@ -26,10 +26,12 @@ const ProtocolVersion = 1
 type Hello struct {
 	Protocol  int    `json:"mcp_subagent"`
 	Version   string `json:"version"`             // the client binary's version
-	Op        string `json:"op,omitempty"`        // "" (a session), "stop", "takeover", "status"
+	Op        string `json:"op,omitempty"`        // "" (a session), "stop", "takeover", "status", or an admin op (admin.go)
 	Cwd       string `json:"cwd,omitempty"`       // the session's working directory
 	Principal string `json:"principal,omitempty"` // empty: "local"
 	PID       int    `json:"pid,omitempty"`
+	// Args are an admin operation's arguments.
+	Args json.RawMessage `json:"args,omitempty"`
 }
 
 // Welcome is the daemon's answer.
@@ -112,6 +114,9 @@ type Options struct {
 	// Session is called for each session before it serves: it returns the
 	// session's context (its principal) and a func called when it ends.
 	Session func(ctx context.Context, info SessionInfo) (context.Context, func())
+	// Admin runs an admin operation (see AdminRequest); nil: they are
+	// refused as unknown ops.
+	Admin func(ctx context.Context, req AdminRequest) (any, error)
 	// MaxMessageBytes bounds one message a session reads; zero:
 	// DefaultMaxMessage. A longer one is refused with an error.
 	MaxMessageBytes int
@@ -236,6 +241,13 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 				_ = writeLine(c, welcome)
 				_ = c.Close()
 				return
+			case OpPrune, OpCompact:
+				if o.Admin == nil {
+					welcome.Error = fmt.Sprintf("this daemon does not serve %q", hello.Op)
+					_ = writeLine(c, welcome)
+					_ = c.Close()
+					return
+				}
 			case "":
 			default:
 				welcome.Error = fmt.Sprintf("unknown op %q", hello.Op)
@@ -256,6 +268,10 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 				idleFrom, noneFrom, held = time.Now(), time.Now(), false
 				mu.Unlock()
 			}()
+			if isAdmin(hello.Op) { // counted as a session: the daemon does not go idle under it
+				serveAdmin(sctx, o, log, c, hello)
+				return
+			}
 			l.serveSession(sctx, o, log, c, r, hello)
 		})
 	}

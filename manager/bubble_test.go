@@ -165,6 +165,20 @@ func send(t *testing.T, m *manager.Manager, caller manager.ParentRef, id, text s
 	return s
 }
 
+// delegating is an onTurn that starts a grandchild (through m0) from a
+// depth-1 child's turn whose last input is "delegate", and sets *id to it.
+func delegating(id *string) func(self manager.ParentRef, in []agent.Input) {
+	return func(self manager.ParentRef, in []agent.Input) {
+		if self.Depth == 1 && in[len(in)-1].Text == "delegate" {
+			st, err := m0.StartContinuable(context.Background(), "bubble", manager.StartRequest{Label: "g", Prompt: "grandchild work", Parent: self}, false)
+			if err != nil {
+				panic(err)
+			}
+			*id = st.ChildID
+		}
+	}
+}
+
 // A follow-up is routed by residency alone: queued behind a running turn,
 // waking an idle resident child (one that owns a running child), and a
 // cold resume once the child settled. Each message runs as its own turn,
@@ -173,15 +187,7 @@ func send(t *testing.T, m *manager.Manager, caller manager.ParentRef, id, text s
 func TestFollowupRoutingInABubble(t *testing.T) {
 	p := &bubbleProvider{}
 	var grandchild string
-	p.onTurn = func(self manager.ParentRef, in []agent.Input) {
-		if self.Depth == 1 && in[len(in)-1].Text == "delegate" {
-			st, err := m0.StartContinuable(context.Background(), "bubble", manager.StartRequest{Label: "g", Prompt: "grandchild work", Parent: self}, false)
-			if err != nil {
-				panic(err)
-			}
-			grandchild = st.ChildID
-		}
-	}
+	p.onTurn = delegating(&grandchild)
 	bubble(t, memstore.New(), p, func(m *manager.Manager) {
 		m0 = m
 		a := startBubble(t, m, bubbleRoot, "delegate", false).ChildID

@@ -124,6 +124,15 @@
 //     Watch signals a reader (coalesced) at each journal event of the
 //     child's activations, the ones that start later included, and at each
 //     settlement; its creator stops it.
+//   - Prune (prune.go) removes a principal's settled root children whose
+//     last activity (last journal event) is before a cutoff, each with its
+//     whole subtree, through Store.Delete; never one that is resident or
+//     has a resident descendant (live here, or claimed in the store: the
+//     store refuses those in the commit, and the delete is serialised with
+//     cold resumes). A dry run names them and removes nothing. Retain runs
+//     it on a schedule (a pass at once, then every Retention.Every) until
+//     Close; call it after Recover. A follow-up to a pruned id is
+//     NOT_RESUMABLE; notices it left for its principal stay queued.
 //   - Close stops every resident child without a notice and leaves its
 //     claim, exactly as a crash would (it only ends the lease, so the next
 //     manager need not wait it out); Recover, on the next start, closes the

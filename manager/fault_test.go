@@ -88,6 +88,12 @@ func (f *faultStore) Residents(ctx context.Context) ([]manager.Claim, error) {
 	return f.inner.Residents(ctx)
 }
 func (f *faultStore) Close() error { return nil } // the test closes the inner store
+func (f *faultStore) Delete(ctx context.Context, id string) ([]string, error) {
+	if err := f.fail(); err != nil {
+		return nil, err
+	}
+	return f.inner.Delete(ctx, id)
+}
 func (f *faultStore) Listings(ctx context.Context, p string, page manager.Page) ([]manager.Listing, error) {
 	return f.inner.Listings(ctx, p, page)
 }

@@ -143,8 +143,9 @@ type Manager struct {
 	lastCreated time.Time
 	retry       retryPolicy
 
-	owner    string // Options.OwnerID, or a random one
-	renewing bool   // the renewer runs (under mu)
+	owner     string // Options.OwnerID, or a random one
+	renewing  bool   // the renewer runs (under mu)
+	retaining bool   // Retain's loop runs (under mu)
 
 	budgets budgetBook
 	adm     *admission // the caps on turns in flight

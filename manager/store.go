@@ -186,6 +186,14 @@ type Store interface {
 	Renew(ctx context.Context, owner Owner) error
 	// Residents lists every claim, by child id.
 	Residents(ctx context.Context) ([]Claim, error)
+	// Delete removes a child and all its descendants in one commit: their
+	// headers, descriptors, journals, inboxes, checkpoints, index entries
+	// and the notices queued under their addresses. It refuses, removing
+	// nothing, with an error wrapping ErrClaimed when any of them holds a
+	// claim, live or stale (a stale one is an epoch the next Recover must
+	// still close and announce). It returns the ids removed, the child
+	// first. Notices a removed child queued for a principal stay queued.
+	Delete(ctx context.Context, childID string) ([]string, error)
 	// Close releases the store; every later call fails.
 	Close() error
 }
@@ -209,6 +217,10 @@ type Claim struct {
 // ErrOwned marks a claim refused because another owner holds the child
 // under a lease that has not expired: it is resident in another server.
 var ErrOwned = errors.New("child is resident under another owner")
+
+// ErrClaimed marks a Delete refused because the child, or one of its
+// descendants, is claimed: resident, or left claimed by a crash.
+var ErrClaimed = errors.New("child is claimed (resident)")
 
 // ErrCorrupt marks persisted bytes that do not decode.
 var ErrCorrupt = errors.New("persisted child data is corrupt")

@@ -357,3 +357,28 @@ func TestAStartReconcilesWorktreesWithTheStore(t *testing.T) {
 		t.Errorf("a vanished worktree was not recreated: %v", err)
 	}
 }
+
+// Pruning a child removes its worktree, so none is left that nothing
+// lists; the branch keeps the child's committed work for its parent.
+func TestPruneRemovesAChangedWorktreeAndKeepsItsBranch(t *testing.T) {
+	repo, m, root := newWTCase(t)
+	id, res := m.run(t, root, repo, "write kept.txt work")
+	if res.Worktree == nil || res.Changes == nil || res.Changes.Empty() {
+		t.Fatalf("result %+v / %+v", res.Worktree, res.Changes)
+	}
+	m.awaitSettled(t, id)
+	if _, err := os.Stat(res.Worktree.Path); err != nil {
+		t.Fatalf("a changed worktree stays after settlement: %v", err)
+	}
+	pr, err := m.Prune(context.Background(), manager.PruneRequest{Principals: []string{root.Principal}, Before: time.Now().Add(time.Hour)})
+	if err != nil || len(pr.Pruned) != 1 || pr.Pruned[0].ID != id {
+		t.Fatalf("Prune = %+v, %v", pr, err)
+	}
+	if _, err := os.Stat(res.Worktree.Path); !os.IsNotExist(err) {
+		t.Errorf("the pruned child's worktree directory is still there: %v", err)
+	}
+	if wl := gittest.Git(t, repo, "worktree", "list", "--porcelain"); strings.Contains(wl, id) {
+		t.Errorf("the pruned child's worktree is still registered:\n%s", wl)
+	}
+	gittest.Committed(t, repo, "subagent/"+id, "kept.txt", "work")
+}

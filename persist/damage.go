@@ -75,11 +75,17 @@ func (s *Store) guard(op string, write bool, fn func() error) (err error) {
 	return fn()
 }
 
+// view and update hold dbmu for reading: only Compact, which swaps the
+// file underneath, takes it for writing.
 func (s *Store) view(fn func(*bolt.Tx) error) error {
+	s.dbmu.RLock()
+	defer s.dbmu.RUnlock()
 	return s.guard("read", false, func() error { return s.db.View(fn) })
 }
 
 func (s *Store) update(fn func(*bolt.Tx) error) error {
+	s.dbmu.RLock()
+	defer s.dbmu.RUnlock()
 	return s.guard("write", true, func() error { return s.db.Update(fn) })
 }
 

@@ -123,9 +123,17 @@
 //   - Claims are compared with this machine's clock. A Renew costs one
 //     commit (a read when the owner holds none); the manager renews every
 //     third of its lease while it has resident children.
-//   - Nothing is deleted yet: the file grows with every child and event, and
-//     bbolt reuses freed pages but never shrinks the file (compact it offline
-//     with the bbolt CLI while the server is stopped).
+//   - Delete removes a child's subtree in one transaction (every bucket
+//     keyed by their ids, their index entries, an emptied parent index), and
+//     refuses the lot while any of them has an entry in active, live or
+//     stale. bbolt reuses the pages it frees but never shrinks the file:
+//     Compact does, in place, while the store stays open. It copies the file
+//     with bbolt's Compact into FileName.compact (opened, so locked, first),
+//     checks a SHA-256 over every bucket path, key, value and sequence of
+//     both, renames the copy over the original and switches to it; every
+//     transaction waits meanwhile. A failure leaves the original in use; a
+//     crash leaves the original or the whole copy under FileName, and at
+//     worst a stale FileName.compact, which the next Compact removes.
 //   - The lock is flock(2) on the file; on network file systems that do not
 //     honour it, two processes could open the same directory.
 //   - Header times must lie within the years 1678–2262 (Unix nanoseconds)

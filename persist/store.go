@@ -79,10 +79,15 @@ type Options struct {
 
 // Store is the bbolt-backed manager.Store. It is safe for concurrent use.
 type Store struct {
+	// dbmu guards db itself: every transaction holds it for reading,
+	// Compact for writing while it swaps the file.
+	dbmu sync.RWMutex
 	db   *bolt.DB
 	dir  string
 	path string
 	log  *slog.Logger
+	// lockTimeout is Options.LockTimeout, for Compact's new file.
+	lockTimeout time.Duration
 
 	// damaged is set by the first write that panicked; later writes
 	// return it (see guard).
@@ -153,7 +158,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persist: open %s: %w", path, err)
 	}
-	s := &Store{db: db, dir: dir, path: path, log: log, owners: map[string]bool{}}
+	s := &Store{db: db, dir: dir, path: path, log: log, lockTimeout: opts.LockTimeout, owners: map[string]bool{}}
 	// A store already laid out is only read at open: no write, no disk sync
 	// on the start path.
 	if err := s.view(checkLayout); errors.Is(err, errNeedsLayout) {
@@ -239,6 +244,8 @@ func (s *Store) Path() string { return s.path }
 // On a store a write panic left damaged it waits at most closeTimeout (and
 // the lock is then released when the process exits).
 func (s *Store) Close() error {
+	s.dbmu.Lock() // waits for a Compact to finish its swap
+	defer s.dbmu.Unlock()
 	if s.damaged.Load() == nil {
 		return s.db.Close()
 	}

@@ -73,16 +73,25 @@ func TestHTTPOriginChecked(t *testing.T) {
 // runBinary runs the server with args and returns its exit code and stderr.
 func runBinary(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	if len(args) > 0 && args[0] == "serve" {
 		args = append(args, "--data-dir", t.TempDir())
 	}
+	code, _, stderr := runOut(t, 10*time.Second, env, args...)
+	return code, stderr
+}
+
+// runOut runs the binary with args in a fresh directory, stdin empty, and
+// returns its exit code, stdout and stderr; it fails the test if the
+// binary does not exit within timeout or cannot run.
+func runOut(t *testing.T, timeout time.Duration, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = serverEnv(nil, env)
 	cmd.Dir = t.TempDir()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Stdin = strings.NewReader("")
 	err := cmd.Run()
 	if ctx.Err() != nil {
@@ -91,8 +100,10 @@ func runBinary(t *testing.T, env []string, args ...string) (int, string) {
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%v: %v", args, err)
 	}
-	return code, stderr.String()
+	return code, stdout.String(), stderr.String()
 }
 
 func TestStartRefusals(t *testing.T) {

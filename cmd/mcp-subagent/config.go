@@ -38,6 +38,9 @@ type Config struct {
 	Providers []ProviderConfig `json:"providers"`
 	HTTP      HTTPConfig       `json:"http"`
 	Limits    LimitsConfig     `json:"limits"`
+	// Retention prunes settled children automatically (admin.go); nil:
+	// never.
+	Retention *RetentionConfig `json:"retention,omitempty"`
 }
 
 // LimitsConfig bounds tool arguments (tools.Limits) and the turns in
@@ -183,6 +186,9 @@ func loadConfig(path string) (Config, error) {
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
 	if err := checkLLMBesideModels(c); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := c.Retention.check(); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	for i, t := range c.HTTP.Tokens {

@@ -99,6 +99,7 @@ func serveSocket(ctx context.Context, o serveOptions, cfg Config, l *daemon.List
 	reason := l.Serve(ctx, daemon.Options{
 		MCP: a.ms, Version: version, Logger: log.With("component", "daemon"), IdleTimeout: idle,
 		Busy:            func() bool { return a.mgr.Live() > 0 },
+		Admin:           a.admin,
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		Session: func(ctx context.Context, info daemon.SessionInfo) (context.Context, func()) {
 			p := info.Principal

@@ -5,6 +5,8 @@
 //	mcp-subagent serve --http 127.0.0.1:8765
 //	mcp-subagent doctor
 //	mcp-subagent ls | show ID | tail -f ID | send ID MESSAGE | interrupt ID
+//	mcp-subagent prune --older-than 30d [--dry-run]
+//	mcp-subagent compact
 //	mcp-subagent version
 package main
 
@@ -54,6 +56,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runWorktree(args[1:], stdout, stderr)
 	case "ls", "show", "tail", "send", "interrupt":
 		return runCLI(cmd, args[1:], stdout, stderr)
+	case "prune":
+		return runPrune(args[1:], stdout, stderr)
+	case "compact":
+		return runCompact(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stderr, usage)
 		return 0
@@ -124,6 +130,9 @@ const usage = `Usage:
   mcp-subagent tail [-f] ID [--json]     its last steps; -f follows it live until it settles (or Ctrl-C)
   mcp-subagent send ID MESSAGE [--wait] [--json]   send it its next turn (--wait: print the outcome)
   mcp-subagent interrupt ID [--json]     stop its current turn
+  mcp-subagent prune [--older-than AGE] [--dry-run] [--json] [--data-dir DIR]
+                                        remove settled children idle longer than AGE (default 30d; units s, m, h, d)
+  mcp-subagent compact [--json] [--data-dir DIR]   shrink the store file in place
   mcp-subagent version
 
 serve over stdio relays to the one daemon of the data directory, starting it

@@ -86,6 +86,7 @@ type app struct {
 	cfg     Config
 	dataDir string // "" with --ephemeral
 	mgr     *manager.Manager
+	store   *persist.Store // nil with --ephemeral
 	ts      *tools.Server
 	ms      *server.MCPServer
 	log     *slog.Logger
@@ -127,7 +128,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 			return nil, err
 		}
 		a.closers = append(a.closers, func() { _ = st.Close() })
-		store = st
+		store, a.store = st, st
 	}
 	var ts *tools.Server
 	mgr := manager.New(manager.Options{MaxDepth: cfg.MaxDepth, Budget: cfg.Limits.Budget.limits(), Logger: log.With("component", "manager"), Store: store,
@@ -187,6 +188,13 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	if err := mgr.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recovering children from %s: %w", dataDir, err)
 	}
+	// Recovered first: a crash's claims are announced before retention
+	// may remove anything.
+	ret, err := cfg.Retention.policy(principals(o, cfg))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	mgr.Retain(ret)
 	a.ms = server.NewMCPServer("mcp-subagent", version,
 		server.WithToolCapabilities(false), server.WithLogging(), server.WithRecovery(),
 		server.WithResourceCapabilities(true, false), // transcripts, subscribable

@@ -587,3 +587,40 @@ func (s *Store) Close() error {
 	s.children, s.byParent, s.notices, s.claims = nil, nil, nil, nil
 	return nil
 }
+
+// Delete removes childID and its whole subtree (see manager.Store.Delete),
+// refusing the lot while any of them holds a claim.
+func (s *Store) Delete(ctx context.Context, childID string) ([]string, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	root, err := s.get(childID)
+	if err != nil {
+		return nil, err
+	}
+	ids := []string{childID}
+	for i := 0; i < len(ids); i++ {
+		if _, claimed := s.claims[ids[i]]; claimed {
+			return nil, fmt.Errorf("memstore: child %q: %w", ids[i], manager.ErrClaimed)
+		}
+		for _, e := range s.byParent[ids[i]] {
+			ids = append(ids, e.id)
+		}
+	}
+	parent := root.listing.Header.Parent
+	e := indexEntry{createdAt: root.listing.Header.CreatedAt.UnixNano(), id: childID}
+	if i, found := slices.BinarySearchFunc(s.byParent[parent], e, compareEntries); found {
+		s.byParent[parent] = slices.Delete(s.byParent[parent], i, i+1)
+	}
+	if len(s.byParent[parent]) == 0 {
+		delete(s.byParent, parent)
+	}
+	for _, id := range ids {
+		delete(s.children, id)
+		delete(s.byParent, id)
+		delete(s.notices, id)
+	}
+	return ids, nil
+}

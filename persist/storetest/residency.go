@@ -289,6 +289,8 @@ func testDoneContext(t *testing.T, s manager.Store) {
 	check("Renew", s.Renew(done, manager.Owner{ID: "o1", Expires: time.Now()}))
 	_, err = s.Residents(done)
 	check("Residents", err)
+	_, err = s.Delete(done, "d")
+	check("Delete", err)
 	b := owner("o2")
 	check("WriteChild", s.WriteChild(done, "d", manager.ChildWrite{Create: &manager.NewChild{Header: header("d", "p", 0), Descriptor: descriptor()}, Claim: &b}))
 	check("WriteChild (settle)", s.WriteChild(done, "c", manager.ChildWrite{Events: turn(0, 1, "x"), Settle: &manager.Checkpoint{Seq: 4}}))

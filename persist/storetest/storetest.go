@@ -15,6 +15,7 @@
 // journals continue without gaps; Queued keeps admission order; Listings
 // list in creation order per parent with the checkpoint gate; notices are
 // numbered per address and taken exactly once, also under concurrency;
+// Delete removes a child's subtree and refuses a claimed one;
 // owner claims are granted, refused to another owner while unexpired (an
 // error wrapping ErrOwned), taken over once expired, renewed, revoked by
 // the settlement and listed by Residents; a ctx already done is refused
@@ -74,6 +75,8 @@ func Run(t *testing.T, open func(t *testing.T) manager.Store) {
 		{"Renew extends all of an owner's claims and only those", testRenew},
 		{"the settlement revokes the claim; Residents lists the rest", testResidents},
 		{"concurrent claims of one child: one owner wins", testConcurrentClaims},
+		{"a deleted child is gone with its subtree and everything keyed by it", testDelete},
+		{"a claimed child, or one with a claimed descendant, is never deleted", testDeleteClaimed},
 		{"a ctx already done is refused before any work", testDoneContext},
 		{"after Close every method fails and Close may repeat", testClose},
 	} {
@@ -374,6 +377,8 @@ func testUnknownChild(t *testing.T, s manager.Store) {
 	check("SetCheckpoint", s.SetCheckpoint(ctx, id, manager.Checkpoint{Seq: 1}))
 	_, err = s.Queued(ctx, id)
 	check("Queued", err)
+	_, err = s.Delete(ctx, id)
+	check("Delete", err)
 	o := owner("o1")
 	check("WriteChild (claim)", s.WriteChild(ctx, id, manager.ChildWrite{Claim: &o}))
 	check("WriteChild (inbox)", s.WriteChild(ctx, id, manager.ChildWrite{Enqueue: []manager.QueuedMessage{{ID: "m"}}}))
@@ -824,6 +829,9 @@ func testClose(t *testing.T, s manager.Store) {
 	}
 	if err := s.Renew(ctx, owner("o1")); err == nil {
 		t.Error("Renew after Close succeeded")
+	}
+	if _, err := s.Delete(ctx, "c"); err == nil {
+		t.Error("Delete after Close succeeded")
 	}
 }
 
