@@ -119,40 +119,45 @@ func TestAGatedToolRoundWaitsForTheRecord(t *testing.T) {
 	})
 }
 
+// shortGatedTurn runs one short waited first turn of a child on p (whose
+// turns bp records) inside the calling bubble, and returns the child's id,
+// the store and the child writes committed, in order.
+func shortGatedTurn(t *testing.T, p manager.Provider, bp *bubbleProvider) (string, *writeCounter, []manager.ChildWrite) {
+	t.Helper()
+	st := &writeCounter{Store: memstore.New()}
+	m := manager.New(manager.Options{Store: st})
+	if err := m.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.StartContinuable(context.Background(), "bubble", manager.StartRequest{Label: "l", Prompt: "go", Parent: bubbleRoot}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait() // the turn runs (and reached its tool round, if it has one)
+	bp.current(t, s.ChildID).end <- agent.StopCompleted
+	if res, ok := s.Wait(context.Background()); !ok || res.StopReason != agent.StopCompleted {
+		t.Fatalf("Wait = %+v, %v", res, ok)
+	}
+	if err := s.Committed(); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return s.ChildID, st, append([]manager.ChildWrite(nil), st.writes...)
+}
+
 // A gated turn's tool round hurries its lingering record out: one commit
 // for the record before the round, one for the rest.
 func TestAGatedToolRoundCommitsTheRecordFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &writeCounter{Store: memstore.New()}
 		p := &gatedProvider{}
-		m := manager.New(manager.Options{Store: st})
-		if err := m.Register(p); err != nil {
-			t.Fatal(err)
-		}
-		s, err := m.StartContinuable(context.Background(), "bubble", manager.StartRequest{Label: "l", Prompt: "go", Parent: bubbleRoot}, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The turn reaches its tool round, which hurries the record out.
-		synctest.Wait()
-		p.current(t, s.ChildID).end <- agent.StopCompleted
-		if res, ok := s.Wait(context.Background()); !ok || res.StopReason != agent.StopCompleted {
-			t.Fatalf("Wait = %+v, %v", res, ok)
-		}
-		if err := s.Committed(); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		st.mu.Lock()
-		n := len(st.writes)
-		st.mu.Unlock()
-		// The tool round waited for the record: one commit for it, one for
-		// the rest. Without a tool round it would be one (below).
-		if n != 2 {
-			t.Errorf("%d commits with a tool round, want 2", n)
-		}
-		if err := m.Close(context.Background()); err != nil {
-			t.Fatal(err)
+		_, _, writes := shortGatedTurn(t, p, &p.bubbleProvider)
+		if len(writes) != 2 || writes[0].Create == nil || writes[1].Settle == nil {
+			t.Errorf("%d commits with a tool round, want 2: the record, then the rest", len(writes))
 		}
 	})
 }
@@ -161,39 +166,16 @@ func TestAGatedToolRoundCommitsTheRecordFirst(t *testing.T) {
 // common short delegation) commits its whole life once.
 func TestAGatedAnswerWithoutToolsCommitsOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &writeCounter{Store: memstore.New()}
 		p := &bubbleProvider{}
-		m := manager.New(manager.Options{Store: st})
-		if err := m.Register(answerOnly{p}); err != nil {
-			t.Fatal(err)
-		}
-		s, err := m.StartContinuable(context.Background(), "bubble", manager.StartRequest{Label: "l", Prompt: "go", Parent: bubbleRoot}, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		p.current(t, s.ChildID).end <- agent.StopCompleted
-		if res, ok := s.Wait(context.Background()); !ok || res.StopReason != agent.StopCompleted {
-			t.Fatalf("Wait = %+v, %v", res, ok)
-		}
-		if err := s.Committed(); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
-		st.mu.Lock()
-		writes := append([]manager.ChildWrite(nil), st.writes...)
-		st.mu.Unlock()
+		id, st, writes := shortGatedTurn(t, answerOnly{p}, p)
 		if len(writes) != 1 || writes[0].Create == nil || writes[0].Settle == nil {
 			t.Fatalf("%d commits, want 1 holding the record and the settlement", len(writes))
 		}
-		if n, err := st.JournalLen(context.Background(), s.ChildID); err != nil || n != 5 {
+		if n, err := st.JournalLen(context.Background(), id); err != nil || n != 5 {
 			t.Errorf("stored journal = %d events, %v; want the turn's 4 and its budget grant", n, err)
 		}
-		if q, err := st.Queued(context.Background(), s.ChildID); err != nil || len(q) != 0 {
+		if q, err := st.Queued(context.Background(), id); err != nil || len(q) != 0 {
 			t.Errorf("stored inbox = %+v, %v; want the first message taken", q, err)
-		}
-		if err := m.Close(context.Background()); err != nil {
-			t.Fatal(err)
 		}
 	})
 }
