@@ -648,3 +648,55 @@ func TestRealClaudePagesListAgents(t *testing.T) {
 		t.Fatalf("the second page = %v (next_cursor %v); want the other child and no cursor:\n%s", second, pages[1].obj["next_cursor"], quote(rs))
 	}
 }
+
+// A child that runs out of its budget (seconds: its model holds the call)
+// reaches a Claude Code or Codex parent's model as an error result naming
+// the stop reason budget and the limit, never as a half answer.
+func TestRealClientsModelsReadABudgetStop(t *testing.T) {
+	input := func(child *childModel) map[string]any {
+		return map[string]any{"description": "bounded work", "prompt": child.Task("bounded"), "budget": map[string]any{"seconds": 1}}
+	}
+	check := func(t *testing.T, rs []received, run *cliRun) {
+		t.Helper()
+		r := resultOf(t, rs, "subagent", "a delegation that ran out of its budget", run)
+		t.Logf("the model received: %.400q", r.text)
+		if !strings.Contains(r.text, "budget") || !strings.Contains(r.text, "seconds") {
+			t.Errorf("the model received %q; want the budget stop naming the seconds limit", r.text)
+		}
+		if r.obj != nil && r.obj["stop_reason"] != nil && r.obj["stop_reason"] != "budget" {
+			t.Errorf("stop_reason = %v, want budget", r.obj["stop_reason"])
+		}
+	}
+	t.Run("claude", func(t *testing.T) {
+		bin := findCLI(t, "claude")
+		ctx := testContext(t, realCLITimeout)
+		dataDir := realDir(t)
+		stopDaemonAtCleanup(t, dataDir)
+		child := newChildModel(t)
+		child.Hold("bounded")
+		const session = "SESSION-BUDGET-5210"
+		api := fakeanthropic.New(claudeParent([]claudeStep{{tool: "mcp__subagent__subagent", input: input(child)}}, "done"))
+		t.Cleanup(api.Close)
+		h := newClaudeHome(t, bin, api)
+		h.register(t, dataDir, child)
+		run := h.run(t, realDir(t), session+": delegate one bounded task")
+		run.wait(t, ctx)
+		check(t, claudeReceived(api, session), run)
+	})
+	t.Run("codex", func(t *testing.T) {
+		bin := findCLI(t, "codex")
+		ctx := testContext(t, realCLITimeout)
+		dataDir := realDir(t)
+		stopDaemonAtCleanup(t, dataDir)
+		child := newChildModel(t)
+		child.Hold("bounded")
+		const session = "SESSION-BUDGET-5220"
+		api := fakeresponses.New(codexParent([]codexStep{{tool: "subagent", args: input(child)}}, "done"))
+		t.Cleanup(api.Close)
+		h := newCodexHome(t, bin, api)
+		h.register(t, dataDir, child)
+		run := h.run(t, realDir(t), session+": delegate one bounded task")
+		run.wait(t, ctx)
+		check(t, codexReceived(api, session), run)
+	})
+}
