@@ -56,6 +56,9 @@ type TranscriptEntry struct {
 	Usage      *Usage           `json:"usage,omitempty"`
 	StopReason agent.StopReason `json:"stop_reason,omitempty"` // turn-end
 	Diagnostic string           `json:"diagnostic,omitempty"`  // turn-end
+	// Budget is a budget entry's grant: the limits from its turn on (no
+	// field set: unlimited).
+	Budget *Budget `json:"budget,omitempty"`
 	// Truncated is set when a text of the entry was cut to
 	// MaxTranscriptText.
 	Truncated bool `json:"truncated,omitempty"`
@@ -154,6 +157,9 @@ func transcriptEntry(e agent.Event) TranscriptEntry {
 	if e.Usage != nil {
 		u := *e.Usage
 		te.Usage = &u
+	}
+	if g := e.Grant; g != nil {
+		te.Budget = &Budget{Tokens: g.Tokens, Steps: g.Steps, Seconds: g.Seconds, CostUSD: g.CostUSD}
 	}
 	if msg := e.Message; msg != nil {
 		te.Role, te.Text, te.Refusal, te.ToolCallID = string(msg.Role), bound(msg.Content), bound(msg.Refusal), msg.ToolCallID

@@ -102,6 +102,9 @@ func TestTranscriptAndWatch(t *testing.T) {
 	if tr.Status != manager.StatusRunning || tr.Label != "reader" || tr.Provider != "step" {
 		t.Fatalf("transcript header = %+v, want a running child labelled reader on step", tr)
 	}
+	if e := tr.Entries[0]; e.Kind != string(agent.EventBudget) || e.Budget == nil || *e.Budget != (manager.Budget{}) {
+		t.Fatalf("entry 0 = %+v, want the first turn's grant (unlimited)", e)
+	}
 	if e := tr.Entries[2]; e.Role != "user" || e.Source != agent.SourceUser || e.Text != "read a.go" {
 		t.Fatalf("entry 2 = %+v, want the prompt from the user", e)
 	}

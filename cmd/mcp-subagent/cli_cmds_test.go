@@ -160,7 +160,7 @@ func TestCLICommandsOnTheDaemon(t *testing.T) {
 		t.Fatalf("show: exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{
-		`"delegator"`, "status ready",
+		`"delegator"`, "status ready", "[budget] granted: unlimited",
 		"── turn 1 ──", "[user] delegate", "[tool call subagent ", "[assistant] delegated", "── turn 1 ended: completed · ",
 		"[assistant] noted the report", "[assistant] noted the settlement", "── turn 3 ended: completed",
 		" tok",

@@ -154,6 +154,8 @@ func (p *transcriptPrinter) entry(e manager.TranscriptEntry) {
 		p.printf("\n")
 	case string(agent.EventSession):
 		p.printf("[session] external session recorded\n")
+	case string(agent.EventBudget):
+		p.printf("[budget] granted: %s\n", budgetText(e.Budget))
 	case string(agent.EventMessage):
 		switch e.Role {
 		case "user":
@@ -193,3 +195,24 @@ func sourceLabel(source string) string {
 
 // indent keeps a multi-line text inside its block.
 func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n    ") }
+
+// budgetText says what a budget grant allows: its limits, or unlimited.
+func budgetText(b *manager.Budget) string {
+	if b == nil || *b == (manager.Budget{}) {
+		return "unlimited"
+	}
+	var parts []string
+	if b.Tokens > 0 {
+		parts = append(parts, fmt.Sprintf("tokens %d", b.Tokens))
+	}
+	if b.Steps > 0 {
+		parts = append(parts, fmt.Sprintf("steps %d", b.Steps))
+	}
+	if b.Seconds > 0 {
+		parts = append(parts, fmt.Sprintf("seconds %g", b.Seconds))
+	}
+	if b.CostUSD > 0 {
+		parts = append(parts, fmt.Sprintf("cost_usd %g", b.CostUSD))
+	}
+	return strings.Join(parts, ", ")
+}
