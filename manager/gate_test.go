@@ -83,14 +83,7 @@ func TestAGatedToolRoundWaitsForTheRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &heldStore{Store: memstore.New(), release: make(chan struct{})}
 		p := &gatedProvider{}
-		m := manager.New(manager.Options{Store: st})
-		if err := m.Register(p); err != nil {
-			t.Fatal(err)
-		}
-		s, err := m.StartContinuable(context.Background(), "bubble", manager.StartRequest{Label: "l", Prompt: "go", Parent: bubbleRoot}, true)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, s := startWaited(t, st, p)
 		synctest.Wait() // the record lingered, then its commit is held
 		if got := p.roundsDone(); len(got) != 0 {
 			t.Fatalf("the tool round ran before the record was committed: %v", got)
@@ -119,12 +112,10 @@ func TestAGatedToolRoundWaitsForTheRecord(t *testing.T) {
 	})
 }
 
-// shortGatedTurn runs one short waited first turn of a child on p (whose
-// turns bp records) inside the calling bubble, and returns the child's id,
-// the store and the child writes committed, in order.
-func shortGatedTurn(t *testing.T, p manager.Provider, bp *bubbleProvider) (string, *writeCounter, []manager.ChildWrite) {
+// startWaited starts a manager over st with p registered, and one child
+// on it whose first turn the caller waits for.
+func startWaited(t *testing.T, st manager.Store, p manager.Provider) (*manager.Manager, *manager.Started) {
 	t.Helper()
-	st := &writeCounter{Store: memstore.New()}
 	m := manager.New(manager.Options{Store: st})
 	if err := m.Register(p); err != nil {
 		t.Fatal(err)
@@ -133,6 +124,16 @@ func shortGatedTurn(t *testing.T, p manager.Provider, bp *bubbleProvider) (strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, s
+}
+
+// shortGatedTurn runs one short waited first turn of a child on p (whose
+// turns bp records) inside the calling bubble, and returns the child's id,
+// the store and the child writes committed, in order.
+func shortGatedTurn(t *testing.T, p manager.Provider, bp *bubbleProvider) (string, *writeCounter, []manager.ChildWrite) {
+	t.Helper()
+	st := &writeCounter{Store: memstore.New()}
+	m, s := startWaited(t, st, p)
 	synctest.Wait() // the turn runs (and reached its tool round, if it has one)
 	bp.current(t, s.ChildID).end <- agent.StopCompleted
 	if res, ok := s.Wait(context.Background()); !ok || res.StopReason != agent.StopCompleted {
@@ -202,14 +203,7 @@ func TestAFailedDeferredRecordHandsOutNothing(t *testing.T) {
 		st := &heldStore{Store: memstore.New(), release: make(chan struct{}), fail: broken}
 		close(st.release)
 		p := &gatedProvider{}
-		m := manager.New(manager.Options{Store: st})
-		if err := m.Register(p); err != nil {
-			t.Fatal(err)
-		}
-		s, err := m.StartContinuable(context.Background(), "bubble", manager.StartRequest{Label: "l", Prompt: "go", Parent: bubbleRoot}, true)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, s := startWaited(t, st, p)
 		res, ok := s.Wait(context.Background())
 		if !ok || res.StopReason == agent.StopCompleted {
 			t.Errorf("Wait = %+v, %v; want the failure", res, ok)
