@@ -549,40 +549,10 @@ func TestRealClientsModelsReadARefusedArgument(t *testing.T) {
 			t.Errorf("the child's model got %d requests for a refused call", n)
 		}
 	}
-	t.Run("claude", func(t *testing.T) {
-		bin := findCLI(t, "claude")
-		ctx := testContext(t, realCLITimeout)
-		dataDir := realDir(t)
-		stopDaemonAtCleanup(t, dataDir)
-		child := newChildModel(t)
-		const session = "SESSION-BAD-4470"
-		api := fakeanthropic.New(claudeParent([]claudeStep{
-			{tool: "mcp__subagent__subagent", input: map[string]any{"description": label, "prompt": child.Task("bad")}},
-		}, "done"))
-		t.Cleanup(api.Close)
-		h := newClaudeHome(t, bin, api)
-		h.register(t, dataDir, child)
-		run := h.run(t, realDir(t), session+": delegate one task")
-		run.wait(t, ctx)
-		check(t, claudeReceived(api, session), run, child)
-	})
-	t.Run("codex", func(t *testing.T) {
-		bin := findCLI(t, "codex")
-		ctx := testContext(t, realCLITimeout)
-		dataDir := realDir(t)
-		stopDaemonAtCleanup(t, dataDir)
-		child := newChildModel(t)
-		const session = "SESSION-BAD-4480"
-		api := fakeresponses.New(codexParent([]codexStep{
-			{tool: "subagent", args: map[string]any{"description": label, "prompt": child.Task("bad")}},
-		}, "done"))
-		t.Cleanup(api.Close)
-		h := newCodexHome(t, bin, api)
-		h.register(t, dataDir, child)
-		run := h.run(t, realDir(t), session+": delegate one task")
-		run.wait(t, ctx)
-		check(t, codexReceived(api, session), run, child)
-	})
+	oneDelegationOnBoth(t, "SESSION-BAD-4470", "SESSION-BAD-4480", nil,
+		func(child *childModel) map[string]any {
+			return map[string]any{"description": label, "prompt": child.Task("bad")}
+		}, check)
 }
 
 // A Claude Code parent's model pages list_agents: the first page (limit 1)
@@ -667,36 +637,47 @@ func TestRealClientsModelsReadABudgetStop(t *testing.T) {
 			t.Errorf("stop_reason = %v, want budget", r.obj["stop_reason"])
 		}
 	}
-	t.Run("claude", func(t *testing.T) {
-		bin := findCLI(t, "claude")
+	oneDelegationOnBoth(t, "SESSION-BUDGET-5210", "SESSION-BUDGET-5220", func(child *childModel) { child.Hold("bounded") }, input,
+		func(t *testing.T, rs []received, run *cliRun, _ *childModel) { check(t, rs, run) })
+}
+
+// oneDelegationOnBoth runs a Claude Code parent (session claudeSession)
+// and a Codex parent (codexSession), each making one subagent call with
+// input(child) and then ending its turn, and checks what each parent's
+// model received. prep, when set, readies the child's model first.
+func oneDelegationOnBoth(t *testing.T, claudeSession, codexSession string, prep func(*childModel),
+	input func(*childModel) map[string]any, check func(t *testing.T, rs []received, run *cliRun, child *childModel)) {
+	t.Helper()
+	setup := func(t *testing.T) (context.Context, string, *childModel) {
 		ctx := testContext(t, realCLITimeout)
 		dataDir := realDir(t)
 		stopDaemonAtCleanup(t, dataDir)
 		child := newChildModel(t)
-		child.Hold("bounded")
-		const session = "SESSION-BUDGET-5210"
+		if prep != nil {
+			prep(child)
+		}
+		return ctx, dataDir, child
+	}
+	t.Run("claude", func(t *testing.T) {
+		bin := findCLI(t, "claude")
+		ctx, dataDir, child := setup(t)
 		api := fakeanthropic.New(claudeParent([]claudeStep{{tool: "mcp__subagent__subagent", input: input(child)}}, "done"))
 		t.Cleanup(api.Close)
 		h := newClaudeHome(t, bin, api)
 		h.register(t, dataDir, child)
-		run := h.run(t, realDir(t), session+": delegate one bounded task")
+		run := h.run(t, realDir(t), claudeSession+": delegate one task")
 		run.wait(t, ctx)
-		check(t, claudeReceived(api, session), run)
+		check(t, claudeReceived(api, claudeSession), run, child)
 	})
 	t.Run("codex", func(t *testing.T) {
 		bin := findCLI(t, "codex")
-		ctx := testContext(t, realCLITimeout)
-		dataDir := realDir(t)
-		stopDaemonAtCleanup(t, dataDir)
-		child := newChildModel(t)
-		child.Hold("bounded")
-		const session = "SESSION-BUDGET-5220"
+		ctx, dataDir, child := setup(t)
 		api := fakeresponses.New(codexParent([]codexStep{{tool: "subagent", args: input(child)}}, "done"))
 		t.Cleanup(api.Close)
 		h := newCodexHome(t, bin, api)
 		h.register(t, dataDir, child)
-		run := h.run(t, realDir(t), session+": delegate one bounded task")
+		run := h.run(t, realDir(t), codexSession+": delegate one task")
 		run.wait(t, ctx)
-		check(t, codexReceived(api, session), run)
+		check(t, codexReceived(api, codexSession), run, child)
 	})
 }
