@@ -36,6 +36,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeanthropic"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeresponses"
+	"github.com/mcp-subagent/mcp-subagent/internal/gittest"
 )
 
 // The clientInfo names the CLIs send (the lead chooses foreground wait
@@ -549,7 +550,7 @@ func TestRealClientsModelsReadARefusedArgument(t *testing.T) {
 			t.Errorf("the child's model got %d requests for a refused call", n)
 		}
 	}
-	oneDelegationOnBoth(t, "SESSION-BAD-4470", "SESSION-BAD-4480", nil,
+	oneDelegationOnBoth(t, "SESSION-BAD-4470", "SESSION-BAD-4480", nil, nil,
 		func(child *childModel) map[string]any {
 			return map[string]any{"description": label, "prompt": child.Task("bad")}
 		}, check)
@@ -637,15 +638,17 @@ func TestRealClientsModelsReadABudgetStop(t *testing.T) {
 			t.Errorf("stop_reason = %v, want budget", r.obj["stop_reason"])
 		}
 	}
-	oneDelegationOnBoth(t, "SESSION-BUDGET-5210", "SESSION-BUDGET-5220", func(child *childModel) { child.Hold("bounded") }, input,
+	oneDelegationOnBoth(t, "SESSION-BUDGET-5210", "SESSION-BUDGET-5220", func(child *childModel) { child.Hold("bounded") }, nil, input,
 		func(t *testing.T, rs []received, run *cliRun, _ *childModel) { check(t, rs, run) })
 }
 
 // oneDelegationOnBoth runs a Claude Code parent (session claudeSession)
 // and a Codex parent (codexSession), each making one subagent call with
 // input(child) and then ending its turn, and checks what each parent's
-// model received. prep, when set, readies the child's model first.
-func oneDelegationOnBoth(t *testing.T, claudeSession, codexSession string, prep func(*childModel),
+// model received. prep, when set, readies the child's model first;
+// workDir, when set, makes the directory the parent works in (default: an
+// empty one).
+func oneDelegationOnBoth(t *testing.T, claudeSession, codexSession string, prep func(*childModel), workDir func(*testing.T) string,
 	input func(*childModel) map[string]any, check func(t *testing.T, rs []received, run *cliRun, child *childModel)) {
 	t.Helper()
 	setup := func(t *testing.T) (context.Context, string, *childModel) {
@@ -665,7 +668,7 @@ func oneDelegationOnBoth(t *testing.T, claudeSession, codexSession string, prep 
 		t.Cleanup(api.Close)
 		h := newClaudeHome(t, bin, api)
 		h.register(t, dataDir, child)
-		run := h.run(t, realDir(t), claudeSession+": delegate one task")
+		run := h.run(t, dirOf(t, workDir), claudeSession+": delegate one task")
 		run.wait(t, ctx)
 		check(t, claudeReceived(api, claudeSession), run, child)
 	})
@@ -676,8 +679,35 @@ func oneDelegationOnBoth(t *testing.T, claudeSession, codexSession string, prep 
 		t.Cleanup(api.Close)
 		h := newCodexHome(t, bin, api)
 		h.register(t, dataDir, child)
-		run := h.run(t, realDir(t), codexSession+": delegate one task")
+		run := h.run(t, dirOf(t, workDir), codexSession+": delegate one task")
 		run.wait(t, ctx)
 		check(t, codexReceived(api, codexSession), run, child)
 	})
+}
+
+func dirOf(t *testing.T, workDir func(*testing.T) string) string {
+	if workDir == nil {
+		return realDir(t)
+	}
+	return workDir(t)
+}
+
+// A child started with isolation "worktree" from a parent working in a
+// git repository reaches a Claude Code or Codex parent's model with its
+// worktree (path, branch subagent/<id>, base) and its changes.
+func TestRealClientsModelsReadAnIsolatedChildsWorktree(t *testing.T) {
+	repo := func(t *testing.T) string { return gittest.Init(t, realDir(t), nil) }
+	input := func(child *childModel) map[string]any {
+		return map[string]any{"description": "isolated work", "prompt": child.Task("iso"), "isolation": "worktree"}
+	}
+	oneDelegationOnBoth(t, "SESSION-ISO-5310", "SESSION-ISO-5320", nil, repo, input,
+		func(t *testing.T, rs []received, run *cliRun, child *childModel) {
+			t.Helper()
+			r := resultOf(t, rs, "subagent", "an isolated delegation", run)
+			wt, _ := r.obj["worktree"].(map[string]any)
+			id, _ := r.obj["agent_id"].(string)
+			if r.obj["output"] != child.Closing("iso") || wt == nil || wt["branch"] != "subagent/"+id || wt["path"] == "" || wt["base"] == "" || r.obj["changes"] == nil {
+				t.Errorf("the model received %.600q; want the answer with its worktree on subagent/<id> and its changes", r.text)
+			}
+		})
 }
