@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -14,9 +15,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/packages/ssestream"
-	"github.com/openai/openai-go/v3/shared"
 )
 
 // DefaultBaseURL is the endpoint used when Config.BaseURL is empty.
@@ -24,9 +23,15 @@ const DefaultBaseURL = "https://api.openai.com/v1"
 
 // OpenAI is a Client for OpenAI-compatible chat completions APIs. It is safe
 // for concurrent use.
+//
+// The SDK carries each request (base URL, headers, auth, the exchange
+// bookkeeping in its middleware) and splits the event stream; the request
+// body and the stream's chunks are encoded and decoded here, with
+// encoding/json on small structs of their own: the SDK's reflective
+// encoders were over a third of a delegation's CPU, for the same bytes.
 type OpenAI struct {
 	retrier
-	chat           openai.ChatCompletionService
+	api            openai.Client
 	model          string
 	completionsKey bool // send max_completion_tokens rather than max_tokens
 	tools          toolCache
@@ -43,14 +48,17 @@ func NewOpenAI(cfg Config) *OpenAI {
 		option.WithMaxRetries(0), // we retry ourselves, see Complete
 	}
 	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+		// The generic Post applies no API key of its own: the header is
+		// the SDK's explicit override.
+		opts = append(opts, option.WithHeader("Authorization", "Bearer "+cfg.APIKey))
 	}
 	c := &OpenAI{
 		retrier: newRetrier(cfg),
-		// The service, not openai.NewClient: NewClient folds in environment
-		// variables (OPENAI_BASE_URL, OPENAI_ORG_ID, OPENAI_CUSTOM_HEADERS...),
-		// and the caller's Config must be the whole truth.
-		chat:  openai.NewChatCompletionService(opts...),
+		// A bare client, not openai.NewClient: NewClient folds in
+		// environment variables (OPENAI_BASE_URL, OPENAI_ORG_ID,
+		// OPENAI_CUSTOM_HEADERS...), and the caller's Config must be the
+		// whole truth.
+		api:   openai.Client{Options: opts},
 		model: cfg.Model,
 		tools: toolCache{encode: encodeTool},
 	}
@@ -64,11 +72,11 @@ func NewOpenAI(cfg Config) *OpenAI {
 // failures. See the package doc for what is retried and how the answer is
 // assembled.
 func (c *OpenAI) Complete(ctx context.Context, req Request, onDelta func(text string)) (Response, error) {
-	params, err := c.params(req)
+	body, err := c.body(req)
 	if err != nil {
 		return Response{}, c.paramsError(err)
 	}
-	return c.run(ctx, func() (Response, *failure) { return c.attempt(ctx, params, onDelta) })
+	return c.run(ctx, func() (Response, *failure) { return c.attempt(ctx, body, onDelta) })
 }
 
 // doneWatcher notes whether the SSE body contained a "data: [DONE]" line.
@@ -106,17 +114,19 @@ func (d *doneWatcher) Close() error { return d.rc.Close() }
 
 // attempt makes one streaming request. It returns the answer, or why there
 // is none.
-func (c *OpenAI) attempt(ctx context.Context, params openai.ChatCompletionNewParams, onDelta func(string)) (Response, *failure) {
+func (c *OpenAI) attempt(ctx context.Context, body []byte, onDelta func(string)) (Response, *failure) {
 	done := &doneWatcher{}
 	x := &exchange{wrapBody: func(rc io.ReadCloser) io.ReadCloser { done.rc = rc; return done }}
-	stream := c.chat.NewStreaming(ctx, params, option.WithMiddleware(x.middleware))
+	var raw *http.Response
+	err := c.api.Post(ctx, "chat/completions", body, &raw, option.WithMiddleware(x.middleware))
+	stream := ssestream.NewStream[chunk](ssestream.NewDecoder(raw), err)
 	defer stream.Close()
 
 	var acc accumulator
 	for stream.Next() {
 		acc.add(stream.Current(), onDelta)
 	}
-	err := stream.Err()
+	err = stream.Err()
 
 	if f := x.httpFailure(ctx, err); f != nil {
 		return Response{}, f
@@ -159,8 +169,8 @@ type accumulator struct {
 // legacyIndex keys the deprecated function_call delta among tool calls.
 const legacyIndex = -1
 
-func (a *accumulator) add(ch openai.ChatCompletionChunk, onDelta func(string)) {
-	if ch.JSON.Usage.Valid() {
+func (a *accumulator) add(ch chunk, onDelta func(string)) {
+	if ch.Usage != nil {
 		a.usage = Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
 	}
 	for _, choice := range ch.Choices {
@@ -179,7 +189,7 @@ func (a *accumulator) add(ch openai.ChatCompletionChunk, onDelta func(string)) {
 		for _, tc := range d.ToolCalls {
 			a.addCall(tc.Index, tc.ID, tc.Function.Name, tc.Function.Arguments)
 		}
-		//lint:ignore SA1019 servers that speak the legacy function_call still exist
+		// Servers that speak the legacy function_call still exist.
 		if fc := d.FunctionCall; fc.Name != "" || fc.Arguments != "" {
 			a.addCall(legacyIndex, "", fc.Name, fc.Arguments)
 		}
@@ -244,101 +254,168 @@ func finishReason(wire string, msg Message) FinishReason {
 	return FinishStop
 }
 
-// params maps a Request to the SDK's parameters.
-func (c *OpenAI) params(req Request) (openai.ChatCompletionNewParams, error) {
-	var p openai.ChatCompletionNewParams
-	p.Model = req.Model
-	if p.Model == "" {
-		p.Model = c.model
+// body encodes a Request as a streaming chat completions request.
+func (c *OpenAI) body(req Request) ([]byte, error) {
+	w := wireRequest{Model: req.Model, Stream: true}
+	if w.Model == "" {
+		w.Model = c.model
 	}
-	if p.Model == "" {
-		return p, errors.New("no model: Request.Model and Config.Model are both empty")
+	if w.Model == "" {
+		return nil, errors.New("no model: Request.Model and Config.Model are both empty")
 	}
-	p.StreamOptions.IncludeUsage = param.NewOpt(true)
+	w.StreamOptions.IncludeUsage = true
 	if req.MaxTokens > 0 {
 		if c.completionsKey {
-			p.MaxCompletionTokens = param.NewOpt(req.MaxTokens)
+			w.MaxCompletionTokens = req.MaxTokens
 		} else {
-			p.MaxTokens = param.NewOpt(req.MaxTokens)
+			w.MaxTokens = req.MaxTokens
 		}
 	}
 	if !req.Effort.Valid() {
-		return p, fmt.Errorf("effort %q: want low, medium or high", req.Effort)
+		return nil, fmt.Errorf("effort %q: want low, medium or high", req.Effort)
 	}
 	// reasoning_effort takes the same words; empty sends nothing, so servers
 	// and models without reasoning see no new field.
-	p.ReasoningEffort = shared.ReasoningEffort(req.Effort)
+	w.ReasoningEffort = string(req.Effort)
+	w.Messages = make([]wireMessage, len(req.Messages))
 	for i, m := range req.Messages {
-		mp, err := messageParam(m)
-		if err != nil {
-			return p, fmt.Errorf("messages[%d]: %w", i, err)
+		if err := w.Messages[i].set(m); err != nil {
+			return nil, fmt.Errorf("messages[%d]: %w", i, err)
 		}
-		p.Messages = append(p.Messages, mp)
 	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(w); err != nil {
+		return nil, err
+	}
+	out := bytes.TrimRight(buf.Bytes(), "\n")
+	if len(req.Tools) == 0 {
+		return out, nil
+	}
+	// The tools are spliced in as cached bytes: a child sends the same
+	// tools on every model call, and re-encoding their schemas was a tenth
+	// of the CPU of a delegation.
+	out = append(out[:len(out)-1], `,"tools":[`...)
 	for i, t := range req.Tools {
-		tp, err := c.toolParam(t)
+		raw, err := c.tools.encoded(t, false)
 		if err != nil {
-			return p, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
+			return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
 		}
-		p.Tools = append(p.Tools, tp)
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, raw...)
 	}
-	return p, nil
+	return append(out, "]}"...), nil
 }
 
-func messageParam(m Message) (openai.ChatCompletionMessageParamUnion, error) {
+// wireRequest is the chat completions request body, but its tools.
+type wireRequest struct {
+	Model               string        `json:"model"`
+	Messages            []wireMessage `json:"messages"`
+	MaxTokens           int64         `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int64         `json:"max_completion_tokens,omitempty"`
+	ReasoningEffort     string        `json:"reasoning_effort,omitempty"`
+	Stream              bool          `json:"stream"`
+	StreamOptions       struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+type wireMessage struct {
+	Role       string         `json:"role"`
+	Content    *string        `json:"content,omitempty"`
+	Refusal    string         `json:"refusal,omitempty"`
+	ToolCalls  []wireToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+type wireToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+func (w *wireMessage) set(m Message) error {
 	switch m.Role {
-	case RoleSystem:
-		return openai.SystemMessage(m.Content), nil
-	case RoleUser:
-		return openai.UserMessage(m.Content), nil
+	case RoleSystem, RoleUser:
 	case RoleTool:
 		if m.ToolCallID == "" {
-			return openai.ChatCompletionMessageParamUnion{}, errors.New("tool message without tool_call_id")
+			return errors.New("tool message without tool_call_id")
 		}
-		return openai.ToolMessage(m.Content, m.ToolCallID), nil
+		w.ToolCallID = m.ToolCallID
 	case RoleAssistant:
-		var a openai.ChatCompletionAssistantMessageParam
-		// Content may be omitted only when the message calls tools; some
-		// servers reject an assistant message with neither.
-		if m.Content != "" || len(m.ToolCalls) == 0 {
-			a.Content.OfString = param.NewOpt(m.Content)
+		w.Refusal = m.Refusal
+		if len(m.ToolCalls) > 0 {
+			w.ToolCalls = make([]wireToolCall, len(m.ToolCalls))
 		}
-		if m.Refusal != "" {
-			a.Refusal = param.NewOpt(m.Refusal)
-		}
-		for _, tc := range m.ToolCalls {
+		for i, tc := range m.ToolCalls {
 			args := tc.Arguments
 			if strings.TrimSpace(args) == "" {
 				args = "{}" // servers that parse arguments reject ""
 			}
-			a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-				OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-					ID: tc.ID,
-					Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
-						Name:      tc.Name,
-						Arguments: args,
-					},
-				},
-			})
+			wc := &w.ToolCalls[i]
+			wc.ID, wc.Type = tc.ID, "function"
+			wc.Function.Name, wc.Function.Arguments = tc.Name, args
 		}
-		return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}, nil
+		// Content may be omitted only when the message calls tools; some
+		// servers reject an assistant message with neither.
+		if m.Content == "" && len(m.ToolCalls) > 0 {
+			w.Role = string(m.Role)
+			return nil
+		}
+	default:
+		return fmt.Errorf("unknown role %q", m.Role)
 	}
-	return openai.ChatCompletionMessageParamUnion{}, fmt.Errorf("unknown role %q", m.Role)
+	w.Role = string(m.Role)
+	content := m.Content
+	w.Content = &content
+	return nil
 }
 
-// toolParam maps a tool definition to the SDK's parameter. The function
-// definition is encoded once per distinct definition and handed to the SDK
-// as raw JSON: a child sends the same tools on every model call, and
-// decoding its schemas into maps for the SDK to re-encode by reflection
-// was a tenth of the CPU of a delegation.
-func (c *OpenAI) toolParam(t ToolDef) (openai.ChatCompletionToolUnionParam, error) {
-	raw, err := c.tools.encoded(t, false)
-	if err != nil {
-		return openai.ChatCompletionToolUnionParam{}, err
+// chunk is one streamed chat completion chunk, as far as it is read.
+type chunk struct {
+	Choices []struct {
+		Index int64 `json:"index"`
+		Delta struct {
+			Content   string `json:"content"`
+			Refusal   string `json:"refusal"`
+			ToolCalls []struct {
+				Index    int64  `json:"index"`
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+			FunctionCall struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function_call"`
+		} `json:"delta"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+// UnmarshalJSON reads a chunk leniently, as the SDK did: a field of an
+// unexpected type is left zero rather than breaking the stream (compatible
+// servers differ in small ways); a chunk that is not JSON still breaks it.
+func (c *chunk) UnmarshalJSON(b []byte) error {
+	type plain chunk
+	err := json.Unmarshal(b, (*plain)(c))
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return nil
 	}
-	var fn shared.FunctionDefinitionParam
-	param.SetJSON(raw, &fn)
-	return openai.ChatCompletionFunctionTool(fn), nil
+	return err
 }
 
 // toolCache holds encoded tool definitions by their content (and whether
@@ -379,7 +456,7 @@ func (tc *toolCache) encoded(t ToolDef, mark bool) ([]byte, error) {
 	return raw, nil
 }
 
-// encodeTool encodes a function definition as the chat API takes it:
+// encodeTool encodes a tool as the chat API takes it: a function with its
 // name, description if any, and the parameters schema. Chat completions
 // have no cache mark.
 func encodeTool(t ToolDef, _ bool) ([]byte, error) {
@@ -387,12 +464,15 @@ func encodeTool(t ToolDef, _ bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	fn := struct {
+	type function struct {
 		Name        string          `json:"name"`
 		Description string          `json:"description,omitempty"`
 		Parameters  json.RawMessage `json:"parameters"`
-	}{t.Name, t.Description, params}
-	return json.Marshal(fn)
+	}
+	return json.Marshal(struct {
+		Type     string   `json:"type"`
+		Function function `json:"function"`
+	}{"function", function{t.Name, t.Description, params}})
 }
 
 // toolSchema checks a tool definition and returns its parameters schema,

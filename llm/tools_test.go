@@ -22,18 +22,14 @@ func benchTools() []ToolDef {
 }
 
 // BenchmarkRequestBody is the client's work per model call before the
-// HTTP round trip: mapping a request (a short conversation and a child's
-// tools) to the SDK's parameters and encoding them.
+// HTTP round trip: encoding a request (a short conversation and a child's
+// tools) as the body sent.
 func BenchmarkRequestBody(b *testing.B) {
 	c := NewOpenAI(Config{Model: "m", APIKey: "k"})
 	req := Request{Messages: []Message{{Role: RoleSystem, Content: "You are a subagent."}, {Role: RoleUser, Content: "Do the task."}}, Tools: benchTools()}
 	b.ReportAllocs()
 	for b.Loop() {
-		p, err := c.params(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := p.MarshalJSON(); err != nil { // as the SDK encodes a body
+		if _, err := c.body(req); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -46,11 +42,7 @@ func TestRequestToolsAreTheDefinitionsGiven(t *testing.T) {
 	c := NewOpenAI(Config{Model: "m", APIKey: "k"})
 	defs := append(benchTools(), ToolDef{Name: "bare"}, ToolDef{Name: "spaced", Parameters: json.RawMessage(" {\"type\": \"object\"} ")})
 	for round := range 2 {
-		p, err := c.params(Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}, Tools: defs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := p.MarshalJSON()
+		body, err := c.body(Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}, Tools: defs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,11 +80,11 @@ func TestRequestToolsAreTheDefinitionsGiven(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{`[1]`, `{"type":`, `"x"`} {
-		if _, err := c.params(Request{Tools: []ToolDef{{Name: "bad", Parameters: json.RawMessage(bad)}}}); err == nil {
+		if _, err := c.body(Request{Model: "m", Tools: []ToolDef{{Name: "bad", Parameters: json.RawMessage(bad)}}}); err == nil {
 			t.Errorf("parameters %s were accepted", bad)
 		}
 	}
-	if _, err := c.params(Request{Tools: []ToolDef{{Parameters: json.RawMessage(`{}`)}}}); err == nil {
+	if _, err := c.body(Request{Model: "m", Tools: []ToolDef{{Parameters: json.RawMessage(`{}`)}}}); err == nil {
 		t.Error("a tool without a name was accepted")
 	}
 }

@@ -31,7 +31,10 @@ func main() {
 	// Re-executed as the supervisor of an external agent or a shell
 	// command, it does only that (and never returns).
 	subreaper.Main()
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	stop := startProfile()
+	code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

@@ -1,0 +1,235 @@
+package llm
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// sdkBody is the body the SDK would send for req: its parameter types,
+// mapped as the client did before it encoded bodies itself, and its
+// encoder. It is the reference the client's own encoding must match.
+func sdkBody(t *testing.T, c *OpenAI, req Request) []byte {
+	t.Helper()
+	var p openai.ChatCompletionNewParams
+	p.Model = req.Model
+	if p.Model == "" {
+		p.Model = c.model
+	}
+	p.StreamOptions.IncludeUsage = param.NewOpt(true)
+	if req.MaxTokens > 0 {
+		if c.completionsKey {
+			p.MaxCompletionTokens = param.NewOpt(req.MaxTokens)
+		} else {
+			p.MaxTokens = param.NewOpt(req.MaxTokens)
+		}
+	}
+	p.ReasoningEffort = shared.ReasoningEffort(req.Effort)
+	for _, m := range req.Messages {
+		switch m.Role {
+		case RoleSystem:
+			p.Messages = append(p.Messages, openai.SystemMessage(m.Content))
+		case RoleUser:
+			p.Messages = append(p.Messages, openai.UserMessage(m.Content))
+		case RoleTool:
+			p.Messages = append(p.Messages, openai.ToolMessage(m.Content, m.ToolCallID))
+		case RoleAssistant:
+			var a openai.ChatCompletionAssistantMessageParam
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				a.Content.OfString = param.NewOpt(m.Content)
+			}
+			if m.Refusal != "" {
+				a.Refusal = param.NewOpt(m.Refusal)
+			}
+			for _, tc := range m.ToolCalls {
+				args := tc.Arguments
+				if strings.TrimSpace(args) == "" {
+					args = "{}"
+				}
+				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{ID: tc.ID,
+						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: args}}})
+			}
+			p.Messages = append(p.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+		}
+	}
+	for _, td := range req.Tools {
+		params, err := toolSchema(td)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var schema map[string]any
+		if err := json.Unmarshal(params, &schema); err != nil {
+			t.Fatal(err)
+		}
+		fn := shared.FunctionDefinitionParam{Name: td.Name, Parameters: schema}
+		if td.Description != "" {
+			fn.Description = param.NewOpt(td.Description)
+		}
+		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(fn))
+	}
+	raw, err := p.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The SDK's NewStreaming sets stream on the encoded body.
+	var body map[string]any
+	if err := json.Unmarshal(raw, &body); err != nil {
+		t.Fatal(err)
+	}
+	body["stream"] = true
+	out, _ := json.Marshal(body)
+	return out
+}
+
+// The body the client encodes is, as JSON, the one the SDK would have sent
+// for the same request: every role, tool calls with and without content
+// and arguments, refusals, text that JSON must escape, max tokens under
+// both keys, effort, and tools with and without descriptions and schemas.
+func TestBodyIsTheSDKs(t *testing.T) {
+	tricky := "quotes \" backslash \\ newline \n tab \t html <b>&amp;</b> unicode é 😀 \u2028 nul-free"
+	reqs := map[string]Request{
+		"one user message": {Messages: []Message{{Role: RoleUser, Content: "hi"}}},
+		"a whole conversation": {MaxTokens: 256, Effort: "high", Messages: []Message{
+			{Role: RoleSystem, Content: "You are terse."},
+			{Role: RoleUser, Content: tricky},
+			{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "read", Arguments: `{"path":"a"}`}, {ID: "c2", Name: "ls", Arguments: "  "}}},
+			{Role: RoleTool, ToolCallID: "c1", Content: tricky},
+			{Role: RoleTool, ToolCallID: "c2", Content: ""},
+			{Role: RoleAssistant, Content: "both", ToolCalls: []ToolCall{{ID: "c3", Name: "cat", Arguments: "{}"}}},
+			{Role: RoleTool, ToolCallID: "c3", Content: "x"},
+			{Role: RoleAssistant, Content: "", Refusal: "I won't."},
+			{Role: RoleAssistant, Content: ""},
+			{Role: RoleUser, Content: ""},
+		}, Tools: append(benchTools(), ToolDef{Name: "bare"}, ToolDef{Name: "spaced", Description: tricky, Parameters: json.RawMessage(" {\"type\": \"object\"} ")})},
+		"model per request": {Model: "other", Messages: []Message{{Role: RoleUser, Content: "hi"}}},
+	}
+	for _, openaiHost := range []bool{false, true} {
+		c := NewOpenAI(Config{Model: "m", APIKey: "k"})
+		c.completionsKey = openaiHost
+		for name, req := range reqs {
+			got, err := c.body(req)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			var g, w any
+			if err := json.Unmarshal(got, &g); err != nil {
+				t.Fatalf("%s: body is not JSON: %v\n%s", name, err, got)
+			}
+			if err := json.Unmarshal(sdkBody(t, c, req), &w); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(g, w) {
+				gj, _ := json.MarshalIndent(g, "", " ")
+				wj, _ := json.MarshalIndent(w, "", " ")
+				t.Errorf("%s (completions key %v): body differs from the SDK's\ngot:  %s\nwant: %s", name, openaiHost, gj, wj)
+			}
+		}
+	}
+}
+
+// FuzzChunkIsTheSDKs decodes arbitrary chunk JSON with the client's chunk
+// and the SDK's: where the SDK reads a well-typed chunk, the client reads
+// the same text, calls, finish reason and usage from it. (Where a field has
+// the wrong type the SDK coerces some, a number to a string say, and the
+// client leaves it zero; that it still reads the rest is checked too. And
+// encoding/json matches keys regardless of case where the SDK does not:
+// inputs with such keys are not compared.)
+func FuzzChunkIsTheSDKs(f *testing.F) {
+	f.Add(`{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}`)
+	f.Add(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":3,"id":"q","function":{"name":"n","arguments":"{"}}]}}]}`)
+	f.Add(`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}`)
+	f.Add(`{"choices":[{"index":0,"delta":{"refusal":"no","function_call":{"name":"f","arguments":"{}"}},"finish_reason":null}],"usage":null}`)
+	f.Add(`{"choices":[{"index":"0","delta":{"content":5}}]}`)
+	f.Fuzz(func(t *testing.T, data string) {
+		var sdk openai.ChatCompletionChunk
+		if json.Unmarshal([]byte(data), &sdk) != nil {
+			return
+		}
+		var ours chunk
+		if err := json.Unmarshal([]byte(data), &ours); err != nil {
+			t.Fatalf("the SDK reads %s, the client does not: %v", data, err)
+		}
+		type plain chunk
+		var te *json.UnmarshalTypeError
+		if errors.As(json.Unmarshal([]byte(data), new(plain)), &te) || caseVariantKeys(data) {
+			return
+		}
+		var a, b accumulator
+		a.add(ours, nil)
+		b.addSDK(sdk)
+		if !reflect.DeepEqual(a.response(), b.response()) || a.sawChoice != b.sawChoice {
+			t.Fatalf("%s:\nclient %+v\nSDK    %+v", data, a.response(), b.response())
+		}
+	})
+}
+
+// addSDK is accumulator.add over the SDK's chunk type, as the client read
+// chunks before it decoded them itself.
+func (a *accumulator) addSDK(ch openai.ChatCompletionChunk) {
+	if ch.JSON.Usage.Valid() {
+		a.usage = Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
+	}
+	for _, choice := range ch.Choices {
+		if choice.Index != 0 {
+			continue
+		}
+		a.sawChoice = true
+		d := choice.Delta
+		a.content.WriteString(d.Content)
+		a.refusal.WriteString(d.Refusal)
+		for _, tc := range d.ToolCalls {
+			a.addCall(tc.Index, tc.ID, tc.Function.Name, tc.Function.Arguments)
+		}
+		//lint:ignore SA1019 the legacy function_call, as the client reads it
+		if fc := d.FunctionCall; fc.Name != "" || fc.Arguments != "" {
+			a.addCall(legacyIndex, "", fc.Name, fc.Arguments)
+		}
+		if choice.FinishReason != "" {
+			a.finish = choice.FinishReason
+		}
+	}
+}
+
+// chunkKeys are the keys the client's chunk reads.
+var chunkKeys = []string{"choices", "index", "delta", "content", "refusal", "tool_calls", "id",
+	"function", "name", "arguments", "function_call", "finish_reason", "usage", "prompt_tokens", "completion_tokens"}
+
+// caseVariantKeys reports whether data has an object key that equals one
+// of chunkKeys only when case is ignored.
+func caseVariantKeys(data string) bool {
+	var v any
+	if json.Unmarshal([]byte(data), &v) != nil {
+		return false
+	}
+	var walk func(any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				for _, known := range chunkKeys {
+					if k != known && strings.EqualFold(k, known) {
+						return true
+					}
+				}
+				if walk(e) {
+					return true
+				}
+			}
+		case []any:
+			for _, e := range v {
+				if walk(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(v)
+}
