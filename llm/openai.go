@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -79,54 +78,17 @@ func (c *OpenAI) Complete(ctx context.Context, req Request, onDelta func(text st
 	return c.run(ctx, func() (Response, *failure) { return c.attempt(ctx, body, onDelta) })
 }
 
-// doneWatcher notes whether the SSE body contained a "data: [DONE]" line.
-// The SDK's stream ends the same way on [DONE] and on a clean EOF, and only
-// the former means the server finished.
-type doneWatcher struct {
-	rc   io.ReadCloser
-	saw  bool   // the stream carried its [DONE] terminator
-	tail []byte // the end of what was read so far, in case a marker spans reads
-}
-
-// doneMarkers are the terminator lines, with or without the optional space,
-// anchored at a line start so text inside a chunk cannot match.
-var doneMarkers = [][]byte{[]byte("\ndata: [DONE]"), []byte("\ndata:[DONE]")}
-
-func (d *doneWatcher) Read(p []byte) (int, error) {
-	n, err := d.rc.Read(p)
-	if n > 0 && !d.saw {
-		if d.tail == nil {
-			d.tail = []byte{'\n'} // the body's start is a line start
-		}
-		buf := append(d.tail, p[:n]...)
-		for _, m := range doneMarkers {
-			if bytes.Contains(buf, m) {
-				d.saw = true
-			}
-		}
-		keep := min(len(buf), len(doneMarkers[0]))
-		d.tail = append([]byte(nil), buf[len(buf)-keep:]...)
-	}
-	return n, err
-}
-
-func (d *doneWatcher) Close() error { return d.rc.Close() }
-
 // attempt makes one streaming request. It returns the answer, or why there
 // is none.
 func (c *OpenAI) attempt(ctx context.Context, body []byte, onDelta func(string)) (Response, *failure) {
-	done := &doneWatcher{}
-	x := &exchange{wrapBody: func(rc io.ReadCloser) io.ReadCloser { done.rc = rc; return done }}
+	x := &exchange{}
 	var raw *http.Response
 	err := c.api.Post(ctx, "chat/completions", body, &raw, option.WithMiddleware(x.middleware))
-	stream := ssestream.NewStream[chunk](ssestream.NewDecoder(raw), err)
-	defer stream.Close()
-
 	var acc accumulator
-	for stream.Next() {
-		acc.add(stream.Current(), onDelta)
+	sawDone := false
+	if err == nil {
+		sawDone, err = readStream(ssestream.NewDecoder(raw), &acc, onDelta)
 	}
-	err = stream.Err()
 
 	if f := x.httpFailure(ctx, err); f != nil {
 		return Response{}, f
@@ -136,10 +98,40 @@ func (c *OpenAI) attempt(ctx context.Context, body []byte, onDelta func(string))
 		return Response{}, &failure{message: "stream broken: " + streamMessage(err), retryable: true, cause: err}
 	case !acc.sawChoice:
 		return Response{}, notAStream(x)
-	case acc.finish == "" && !done.saw:
+	case acc.finish == "" && !sawDone:
 		return Response{}, &failure{message: "stream ended before the answer was complete", retryable: true}
 	}
 	return acc.response(), nil
+}
+
+// readStream reads the event stream into acc until its [DONE] terminator
+// (sawDone: only that, not a clean end of the body, means the server
+// finished), an error event, or a chunk that is not JSON. It closes the
+// stream. This is the SDK's ssestream.Stream, with the chunk decoded once:
+// a chunk field of an unexpected type is left zero rather than breaking
+// the stream (compatible servers differ in small ways).
+func readStream(dec ssestream.Decoder, acc *accumulator, onDelta func(string)) (sawDone bool, err error) {
+	if dec == nil {
+		return false, nil
+	}
+	defer dec.Close()
+	for dec.Next() {
+		ev := dec.Event()
+		if bytes.HasPrefix(ev.Data, []byte("[DONE]")) {
+			return true, nil
+		}
+		var ch chunk
+		err := json.Unmarshal(ev.Data, &ch)
+		var te *json.UnmarshalTypeError
+		if err != nil && !errors.As(err, &te) {
+			return false, err
+		}
+		if ch.Error != nil { // any "error" key, null too, as the SDK tells an error event
+			return false, &ssestream.StreamError{Message: "received error while streaming: " + string(ch.Error), Event: ev}
+		}
+		acc.add(ch, onDelta)
+	}
+	return false, dec.Err()
 }
 
 // streamMessage describes a failure while reading the stream, preferring the
@@ -403,19 +395,7 @@ type chunk struct {
 		PromptTokens     int64 `json:"prompt_tokens"`
 		CompletionTokens int64 `json:"completion_tokens"`
 	} `json:"usage"`
-}
-
-// UnmarshalJSON reads a chunk leniently, as the SDK did: a field of an
-// unexpected type is left zero rather than breaking the stream (compatible
-// servers differ in small ways); a chunk that is not JSON still breaks it.
-func (c *chunk) UnmarshalJSON(b []byte) error {
-	type plain chunk
-	err := json.Unmarshal(b, (*plain)(c))
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return nil
-	}
-	return err
+	Error json.RawMessage `json:"error"` // an error event
 }
 
 // toolCache holds encoded tool definitions by their content (and whether

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // kind is the JSON type of a tool parameter.
@@ -62,8 +63,43 @@ type schemaObject struct {
 	AdditionalProperties bool                  `json:"additionalProperties"`
 }
 
-// schema returns the JSON Schema object for params.
+// schemas memoizes schema: every child builds its tool set afresh, from
+// the same few parameter lists. Keys are the lists' contents, so the map
+// holds one entry per distinct list (a deployment has a handful).
+var schemas sync.Map // paramsKey -> json.RawMessage
+
+// schema returns the JSON Schema object for params. The caller must not
+// modify it.
 func schema(params []param) json.RawMessage {
+	k := paramsKey(params)
+	if raw, ok := schemas.Load(k); ok {
+		return raw.(json.RawMessage)
+	}
+	raw := encodeSchema(params)
+	schemas.Store(k, raw)
+	return raw
+}
+
+func paramsKey(params []param) string {
+	var b []byte
+	for _, p := range params {
+		b = append(b, p.name...)
+		b = append(b, 0, byte(p.kind))
+		if p.required {
+			b = append(b, 'r')
+		}
+		if p.nonEmpty {
+			b = append(b, 'n')
+		}
+		b = strconv.AppendInt(b, int64(p.min), 10)
+		b = append(b, 0)
+		b = append(b, p.desc...)
+		b = append(b, 1)
+	}
+	return string(b)
+}
+
+func encodeSchema(params []param) json.RawMessage {
 	s := schemaObject{Type: "object", Properties: map[string]schemaProp{}}
 	for _, p := range params {
 		sp := schemaProp{Description: p.desc}
