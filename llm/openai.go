@@ -275,25 +275,38 @@ func (c *OpenAI) body(req Request) ([]byte, error) {
 			return nil, fmt.Errorf("messages[%d]: %w", i, err)
 		}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(w); err != nil {
-		return nil, err
-	}
-	out := bytes.TrimRight(buf.Bytes(), "\n")
-	if len(req.Tools) == 0 {
-		return out, nil
-	}
 	// The tools are spliced in as cached bytes: a child sends the same
 	// tools on every model call, and re-encoding their schemas was a tenth
-	// of the CPU of a delegation.
-	out = append(out[:len(out)-1], `,"tools":[`...)
+	// of the CPU of a delegation. The buffer is sized once for the whole
+	// body.
+	tools := make([][]byte, len(req.Tools))
+	size := 256
 	for i, t := range req.Tools {
 		raw, err := c.tools.encoded(t, false)
 		if err != nil {
 			return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
 		}
+		tools[i] = raw
+		size += len(raw) + 1
+	}
+	for _, m := range req.Messages {
+		size += len(m.Content) + len(m.Refusal) + 64
+		for _, tc := range m.ToolCalls {
+			size += len(tc.Arguments) + len(tc.Name) + len(tc.ID) + 64
+		}
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size+size/8))
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(w); err != nil {
+		return nil, err
+	}
+	out := bytes.TrimRight(buf.Bytes(), "\n")
+	if len(tools) == 0 {
+		return out, nil
+	}
+	out = append(out[:len(out)-1], `,"tools":[`...)
+	for i, raw := range tools {
 		if i > 0 {
 			out = append(out, ',')
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strconv"
@@ -64,39 +65,36 @@ type schemaObject struct {
 }
 
 // schemas memoizes schema: every child builds its tool set afresh, from
-// the same few parameter lists. Keys are the lists' contents, so the map
-// holds one entry per distinct list (a deployment has a handful).
-var schemas sync.Map // paramsKey -> json.RawMessage
+// the same few parameter lists. An entry is found by a hash of the list and
+// used only when the list it was made from is equal, so the map holds one
+// entry per distinct list (a deployment has a handful).
+var (
+	schemas    sync.Map // uint64 -> schemaEntry
+	schemaSeed = maphash.MakeSeed()
+)
+
+type schemaEntry struct {
+	params []param
+	raw    json.RawMessage
+}
 
 // schema returns the JSON Schema object for params. The caller must not
 // modify it.
 func schema(params []param) json.RawMessage {
-	k := paramsKey(params)
-	if raw, ok := schemas.Load(k); ok {
-		return raw.(json.RawMessage)
+	var h maphash.Hash
+	h.SetSeed(schemaSeed)
+	for _, p := range params {
+		h.WriteString(p.name)
+		h.WriteString(p.desc)
+		h.WriteByte(byte(p.kind))
+	}
+	k := h.Sum64()
+	if e, ok := schemas.Load(k); ok && slices.Equal(e.(schemaEntry).params, params) {
+		return e.(schemaEntry).raw
 	}
 	raw := encodeSchema(params)
-	schemas.Store(k, raw)
+	schemas.Store(k, schemaEntry{slices.Clone(params), raw})
 	return raw
-}
-
-func paramsKey(params []param) string {
-	var b []byte
-	for _, p := range params {
-		b = append(b, p.name...)
-		b = append(b, 0, byte(p.kind))
-		if p.required {
-			b = append(b, 'r')
-		}
-		if p.nonEmpty {
-			b = append(b, 'n')
-		}
-		b = strconv.AppendInt(b, int64(p.min), 10)
-		b = append(b, 0)
-		b = append(b, p.desc...)
-		b = append(b, 1)
-	}
-	return string(b)
 }
 
 func encodeSchema(params []param) json.RawMessage {
