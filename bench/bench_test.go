@@ -428,7 +428,8 @@ func startFakeModel(tb testing.TB, mode string, h2 bool) (string, *http.Client, 
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(c)
-	t := http.DefaultTransport.(*http.Transport).Clone()
+	// The client's own transport, trusting the fake's certificate.
+	t := llm.DefaultTransport(url)
 	t.TLSClientConfig = &tls.Config{RootCAs: pool}
 	return url, &http.Client{Transport: t}, stop
 }

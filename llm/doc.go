@@ -25,6 +25,13 @@
 //   - Errors other than cancellation are [*Error], whose message names the
 //     status and the server's message and never carries the API key or URL.
 //     Cancellation returns an error wrapping ctx.Err().
+//   - Without Config.HTTPClient, calls go through [DefaultTransport]:
+//     up to 100 idle connections per host are kept for the next calls
+//     (parallel children's calls end together; Go keeps 2), and an HTTPS
+//     host gets at most 64 connections dialled at once, so calls starting
+//     together share an HTTP/2 connection instead of each paying a TLS
+//     handshake. An HTTPS server of HTTP/1.1 only serves at most that many
+//     calls at once per client.
 //   - Only the [Config] is used: the SDKs' environment defaults
 //     (OPENAI_BASE_URL, OPENAI_ORG_ID, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
 //     ANTHROPIC_CUSTOM_HEADERS, credential profiles, ...) are not read; the

@@ -1,10 +1,16 @@
 package llm
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -232,4 +238,90 @@ func caseVariantKeys(data string) bool {
 		return false
 	}
 	return walk(v)
+}
+
+// connCounter counts the connections a test server accepts.
+type connCounter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *connCounter) state(_ net.Conn, s http.ConnState) {
+	if s == http.StateNew {
+		c.mu.Lock()
+		c.n++
+		c.mu.Unlock()
+	}
+}
+
+func (c *connCounter) count() int { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
+
+func sseHandler(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "text/event-stream")
+	_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+}
+
+// Children of one model call it in parallel, step after step, running
+// tools between their calls: the connections of calls that ended serve the
+// next ones, rather than Go's two idle connections per host and a dial for
+// every other call.
+func TestParallelCallersReuseConnections(t *testing.T) {
+	var conns connCounter
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(sseHandler))
+	srv.Config.ConnState = conns.state
+	srv.Start()
+	defer srv.Close()
+	c := NewOpenAI(Config{BaseURL: srv.URL, Model: "m", MaxRetries: -1})
+	const callers, steps = 16, 10
+	for range steps {
+		// Every call of a step ends before the next step's calls start.
+		var wg sync.WaitGroup
+		for range callers {
+			wg.Go(func() {
+				if _, err := c.Complete(context.Background(), Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}}, nil); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	// Every caller dials once, and a few more when calls of a step overlap
+	// unevenly; keeping two idle connections, each step after the first
+	// would dial 14 more (142 in all).
+	if n := conns.count(); n > 2*callers {
+		t.Errorf("%d connections for %d calls by %d callers, want at most %d", n, callers*steps, callers, 2*callers)
+	}
+}
+
+// Calls that start together over HTTPS to an HTTP/2 server share its
+// connections: about httpsMaxConnsPerHost are dialled (the cap holds the
+// dials in flight at once), where Go's transport alone dials one TLS
+// connection per call.
+func TestHTTPSCallsStartingTogetherDialAtMostTheCap(t *testing.T) {
+	var conns connCounter
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(sseHandler))
+	srv.EnableHTTP2 = true
+	srv.Config.ConnState = conns.state
+	srv.StartTLS()
+	defer srv.Close()
+	tr := DefaultTransport(srv.URL)
+	tr.TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig
+	c := NewOpenAI(Config{BaseURL: srv.URL, Model: "m", MaxRetries: -1, HTTPClient: &http.Client{Transport: tr}})
+	const calls = 4 * httpsMaxConnsPerHost
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range calls {
+		wg.Go(func() {
+			<-start
+			if _, err := c.Complete(context.Background(), Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}}, nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := conns.count(); n > 2*httpsMaxConnsPerHost {
+		t.Errorf("%d TLS connections for %d calls started together, want at most %d", n, calls, 2*httpsMaxConnsPerHost)
+	}
 }
