@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -412,13 +413,14 @@ type chunk struct {
 }
 
 // toolCache holds encoded tool definitions by their content (and whether
-// they carry the backend's cache mark). It is bounded: a deployment has a
-// few dozen distinct tools; past maxCachedTools it starts over rather than
-// grow.
+// they carry the backend's cache mark). Lookups take no lock: every model
+// call of every child makes several, and 10,000 children calling at once
+// queued on a mutex here. It is bounded: a deployment has a few dozen
+// distinct tools; past maxCachedTools it starts over rather than grow.
 type toolCache struct {
 	encode func(t ToolDef, mark bool) ([]byte, error)
-	mu     sync.Mutex
-	m      map[toolKey][]byte
+	m      sync.Map // toolKey -> []byte
+	n      atomic.Int64
 }
 
 type toolKey struct {
@@ -430,22 +432,18 @@ const maxCachedTools = 1024
 
 func (tc *toolCache) encoded(t ToolDef, mark bool) ([]byte, error) {
 	k := toolKey{t.Name, t.Description, string(t.Parameters), mark}
-	tc.mu.Lock()
-	raw, ok := tc.m[k]
-	tc.mu.Unlock()
-	if ok {
-		return raw, nil
+	if raw, ok := tc.m.Load(k); ok {
+		return raw.([]byte), nil
 	}
 	raw, err := tc.encode(t, mark)
 	if err != nil {
 		return nil, err
 	}
-	tc.mu.Lock()
-	if tc.m == nil || len(tc.m) >= maxCachedTools {
-		tc.m = map[toolKey][]byte{}
+	if tc.n.Add(1) > maxCachedTools {
+		tc.m.Clear()
+		tc.n.Store(1)
 	}
-	tc.m[k] = raw
-	tc.mu.Unlock()
+	tc.m.Store(k, raw)
 	return raw, nil
 }
 
