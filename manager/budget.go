@@ -91,7 +91,7 @@ type ledger struct {
 // child's ledger lives as long as the manager (so a child resumed after
 // settling keeps what it had left); a one-shot run's goes with the run.
 type budgetBook struct {
-	mu      sync.Mutex
+	mu      sync.RWMutex // read: lookups and checks, on every step of every child
 	ledgers map[string]*ledger
 }
 
@@ -235,14 +235,14 @@ func (m *Manager) closeLedger(id string) {
 // has none for (a resume rebuilds it first, see restoreLedger): the
 // deployment's default under parentID's.
 func (m *Manager) ledgerOf(id, parentID string) *ledger {
-	m.budgets.mu.Lock()
+	m.budgets.mu.RLock()
 	l := m.budgets.ledgers[id]
-	m.budgets.mu.Unlock()
+	m.budgets.mu.RUnlock()
 	if l == nil {
 		m.openLedger(id, parentID, m.grantFor(nil))
-		m.budgets.mu.Lock()
+		m.budgets.mu.RLock()
 		l = m.budgets.ledgers[id]
-		m.budgets.mu.Unlock()
+		m.budgets.mu.RUnlock()
 	}
 	return l
 }
@@ -252,8 +252,8 @@ func (m *Manager) ledgerOf(id, parentID string) *ledger {
 func (m *Manager) budgetHook(id, parentID string) func(call bool) error {
 	return func(bool) error {
 		l := m.ledgerOf(id, parentID)
-		m.budgets.mu.Lock()
-		defer m.budgets.mu.Unlock()
+		m.budgets.mu.RLock()
+		defer m.budgets.mu.RUnlock()
 		now := time.Now()
 		if s := l.exhausted(now); s != nil {
 			return errors.New(s.diagnostic(l, now))

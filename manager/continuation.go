@@ -242,7 +242,7 @@ func (m *Manager) activate(ctx context.Context, hdr Header, desc Descriptor, drv
 		}
 	}
 	a.unsubscribe = drv.Journal().Subscribe(a.persist.add)
-	a.ctx = m.ctx
+	a.ctx = m.shardCtx(hdr.ID)
 	if parentID != "" {
 		if pa := m.live[parentID]; pa != nil {
 			pa.mu.Lock()
