@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -413,27 +414,44 @@ type chunk struct {
 }
 
 // toolCache holds encoded tool definitions by their content (and whether
-// they carry the backend's cache mark). Lookups take no lock: every model
-// call of every child makes several, and 10,000 children calling at once
-// queued on a mutex here. It is bounded: a deployment has a few dozen
-// distinct tools; past maxCachedTools it starts over rather than grow.
+// they carry the backend's cache mark). Lookups take no lock and copy
+// nothing: every model call of every child makes one per tool, and 10,000
+// children calling at once queued on a mutex here. An entry is found by a
+// hash of the definition and used only if the definition is equal. It is
+// bounded: a deployment has a few dozen distinct tools; past
+// maxCachedTools it starts over rather than grow.
 type toolCache struct {
 	encode func(t ToolDef, mark bool) ([]byte, error)
-	m      sync.Map // toolKey -> []byte
+	m      sync.Map // uint64 -> *toolEntry
 	n      atomic.Int64
 }
 
-type toolKey struct {
-	name, description, parameters string
-	mark                          bool
+type toolEntry struct {
+	def  ToolDef
+	mark bool
+	raw  []byte
 }
+
+var toolSeed = maphash.MakeSeed()
 
 const maxCachedTools = 1024
 
 func (tc *toolCache) encoded(t ToolDef, mark bool) ([]byte, error) {
-	k := toolKey{t.Name, t.Description, string(t.Parameters), mark}
-	if raw, ok := tc.m.Load(k); ok {
-		return raw.([]byte), nil
+	var h maphash.Hash
+	h.SetSeed(toolSeed)
+	h.WriteString(t.Name)
+	h.WriteByte(0)
+	h.WriteString(t.Description)
+	h.WriteByte(0)
+	h.Write(t.Parameters)
+	if mark {
+		h.WriteByte(1)
+	}
+	k := h.Sum64()
+	if v, ok := tc.m.Load(k); ok {
+		if e := v.(*toolEntry); e.mark == mark && e.def.Name == t.Name && e.def.Description == t.Description && bytes.Equal(e.def.Parameters, t.Parameters) {
+			return e.raw, nil
+		}
 	}
 	raw, err := tc.encode(t, mark)
 	if err != nil {
@@ -443,7 +461,8 @@ func (tc *toolCache) encoded(t ToolDef, mark bool) ([]byte, error) {
 		tc.m.Clear()
 		tc.n.Store(1)
 	}
-	tc.m.Store(k, raw)
+	t.Parameters = bytes.Clone(t.Parameters)
+	tc.m.Store(k, &toolEntry{def: t, mark: mark, raw: raw})
 	return raw, nil
 }
 

@@ -99,3 +99,34 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 	ya, _ := json.Marshal(y)
 	return string(xa) == string(ya)
 }
+
+// The cache tells definitions apart by all they hold: the same name with
+// another description or schema, or the cache mark, is encoded afresh.
+func TestToolCacheKeepsDefinitionsApart(t *testing.T) {
+	tc := toolCache{encode: func(t ToolDef, mark bool) ([]byte, error) {
+		return json.Marshal(struct {
+			T    ToolDef
+			Mark bool
+		}{t, mark})
+	}}
+	defs := []ToolDef{
+		{Name: "x", Description: "a", Parameters: json.RawMessage(`{"type":"object"}`)},
+		{Name: "x", Description: "b", Parameters: json.RawMessage(`{"type":"object"}`)},
+		{Name: "x", Description: "a", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)},
+		{Name: "y", Description: "a", Parameters: json.RawMessage(`{"type":"object"}`)},
+	}
+	for round := range 2 {
+		for _, mark := range []bool{false, true} {
+			for i, d := range defs {
+				got, err := tc.encoded(d, mark)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, _ := tc.encode(d, mark)
+				if string(got) != string(want) {
+					t.Errorf("round %d, mark %v, defs[%d]: got %s, want %s", round, mark, i, got, want)
+				}
+			}
+		}
+	}
+}
