@@ -27,11 +27,16 @@ func startEvents(w http.ResponseWriter) events {
 	return e
 }
 
+// writeWithin bounds each write: a browser that stops reading ends its
+// stream instead of holding Close up.
+const writeWithin = 10 * time.Second
+
 func (e events) send(name string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
+	_ = e.rc.SetWriteDeadline(time.Now().Add(writeWithin))
 	if _, err := fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
 		return err
 	}
@@ -41,6 +46,7 @@ func (e events) send(name string, v any) error {
 // ping is a comment line: it keeps an idle stream open through proxies and
 // tells the server early that the browser went away.
 func (e events) ping() error {
+	_ = e.rc.SetWriteDeadline(time.Now().Add(writeWithin))
 	if _, err := fmt.Fprint(e.w, ": ping\n\n"); err != nil {
 		return err
 	}
