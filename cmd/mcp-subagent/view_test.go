@@ -259,6 +259,14 @@ func TestWebView(t *testing.T) {
 	}
 	screenshot(t, ctx, "view-transcript")
 
+	// The grandchild: only its parent (the delegator) may steer it, so its
+	// buttons are off.
+	gid := evalJS[string](t, ctx, `document.querySelector('li[data-id="`+del.AgentID+`"] > ul > li').dataset.id`)
+	step(t, ctx, 10*time.Second, "opening the grandchild", chromedp.Click(chromedp.CSS(row(gid, ""))))
+	until(t, ctx, 20*time.Second, "its transcript, not steerable", `document.querySelector('#entries li[data-kind="subagent-report"]') === null &&
+		document.querySelector('#entries li[data-kind="tool-call"]') !== null &&
+		document.querySelector('#send').disabled && document.querySelector('#interrupt').disabled`)
+
 	// The interrupt button stops a running child; the view shows its turn
 	// ending, and the daemon's listing agrees.
 	slow, _ := startBackground(t, s, mctx, "slow", "long task")

@@ -73,6 +73,7 @@ function make(d) {
   const n = { li, row, kids, data: d };
   nodes.set(d.id, n);
   row.addEventListener("click", () => open(d.id));
+  if (d.id === selected) row.classList.add("sel"); // a reconnect's snapshot keeps the selection
   fill(n);
   return n;
 }
@@ -144,12 +145,22 @@ function connectTree() {
 
 // --- the transcript -------------------------------------------------------
 
+// showStatus shows the open child's status and what may be done to it:
+// only its parent may send to it or interrupt it, so a grandchild's
+// buttons are off (its own parent, a child, steers it), and only a turn
+// running or waiting for a slot can be interrupted.
 function showStatus(d) {
   const st = $("dstatus");
   const status = d.status || "?";
   st.textContent = status;
   st.className = "status " + status;
   st.dataset.status = status;
+  const n = nodes.get(selected);
+  const direct = !n || (n.data.parent || "").startsWith("principal:");
+  $("interrupt").disabled = !direct || !(status === "running" || status === "queued");
+  $("send").disabled = !direct;
+  $("message").disabled = !direct;
+  $("message").placeholder = direct ? "message to the child" : "only its parent (a child) may send it messages";
 }
 
 // entry renders one transcript entry with its source kind spelled out, so
