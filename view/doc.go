@@ -31,8 +31,10 @@
 // Live updates are server-sent events. The tree stream (api/tree) sends
 // one bounded snapshot of the tree, then only the rows that changed and
 // the ids that went away, re-read when the manager's lifecycle events say
-// a child started or settled and on a short tick (a turn ending inside an
-// activation is no lifecycle event); a transcript stream (api/transcript)
+// a child started or settled and on a short tick while a child is resident
+// (a turn ending inside an activation is no lifecycle event; with none
+// resident the tick is ten times slower, for removals); a transcript
+// stream (api/transcript)
 // sends the entries it has not sent yet whenever the manager's Watch
 // signals. Each stream is served on its request's own goroutine, which
 // ends when the request's context ends or Close is called; Close waits

@@ -451,3 +451,24 @@ func TestTreeOfAThousand(t *testing.T) {
 		}
 	}
 }
+
+// Children pruned from the store leave the tree: with none resident the
+// stream still re-reads it (slowly) and sends their ids as removed.
+func TestPrunedChildrenLeaveTheTree(t *testing.T) {
+	r := newRig(t, Options{Tick: 5 * time.Millisecond})
+	if err := seed.Children(r.st, alice, 3); err != nil {
+		t.Fatal(err)
+	}
+	s := r.open(t, "/api/tree?token="+r.token(t, alice))
+	if snap := decode[Snapshot](t, s.next(t), "snapshot"); snap.Total != 3 {
+		t.Fatalf("snapshot of %d rows, want 3", snap.Total)
+	}
+	res, err := r.m.Prune(context.Background(), manager.PruneRequest{Principals: []string{"alice"}, Before: time.Now().Add(time.Hour)})
+	if err != nil || len(res.Pruned) != 3 {
+		t.Fatalf("prune: %+v, %v", res, err)
+	}
+	c := decode[Change](t, s.next(t), "change")
+	if len(c.Remove) != 3 || c.Total != 0 || len(c.Upsert) != 0 {
+		t.Errorf("change = %+v, want the three ids removed", c)
+	}
+}
