@@ -1,6 +1,7 @@
 package view
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -141,21 +142,14 @@ func (s *Server) tree(w http.ResponseWriter, r *http.Request, caller manager.Par
 	resident := anyResident(rows)
 	ticks := 0
 	for {
-		select {
-		case <-ctx.Done():
+		ticked, ok := s.await(ctx, ev, beat, changed, nil, tick.C)
+		if !ok {
 			return
-		case <-s.done:
-			return
-		case <-beat.C:
-			if ev.ping() != nil {
-				return
-			}
-			continue
-		case <-changed:
-		case <-tick.C:
-			// With no child resident only a lifecycle event (a start, a
-			// resume) changes a row, and it re-reads at once; the tick
-			// then only catches removals (a prune), ten times slower.
+		}
+		// With no child resident only a lifecycle event (a start, a
+		// resume) changes a row, and it re-reads at once; the tick then
+		// only catches removals (a prune), ten times slower.
+		if ticked {
 			if ticks++; !resident && ticks%10 != 0 {
 				continue
 			}
@@ -219,6 +213,31 @@ func anyResident(rows []manager.Row) bool {
 	return false
 }
 
+// await waits for a wake-up (a or b, or tick: ticked), pinging the
+// stream on each heartbeat meanwhile; ok is false when the stream must end
+// (the request is gone, the view closes, or a ping fails). A nil channel
+// never wakes it.
+func (s *Server) await(ctx context.Context, ev events, beat *time.Ticker, a, b <-chan struct{}, tick <-chan time.Time) (ticked, ok bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return false, false
+		case <-s.done:
+			return false, false
+		case <-beat.C:
+			if ev.ping() != nil {
+				return false, false
+			}
+		case <-a:
+			return false, true
+		case <-b:
+			return false, true
+		case <-tick:
+			return true, true
+		}
+	}
+}
+
 func (s *Server) bound(rows []manager.Row) ([]manager.Row, int) {
 	return rows[:min(len(rows), s.opts.MaxRows)], len(rows)
 }
@@ -278,18 +297,8 @@ func (s *Server) transcript(w http.ResponseWriter, r *http.Request, caller manag
 	beat := time.NewTicker(s.opts.Heartbeat)
 	defer beat.Stop()
 	for {
-		select {
-		case <-ctx.Done():
+		if _, ok := s.await(ctx, ev, beat, watch.C, watch.Settled, nil); !ok {
 			return
-		case <-s.done:
-			return
-		case <-beat.C:
-			if ev.ping() != nil {
-				return
-			}
-			continue
-		case <-watch.C:
-		case <-watch.Settled:
 		}
 		more, err := s.src.Transcript(ctx, caller, id, after)
 		if err != nil {

@@ -154,15 +154,7 @@ func q(sel string) string { return strconv.Quote(sel) }
 // calls apart; the interrupt button stops a running child; the send box
 // sends it its next turn; without the token the page shows nothing.
 func TestWebView(t *testing.T) {
-	model := &cliModel{hold: make(chan struct{}), holding: make(chan struct{})}
-	fake := fakeopenai.New(model.reply)
-	released := false
-	defer func() {
-		if !released {
-			close(model.hold)
-		}
-		fake.Close()
-	}()
+	model, fake, release := newCLIModel(t)
 	ctx := browser(t)
 	s := start(t, fake, serverOpts{})
 	mctx := testCtx(t)
@@ -226,8 +218,7 @@ func TestWebView(t *testing.T) {
 	// Live: released, the held child settles and its row says so, without
 	// a reload.
 	until(t, ctx, 5*time.Second, "marking the page", `(window.__loaded = true)`)
-	close(model.hold)
-	released = true
+	release()
 	until(t, ctx, 30*time.Second, "the held child's row turns ready", `document.querySelector(`+q(row(watched.AgentID, "ready"))+`) !== null`)
 	if !evalJS[bool](t, ctx, `window.__loaded === true`) {
 		t.Error("the page reloaded")
