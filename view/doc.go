@@ -29,14 +29,20 @@
 // view token; the browser never holds the bearer token).
 //
 // Live updates are server-sent events. The tree stream (api/tree) sends
-// one bounded snapshot of the tree, then only the rows that changed and
-// the ids that went away, re-read when the manager's lifecycle events say
-// a child started or settled and on a short tick while a child is resident
-// (a turn ending inside an activation is no lifecycle event; with none
-// resident the tick is ten times slower, for removals); a transcript
-// stream (api/transcript)
-// sends the entries it has not sent yet whenever the manager's Watch
-// signals. Each stream is served on its request's own goroutine, which
-// ends when the request's context ends or Close is called; Close waits
-// for every stream to end.
+// one bounded snapshot of the tree (its newest rows), then only the rows
+// that changed and the ids that went away. It re-reads the tree when the
+// manager's lifecycle events say a child started or settled, and on a
+// short tick while a child is resident (a turn ending inside an activation
+// is no lifecycle event; with none resident the tick is ten times slower,
+// for removals). A transcript stream (api/transcript) sends the entries it
+// has not sent yet whenever the manager's Watch signals. Each stream is
+// served on its request's own goroutine, which ends when the request's
+// context ends or Close is called; Close waits for every stream to end.
+//
+// The page marks each transcript entry's source kind in words and in
+// style: the child's own messages, its parent's, a child's
+// subagent-report, the runtime's subagent-settled notice, tool calls and
+// tool results. Its send and interrupt buttons are off for a grandchild:
+// only a child's parent may steer it, and a principal is the parent of its
+// root children only.
 package view

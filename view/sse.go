@@ -81,8 +81,8 @@ func viewRow(r manager.Row) Row {
 }
 
 // Snapshot is the tree stream's first event ("snapshot"): the rows in
-// creation order (parents before their children), at most MaxRows, and
-// how many more the tree holds.
+// creation order (parents before their children), the newest MaxRows at
+// most, and how many older ones the tree holds besides.
 type Snapshot struct {
 	Rows    []Row `json:"rows"`
 	Total   int   `json:"total"`
@@ -122,6 +122,7 @@ func (s *Server) tree(w http.ResponseWriter, r *http.Request, caller manager.Par
 	defer unsub()
 	ev := startEvents(w)
 	sent := map[string]string{} // id -> the row's JSON as last sent
+	resident := anyResident(list)
 	rows, total := s.bound(list)
 	snap := Snapshot{Rows: make([]Row, 0, len(rows)), Total: total, Omitted: total - len(rows)}
 	for _, r := range rows {
@@ -139,7 +140,6 @@ func (s *Server) tree(w http.ResponseWriter, r *http.Request, caller manager.Par
 	defer beat.Stop()
 	ctx := r.Context()
 	last := time.Now()
-	resident := anyResident(rows)
 	ticks := 0
 	for {
 		ticked, ok := s.await(ctx, ev, beat, changed, nil, tick.C)
@@ -174,8 +174,8 @@ func (s *Server) tree(w http.ResponseWriter, r *http.Request, caller manager.Par
 			s.log.Warn("web view: listing the tree failed", "principal", caller.Principal, "err", err)
 			continue
 		}
+		resident = anyResident(list)
 		rows, total := s.bound(list)
-		resident = anyResident(rows)
 		ch := Change{Total: total, Omitted: total - len(rows)}
 		seen := make(map[string]bool, len(rows))
 		for _, r := range rows {
@@ -238,8 +238,11 @@ func (s *Server) await(ctx context.Context, ev events, beat *time.Ticker, a, b <
 	}
 }
 
+// bound keeps the newest MaxRows rows of a tree in creation order: in a
+// live view the children being worked on matter, and they are the newest
+// (a kept child whose parent is older shows at the top level).
 func (s *Server) bound(rows []manager.Row) ([]manager.Row, int) {
-	return rows[:min(len(rows), s.opts.MaxRows)], len(rows)
+	return rows[max(len(rows)-s.opts.MaxRows, 0):], len(rows)
 }
 
 // TranscriptHead is the transcript stream's first event ("transcript"):

@@ -42,7 +42,8 @@ type Options struct {
 	// event came; zero: one second.
 	Tick time.Duration
 	// MaxRows bounds the rows a tree stream sends (the snapshot and each
-	// change); zero: 5000. A tree with more says how many it left out.
+	// change): the newest; zero: 5000. A tree with more says how many
+	// older ones it left out.
 	MaxRows int
 	// MaxEntries bounds the entries a transcript stream sends first (the
 	// latest ones); zero: 1000.

@@ -446,8 +446,8 @@ func TestTreeOfAThousand(t *testing.T) {
 		t.Fatalf("snapshot: total %d, %d rows, %d omitted; want 1000, 600, 400", snap.Total, len(snap.Rows), snap.Omitted)
 	}
 	for i, row := range snap.Rows {
-		if want := fmt.Sprintf("agent-%016d", i); row.ID != want || row.Status != manager.StatusReady {
-			t.Fatalf("row %d = %s %s, want %s ready (creation order)", i, row.ID, row.Status, want)
+		if want := fmt.Sprintf("agent-%016d", 400+i); row.ID != want || row.Status != manager.StatusReady {
+			t.Fatalf("row %d = %s %s, want %s ready (the newest, in creation order)", i, row.ID, row.Status, want)
 		}
 	}
 }

@@ -132,13 +132,20 @@ function summary(s) {
   $("empty").hidden = s.total > 0;
   const om = $("omitted");
   om.hidden = !s.omitted;
-  om.textContent = s.omitted ? s.omitted + " more children are not shown (the view shows the first " + (s.total - s.omitted) + ")" : "";
+  om.textContent = s.omitted ? s.omitted + " older children are not shown (the view shows the newest " + (s.total - s.omitted) + ")" : "";
 }
 
 function connectTree() {
   const es = new EventSource("api/tree" + q());
   es.addEventListener("open", () => { $("conn").textContent = "live"; $("conn").className = "conn live"; });
-  es.addEventListener("error", () => { $("conn").textContent = "reconnecting…"; $("conn").className = "conn"; });
+  es.addEventListener("error", () => {
+    // The browser retries a dropped stream by itself; a refused one (the
+    // daemon restarted: its tokens are new) it gives up on.
+    $("conn").textContent = es.readyState === EventSource.CLOSED
+      ? "disconnected: the daemon may have restarted; run mcp-subagent ui for a new address"
+      : "reconnecting…";
+    $("conn").className = "conn";
+  });
   es.addEventListener("snapshot", (e) => snapshot(JSON.parse(e.data)));
   es.addEventListener("change", (e) => change(JSON.parse(e.data)));
 }
