@@ -19,6 +19,7 @@ import (
 const (
 	OpPrune   = "prune"   // Args: the caller's prune request; the principal is the hello's
 	OpCompact = "compact" // whole store; no Args
+	OpUI      = "ui"      // the web view's URL for the hello's principal; no Args
 )
 
 // AdminRequest is an admin operation as Options.Admin receives it.
@@ -37,7 +38,7 @@ type AdminReply struct {
 }
 
 // isAdmin reports whether op is an admin operation.
-func isAdmin(op string) bool { return op == OpPrune || op == OpCompact }
+func isAdmin(op string) bool { return op == OpPrune || op == OpCompact || op == OpUI }
 
 // serveAdmin runs one admin operation on c, after its Welcome.
 func serveAdmin(ctx context.Context, o Options, log *slog.Logger, c *net.UnixConn, hello Hello) {

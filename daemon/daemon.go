@@ -241,7 +241,7 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 				_ = writeLine(c, welcome)
 				_ = c.Close()
 				return
-			case OpPrune, OpCompact:
+			case OpPrune, OpCompact, OpUI:
 				if o.Admin == nil {
 					welcome.Error = fmt.Sprintf("this daemon does not serve %q", hello.Op)
 					_ = writeLine(c, welcome)

@@ -76,6 +76,8 @@ func (a *app) admin(ctx context.Context, req daemon.AdminRequest) (any, error) {
 			return nil, fmt.Errorf("PERSISTENCE_UNAVAILABLE: this daemon has no session store to compact")
 		}
 		return a.store.Compact(ctx)
+	case daemon.OpUI:
+		return a.web.url(req.Principal)
 	}
 	return nil, fmt.Errorf("INVALID_REQUEST: unknown admin operation %q", req.Op)
 }

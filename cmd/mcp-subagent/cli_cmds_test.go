@@ -57,6 +57,18 @@ func (m *cliModel) reply(_ int, req fakeopenai.Request) fakeopenai.Reply {
 	return fakeopenai.Reply{Text: "answer to " + last}
 }
 
+// newCLIModel is a cliModel and its fake server; release lets "watch me"
+// answer (once; the test's end releases it too) and the server closes
+// with the test.
+func newCLIModel(t *testing.T) (*cliModel, *fakeopenai.Server, func()) {
+	model := &cliModel{hold: make(chan struct{}), holding: make(chan struct{})}
+	fake := fakeopenai.New(model.reply)
+	var once sync.Once
+	release := func() { once.Do(func() { close(model.hold) }) }
+	t.Cleanup(func() { release(); fake.Close() })
+	return model, fake, release
+}
+
 // cli runs the built binary's human command against s's daemon, in s's
 // project, and returns its exit code, stdout and stderr.
 func cli(t *testing.T, s *instance, args ...string) (int, string, string) {
@@ -88,15 +100,7 @@ func cliCommand(ctx context.Context, s *instance, args ...string) *exec.Cmd {
 // follows a held child's next step until it settles, send and interrupt
 // steer children; none of them takes the session's pending notices.
 func TestCLICommandsOnTheDaemon(t *testing.T) {
-	model := &cliModel{hold: make(chan struct{}), holding: make(chan struct{})}
-	fake := fakeopenai.New(model.reply)
-	released := false
-	defer func() {
-		if !released {
-			close(model.hold)
-		}
-		fake.Close()
-	}()
+	model, fake, release := newCLIModel(t)
 	s := start(t, fake, serverOpts{})
 	ctx := testCtx(t)
 
@@ -218,8 +222,7 @@ func TestCLICommandsOnTheDaemon(t *testing.T) {
 			t.Fatalf("tail printed the answer before it was given: %q", seen)
 		}
 	}
-	close(model.hold)
-	released = true
+	release()
 	if !readUntil("[assistant] watched it") || !readUntil("── turn 1 ended: completed") || !readUntil("("+watched.AgentID+" settled)") {
 		t.Fatalf("tail -f did not follow the next step to the settlement: %q; stderr %s", seen, tailErr.String())
 	}

@@ -79,7 +79,7 @@ func runDaemon(ctx context.Context, o serveOptions, cfg Config, foreground bool,
 		defer a.close()
 		hctx, cancel := context.WithCancel(ctx)
 		httpErr := make(chan error, 1)
-		go func() { httpErr <- serveHTTP(hctx, ln, a.ms, a.ts, cfg.HTTP, log) }()
+		go func() { httpErr <- serveHTTP(hctx, ln, a.ms, a.ts, a.web, cfg.HTTP, log) }()
 		defer func() { cancel(); <-httpErr }()
 		return serveSocket(ctx, o, cfg, l, a, foreground, log)
 	}

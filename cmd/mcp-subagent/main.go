@@ -7,6 +7,7 @@
 //	mcp-subagent ls | show ID | tail -f ID | send ID MESSAGE | interrupt ID
 //	mcp-subagent prune --older-than 30d [--dry-run]
 //	mcp-subagent compact
+//	mcp-subagent ui [--open]
 //	mcp-subagent version
 package main
 
@@ -65,6 +66,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return runPrune(args[1:], stdout, stderr)
 	case "compact":
 		return runCompact(args[1:], stdout, stderr)
+	case "ui":
+		return runUI(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stderr, usage)
 		return 0
@@ -158,6 +161,7 @@ const usage = `Usage:
   mcp-subagent prune [--older-than AGE] [--dry-run] [--json] [--data-dir DIR]
                                         remove settled children idle longer than AGE (default 30d; units s, m, h, d)
   mcp-subagent compact [--json] [--data-dir DIR]   shrink the store file in place
+  mcp-subagent ui [--open] [--json] [--data-dir DIR]   print the live web view's URL (--open: open a browser)
   mcp-subagent version
 
 serve over stdio relays to the one daemon of the data directory, starting it

@@ -89,6 +89,7 @@ type app struct {
 	store   *persist.Store // nil with --ephemeral
 	ts      *tools.Server
 	ms      *server.MCPServer
+	web     *webView // the web view, its loopback listener started by the first ui op
 	log     *slog.Logger
 	closers []func() // run in reverse by close
 }
@@ -201,6 +202,8 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		server.WithToolFilter(ts.Filter), server.WithHooks(ts.Hooks()))
 	ts.Register(a.ms)
 	a.closers = append(a.closers, ts.CloseSubscriptions)
+	a.web = newWebView(mgr, log.With("component", "view"))
+	a.closers = append(a.closers, a.web.close)
 	if len(external) > 0 { // external children reach the server back here
 		cctx, stopCallbacks := context.WithCancel(ctx)
 		url, stopped, err := serveCallbacks(cctx, a.ms, ts, cfg.HTTP, log.With("component", "callback"))
@@ -277,7 +280,7 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 	}
 	defer a.close()
 	if listener != nil {
-		return serveHTTP(ctx, listener, a.ms, a.ts, cfg.HTTP, log)
+		return serveHTTP(ctx, listener, a.ms, a.ts, a.web, cfg.HTTP, log)
 	}
 	log.Info("serving MCP over stdio", "version", version, "principal", o.principal)
 	// Not mcp-go's stdio server: its worker pool lets long calls (waits,
@@ -294,9 +297,10 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 	return err
 }
 
-func serveHTTP(ctx context.Context, ln net.Listener, ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, ln net.Listener, ms *server.MCPServer, ts *tools.Server, web *webView, hc HTTPConfig, log *slog.Logger) error {
 	h, streamable := httpHandler(ms, ts, hc, log)
-	srv := newHTTPServer(h, hc)
+	srv := newHTTPServer(web.mount(h, hc), hc)
+	srv.RegisterOnShutdown(web.view.Close) // its streams never go idle: end them, or Shutdown waits them out
 	log.Info("serving MCP over streamable HTTP", "version", version, "url", "http://"+ln.Addr().String()+"/mcp",
 		"max_body_bytes", hc.maxBody(), "read_timeout", srv.ReadTimeout, "idle_timeout", srv.IdleTimeout, "session_idle", hc.sessionIdle())
 	errc := make(chan error, 1)
