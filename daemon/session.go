@@ -15,6 +15,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/growstack"
 )
 
 // session is one MCP connection: mcp-go's stdio session, but one per
@@ -247,6 +249,7 @@ func (s *session) handle(ctx context.Context, ms *server.MCPServer, wg *sync.Wai
 		return
 	}
 	wg.Go(func() {
+		growstack.Grow() // a request's calls go deep at once
 		if resp := s.dispatch(ctx, ms, raw); resp != nil {
 			if err := s.write(resp); err != nil {
 				s.log.Debug("writing a response failed", "session", s.id, "err", err)
