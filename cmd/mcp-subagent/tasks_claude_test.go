@@ -53,20 +53,9 @@ func (h *claudeHome) runStream(t *testing.T, workspace string) *streamClaude {
 	cmd.Env = append(h.env(), "CLAUDE_AUTO_BACKGROUND_TASKS=1", "CLAUDE_CODE_GB_DISK_CACHE_WHEN_TELEMETRY_OFF=1")
 	cmd.Dir = workspace
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	r := &cliRun{name: "claude", cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{}), dataDir: h.dataDir,
 		logs: func() string { return claudeMCPLog(h.home, workspace) }}
-	cmd.Stderr = r.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := startPiped(t, cmd, r.stderr)
 	s := &streamClaude{cliRun: r, stdin: stdin, events: make(chan map[string]any, 1000)}
 	read := make(chan struct{})
 	go func() {

@@ -101,19 +101,8 @@ func stdioClient(t *testing.T, env []string, dataDir, workspace string, declare 
 	t.Helper()
 	cmd := exec.Command(binary, "serve", "--data-dir", dataDir, "--log-format", "json", "--log-level", "debug")
 	cmd.Env, cmd.Dir = env, workspace
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := startPiped(t, cmd, stderr)
 	var mu sync.Mutex
 	waiting := map[int64]chan []byte{}
 	readDone := make(chan struct{})
@@ -176,6 +165,25 @@ func stdioClient(t *testing.T, env []string, dataDir, workspace string, declare 
 	}
 	t.Cleanup(c.close)
 	return c
+}
+
+// startPiped starts cmd with pipes to its stdin and from its stdout,
+// its stderr into stderr.
+func startPiped(t testing.TB, cmd *exec.Cmd, stderr io.Writer) (io.WriteCloser, io.ReadCloser) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return stdin, stdout
 }
 
 // httpClient posts to url (the server's /mcp) with token as its bearer.
