@@ -255,3 +255,44 @@ func TestTasksForeignPrincipal(t *testing.T) {
 		t.Fatalf("alice's task result lacks the closing message: %s", b)
 	}
 }
+
+// TestTasksSendMessage: a declaring send_message that waits is a task
+// too, whose result is the waited send's answer (message id, route and
+// the turn's outcome); one that does not wait is answered at once, as
+// always.
+func TestTasksSendMessage(t *testing.T) {
+	transports(t, func(t *testing.T, httpT bool) {
+		ctx := testCtx(t)
+		child := newChildModel(t)
+		srv := newTaskServer(t, httpT, child, "")
+		c := srv.client(true, "")
+		bg := subagentArgs(child, "first")
+		bg["run_in_background"] = true
+		started := c.callTool(ctx, "subagent", bg)
+		agent, _ := structuredOf(t, started)["agent_id"].(string)
+		if started["resultType"] == "task" || agent == "" {
+			t.Fatalf("a background start = %v, want its handle at once (no task: nothing to wait for)", started)
+		}
+		quick := c.callTool(ctx, "send_message", map[string]any{"subagent_id": agent, "message": child.Task("quick")})
+		if quick["resultType"] == "task" {
+			t.Fatalf("a send without a wait became a task: %v", quick)
+		}
+		child.Hold("waited")
+		h := c.callTool(ctx, "send_message", map[string]any{"subagent_id": agent, "message": child.Task("waited"), "wait_seconds": 120})
+		id := wantHandle(t, h, agent)
+		<-child.Arrived("waited")
+		if g := c.result(ctx, "tasks/get", map[string]any{"taskId": id}); g["status"] != "working" {
+			t.Fatalf("tasks/get while the turn is held = %v", g)
+		}
+		child.Release("waited")
+		done := pollTask(t, ctx, c, id, 30*time.Second)
+		if done["status"] != "completed" {
+			t.Fatalf("the send's task = %v\n%s", done, srv.diag())
+		}
+		sc := structuredOf(t, done["result"])
+		out, _ := sc["outcome"].(map[string]any)
+		if sc["agent_id"] != agent || sc["message_id"] == nil || out["stop_reason"] != "completed" || !strings.Contains(fmt.Sprint(out["output"]), child.Closing("waited")) {
+			t.Fatalf("the send's task result is not the waited send's answer: %v", sc)
+		}
+	})
+}
