@@ -58,8 +58,9 @@ type Options struct {
 }
 
 // Next is the MCP server's handling of one message (mcp-go's
-// MCPServer.HandleMessage): what the layer hands everything else to.
-type Next func(ctx context.Context, raw json.RawMessage) mcp.JSONRPCMessage
+// MCPServer.HandleMessage): what the layer hands everything else to. An
+// alias, so Layer.Handle is a daemon.Intercept as it stands.
+type Next = func(ctx context.Context, raw json.RawMessage) mcp.JSONRPCMessage
 
 // Layer is the Tasks extension in front of the MCP server: it sees every
 // request first, answers tasks/get, tasks/update and tasks/cancel, turns a

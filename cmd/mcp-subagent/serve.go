@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
@@ -245,9 +243,7 @@ func (a *app) intercept() daemon.Intercept {
 	if a.tasks == nil {
 		return nil
 	}
-	return func(ctx context.Context, raw json.RawMessage, next func(context.Context, json.RawMessage) mcp.JSONRPCMessage) mcp.JSONRPCMessage {
-		return a.tasks.Handle(ctx, raw, next)
-	}
+	return a.tasks.Handle
 }
 
 func (a *app) close() {
