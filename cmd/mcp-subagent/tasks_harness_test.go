@@ -96,10 +96,11 @@ func (c *rawClient) callTool(ctx context.Context, name string, args map[string]a
 	return c.result(ctx, "tools/call", map[string]any{"name": name, "arguments": args})
 }
 
-// stdioClient runs `serve` (relayed to dataDir's daemon) in workspace.
-func stdioClient(t *testing.T, env []string, dataDir, workspace string, declare bool) *rawClient {
+// stdioClient runs `serve` (relayed to dataDir's daemon, unless extra
+// says --no-daemon) in workspace.
+func stdioClient(t *testing.T, env []string, dataDir, workspace string, declare bool, extra ...string) *rawClient {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--data-dir", dataDir, "--log-format", "json", "--log-level", "debug")
+	cmd := exec.Command(binary, append([]string{"serve", "--data-dir", dataDir, "--log-format", "json", "--log-level", "debug"}, extra...)...)
 	cmd.Env, cmd.Dir = env, workspace
 	stderr := &syncBuffer{}
 	stdin, stdout := startPiped(t, cmd, stderr)

@@ -296,3 +296,19 @@ func TestTasksSendMessage(t *testing.T) {
 		}
 	})
 }
+
+// TestTasksNoDaemon: `serve --no-daemon` serves the extension on stdio
+// in process, as a daemon session does.
+func TestTasksNoDaemon(t *testing.T) {
+	ctx := testCtx(t)
+	child := newChildModel(t)
+	c := stdioClient(t, serverEnv(child.Server, nil), t.TempDir(), realDir(t), true, "--no-daemon")
+	child.Hold("inproc")
+	id := wantHandle(t, c.callTool(ctx, "subagent", subagentArgs(child, "inproc")), "")
+	<-child.Arrived("inproc")
+	child.Release("inproc")
+	done := pollTask(t, ctx, c, id, 30*time.Second)
+	if done["status"] != "completed" || !strings.Contains(fmt.Sprint(structuredOf(t, done["result"])["output"]), child.Closing("inproc")) {
+		t.Fatalf("--no-daemon task = %v", done)
+	}
+}
