@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -68,10 +69,7 @@ func subagentArgs(child *childModel, name string) map[string]any {
 // undeclared task requests get the spec's errors.
 func TestTasksProtocol(t *testing.T) {
 	transports(t, func(t *testing.T, httpT bool) {
-		ctx := testCtx(t)
-		child := newChildModel(t)
-		srv := newTaskServer(t, httpT, child, "")
-		c := srv.client(true, "")
+		ctx, child, srv, c := taskSetup(t, httpT)
 
 		disc := c.result(ctx, "server/discover", nil)
 		caps, _ := disc["capabilities"].(map[string]any)
@@ -173,6 +171,15 @@ func TestTasksProtocol(t *testing.T) {
 	})
 }
 
+// taskSetup is a test's context, child model, server on one transport
+// and a declaring client of it.
+func taskSetup(t *testing.T, httpT bool) (context.Context, *childModel, *taskServer, *rawClient) {
+	ctx := testCtx(t)
+	child := newChildModel(t)
+	srv := newTaskServer(t, httpT, child, "")
+	return ctx, child, srv, srv.client(true, "")
+}
+
 // listedRow is agentID's row in a list_agents result.
 func listedRow(res map[string]any, agentID string) map[string]any {
 	sc, _ := res["structuredContent"].(map[string]any)
@@ -192,11 +199,7 @@ func listedRow(res map[string]any, agentID string) map[string]any {
 // diagnostic, never working forever.
 func TestTasksSurviveSessionAndKill(t *testing.T) {
 	transports(t, func(t *testing.T, httpT bool) {
-		ctx := testCtx(t)
-		child := newChildModel(t)
-		srv := newTaskServer(t, httpT, child, "")
-
-		a := srv.client(true, "")
+		ctx, child, srv, a := taskSetup(t, httpT)
 		child.Hold("outlive")
 		id := wantHandle(t, a.callTool(ctx, "subagent", subagentArgs(child, "outlive")), "")
 		<-child.Arrived("outlive")
@@ -262,10 +265,7 @@ func TestTasksForeignPrincipal(t *testing.T) {
 // always.
 func TestTasksSendMessage(t *testing.T) {
 	transports(t, func(t *testing.T, httpT bool) {
-		ctx := testCtx(t)
-		child := newChildModel(t)
-		srv := newTaskServer(t, httpT, child, "")
-		c := srv.client(true, "")
+		ctx, child, srv, c := taskSetup(t, httpT)
 		bg := subagentArgs(child, "first")
 		bg["run_in_background"] = true
 		started := c.callTool(ctx, "subagent", bg)
