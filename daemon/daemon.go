@@ -120,6 +120,8 @@ type Options struct {
 	// MaxMessageBytes bounds one message a session reads; zero:
 	// DefaultMaxMessage. A longer one is refused with an error.
 	MaxMessageBytes int
+	// Intercept sees each session message before MCP; nil: none.
+	Intercept Intercept
 }
 
 // SessionInfo is what a session tells of itself.
@@ -314,6 +316,7 @@ func (l *Listener) serveSession(ctx context.Context, o Options, log *slog.Logger
 	_, _ = rand.Read(b[:])
 	id := "sock-" + hex.EncodeToString(b[:])
 	s := newSession(id, c, func() { _ = c.Close() }, o.MaxMessageBytes, log)
+	s.intercept = o.Intercept
 	s.bye = func() []byte {
 		l.mu.Lock()
 		defer l.mu.Unlock()

@@ -18,7 +18,8 @@
 // A client connects and writes one JSON line, a Hello; the daemon answers
 // with one JSON line, a Welcome. After that, a session connection carries
 // newline-delimited JSON-RPC (MCP's stdio framing) both ways, so `serve`
-// relays bytes and parses nothing. Hello.Op other than "" asks the daemon
+// relays bytes and parses nothing. Options.Intercept (the durable MCP
+// tasks layer) sees each session message before the MCP server does. Hello.Op other than "" asks the daemon
 // to stop ("stop") or to hand over to a newer binary ("takeover"): the
 // daemon stops taking work, shuts its children down (their active marks
 // stay, so the next daemon recovers them as resumable), releases the

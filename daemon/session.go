@@ -38,6 +38,8 @@ type session struct {
 
 	bye func() []byte // the last line to send as the daemon closes the session; nil: none
 
+	intercept Intercept // sees each message before the MCP server; nil: none
+
 	maxMessage int // bytes in one message from the client; a longer one is refused
 
 	nextID  atomic.Int64
@@ -271,8 +273,16 @@ func (s *session) dispatch(ctx context.Context, ms *server.MCPServer, raw json.R
 			resp = mcp.NewJSONRPCError(mcp.NewRequestId(id), mcp.INTERNAL_ERROR, fmt.Sprintf("internal error: %v", r), nil)
 		}
 	}()
+	if s.intercept != nil {
+		return s.intercept(ctx, raw, ms.HandleMessage)
+	}
 	return ms.HandleMessage(ctx, raw)
 }
+
+// Intercept sees a session's message before the MCP server does: it
+// answers the message itself or hands it to next (the server's
+// HandleMessage). The tasks layer is one.
+type Intercept func(ctx context.Context, raw json.RawMessage, next func(context.Context, json.RawMessage) mcp.JSONRPCMessage) mcp.JSONRPCMessage
 
 // ServeStream serves one MCP session over r and w in this process (stdio
 // with --no-daemon) the way the daemon serves each relayed connection:
@@ -286,14 +296,18 @@ func (s *session) dispatch(ctx context.Context, ms *server.MCPServer, raw json.R
 // first read after ServeStream returned; the process exits soon after.
 //
 // A message longer than maxMessage bytes (zero: [DefaultMaxMessage]) is
-// refused with an error, without being held in memory.
-func ServeStream(ctx context.Context, ms *server.MCPServer, id string, r io.Reader, w io.Writer, maxMessage int, wrap func(context.Context) context.Context, log *slog.Logger) error {
+// refused with an error, without being held in memory. An intercept (at
+// most one) sees each message before ms.
+func ServeStream(ctx context.Context, ms *server.MCPServer, id string, r io.Reader, w io.Writer, maxMessage int, wrap func(context.Context) context.Context, log *slog.Logger, intercept ...Intercept) error {
 	pr, pw := io.Pipe()
 	go func() {
 		_, err := io.Copy(pw, r)
 		pw.CloseWithError(err)
 	}()
 	s := newSession(id, w, func() { _ = pr.Close() }, maxMessage, log)
+	if len(intercept) > 0 {
+		s.intercept = intercept[0] // nil: none
+	}
 	ctx = ms.WithContext(ctx, s)
 	if err := ms.RegisterSession(ctx, s); err != nil {
 		return fmt.Errorf("registering the session: %w", err)

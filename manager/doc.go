@@ -29,7 +29,9 @@
 //     what was left queued first, in order. Journal events are written
 //     behind the turn by the child's own writer, in order, batched per
 //     commit. An in-band turn outcome is handed over only once the turn's
-//     events are committed.
+//     events are committed. AwaitTurn (tasks.go) lets a caller that sent
+//     without waiting (a durable MCP task, whose id must be committed
+//     first) wait in band after all, while the turn is still ahead.
 //   - Nothing is counted as written that was not. A failed write is
 //     retried (Options.WriteAttempts, with a doubling delay); one that
 //     still fails stops the child: its caller gets PERSISTENCE_UNAVAILABLE

@@ -37,6 +37,9 @@
 //	active       child id → claim (claims.go): version 1, expires Unix nanos
 //	             (8), owner id; or empty: an active mark of an older build, a
 //	             claim of an unknown earlier owner, expired
+//	tasks        task id → durable MCP task record JSON (tasks.go; version 1,
+//	             strict): made by the first task written, so older files open
+//	             unchanged and are not laid out again for it
 //
 // Listings reads one by_parent bucket, one descriptor (its checksum only)
 // and one checkpoint per child; it decodes no JSON and never opens a

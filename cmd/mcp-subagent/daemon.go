@@ -79,7 +79,7 @@ func runDaemon(ctx context.Context, o serveOptions, cfg Config, foreground bool,
 		defer a.close()
 		hctx, cancel := context.WithCancel(ctx)
 		httpErr := make(chan error, 1)
-		go func() { httpErr <- serveHTTP(hctx, ln, a.ms, a.ts, a.web, cfg.HTTP, log) }()
+		go func() { httpErr <- serveHTTP(hctx, ln, a, cfg.HTTP, log) }()
 		defer func() { cancel(); <-httpErr }()
 		return serveSocket(ctx, o, cfg, l, a, foreground, log)
 	}
@@ -101,6 +101,7 @@ func serveSocket(ctx context.Context, o serveOptions, cfg Config, l *daemon.List
 		Busy:            func() bool { return a.mgr.Live() > 0 },
 		Admin:           a.admin,
 		MaxMessageBytes: cfg.MaxMessageBytes,
+		Intercept:       a.intercept(),
 		Session: func(ctx context.Context, info daemon.SessionInfo) (context.Context, func()) {
 			p := info.Principal
 			if p == "" {

@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/tasks"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
@@ -89,7 +90,8 @@ type app struct {
 	store   *persist.Store // nil with --ephemeral
 	ts      *tools.Server
 	ms      *server.MCPServer
-	web     *webView // the web view, its loopback listener started by the first ui op
+	web     *webView     // the web view, its loopback listener started by the first ui op
+	tasks   *tasks.Layer // durable MCP tasks; nil with --ephemeral
 	log     *slog.Logger
 	closers []func() // run in reverse by close
 }
@@ -179,7 +181,15 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	for k, v := range cfg.ClientWaitSeconds {
 		waits[k] = v
 	}
-	ts, err = tools.New(mgr, tools.Options{Roots: cfg.Roots, NoWorkingDirRoot: asDaemon, DefaultProvider: cfg.DefaultProvider,
+	// Durable MCP tasks need the store: a task's record lives beside its
+	// child. The layer's hook sees the children task calls start.
+	var tm tools.Manager = mgr
+	if a.store != nil {
+		a.tasks = tasks.New(tasks.Options{Store: a.store, Manager: mgr, Logger: log.With("component", "tasks")})
+		a.closers = append(a.closers, a.tasks.Close) // before the manager's Close: closers run in reverse
+		tm = a.tasks.Hook(mgr)
+	}
+	ts, err = tools.New(tm, tools.Options{Roots: cfg.Roots, NoWorkingDirRoot: asDaemon, DefaultProvider: cfg.DefaultProvider,
 		DefaultWaitSeconds: cfg.WaitSeconds, ClientWaitSeconds: waits, Limits: cfg.Limits.tools(), Logger: log.With("component", "tools")})
 	if err != nil {
 		return nil, err
@@ -189,6 +199,12 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	if err := mgr.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recovering children from %s: %w", dataDir, err)
 	}
+	// Then the tasks they left working: each is resolved from its child.
+	if a.tasks != nil {
+		if err := a.tasks.Recover(ctx); err != nil {
+			return nil, fmt.Errorf("recovering tasks from %s: %w", dataDir, err)
+		}
+	}
 	// Recovered first: a crash's claims are announced before retention
 	// may remove anything.
 	ret, err := cfg.Retention.policy(principals(o, cfg))
@@ -196,10 +212,13 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	mgr.Retain(ret)
-	a.ms = server.NewMCPServer("mcp-subagent", version,
-		server.WithToolCapabilities(false), server.WithLogging(), server.WithRecovery(),
+	sopt := []server.ServerOption{server.WithToolCapabilities(false), server.WithLogging(), server.WithRecovery(),
 		server.WithResourceCapabilities(true, false), // transcripts, subscribable
-		server.WithToolFilter(ts.Filter), server.WithHooks(ts.Hooks()))
+		server.WithToolFilter(ts.Filter), server.WithHooks(ts.Hooks())}
+	if a.tasks != nil { // advertised in server/discover (and initialize)
+		sopt = append(sopt, server.WithExtensions(tasks.Capabilities()))
+	}
+	a.ms = server.NewMCPServer("mcp-subagent", version, sopt...)
 	ts.Register(a.ms)
 	a.closers = append(a.closers, ts.CloseSubscriptions)
 	a.web = newWebView(mgr, log.With("component", "view"))
@@ -220,6 +239,15 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 // defaultClientWait bounds every wait of clients that cancel tool calls on
 // a fixed timer: Codex after tool_timeout_sec (60 s by default).
 var defaultClientWait = map[string]float64{"codex-mcp-client": 50}
+
+// intercept is what sees each stdio message before MCP: the tasks layer
+// (nil: nothing, with --ephemeral).
+func (a *app) intercept() daemon.Intercept {
+	if a.tasks == nil {
+		return nil
+	}
+	return a.tasks.Handle
+}
 
 func (a *app) close() {
 	for i := len(a.closers) - 1; i >= 0; i-- {
@@ -280,7 +308,7 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 	}
 	defer a.close()
 	if listener != nil {
-		return serveHTTP(ctx, listener, a.ms, a.ts, a.web, cfg.HTTP, log)
+		return serveHTTP(ctx, listener, a, cfg.HTTP, log)
 	}
 	log.Info("serving MCP over stdio", "version", version, "principal", o.principal)
 	// Not mcp-go's stdio server: its worker pool lets long calls (waits,
@@ -290,17 +318,17 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 	defer end()
 	err = daemon.ServeStream(ctx, a.ms, "stdio", stdin, stdout, cfg.MaxMessageBytes, func(ctx context.Context) context.Context {
 		return tools.WithPrincipal(ctx, o.principal)
-	}, log.With("component", "stdio"))
+	}, log.With("component", "stdio"), a.intercept())
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
 }
 
-func serveHTTP(ctx context.Context, ln net.Listener, ms *server.MCPServer, ts *tools.Server, web *webView, hc HTTPConfig, log *slog.Logger) error {
-	h, streamable := httpHandler(ms, ts, hc, log)
-	srv := newHTTPServer(web.mount(h, hc), hc)
-	srv.RegisterOnShutdown(web.view.Close) // its streams never go idle: end them, or Shutdown waits them out
+func serveHTTP(ctx context.Context, ln net.Listener, a *app, hc HTTPConfig, log *slog.Logger) error {
+	h, streamable := httpHandler(a.ms, a.ts, hc, log, a.tasks)
+	srv := newHTTPServer(a.web.mount(h, hc), hc)
+	srv.RegisterOnShutdown(a.web.view.Close) // its streams never go idle: end them, or Shutdown waits them out
 	log.Info("serving MCP over streamable HTTP", "version", version, "url", "http://"+ln.Addr().String()+"/mcp",
 		"max_body_bytes", hc.maxBody(), "read_timeout", srv.ReadTimeout, "idle_timeout", srv.IdleTimeout, "session_idle", hc.sessionIdle())
 	errc := make(chan error, 1)
@@ -319,12 +347,17 @@ func serveHTTP(ctx context.Context, ln net.Listener, ms *server.MCPServer, ts *t
 }
 
 // httpHandler is serve --http's handler: the origin and token guard, the
-// body limit, sessions bound to their principal, then mcp-go's
-// streamable HTTP server, whose Shutdown stops its session sweeper.
-func httpHandler(ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger) (http.Handler, *server.StreamableHTTPServer) {
+// body limit, sessions bound to their principal, the tasks layer (tl, at
+// most one; none with --ephemeral), then mcp-go's streamable HTTP server,
+// whose Shutdown stops its session sweeper.
+func httpHandler(ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger, tl ...*tasks.Layer) (http.Handler, *server.StreamableHTTPServer) {
 	streamable := newStreamable(ms, hc, log.With("component", "http"))
+	var inner http.Handler = streamable
+	if len(tl) > 0 && tl[0] != nil {
+		inner = tl[0].HTTP(streamable, ms.HandleMessage)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", guard(limitBody(bindSessions(streamable, ts), hc), hc))
+	mux.Handle("/mcp", guard(limitBody(bindSessions(inner, ts), hc), hc))
 	return mux, streamable
 }
 

@@ -1,0 +1,80 @@
+package manager
+
+import (
+	"context"
+	"slices"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+)
+
+// AwaitTurn returns the turn of message msgID in child childID for a
+// caller that sent it without waiting and now waits after all: a durable
+// MCP task (package tasks), whose handle is replied before the turn ends.
+// While the message is queued or its turn runs in a resident activation,
+// the turn's outcome comes in band, as to a caller that started it with
+// wait (so the epoch's settlement is not announced a second time), and
+// step hears the child's progress notes (nil: none). Otherwise the turn
+// is over: it reports the activation's last outcome, or with no
+// activation the stored journal's, which for a child's first turn (the
+// only one a start's caller can know of) is that turn's.
+func (m *Manager) AwaitTurn(childID, msgID string, step func(string)) Turn {
+	m.mu.Lock()
+	a := m.live[childID]
+	m.mu.Unlock()
+	if a == nil {
+		return storedTurn{m: m, childID: childID}
+	}
+	a.mu.Lock()
+	pending := a.turnMsg == msgID || slices.ContainsFunc(a.inbox, func(x inboxMsg) bool { return x.id == msgID })
+	if !pending {
+		last := a.last
+		a.mu.Unlock()
+		return doneTurn(last)
+	}
+	w := &waiter{ch: make(chan outcome, 1), p: a.persist}
+	a.waiters[msgID] = w
+	a.mu.Unlock()
+	t := &turn{m: m, childID: childID, waiter: w, persist: a.persist}
+	if step != nil {
+		_, t.progress = progressOf(a.driver.Journal(), step)
+	}
+	return t
+}
+
+// LastOutcome is the outcome of a child's last stored turn (StopReason
+// empty when none ended), with the usage of its whole journal: what a
+// restart can still tell of a turn whose waiter it lost.
+func (m *Manager) LastOutcome(ctx context.Context, childID string) (Result, error) {
+	if m.store == nil {
+		return Result{}, newErr(CodePersistenceUnavailable, "no session store is configured")
+	}
+	events, err := m.store.Events(ctx, childID)
+	if err != nil {
+		return Result{}, err
+	}
+	out := agent.LastOutcome(events)
+	return Result{Output: out.Output, StopReason: out.StopReason, Diagnostic: out.Diagnostic, Usage: foldUsage(events)}, nil
+}
+
+// doneTurn is a turn that already ended.
+type doneTurn Result
+
+func (d doneTurn) Wait(context.Context) (Result, bool) { return Result(d), true }
+func (doneTurn) Committed() error                      { return nil }
+
+// storedTurn is a turn of a child no longer resident: its outcome is the
+// stored journal's last.
+type storedTurn struct {
+	m       *Manager
+	childID string
+}
+
+func (s storedTurn) Wait(ctx context.Context) (Result, bool) {
+	res, err := s.m.LastOutcome(ctx, s.childID)
+	if err != nil || res.StopReason == "" {
+		return Result{}, false
+	}
+	return normalize(res), true
+}
+
+func (storedTurn) Committed() error { return nil }

@@ -1,0 +1,149 @@
+package persist
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/tasks"
+)
+
+func sampleTask(id string) tasks.Record {
+	return tasks.Record{ID: id, Principal: "alice", Tool: "subagent", AgentID: "agent-1", MessageID: "msg-1",
+		Status: tasks.StatusCompleted, StatusMessage: "answered", CreatedAt: t0, UpdatedAt: t0.Add(time.Second),
+		SettledAt: t0.Add(2 * time.Second), TTL: time.Hour,
+		Result: json.RawMessage(`{"content":[{"type":"text","text":"done"}],"isError":false}`)}
+}
+
+// Task records round-trip through the store, survive a reopen, replace
+// by id and delete; an unknown id is tasks.ErrNotFound.
+func TestTaskRecords(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	if got, err := s.Tasks(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("a new store lists tasks %v, %v", got, err)
+	}
+	if _, err := s.Task(ctx, "task-none"); !errors.Is(err, tasks.ErrNotFound) {
+		t.Fatalf("an unknown task: %v, want tasks.ErrNotFound", err)
+	}
+	a := sampleTask("task-a")
+	w := sampleTask("task-w")
+	w.Status, w.SettledAt, w.Result = tasks.StatusWorking, time.Time{}, nil
+	f := sampleTask("task-f")
+	f.Status, f.Result, f.Error = tasks.StatusFailed, nil, &tasks.RPCError{Code: -32603, Message: "the server stopped"}
+	for _, r := range []tasks.Record{a, w, f} {
+		if err := s.PutTask(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir)
+	for _, want := range []tasks.Record{a, w, f} {
+		got, err := s.Task(ctx, want.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("read back %+v\nwant %+v", got, want)
+		}
+	}
+	w.Status, w.SettledAt = tasks.StatusCancelled, t0.Add(time.Minute)
+	if err := s.PutTask(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Task(ctx, w.ID); got.Status != tasks.StatusCancelled {
+		t.Fatalf("a replaced record reads %v", got.Status)
+	}
+	if err := s.DeleteTask(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteTask(ctx, "task-none"); err != nil {
+		t.Fatalf("deleting an unknown task: %v", err)
+	}
+	all, err := s.Tasks(ctx)
+	if err != nil || len(all) != 2 {
+		t.Fatalf("after a delete the store lists %d tasks (%v), want 2", len(all), err)
+	}
+}
+
+// A store from before task records (the golden one) opens and reads
+// unchanged, lists no tasks, takes one, and still holds its children.
+func TestGoldenStoreTakesTasks(t *testing.T) {
+	ctx := context.Background()
+	dirs, _ := filepath.Glob(filepath.Join("testdata", "golden", "*"))
+	if len(dirs) == 0 {
+		t.Fatal("no golden stores")
+	}
+	for _, d := range dirs {
+		raw, err := os.ReadFile(filepath.Join(d, "expect.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want goldenDump
+		if err := json.Unmarshal(raw, &want); err != nil {
+			t.Fatal(err)
+		}
+		tmp := t.TempDir()
+		copyGolden(t, filepath.Join(d, FileName), filepath.Join(tmp, FileName))
+		s := openTest(t, tmp)
+		if got, err := s.Tasks(ctx); err != nil || len(got) != 0 {
+			t.Fatalf("%s: tasks %v, %v; want none", d, got, err)
+		}
+		if err := s.PutTask(ctx, sampleTask("task-g")); err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		if got, err := s.Task(ctx, "task-g"); err != nil || got.ID != "task-g" {
+			t.Fatalf("%s: the task reads back %+v, %v", d, got, err)
+		}
+		if got := dumpGolden(t, s); !reflect.DeepEqual(normJSON(t, got), normJSON(t, want)) {
+			t.Fatalf("%s: with a task written, the children read back differently from what the store's build read", d)
+		}
+	}
+}
+
+// Task records come from disk: any bytes decode or are refused as
+// corrupt, never a panic, and what decodes re-encodes to a record that
+// decodes the same.
+func FuzzDecodeTask(f *testing.F) {
+	for _, r := range []tasks.Record{sampleTask("task-1"), {ID: "task-2", Principal: "local", AgentID: "agent-2", Status: tasks.StatusWorking, CreatedAt: t0, UpdatedAt: t0}} {
+		b, err := EncodeTask(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"v":2,"id":"task-x","principal":"p","agent_id":"a","status":"working"}`))
+	f.Add([]byte(`{"v":1,"id":"task-x","principal":"p","agent_id":"a","status":"done"}`))
+	f.Add([]byte(`{"v":1,"id":"task-x","principal":"p","agent_id":"a","status":"completed","result":[1]}`))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeTask(b)
+		if err != nil {
+			if !errors.Is(err, manager.ErrCorrupt) {
+				t.Fatalf("a refusal that is not ErrCorrupt: %v", err)
+			}
+			return
+		}
+		again, err := EncodeTask(r)
+		if err != nil {
+			t.Fatalf("accepted %q but cannot re-encode it: %v", b, err)
+		}
+		r2, err := DecodeTask(again)
+		if err != nil {
+			t.Fatalf("accepted %q; its re-encoding %q does not decode: %v", b, again, err)
+		}
+		if third, _ := EncodeTask(r2); !bytes.Equal(third, again) {
+			t.Fatalf("accepted %q; it re-encodes as %q, then as %q", b, again, third)
+		}
+	})
+}

@@ -1,0 +1,661 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/tools"
+)
+
+// Extension is the Tasks extension's identifier (SEP-2663).
+const Extension = "io.modelcontextprotocol/tasks"
+
+// Defaults of Options.
+const (
+	DefaultTTL          = time.Hour
+	DefaultPollInterval = 2 * time.Second
+)
+
+// Error codes the extension uses beside JSON-RPC's own.
+const (
+	// CodeMissingCapability is -32021, Missing Required Client Capability.
+	CodeMissingCapability = -32021
+)
+
+// Manager is what the layer asks of the manager.
+type Manager interface {
+	AwaitTurn(childID, msgID string, step func(string)) manager.Turn
+	Interrupt(caller manager.ParentRef, childID string) error
+	LastOutcome(ctx context.Context, childID string) (manager.Result, error)
+}
+
+// Options configures a Layer. Zero values mean the defaults given.
+type Options struct {
+	Store   Store   // required
+	Manager Manager // required
+	// TTL is how long a settled task is kept; zero: DefaultTTL.
+	TTL time.Duration
+	// PollInterval is the polling interval suggested to clients; zero:
+	// DefaultPollInterval.
+	PollInterval time.Duration
+	// Now is the clock (tests inject one); nil: time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Next is the MCP server's handling of one message (mcp-go's
+// MCPServer.HandleMessage): what the layer hands everything else to. An
+// alias, so Layer.Handle is a daemon.Intercept as it stands.
+type Next = func(ctx context.Context, raw json.RawMessage) mcp.JSONRPCMessage
+
+// Layer is the Tasks extension in front of the MCP server: it sees every
+// request first, answers tasks/get, tasks/update and tasks/cancel, turns a
+// declaring client's subagent or send_message call into a task, and hands
+// everything else on unchanged.
+type Layer struct {
+	store Store
+	mgr   Manager
+	ttl   time.Duration
+	poll  time.Duration
+	now   func() time.Time
+	log   *slog.Logger
+
+	ctx    context.Context // ends at Close: the calls of live tasks give up their wait
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // one per call the layer runs
+
+	mu   sync.Mutex
+	live map[string]*liveTask // working tasks whose call runs in this process
+}
+
+// liveTask is a task whose call runs here: its record, kept current in
+// memory, and the call's progress.
+type liveTask struct {
+	rec             Record
+	call            *pending
+	cancelRequested bool
+}
+
+// New builds a layer over a store and a manager.
+func New(o Options) *Layer {
+	l := &Layer{store: o.Store, mgr: o.Manager, ttl: o.TTL, poll: o.PollInterval, now: o.Now, log: o.Logger, live: map[string]*liveTask{}}
+	if l.ttl <= 0 {
+		l.ttl = DefaultTTL
+	}
+	if l.poll <= 0 {
+		l.poll = DefaultPollInterval
+	}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	return l
+}
+
+// Capabilities is the extension as server capabilities advertise it
+// (mcp-go's server.WithExtensions): no settings, an empty object.
+func Capabilities() map[string]any { return map[string]any{Extension: map[string]any{}} }
+
+// Close stops the layer: the calls of live tasks stop waiting (their
+// children go on, and their tasks stay working in the store for the next
+// start to resolve), and it returns once they have.
+func (l *Layer) Close() {
+	l.cancel()
+	l.wg.Wait()
+}
+
+// request is what the layer reads of a JSON-RPC message.
+type request struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		Name   string                     `json:"name"`
+		TaskID string                     `json:"taskId"`
+		Meta   map[string]json.RawMessage `json:"_meta"`
+	} `json:"params"`
+}
+
+func (r request) isRequest() bool { return len(r.ID) > 0 && !bytes.Equal(r.ID, []byte("null")) }
+
+func (r request) id() mcp.RequestId {
+	var v any
+	_ = json.Unmarshal(r.ID, &v)
+	return mcp.NewRequestId(v)
+}
+
+// declares reports whether the request declares the extension in its
+// per-request client capabilities, as the extension requires of each
+// request a task may answer (an earlier declaration does not count).
+func (r request) declares() bool {
+	var caps struct {
+		Extensions map[string]json.RawMessage `json:"extensions"`
+	}
+	if json.Unmarshal(r.Params.Meta["io.modelcontextprotocol/clientCapabilities"], &caps) != nil {
+		return false
+	}
+	v, ok := caps.Extensions[Extension]
+	return ok && bytes.HasPrefix(bytes.TrimSpace(v), []byte("{"))
+}
+
+// taskable reports whether the request is a tool call the layer may
+// answer with a task.
+func (r request) taskable() bool {
+	return r.Method == string(mcp.MethodToolsCall) && (r.Params.Name == "subagent" || r.Params.Name == "send_message") && r.declares()
+}
+
+func isTaskMethod(m string) bool {
+	return m == "tasks/get" || m == "tasks/update" || m == "tasks/cancel"
+}
+
+// Handle is the layer in front of next: a task method or a task-eligible
+// call it answers itself; any other message goes to next unchanged.
+func (l *Layer) Handle(ctx context.Context, raw json.RawMessage, next Next) mcp.JSONRPCMessage {
+	var r request
+	if json.Unmarshal(raw, &r) != nil || !r.isRequest() {
+		return next(ctx, raw)
+	}
+	switch {
+	case isTaskMethod(r.Method):
+		return l.taskMethod(ctx, r)
+	case r.taskable() && tools.Principal(ctx) != "":
+		return l.call(ctx, r, raw, next)
+	}
+	return next(ctx, raw)
+}
+
+// HTTP is the layer in front of mcp-go's streamable HTTP handler: a POST
+// the layer answers is answered with one JSON body; any other request
+// reaches next as it came. handle is the MCP server's HandleMessage, which
+// the layer calls for a task's call itself.
+func (l *Layer) HTTP(next http.Handler, handle Next) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
+		if hr.Method != http.MethodPost || hr.Body == nil {
+			next.ServeHTTP(w, hr)
+			return
+		}
+		body, err := io.ReadAll(hr.Body)
+		if err != nil {
+			http.Error(w, "Bad Request: reading the request body failed", http.StatusBadRequest)
+			return
+		}
+		hr.Body = io.NopCloser(bytes.NewReader(body))
+		var r request
+		if json.Unmarshal(body, &r) != nil || !r.isRequest() || !(isTaskMethod(r.Method) || r.taskable()) {
+			next.ServeHTTP(w, hr)
+			return
+		}
+		resp := l.Handle(hr.Context(), body, handle)
+		w.Header().Set("Content-Type", "application/json")
+		if err := json.NewEncoder(w).Encode(resp); err != nil {
+			l.log.Debug("writing a task answer failed", "err", err)
+		}
+	})
+}
+
+// ---- the call ----
+
+// pending is a task-eligible call in flight: the hook on the manager
+// (Hook) reports the child it starts here, and the child's steps.
+type pending struct {
+	started chan started // buffered 1: the first start only
+
+	mu      sync.Mutex
+	claimed bool
+	step    string
+	stepAt  time.Time
+	now     func() time.Time
+}
+
+type started struct{ childID, msgID string }
+
+type pendingKey struct{}
+
+func (p *pending) claim() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ok := !p.claimed
+	p.claimed = true
+	return ok
+}
+
+func (p *pending) setStep(s string) {
+	p.mu.Lock()
+	p.step, p.stepAt = s, p.now()
+	p.mu.Unlock()
+}
+
+func (p *pending) latest() (string, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.step, p.stepAt
+}
+
+// call runs a task-eligible tool call through next on a goroutine the
+// layer owns. If the call starts a child (a continuable subagent, or a
+// send_message that waits), the task record is committed and the task
+// handle answers the request while the call goes on; its answer becomes
+// the task's result. A call that starts none (a one-shot provider, a
+// refused argument, a send without a wait) is answered as it would have
+// been. Until the handle is sent the request's end ends the call; after,
+// nothing of the request does.
+func (l *Layer) call(ctx context.Context, r request, raw json.RawMessage, next Next) mcp.JSONRPCMessage {
+	p := &pending{started: make(chan started, 1), now: l.now}
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+	hctx = context.WithValue(hctx, pendingKey{}, p)
+	detach := context.AfterFunc(ctx, hcancel)
+	done := make(chan mcp.JSONRPCMessage, 1)
+	inner := withoutProgressToken(raw)
+	l.wg.Go(func() {
+		defer hcancel()
+		done <- next(hctx, inner)
+	})
+	var s started
+	select {
+	case resp := <-done:
+		detach()
+		return resp
+	case s = <-p.started:
+	}
+	if !detach() { // the request ended first, and that reached the call
+		return <-done
+	}
+	now := l.now()
+	rec := Record{ID: newTaskID(), Principal: tools.Principal(ctx), Tool: r.Params.Name, AgentID: s.childID, MessageID: s.msgID,
+		Status: StatusWorking, StatusMessage: "started " + s.childID, CreatedAt: now, UpdatedAt: now, TTL: l.ttl}
+	lt := &liveTask{rec: rec, call: p}
+	l.mu.Lock()
+	l.live[rec.ID] = lt
+	l.mu.Unlock()
+	if err := l.store.PutTask(context.WithoutCancel(ctx), rec); err != nil {
+		// Not durable, so no task: the call answers as it would have,
+		// the request's end governing it again.
+		l.log.Error("storing a task failed; answering the call without one", "agent_id", s.childID, "err", err)
+		l.drop(rec.ID)
+		stop := context.AfterFunc(ctx, hcancel)
+		defer stop()
+		return <-done
+	}
+	l.log.Info("task created", "task_id", rec.ID, "tool", rec.Tool, "agent_id", rec.AgentID, "principal", rec.Principal)
+	l.wg.Go(func() { l.settle(rec.ID, done) })
+	return mcp.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: r.id(), Result: l.wire(lt, "task")}
+}
+
+// settle waits for a task's call to answer and stores the answer as the
+// task's result.
+func (l *Layer) settle(id string, done <-chan mcp.JSONRPCMessage) {
+	resp := <-done
+	if l.ctx.Err() != nil {
+		return // closing: the call stopped waiting, not the child
+	}
+	b, _ := json.Marshal(resp)
+	var env struct {
+		Result json.RawMessage `json:"result"`
+		Error  *RPCError       `json:"error"`
+	}
+	_ = json.Unmarshal(b, &env)
+	l.mu.Lock()
+	lt := l.live[id]
+	if lt == nil {
+		l.mu.Unlock()
+		return
+	}
+	now := l.now()
+	rec := &lt.rec
+	rec.UpdatedAt, rec.SettledAt = now, now
+	switch {
+	case env.Error != nil:
+		rec.Status, rec.Error, rec.StatusMessage = StatusFailed, env.Error, env.Error.Message
+	case lt.cancelRequested && isErrorResult(env.Result):
+		rec.Status, rec.Result = StatusCancelled, env.Result
+		rec.StatusMessage = "cancelled: the subagent's turn was interrupted"
+	default:
+		rec.Status, rec.Result = StatusCompleted, env.Result
+		rec.StatusMessage = ""
+	}
+	final := *rec
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := l.store.PutTask(ctx, final); err != nil {
+		// Kept in memory: this process still answers it; a restart
+		// resolves the stored working record from the child.
+		l.log.Error("storing a settled task failed", "task_id", id, "err", err)
+		return
+	}
+	l.log.Info("task settled", "task_id", id, "status", final.Status, "agent_id", final.AgentID)
+	l.drop(id)
+}
+
+func (l *Layer) drop(id string) {
+	l.mu.Lock()
+	delete(l.live, id)
+	l.mu.Unlock()
+}
+
+func isErrorResult(raw json.RawMessage) bool {
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return json.Unmarshal(raw, &r) == nil && r.IsError
+}
+
+// withoutProgressToken is the call without its progress token: a task's
+// progress is its statusMessage, and the token's request is answered.
+func withoutProgressToken(raw json.RawMessage) json.RawMessage {
+	var msg map[string]json.RawMessage
+	if json.Unmarshal(raw, &msg) != nil {
+		return raw
+	}
+	var params map[string]json.RawMessage
+	if json.Unmarshal(msg["params"], &params) != nil {
+		return raw
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(params["_meta"], &meta) != nil || meta["progressToken"] == nil {
+		return raw
+	}
+	delete(meta, "progressToken")
+	params["_meta"], _ = json.Marshal(meta)
+	msg["params"], _ = json.Marshal(params)
+	out, err := json.Marshal(msg)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+func newTaskID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "task-" + hex.EncodeToString(b[:])
+}
+
+// ---- tasks/get, tasks/update, tasks/cancel ----
+
+func (l *Layer) taskMethod(ctx context.Context, r request) mcp.JSONRPCMessage {
+	if !r.declares() {
+		return mcp.NewJSONRPCError(r.id(), CodeMissingCapability, "Missing required client capability: declare the "+Extension+" extension in the request's _meta clientCapabilities",
+			map[string]any{"requiredCapabilities": map[string]any{"extensions": Capabilities()}})
+	}
+	if r.Params.TaskID == "" {
+		return mcp.NewJSONRPCError(r.id(), mcp.INVALID_PARAMS, "field \"taskId\": missing; give the taskId a task handle returned", nil)
+	}
+	lt, err := l.lookup(ctx, r.Params.TaskID, tools.Principal(ctx))
+	if err != nil {
+		return mcp.NewJSONRPCError(r.id(), mcp.INVALID_PARAMS, err.Error(), nil)
+	}
+	switch r.Method {
+	case "tasks/cancel":
+		l.cancelTask(lt)
+		return mcp.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: r.id(), Result: map[string]any{"resultType": "complete"}}
+	case "tasks/update":
+		// Reserved: no task of ours asks for input yet, so there is no
+		// outstanding request an inputResponse could answer; the spec
+		// has the server ignore those.
+		return mcp.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: r.id(), Result: map[string]any{"resultType": "complete"}}
+	}
+	return mcp.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: r.id(), Result: l.wire(lt, "complete")}
+}
+
+// The spec's wording of the -32602 errors, capitals included.
+var (
+	errNotFound = errors.New("Failed to retrieve task: Task not found")   //lint:ignore ST1005 the spec's wording
+	errExpired  = errors.New("Failed to retrieve task: Task has expired") //lint:ignore ST1005 the spec's wording
+)
+
+// lookup finds principal's task id: live here, else stored (a stored
+// working task nobody here runs is resolved from its child first). Another
+// principal's task is not found, as an unknown one is. An expired task is
+// deleted.
+func (l *Layer) lookup(ctx context.Context, id, principal string) (*liveTask, error) {
+	if principal == "" {
+		return nil, errNotFound
+	}
+	l.mu.Lock()
+	if lt := l.live[id]; lt != nil {
+		l.mu.Unlock()
+		if lt.rec.Principal != principal {
+			return nil, errNotFound
+		}
+		return lt, nil
+	}
+	l.mu.Unlock()
+	rec, err := l.store.Task(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil, errNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("Failed to retrieve task: the session store failed: %v", err) //lint:ignore ST1005 the spec's wording
+	}
+	if rec.Principal != principal {
+		return nil, errNotFound
+	}
+	if rec.Expired(l.now()) {
+		if err := l.store.DeleteTask(ctx, id); err != nil {
+			l.log.Warn("deleting an expired task failed", "task_id", id, "err", err)
+		}
+		return nil, errExpired
+	}
+	if rec.Status == StatusWorking {
+		rec = l.resolve(ctx, rec)
+	}
+	return &liveTask{rec: rec}, nil
+}
+
+// resolve settles a stored working task whose call no longer runs (the
+// server stopped while it waited): completed with the result rebuilt from
+// the child's stored outcome when its last turn completed (a subagent
+// call; the crash came after the turn and before the task's write), else
+// failed with the diagnostic. Never working forever.
+func (l *Layer) resolve(ctx context.Context, rec Record) Record {
+	now := l.now()
+	rec.UpdatedAt, rec.SettledAt = now, now
+	res, err := l.mgr.LastOutcome(ctx, rec.AgentID)
+	if err == nil && res.StopReason == agent.StopCompleted && rec.Tool == "subagent" {
+		if b, err := completeResult(tools.ForegroundResult(rec.AgentID, res)); err == nil {
+			rec.Status, rec.Result, rec.StatusMessage = StatusCompleted, b, ""
+		}
+	}
+	if rec.Status == StatusWorking {
+		why := "its turn ended " + string(res.StopReason)
+		switch {
+		case err != nil:
+			why = "its outcome cannot be read: " + err.Error()
+		case res.StopReason == "":
+			why = "no turn of it ended"
+		}
+		if res.Diagnostic != "" {
+			why += ": " + res.Diagnostic
+		}
+		msg := fmt.Sprintf("the server stopped while this task waited for subagent %s (%s); the subagent is kept and resumable: send_message gives it more work", rec.AgentID, why)
+		rec.Status, rec.StatusMessage, rec.Error = StatusFailed, msg, &RPCError{Code: mcp.INTERNAL_ERROR, Message: msg}
+	}
+	if err := l.store.PutTask(ctx, rec); err != nil {
+		l.log.Warn("storing a resolved task failed; it is resolved again on the next read", "task_id", rec.ID, "err", err)
+	}
+	return rec
+}
+
+// completeResult is a CallToolResult as a 2026-07-28 answer carries it.
+func completeResult(r *mcp.CallToolResult) (json.RawMessage, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["resultType"] = json.RawMessage(`"complete"`)
+	return json.Marshal(m)
+}
+
+// cancelTask interrupts the turn a live working task waits on; its call
+// then answers aborted and the task is cancelled. A task that is not live
+// or already settled is left as it is: the spec makes cancellation
+// cooperative, and acknowledged either way.
+func (l *Layer) cancelTask(lt *liveTask) {
+	l.mu.Lock()
+	live := l.live[lt.rec.ID] == lt && lt.rec.Status == StatusWorking
+	if live {
+		lt.cancelRequested = true
+	}
+	rec := lt.rec
+	l.mu.Unlock()
+	if !live {
+		return
+	}
+	if err := l.mgr.Interrupt(manager.ParentRef{Principal: rec.Principal}, rec.AgentID); err != nil {
+		l.log.Warn("interrupting a cancelled task's child failed", "task_id", rec.ID, "agent_id", rec.AgentID, "err", err)
+		return
+	}
+	l.log.Info("task cancel: the child's turn is interrupted", "task_id", rec.ID, "agent_id", rec.AgentID)
+}
+
+// Recover resolves the stored tasks a stopped server left working and
+// deletes the expired ones. Call it once at start, after the manager's
+// Recover (which closes the children such a stop left running).
+func (l *Layer) Recover(ctx context.Context) error {
+	recs, err := l.store.Tasks(ctx)
+	if err != nil {
+		return err
+	}
+	now := l.now()
+	for _, rec := range recs {
+		switch {
+		case rec.Expired(now):
+			if err := l.store.DeleteTask(ctx, rec.ID); err != nil {
+				return err
+			}
+		case rec.Status == StatusWorking:
+			l.mu.Lock()
+			live := l.live[rec.ID] != nil
+			l.mu.Unlock()
+			if !live {
+				rec = l.resolve(ctx, rec)
+				l.log.Info("resolved a task a stop left working", "task_id", rec.ID, "status", rec.Status, "agent_id", rec.AgentID)
+			}
+		}
+	}
+	return nil
+}
+
+// wire is a task as the extension's Task shape gives it, with resultType
+// "task" for the handle a call answers and "complete" for tasks/get.
+func (l *Layer) wire(lt *liveTask, resultType string) map[string]any {
+	l.mu.Lock()
+	rec := lt.rec
+	l.mu.Unlock()
+	msg := rec.StatusMessage
+	updated := rec.UpdatedAt
+	if lt.call != nil && rec.Status == StatusWorking {
+		if s, at := lt.call.latest(); s != "" {
+			msg, updated = s, at
+		}
+	}
+	m := map[string]any{
+		"resultType":     resultType,
+		"taskId":         rec.ID,
+		"status":         rec.Status,
+		"createdAt":      rec.CreatedAt.UTC().Format(time.RFC3339Nano),
+		"lastUpdatedAt":  updated.UTC().Format(time.RFC3339Nano),
+		"ttlMs":          l.ttlMs(rec),
+		"pollIntervalMs": l.poll.Milliseconds(),
+	}
+	if msg != "" {
+		m["statusMessage"] = msg
+	}
+	switch rec.Status {
+	case StatusCompleted:
+		m["result"] = rec.Result
+	case StatusFailed:
+		m["error"] = rec.Error
+	}
+	return m
+}
+
+// ttlMs is the task's time to live counted from its creation, as the
+// spec counts it: while it works, at least TTL from now (a task lives as
+// long as its child's turn); once settled, until TTL after that.
+func (l *Layer) ttlMs(rec Record) int64 {
+	end := l.now().Add(rec.TTL)
+	if !rec.SettledAt.IsZero() {
+		end = rec.SettledAt.Add(rec.TTL)
+	}
+	return end.Sub(rec.CreatedAt).Milliseconds()
+}
+
+// ---- the hook on the manager ----
+
+// Hook wraps the manager the tools call: a child a task-eligible call
+// starts (subagent, or send_message with a wait) is started without an
+// in-band wait, which commits its record before the id is handed out,
+// then waited on through AwaitTurn, and reported to the layer, which
+// makes the task; everything else goes to m unchanged.
+func (l *Layer) Hook(m *manager.Manager) tools.Manager { return hooked{Manager: m, l: l} }
+
+type hooked struct {
+	*manager.Manager
+	l *Layer
+}
+
+func (h hooked) StartContinuable(ctx context.Context, name string, req manager.StartRequest, wait bool) (*manager.Started, error) {
+	p, _ := ctx.Value(pendingKey{}).(*pending)
+	if p == nil || !wait || !p.claim() {
+		return h.Manager.StartContinuable(ctx, name, req, wait)
+	}
+	st, err := h.Manager.StartContinuable(ctx, name, req, false)
+	if err != nil {
+		return nil, err
+	}
+	st.Turn = closingTurn{Turn: h.Manager.AwaitTurn(st.ChildID, st.MessageID, p.setStep), l: h.l}
+	p.started <- started{childID: st.ChildID, msgID: st.MessageID}
+	return st, nil
+}
+
+func (h hooked) FollowupBudget(ctx context.Context, caller manager.ParentRef, childID, content string, wait bool, budget *manager.Budget) (*manager.Sent, error) {
+	p, _ := ctx.Value(pendingKey{}).(*pending)
+	if p == nil || !wait || !p.claim() {
+		return h.Manager.FollowupBudget(ctx, caller, childID, content, wait, budget)
+	}
+	sent, err := h.Manager.FollowupBudget(ctx, caller, childID, content, false, budget)
+	if err != nil {
+		return nil, err
+	}
+	sent.Turn = closingTurn{Turn: h.Manager.AwaitTurn(childID, sent.MessageID, p.setStep), l: h.l}
+	p.started <- started{childID: childID, msgID: sent.MessageID}
+	return sent, nil
+}
+
+// closingTurn is a task's turn, whose wait also ends when the layer
+// closes: the call then answers as a wait that ran out, which the layer
+// does not store.
+type closingTurn struct {
+	manager.Turn
+	l *Layer
+}
+
+func (c closingTurn) Wait(ctx context.Context) (manager.Result, bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.l.ctx, cancel)
+	defer stop()
+	return c.Turn.Wait(ctx)
+}

@@ -1,0 +1,78 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Status is a task's state on the wire.
+type Status string
+
+const (
+	StatusWorking   Status = "working"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+)
+
+// Terminal reports whether a task in status s is done: it never changes
+// again.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// Record is a task as it is stored: written before its handle is replied,
+// rewritten when it settles.
+type Record struct {
+	ID        string // unguessable, never an agent id
+	Principal string // the only principal that may read or cancel it
+	Tool      string // the tool call it stands for: subagent or send_message
+	AgentID   string // the child whose turn it waits on
+	MessageID string // the message whose turn it waits on
+	Status    Status
+	// StatusMessage is the child's latest step while working; for a
+	// failed task, the diagnostic.
+	StatusMessage string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	// SettledAt is when it reached a terminal status; zero while working.
+	// It expires TTL after that.
+	SettledAt time.Time
+	TTL       time.Duration
+	// Result is the CallToolResult the call answered (completed and
+	// cancelled tasks), exactly as a foreground call gives it.
+	Result json.RawMessage
+	// Error is the JSON-RPC error of a failed task.
+	Error *RPCError
+}
+
+// RPCError is a JSON-RPC error object.
+type RPCError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// Expired reports whether r settled more than its TTL before now.
+func (r Record) Expired(now time.Time) bool {
+	return r.Status.Terminal() && !r.SettledAt.IsZero() && !now.Before(r.SettledAt.Add(r.TTL))
+}
+
+// ErrNotFound marks a task id the store does not hold.
+var ErrNotFound = errors.New("no such task")
+
+// Store keeps task records: persist.Store implements it in the session
+// store, beside the children the tasks wait on. Each write is committed
+// when the method returns.
+type Store interface {
+	// PutTask creates or replaces the record of r.ID.
+	PutTask(ctx context.Context, r Record) error
+	// Task reads one record; an unknown id is an error wrapping ErrNotFound.
+	Task(ctx context.Context, id string) (Record, error)
+	// DeleteTask removes a record; an unknown id is not an error.
+	DeleteTask(ctx context.Context, id string) error
+	// Tasks lists every record (a record whose bytes do not decode is
+	// skipped by the store, and logged).
+	Tasks(ctx context.Context) ([]Record, error)
+}
