@@ -169,38 +169,31 @@ func FuzzChunkIsTheSDKs(f *testing.F) {
 		}
 		var a, b accumulator
 		a.add(ours, nil)
-		b.addSDK(sdk)
+		b.add(fromSDK(sdk), nil)
 		if !reflect.DeepEqual(a.response(), b.response()) || a.sawChoice != b.sawChoice {
 			t.Fatalf("%s:\nclient %+v\nSDK    %+v", data, a.response(), b.response())
 		}
 	})
 }
 
-// addSDK is accumulator.add over the SDK's chunk type, as the client read
-// chunks before it decoded them itself.
-func (a *accumulator) addSDK(ch openai.ChatCompletionChunk) {
+// fromSDK is the SDK's reading of a chunk, in the client's chunk type.
+func fromSDK(ch openai.ChatCompletionChunk) chunk {
+	var c chunk
 	if ch.JSON.Usage.Valid() {
-		a.usage = Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
+		c.Usage = &chunkUsage{ch.Usage.PromptTokens, ch.Usage.CompletionTokens}
 	}
 	for _, choice := range ch.Choices {
-		if choice.Index != 0 {
-			continue
-		}
-		a.sawChoice = true
 		d := choice.Delta
-		a.content.WriteString(d.Content)
-		a.refusal.WriteString(d.Refusal)
-		for _, tc := range d.ToolCalls {
-			a.addCall(tc.Index, tc.ID, tc.Function.Name, tc.Function.Arguments)
-		}
 		//lint:ignore SA1019 the legacy function_call, as the client reads it
-		if fc := d.FunctionCall; fc.Name != "" || fc.Arguments != "" {
-			a.addCall(legacyIndex, "", fc.Name, fc.Arguments)
+		fc := d.FunctionCall
+		o := chunkChoice{Index: choice.Index, FinishReason: choice.FinishReason, Delta: chunkDelta{
+			Content: d.Content, Refusal: d.Refusal, FunctionCall: chunkFunction{fc.Name, fc.Arguments}}}
+		for _, tc := range d.ToolCalls {
+			o.Delta.ToolCalls = append(o.Delta.ToolCalls, chunkToolCall{tc.Index, tc.ID, chunkFunction{tc.Function.Name, tc.Function.Arguments}})
 		}
-		if choice.FinishReason != "" {
-			a.finish = choice.FinishReason
-		}
+		c.Choices = append(c.Choices, o)
 	}
+	return c
 }
 
 // chunkKeys are the keys the client's chunk reads.
