@@ -255,17 +255,22 @@ func startCLI(t *testing.T, name, bin string, args, env []string, dir string) *c
 		t.Fatalf("starting %s: %v", name, err)
 	}
 	go func() { r.err = cmd.Wait(); close(r.done) }()
+	endGroupAtCleanup(t, cmd, r.done)
+	return r
+}
+
+// endGroupAtCleanup ends a CLI still running at the end of the test with
+// its process group (our server included), then awaits it: done closes
+// when cmd.Wait has returned.
+func endGroupAtCleanup(t *testing.T, cmd *exec.Cmd, done <-chan struct{}) {
 	t.Cleanup(func() {
-		// A CLI still running at the end is ended with its process group
-		// (our server included), then awaited.
 		select {
-		case <-r.done:
+		case <-done:
 		default:
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-r.done
+			<-done
 		}
 	})
-	return r
 }
 
 // wait waits for the process to end; it fails the test if ctx ends first

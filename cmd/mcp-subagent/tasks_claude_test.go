@@ -72,14 +72,7 @@ func (h *claudeHome) runStream(t *testing.T, workspace string) *streamClaude {
 		}
 	}()
 	go func() { <-read; r.err = cmd.Wait(); close(r.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-r.done:
-		default:
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-r.done
-		}
-	})
+	endGroupAtCleanup(t, cmd, r.done)
 	return s
 }
 
