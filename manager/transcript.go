@@ -37,8 +37,8 @@ type Transcript struct {
 	Entries []TranscriptEntry `json:"entries"`
 }
 
-// TranscriptEntry is one journal event. Kind is turn-start, turn-end,
-// message or session. A message's Role says whose words it holds; a user
+// TranscriptEntry is one journal event. Kind is the journal's own:
+// turn/start, turn/end, message, session or budget. A message's Role says whose words it holds; a user
 // message's Source says who wrote it: the parent (user), a child's report
 // (subagent-report) or the runtime's settlement notice of a child
 // (subagent-settled), so the runtime's words never pass for anyone's.
@@ -54,8 +54,8 @@ type TranscriptEntry struct {
 	ToolCalls  []TranscriptCall `json:"tool_calls,omitempty"`
 	ToolCallID string           `json:"tool_call_id,omitempty"` // a tool result's call
 	Usage      *Usage           `json:"usage,omitempty"`
-	StopReason agent.StopReason `json:"stop_reason,omitempty"` // turn-end
-	Diagnostic string           `json:"diagnostic,omitempty"`  // turn-end
+	StopReason agent.StopReason `json:"stop_reason,omitempty"` // turn/end
+	Diagnostic string           `json:"diagnostic,omitempty"`  // turn/end
 	// Budget is a budget entry's grant: the limits from its turn on (no
 	// field set: unlimited).
 	Budget *Budget `json:"budget,omitempty"`
