@@ -1,6 +1,9 @@
 // Package schemas embeds the JSON Schemas the server validates against (the
 // tools' inputs and the configuration file) and checks the output schemas
-// that callers give their children.
+// that callers give their children. It also holds TasksWire, our own
+// transcription of the Tasks extension's 2026-07-28 wire shapes, which
+// the server never loads: the protocol tests check the tasks layer's
+// answers against it.
 //
 // # Output schemas
 //

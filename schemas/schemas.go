@@ -24,3 +24,10 @@ var (
 //
 //go:embed config.json
 var Config []byte
+
+// TasksWire is our transcription of the Tasks extension's wire shapes on
+// protocol 2026-07-28 (one definition per message, under $defs), which
+// the protocol tests check the tasks layer's answers against.
+//
+//go:embed tasks-2026-07-28.json
+var TasksWire []byte

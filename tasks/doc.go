@@ -50,6 +50,10 @@
 //   - tasks/cancel interrupts the child's turn (manager.Interrupt, as
 //     interrupt_agent does); the call then answers aborted and the task is
 //     cancelled. A turn that finished first stays completed.
+//   - Every answer has the spec's wire shape: the protocol tests check
+//     each against schemas/tasks-2026-07-28.json, our transcription of the
+//     extension's shapes (closed: no field beyond the spec's). Over HTTP a
+//     -32021 comes with status 400, as the base protocol requires.
 //   - tasks/update is acknowledged and reserved: no task asks for input
 //     yet (a later issue).
 //   - An error tool result (isError) stays one inside a completed task;

@@ -203,6 +203,11 @@ func (l *Layer) HTTP(next http.Handler, handle Next) http.Handler {
 		}
 		resp := l.Handle(hr.Context(), body, handle)
 		w.Header().Set("Content-Type", "application/json")
+		// The base protocol: a missing required client capability is a
+		// 400 over HTTP (spec.types.ts, MissingRequiredClientCapabilityError).
+		if e, ok := resp.(mcp.JSONRPCError); ok && e.Error.Code == CodeMissingCapability {
+			w.WriteHeader(http.StatusBadRequest)
+		}
 		if err := json.NewEncoder(w).Encode(resp); err != nil {
 			l.log.Debug("writing a task answer failed", "err", err)
 		}

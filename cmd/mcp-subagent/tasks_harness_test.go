@@ -32,6 +32,8 @@ type rpcError struct {
 	Code    int             `json:"code"`
 	Message string          `json:"message"`
 	Data    json.RawMessage `json:"data"`
+	raw     json.RawMessage // the error object as sent
+	status  int             // 400 when it came over HTTP as a 400; else 0
 }
 
 func (e *rpcError) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message) }
@@ -223,6 +225,14 @@ func httpClient(t *testing.T, url, token string, declare bool) *rawClient {
 		if err != nil {
 			return nil, nil, err
 		}
+		if resp.StatusCode == http.StatusBadRequest && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			// A JSON-RPC error the protocol sends as a 400.
+			res, rerr, err := decodeAnswer(b)
+			if err == nil && rerr != nil {
+				rerr.status = resp.StatusCode
+				return res, rerr, nil
+			}
+		}
 		if resp.StatusCode != http.StatusOK {
 			return nil, nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)
 		}
@@ -250,12 +260,19 @@ func httpClient(t *testing.T, url, token string, declare bool) *rawClient {
 func decodeAnswer(b []byte) (json.RawMessage, *rpcError, error) {
 	var a struct {
 		Result json.RawMessage `json:"result"`
-		Error  *rpcError       `json:"error"`
+		Error  json.RawMessage `json:"error"`
 	}
 	if err := json.Unmarshal(b, &a); err != nil {
 		return nil, nil, fmt.Errorf("answer %s: %w", b, err)
 	}
-	return a.Result, a.Error, nil
+	if len(a.Error) == 0 || string(a.Error) == "null" {
+		return a.Result, nil, nil
+	}
+	e := &rpcError{raw: a.Error}
+	if err := json.Unmarshal(a.Error, e); err != nil {
+		return nil, nil, fmt.Errorf("answer %s: %w", b, err)
+	}
+	return a.Result, e, nil
 }
 
 // taskServer is the server under test on one transport: how to open a
