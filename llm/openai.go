@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -89,7 +91,7 @@ func (c *OpenAI) attempt(ctx context.Context, body []byte, onDelta func(string))
 	var acc accumulator
 	sawDone := false
 	if err == nil {
-		sawDone, err = readStream(ssestream.NewDecoder(raw), &acc, onDelta)
+		sawDone, err = readStream(raw, &acc, onDelta)
 	}
 
 	if f := x.httpFailure(ctx, err); f != nil {
@@ -106,35 +108,57 @@ func (c *OpenAI) attempt(ctx context.Context, body []byte, onDelta func(string))
 	return acc.response(), nil
 }
 
-// readStream reads the event stream into acc until its [DONE] terminator
-// (sawDone: only that, not a clean end of the body, means the server
-// finished), an error event, or a chunk that is not JSON. It closes the
-// stream. This is the SDK's ssestream.Stream, with the chunk decoded once:
-// a chunk field of an unexpected type is left zero rather than breaking
-// the stream (compatible servers differ in small ways).
-func readStream(dec ssestream.Decoder, acc *accumulator, onDelta func(string)) (sawDone bool, err error) {
+// readStream reads the event stream of res into acc until its [DONE]
+// terminator (sawDone: only that, not a clean end of the body, means the
+// server finished), an error event, or a chunk that is not JSON. It closes
+// the body. This is the SDK's ssestream.Stream, with the chunk decoded
+// once: a chunk field of an unexpected type is left zero rather than
+// breaking the stream (compatible servers differ in small ways).
+func readStream(res *http.Response, acc *accumulator, onDelta func(string)) (sawDone bool, err error) {
+	dec := ssestream.NewDecoder(res)
 	if dec == nil {
 		return false, nil
 	}
-	defer dec.Close()
 	for dec.Next() {
 		ev := dec.Event()
 		if bytes.HasPrefix(ev.Data, []byte("[DONE]")) {
+			finish(res.Body)
 			return true, nil
 		}
 		var ch chunk
 		err := json.Unmarshal(ev.Data, &ch)
 		var te *json.UnmarshalTypeError
 		if err != nil && !errors.As(err, &te) {
+			dec.Close()
 			return false, err
 		}
 		if ch.Error != nil { // any "error" key, null too, as the SDK tells an error event
+			dec.Close()
 			return false, &ssestream.StreamError{Message: "received error while streaming: " + string(ch.Error), Event: ev}
 		}
 		acc.add(ch, onDelta)
 	}
+	dec.Close()
 	return false, dec.Err()
 }
+
+// finish reads what is left of a body after its [DONE] (a server ends the
+// body just after it: HTTP/1.1's last chunk, HTTP/2's end of stream) and
+// closes it. A body closed before its end takes its HTTP/1.1 connection
+// with it, and the next call dialled anew: 20 connections for 20 calls
+// to a server that flushes [DONE] before it ends the body. A server that
+// never ends it is cut after finishWait.
+func finish(body io.ReadCloser) {
+	t := time.AfterFunc(finishWait, func() { body.Close() })
+	_, _ = io.CopyN(io.Discard, body, finishLimit)
+	t.Stop()
+	body.Close()
+}
+
+const (
+	finishWait  = time.Second
+	finishLimit = 64 << 10 // more than a terminator: the body is not worth keeping
+)
 
 // streamMessage describes a failure while reading the stream, preferring the
 // server's message for an error event.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
@@ -316,5 +317,54 @@ func TestHTTPSCallsStartingTogetherDialAtMostTheCap(t *testing.T) {
 	wg.Wait()
 	if n := conns.count(); n > 2*httpsMaxConnsPerHost {
 		t.Errorf("%d TLS connections for %d calls started together, want at most %d", n, calls, 2*httpsMaxConnsPerHost)
+	}
+}
+
+// A server that flushes [DONE] and then ends the body (as servers do: the
+// end goes out after the handler returns) keeps its HTTP/1.1 connection
+// for the next call: the client reads the body to its end before it lets
+// it go.
+func TestCallsAfterAFlushedDoneReuseTheConnection(t *testing.T) {
+	var conns connCounter
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sseHandler(w, r)
+		// [DONE] goes out alone; the body's end follows a moment later,
+		// when this returns (the client must wait for it, not close first).
+		w.(http.Flusher).Flush()
+		time.Sleep(5 * time.Millisecond)
+	}))
+	srv.Config.ConnState = conns.state
+	srv.Start()
+	defer srv.Close()
+	c := NewOpenAI(Config{BaseURL: srv.URL, Model: "m", MaxRetries: -1})
+	const calls = 20
+	for range calls {
+		if _, err := c.Complete(context.Background(), Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conns.count(); n > 2 {
+		t.Errorf("%d connections for %d calls one after another, want 1", n, calls)
+	}
+}
+
+// A server that sends [DONE] and never ends the body does not hold the
+// call: the rest of the body is given up after finishWait.
+func TestADoneWithNoEndDoesNotHoldTheCall(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sseHandler(w, r)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	c := NewOpenAI(Config{BaseURL: srv.URL, Model: "m", MaxRetries: -1})
+	resp, err := c.Complete(context.Background(), Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}}, nil)
+	if err != nil || resp.Message.Content != "ok" {
+		t.Fatalf("got %+v, %v", resp, err)
 	}
 }
