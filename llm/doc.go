@@ -31,7 +31,8 @@
 //     host gets at most 64 connections dialled at once, so calls starting
 //     together share an HTTP/2 connection instead of each paying a TLS
 //     handshake. An HTTPS server of HTTP/1.1 only serves at most that many
-//     calls at once per client.
+//     calls at once per client. After [DONE] the rest of the body is read
+//     (up to 64 KiB, for at most a second) so its connection is reused.
 //   - Only the [Config] is used: the SDKs' environment defaults
 //     (OPENAI_BASE_URL, OPENAI_ORG_ID, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
 //     ANTHROPIC_CUSTOM_HEADERS, credential profiles, ...) are not read; the
