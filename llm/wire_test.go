@@ -300,7 +300,9 @@ func TestHTTPSCallsStartingTogetherDialAtMostTheCap(t *testing.T) {
 	srv.StartTLS()
 	defer srv.Close()
 	tr := DefaultTransport(srv.URL)
-	tr.TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig
+	// A copy: the server's own client transport rewrites its config when Close
+	// closes its idle connections, while dials of ours may still be going.
+	tr.TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
 	c := NewOpenAI(Config{BaseURL: srv.URL, Model: "m", MaxRetries: -1, HTTPClient: &http.Client{Transport: tr}})
 	const calls = 4 * httpsMaxConnsPerHost
 	var wg sync.WaitGroup
