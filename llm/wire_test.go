@@ -370,3 +370,41 @@ func TestADoneWithNoEndDoesNotHoldTheCall(t *testing.T) {
 		t.Fatalf("got %+v, %v", resp, err)
 	}
 }
+
+// The Anthropic stream is read to its end too (the SDK's stream runs to
+// EOF; message_stop is not a terminator we stop at): its HTTP/1.1
+// connection serves the next call even when the server ends the body a
+// moment after its last event.
+func TestAnthropicCallsReuseTheConnection(t *testing.T) {
+	var conns connCounter
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, f := range []string{
+			`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"x","content":[],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":0}}}`,
+			`event: content_block_start` + "\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+			`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"ok"}}`,
+			`event: content_block_stop` + "\n" + `data: {"type":"content_block_stop","index":0}`,
+			`event: message_delta` + "\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}`,
+			`event: message_stop` + "\n" + `data: {"type":"message_stop"}`,
+		} {
+			_, _ = io.WriteString(w, f+"\n\n")
+		}
+		w.(http.Flusher).Flush()
+		time.Sleep(5 * time.Millisecond)
+	}))
+	srv.Config.ConnState = conns.state
+	srv.Start()
+	defer srv.Close()
+	c := NewAnthropic(Config{BaseURL: srv.URL, APIKey: "k", Model: "m", MaxRetries: -1})
+	const calls = 20
+	for range calls {
+		resp, err := c.Complete(context.Background(), Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}}, nil)
+		if err != nil || resp.Message.Content != "ok" {
+			t.Fatalf("got %+v, %v", resp, err)
+		}
+	}
+	if n := conns.count(); n > 2 {
+		t.Errorf("%d connections for %d calls one after another, want 1", n, calls)
+	}
+}
