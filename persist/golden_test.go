@@ -228,17 +228,8 @@ func TestGoldenStoresOpen(t *testing.T) {
 	}
 	for _, dir := range dirs {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			raw, err := os.ReadFile(filepath.Join(dir, "expect.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want goldenDump
-			if err := json.Unmarshal(raw, &want); err != nil {
-				t.Fatal(err)
-			}
-			tmp := t.TempDir()
-			copyGolden(t, filepath.Join(dir, FileName), filepath.Join(tmp, FileName))
-			got := dumpGolden(t, openTest(t, tmp))
+			want, s := openGoldenCopy(t, dir)
+			got := dumpGolden(t, s)
 			// Compare as JSON values so time zones and nil-versus-empty
 			// slices do not count, only what the store holds.
 			if g, w := normJSON(t, got), normJSON(t, want); !reflect.DeepEqual(g, w) {
@@ -259,6 +250,23 @@ func normJSON(t *testing.T, v any) any {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// openGoldenCopy opens a copy of the golden store in dir (the original is
+// never written) and returns what its build read from it (expect.json).
+func openGoldenCopy(t *testing.T, dir string) (goldenDump, *Store) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "expect.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want goldenDump
+	if err := json.Unmarshal(raw, &want); err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	copyGolden(t, filepath.Join(dir, FileName), filepath.Join(tmp, FileName))
+	return want, openTest(t, tmp)
 }
 
 func copyGolden(t *testing.T, from, to string) {

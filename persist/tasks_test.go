@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -85,17 +84,7 @@ func TestGoldenStoreTakesTasks(t *testing.T) {
 		t.Fatal("no golden stores")
 	}
 	for _, d := range dirs {
-		raw, err := os.ReadFile(filepath.Join(d, "expect.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want goldenDump
-		if err := json.Unmarshal(raw, &want); err != nil {
-			t.Fatal(err)
-		}
-		tmp := t.TempDir()
-		copyGolden(t, filepath.Join(d, FileName), filepath.Join(tmp, FileName))
-		s := openTest(t, tmp)
+		want, s := openGoldenCopy(t, d)
 		if got, err := s.Tasks(ctx); err != nil || len(got) != 0 {
 			t.Fatalf("%s: tasks %v, %v; want none", d, got, err)
 		}
