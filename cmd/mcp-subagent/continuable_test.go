@@ -350,6 +350,26 @@ var agentIDRe = regexp.MustCompile(`agent-[0-9a-f]{16}`)
 
 // connectHTTP connects one more client (with its own bearer token) to a
 // running HTTP server. stderr is the server's, for failure messages.
+// The tokens of the two principals of the tests that check one cannot
+// reach the other's children.
+const aliceTok, bobTok = "alice-secret-token-0123456789", "bob-secret-token-0123456789ab"
+
+// startAlice is an HTTP server that knows principals alice and bob, with a
+// client of alice's.
+func startAlice(t *testing.T, fake *fakeopenai.Server) *instance {
+	t.Helper()
+	return start(t, fake, serverOpts{http: true, token: aliceTok,
+		config: `{"http":{"tokens":[{"principal":"alice","token_env":"ALICE_TOKEN"},{"principal":"bob","token_env":"BOB_TOKEN"}]}}`,
+		env:    []string{"ALICE_TOKEN=" + aliceTok, "BOB_TOKEN=" + bobTok}})
+}
+
+// aliceAndBob is startAlice with a client of bob's beside.
+func aliceAndBob(t *testing.T, fake *fakeopenai.Server) (alice, bob *instance) {
+	t.Helper()
+	alice = startAlice(t, fake)
+	return alice, connectHTTP(t, alice.url, bobTok, alice.stderr)
+}
+
 func connectHTTP(t *testing.T, url, token string, stderr *syncBuffer) *instance {
 	t.Helper()
 	var opts []transport.StreamableHTTPCOption
@@ -899,11 +919,7 @@ func TestStrangersCannotInterruptOrMessageAnothersChild(t *testing.T) {
 		return fakeopenai.Reply{Text: "answer to " + req.LastUserText()}
 	})
 	defer fake.Close()
-	const aliceTok, bobTok = "alice-secret-token-0123456789", "bob-secret-token-0123456789ab"
-	alice := start(t, fake, serverOpts{http: true, token: aliceTok,
-		config: `{"http":{"tokens":[{"principal":"alice","token_env":"ALICE_TOKEN"},{"principal":"bob","token_env":"BOB_TOKEN"}]}}`,
-		env:    []string{"ALICE_TOKEN=" + aliceTok, "BOB_TOKEN=" + bobTok}})
-	bob := connectHTTP(t, alice.url, bobTok, alice.stderr)
+	alice, bob := aliceAndBob(t, fake)
 	ctx := testCtx(t)
 
 	h, _ := startBackground(t, alice, ctx, "alice's work", "alice's long task")
@@ -1354,10 +1370,7 @@ func TestWaitsAreBoundedPerClient(t *testing.T) {
 // An HTTP session is bound to the principal that created it: another
 // principal presenting its id gets 404, as for an unknown session.
 func TestAnHTTPSessionIsBoundToItsPrincipal(t *testing.T) {
-	const aliceTok, bobTok = "alice-secret-token-0123456789", "bob-secret-token-0123456789ab"
-	alice := start(t, nil, serverOpts{http: true, token: aliceTok,
-		config: `{"http":{"tokens":[{"principal":"alice","token_env":"ALICE_TOKEN"},{"principal":"bob","token_env":"BOB_TOKEN"}]}}`,
-		env:    []string{"ALICE_TOKEN=" + aliceTok, "BOB_TOKEN=" + bobTok}})
+	alice := startAlice(t, nil)
 	post := func(token, session, body string) (*http.Response, string) {
 		req, _ := http.NewRequest(http.MethodPost, alice.url, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)

@@ -55,11 +55,7 @@ func TestTranscriptResources(t *testing.T) {
 		}
 		fake.Close()
 	}()
-	const aliceTok, bobTok = "alice-secret-token-0123456789", "bob-secret-token-0123456789ab"
-	alice := start(t, fake, serverOpts{http: true, token: aliceTok,
-		config: `{"http":{"tokens":[{"principal":"alice","token_env":"ALICE_TOKEN"},{"principal":"bob","token_env":"BOB_TOKEN"}]}}`,
-		env:    []string{"ALICE_TOKEN=" + aliceTok, "BOB_TOKEN=" + bobTok}})
-	bob := connectHTTP(t, alice.url, bobTok, alice.stderr)
+	alice, bob := aliceAndBob(t, fake)
 	ctx := testCtx(t)
 
 	h, _ := startBackground(t, alice, ctx, "watched work", "watch me")
