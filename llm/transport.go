@@ -301,9 +301,6 @@ type exchange struct {
 	contentType string
 	message     string // the server's error message, for statuses >= 400
 	retryAfter  time.Duration
-	// wrapBody, when set, wraps a successful response's body (OpenAI
-	// watches it for the [DONE] terminator).
-	wrapBody func(io.ReadCloser) io.ReadCloser
 }
 
 // middleware is an option.Middleware of either SDK (both declare it as
@@ -326,9 +323,6 @@ func (x *exchange) middleware(req *http.Request, next func(*http.Request) (*http
 		x.message = errorMessage(body)
 		x.retryAfter = retryAfter(res.Header)
 		return res, nil
-	}
-	if res.Body != nil && x.wrapBody != nil {
-		res.Body = x.wrapBody(res.Body)
 	}
 	return res, nil
 }
