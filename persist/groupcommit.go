@@ -188,13 +188,18 @@ func applyWrite(tx *bolt.Tx, r *writeReq) error {
 			return err
 		}
 	}
-	if w.Claim != nil {
+	// A claim the same write revokes (a child created, or taken over, and
+	// settled in one commit) is not put: putting and deleting it would
+	// still rewrite the active bucket's pages, for nothing.
+	if w.Claim != nil && w.Settle == nil {
 		if err := putClaim(tx, r.id, *w.Claim); err != nil {
 			return err
 		}
 	}
-	if len(w.Enqueue)+len(w.Dequeue) > 0 {
-		if err := writeInbox(tx, r.id, r.queued, w.Dequeue); err != nil {
+	// Likewise a message admitted and taken in one write (a short turn's
+	// prompt) never touches the inbox bucket.
+	if queued, dequeue := netInbox(w.Enqueue, r.queued, w.Dequeue); len(queued)+len(dequeue) > 0 {
+		if err := writeInbox(tx, r.id, queued, dequeue); err != nil {
 			return err
 		}
 	}
@@ -224,4 +229,33 @@ func applyWrite(tx *bolt.Tx, r *writeReq) error {
 	default:
 		return putNotice(tx, n.To, n.Notice)
 	}
+}
+
+// netInbox returns what a write leaves to do in the stored inbox: the
+// encoded admissions and the removals, less each message the same write
+// both admits and removes.
+func netInbox(enqueue []manager.QueuedMessage, encoded [][]byte, dequeue []string) ([][]byte, []string) {
+	if len(enqueue) == 0 || len(dequeue) == 0 {
+		return encoded, dequeue
+	}
+	taken := make(map[string]bool, len(dequeue))
+	for _, id := range dequeue {
+		taken[id] = true
+	}
+	var queued [][]byte
+	admitted := make(map[string]bool, len(enqueue))
+	for i, q := range enqueue {
+		if taken[q.ID] {
+			admitted[q.ID] = true
+			continue
+		}
+		queued = append(queued, encoded[i])
+	}
+	var rest []string
+	for _, id := range dequeue {
+		if !admitted[id] {
+			rest = append(rest, id)
+		}
+	}
+	return queued, rest
 }

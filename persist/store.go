@@ -75,6 +75,11 @@ type Options struct {
 	// Logger receives the store's logs (corrupt records skipped while
 	// listing or taking notices); nil: discarded.
 	Logger *slog.Logger
+	// UnsafeNoSync commits without fsync: a crash of the machine (not of
+	// the process) can lose recent commits or leave the file damaged. It
+	// exists to measure what the disk's syncs cost (the benchmarks'
+	// durable-nosync figure), never for real use.
+	UnsafeNoSync bool
 }
 
 // Store is the bbolt-backed manager.Store. It is safe for concurrent use.
@@ -88,6 +93,7 @@ type Store struct {
 	log  *slog.Logger
 	// lockTimeout is Options.LockTimeout, for Compact's new file.
 	lockTimeout time.Duration
+	noSync      bool // Options.UnsafeNoSync, for Compact's new file too
 
 	// damaged is set by the first write that panicked; later writes
 	// return it (see guard).
@@ -158,7 +164,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persist: open %s: %w", path, err)
 	}
-	s := &Store{db: db, dir: dir, path: path, log: log, lockTimeout: opts.LockTimeout, owners: map[string]bool{}}
+	db.NoSync = opts.UnsafeNoSync
+	s := &Store{db: db, dir: dir, path: path, log: log, lockTimeout: opts.LockTimeout, noSync: opts.UnsafeNoSync, owners: map[string]bool{}}
 	// A store already laid out is only read at open: no write, no disk sync
 	// on the start path.
 	if err := s.view(checkLayout); errors.Is(err, errNeedsLayout) {

@@ -174,4 +174,5 @@ Environment (when the config does not say otherwise):
   MCP_SUBAGENT_MODEL                the model name
   DEEPSEEK_API_KEY                  use DeepSeek's API when OPENAI_API_KEY is not set
   MCP_SUBAGENT_GC_FLOOR_MIB         the least heap a server lets grow between collections (default 32; 0: Go's own pacing)
+  MCP_SUBAGENT_UNSAFE_NO_FSYNC=1    commit the store without fsync: for benchmarks only; a machine crash can lose or damage it
 `

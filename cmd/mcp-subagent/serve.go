@@ -126,7 +126,13 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	var worktrees string // isolation "worktree": refused with --ephemeral (no data directory)
 	if dataDir != "" {
 		worktrees = filepath.Join(dataDir, "worktrees")
-		st, err := persist.Open(dataDir, persist.Options{Logger: log.With("component", "persist")})
+		// For benchmarks only: what the durable path costs without the
+		// disk's syncs (BENCHMARKS.md). Loud, so nobody runs it unknowingly.
+		noSync := os.Getenv("MCP_SUBAGENT_UNSAFE_NO_FSYNC") == "1"
+		if noSync {
+			log.Warn("MCP_SUBAGENT_UNSAFE_NO_FSYNC=1: the store commits without fsync; a machine crash can lose or damage it", "dir", dataDir)
+		}
+		st, err := persist.Open(dataDir, persist.Options{Logger: log.With("component", "persist"), UnsafeNoSync: noSync})
 		if err != nil {
 			return nil, err
 		}

@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) manager.Store) {
 		{"readers run beside writers", testReadersBesideWriters},
 		{"a child write applies whole: record, claim, inbox, events, settlement", testWriteChild},
 		{"a whole short life in one write: record, claim, its message in and out, turn, settlement", testWholeLifeInOneWrite},
+		{"one write admits messages and takes some of them and some stored before", testInboxInAndOutInOneWrite},
 		{"the inbox keeps admission order across writes", testQueuedOrder},
 		{"a settlement and its notice commit together, to an inbox or a queue", testSettlementNotice},
 		{"a refused child write leaves no trace", testWriteChildRefused},
@@ -925,6 +926,34 @@ func testWholeLifeInOneWrite(t *testing.T, s manager.Store) {
 	}
 	if got := listed(t, s, "principal:local"); !reflect.DeepEqual(got, []string{"once"}) {
 		t.Errorf("listed = %v", got)
+	}
+}
+
+// A write may take a message it admits itself beside ones stored before:
+// what it admits and does not take stays, in admission order.
+func testInboxInAndOutInOneWrite(t *testing.T, s manager.Store) {
+	h := header("io", "principal:local", 0)
+	err := s.WriteChild(ctx, "io", manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: descriptor()},
+		Enqueue: []manager.QueuedMessage{{ID: "old-1", Text: "a"}, {ID: "old-2", Text: "b"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.WriteChild(ctx, "io", manager.ChildWrite{Events: turn(0, 1, "a"),
+		Enqueue: []manager.QueuedMessage{{ID: "new-1", Text: "c"}, {ID: "new-2", Text: "d"}, {ID: "new-3", Text: "e"}},
+		Dequeue: []string{"new-2", "old-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := queuedIDs(t, s, "io"); !reflect.DeepEqual(got, []string{"old-2", "new-1", "new-3"}) {
+		t.Errorf("Queued = %v, want [old-2 new-1 new-3]", got)
+	}
+	// Taking only what the same write admits leaves the stored ones.
+	err = s.WriteChild(ctx, "io", manager.ChildWrite{Enqueue: []manager.QueuedMessage{{ID: "new-4", Text: "f"}}, Dequeue: []string{"new-4"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := queuedIDs(t, s, "io"); !reflect.DeepEqual(got, []string{"old-2", "new-1", "new-3"}) {
+		t.Errorf("Queued after admitting and taking new-4 = %v, want [old-2 new-1 new-3]", got)
 	}
 }
 
