@@ -20,6 +20,9 @@ const (
 	OpPrune   = "prune"   // Args: the caller's prune request; the principal is the hello's
 	OpCompact = "compact" // whole store; no Args
 	OpUI      = "ui"      // the web view's URL for the hello's principal; no Args
+	// OpWorktreeRm removes a stopped child's worktree and branch. Args:
+	// {"id": child id}; the child must be the hello's principal's.
+	OpWorktreeRm = "worktree-rm"
 )
 
 // AdminRequest is an admin operation as Options.Admin receives it.
@@ -38,7 +41,9 @@ type AdminReply struct {
 }
 
 // isAdmin reports whether op is an admin operation.
-func isAdmin(op string) bool { return op == OpPrune || op == OpCompact || op == OpUI }
+func isAdmin(op string) bool {
+	return op == OpPrune || op == OpCompact || op == OpUI || op == OpWorktreeRm
+}
 
 // serveAdmin runs one admin operation on c, after its Welcome.
 func serveAdmin(ctx context.Context, o Options, log *slog.Logger, c *net.UnixConn, hello Hello) {

@@ -243,7 +243,7 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 				_ = writeLine(c, welcome)
 				_ = c.Close()
 				return
-			case OpPrune, OpCompact, OpUI:
+			case OpPrune, OpCompact, OpUI, OpWorktreeRm:
 				if o.Admin == nil {
 					welcome.Error = fmt.Sprintf("this daemon does not serve %q", hello.Op)
 					_ = writeLine(c, welcome)

@@ -26,14 +26,15 @@
 // store and the lock, and closes the asking connection last, so that its
 // EOF means the directory is free.
 //
-// The admin ops "prune", "compact" and "ui" (admin.go) are the human CLI's,
+// The admin ops "prune", "compact", "ui" and "worktree-rm" (admin.go) are the human CLI's,
 // never a model's: no MCP tool deletes. The hello carries the op and its
 // Args; the daemon answers with its Welcome, runs Options.Admin (which
 // counts as a session, so the daemon does not go idle under it) and writes
 // one AdminReply line, then closes. They have the authority of a session
 // of the same uid: a prune removes only the hello's principal's children
 // ("local" when it names none); a compaction is of the whole store; ui
-// answers the web view's URL for the hello's principal.
+// answers the web view's URL for the hello's principal; worktree-rm
+// removes the worktree of one of the hello's principal's children.
 //
 // # Starting
 //

@@ -382,3 +382,31 @@ func TestPruneRemovesAChangedWorktreeAndKeepsItsBranch(t *testing.T) {
 	}
 	gittest.Committed(t, repo, "subagent/"+id, "kept.txt", "work")
 }
+
+// RemoveWorktree acts for the child's root principal only, and removes a
+// settled child's changed worktree with its branch.
+func TestRemoveWorktreeIsTheRootPrincipals(t *testing.T) {
+	repo, m, root := newWTCase(t)
+	id, res := m.run(t, root, repo, "write kept.txt work")
+	if res.Worktree == nil {
+		t.Fatalf("result %+v", res)
+	}
+	m.awaitSettled(t, id)
+	ctx := context.Background()
+	if _, err := m.RemoveWorktree(ctx, root.Principal+"-other", id); !errors.Is(err, manager.ErrUnauthorized) {
+		t.Fatalf("RemoveWorktree by another principal = %v, want UNAUTHORIZED", err)
+	}
+	if _, err := os.Stat(res.Worktree.Path); err != nil {
+		t.Fatalf("a refused removal touched the worktree: %v", err)
+	}
+	w, err := m.RemoveWorktree(ctx, root.Principal, id)
+	if err != nil || w.Path != res.Worktree.Path {
+		t.Fatalf("RemoveWorktree = %+v, %v", w, err)
+	}
+	if _, err := os.Stat(res.Worktree.Path); !os.IsNotExist(err) {
+		t.Errorf("the worktree is still there: %v", err)
+	}
+	if b := gittest.Git(t, repo, "branch", "--list", "subagent/"+id); b != "" {
+		t.Errorf("the branch is still there: %s", b)
+	}
+}

@@ -78,6 +78,15 @@ func (a *app) admin(ctx context.Context, req daemon.AdminRequest) (any, error) {
 		return a.store.Compact(ctx)
 	case daemon.OpUI:
 		return a.web.url(req.Principal)
+	case daemon.OpWorktreeRm:
+		var args worktreeRmArgs
+		if err := json.Unmarshal(req.Args, &args); err != nil {
+			return nil, fmt.Errorf("INVALID_REQUEST: the worktree rm arguments do not decode: %w", err)
+		}
+		if args.ID == "" {
+			return nil, fmt.Errorf("INVALID_REQUEST: field \"id\": name the subagent whose worktree to remove")
+		}
+		return a.mgr.RemoveWorktree(ctx, req.Principal, args.ID)
 	}
 	return nil, fmt.Errorf("INVALID_REQUEST: unknown admin operation %q", req.Op)
 }

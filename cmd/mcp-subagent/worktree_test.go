@@ -204,11 +204,14 @@ func TestAKilledDaemonLeavesEveryWorktreeListedOrRemoved(t *testing.T) {
 	}
 }
 
-// `mcp-subagent worktree rm ID` removes a changed worktree and its branch
-// once the server is stopped, and refuses while it runs.
+// `mcp-subagent worktree rm ID` asks the daemon, which owns the store: it
+// removes a settled child's changed worktree and its branch while the
+// daemon runs, and refuses a resident child's, which may be working there.
 func TestWorktreeRmRemovesAChangedWorktree(t *testing.T) {
-	fake := writingModel(nil)
+	gate := newGate()
+	fake := writingModel(gate)
 	defer fake.Close()
+	defer gate.open()
 	s := start(t, fake, serverOpts{})
 	repo := gittest.Init(t, s.workspace, nil)
 	ctx := testCtx(t)
@@ -218,16 +221,34 @@ func TestWorktreeRmRemovesAChangedWorktree(t *testing.T) {
 	if res.IsError || sc.Worktree == nil {
 		t.Fatalf("isolated child: %s", text(res))
 	}
-	rm := func() (string, error) {
-		out, err := exec.Command(binary, "worktree", "rm", sc.AgentID, "--data-dir", s.dataDir).CombinedOutput()
+	res = s.call(t, ctx, "subagent", map[string]any{"description": "held in isolation", "prompt": "write-hold b.txt held",
+		"run_in_background": true, "isolation": "worktree"})
+	var held handleSC
+	decodeSC(t, res, &held)
+	if res.IsError || held.AgentID == "" {
+		t.Fatalf("background isolated child: %s", text(res))
+	}
+	heldTree := filepath.Join(s.dataDir, "worktrees", held.AgentID)
+	// Two calls of the foreground child, then the held one's write and
+	// its held call.
+	if !waitFor(10*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(heldTree, "b.txt"))
+		return err == nil && len(fake.Requests()) >= 4
+	}) {
+		t.Fatal("the background child never reached its held model call")
+	}
+	rm := func(id string) (string, error) {
+		out, err := exec.Command(binary, "worktree", "rm", id, "--data-dir", s.dataDir).CombinedOutput()
 		return string(out), err
 	}
-	if out, err := rm(); err == nil || !strings.Contains(out, "Stop the server first") {
-		t.Fatalf("rm while the daemon runs: %v\n%s", err, out)
+	if out, err := rm(held.AgentID); err == nil || !strings.Contains(out, "is resident") {
+		t.Fatalf("rm of a running child's worktree: %v\n%s", err, out)
 	}
-	s.stop(t)
-	if out, err := rm(); err != nil || !strings.Contains(out, "removed worktree "+sc.Worktree.Path) {
-		t.Fatalf("rm: %v\n%s", err, out)
+	if _, err := os.Stat(filepath.Join(heldTree, "b.txt")); err != nil {
+		t.Fatalf("the refused rm touched the running child's worktree: %v", err)
+	}
+	if out, err := rm(sc.AgentID); err != nil || !strings.Contains(out, "removed worktree "+sc.Worktree.Path) {
+		t.Fatalf("rm while the daemon runs: %v\n%s", err, out)
 	}
 	if _, err := os.Stat(sc.Worktree.Path); !os.IsNotExist(err) {
 		t.Errorf("the worktree is still there: %v", err)
@@ -235,9 +256,22 @@ func TestWorktreeRmRemovesAChangedWorktree(t *testing.T) {
 	if b := gittest.Git(t, repo, "branch", "--list", sc.Worktree.Branch); b != "" {
 		t.Errorf("the branch is still there")
 	}
-	out, err := exec.Command(binary, "worktree", "rm", "agent-0000000000000000", "--data-dir", s.dataDir).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "agent-0000000000000000") {
-		t.Errorf("rm of an unknown child: %v\n%s", err, out)
+	// Once the held child settles its worktree is no longer in use.
+	gate.open()
+	var out string
+	if !waitFor(10*time.Second, func() bool {
+		var err error
+		out, err = rm(held.AgentID)
+		return err == nil
+	}) {
+		t.Fatalf("rm after the child settled: %s", out)
+	}
+	if _, err := os.Stat(heldTree); !os.IsNotExist(err) {
+		t.Errorf("the settled child's worktree is still there: %v", err)
+	}
+	out2, err := exec.Command(binary, "worktree", "rm", "agent-0000000000000000", "--data-dir", s.dataDir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out2), "agent-0000000000000000") {
+		t.Errorf("rm of an unknown child: %v\n%s", err, out2)
 	}
 }
 
