@@ -39,7 +39,8 @@
 // Transcripts are resources (resources.go): the template
 // subagent://agents/{id}/transcript, read through the manager's Transcript
 // for the caller (only its lineage's principal may), the caller's tree
-// added to resources/list by a hook, and subscriptions served from hooks
+// added to resources/list by a hook (a page of manager.MaxPageLimit, its
+// nextCursor the listing's own), and subscriptions served from hooks
 // too: each subscribed session gets notifications/resources/updated from
 // a manager Watch, forwarded by one goroutine per subscription that ends
 // on unsubscribe, when its session unregisters, or at CloseSubscriptions.

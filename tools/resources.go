@@ -93,18 +93,27 @@ func (s *Server) readTranscript(ctx context.Context, req mcp.ReadResourceRequest
 	return []mcp.ResourceContents{mcp.TextResourceContents{URI: req.Params.URI, MIMEType: "application/json", Text: string(b)}}, nil
 }
 
-// listTranscripts adds the caller's subtree (its first listing page) to a
-// resources/list result.
-func (s *Server) listTranscripts(ctx context.Context, _ any, _ *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
+// listTranscripts adds one page of the caller's subtree (manager.MaxPageLimit
+// rows, in creation order) to a resources/list result, and the listing's
+// cursor for the next page as nextCursor. The cursor is the listing's own
+// (base64, which mcp-go's handler accepts and, having no static resources
+// to page, ignores); a stale or foreign one lists nothing: a hook cannot
+// fail the request, so the reason is logged.
+func (s *Server) listTranscripts(ctx context.Context, _ any, req *mcp.ListResourcesRequest, res *mcp.ListResourcesResult) {
 	caller, err := s.caller(ctx)
 	if err != nil || res == nil {
 		return
 	}
-	page, err := s.lister.List(caller, manager.ListQuery{Descendants: true, Limit: manager.MaxPageLimit})
+	q := manager.ListQuery{Descendants: true, Limit: manager.MaxPageLimit}
+	if req != nil {
+		q.Cursor = string(req.Params.Cursor)
+	}
+	page, err := s.lister.List(caller, q)
 	if err != nil {
 		s.log.Debug("listing transcript resources", "err", err)
 		return
 	}
+	res.NextCursor = mcp.Cursor(page.Next)
 	for _, r := range page.Rows {
 		if r.Kind != "child" {
 			continue

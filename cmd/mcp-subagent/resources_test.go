@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,5 +122,84 @@ func TestTranscriptResources(t *testing.T) {
 		if tr.Len >= 4 && tr.Entries[3].Role == "assistant" && tr.Entries[3].Text == "the watched answer" {
 			break
 		}
+	}
+}
+
+// resources/list pages the caller's transcripts: following nextCursor
+// lists each of more children than one page holds exactly once, in pages
+// of at most manager.MaxPageLimit; mcp-go's ListResources, which follows
+// the cursors itself, gets them all.
+func TestTranscriptResourcesPage(t *testing.T) {
+	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done"}))
+	defer fake.Close()
+	s := start(t, fake, serverOpts{})
+	ctx := testCtx(t)
+	const n = 2*manager.MaxPageLimit + 50
+	ids := make(chan string, n)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < n; i += 8 {
+				res := s.call(t, ctx, "subagent", map[string]any{"description": fmt.Sprintf("child %d", i), "prompt": "go"})
+				var sc struct {
+					AgentID string `json:"agent_id"`
+				}
+				decodeSC(t, res, &sc)
+				ids <- sc.AgentID
+			}
+		})
+	}
+	wg.Wait()
+	close(ids)
+	want := map[string]bool{}
+	for id := range ids {
+		want[tools.TranscriptURI(id)] = true
+	}
+	if len(want) != n {
+		t.Fatalf("%d distinct children, want %d", len(want), n)
+	}
+	seen := map[string]int{}
+	var cursor mcp.Cursor
+	pages := 0
+	for {
+		req := mcp.ListResourcesRequest{}
+		req.Params.Cursor = cursor
+		list, err := s.client.ListResourcesByPage(ctx, req)
+		if err != nil {
+			t.Fatalf("resources/list page %d: %v", pages, err)
+		}
+		pages++
+		if len(list.Resources) > manager.MaxPageLimit {
+			t.Errorf("page %d holds %d resources, more than %d", pages, len(list.Resources), manager.MaxPageLimit)
+		}
+		for _, r := range list.Resources {
+			seen[r.URI]++
+		}
+		if cursor = list.NextCursor; cursor == "" {
+			break
+		}
+		if pages > n {
+			t.Fatal("the cursors never end")
+		}
+	}
+	if pages != 3 {
+		t.Errorf("%d pages, want 3", pages)
+	}
+	for uri := range want {
+		if seen[uri] != 1 {
+			t.Errorf("%s listed %d times", uri, seen[uri])
+		}
+	}
+	if len(seen) != n {
+		t.Errorf("%d resources listed, want %d", len(seen), n)
+	}
+	if all, err := s.client.ListResources(ctx, mcp.ListResourcesRequest{}); err != nil || len(all.Resources) != n {
+		t.Errorf("ListResources over every page: %d resources, %v; want %d", len(all.Resources), err, n)
+	}
+	// A cursor that is not a listing's lists nothing (and fails nothing).
+	req := mcp.ListResourcesRequest{}
+	req.Params.Cursor = "bm90LWEtY3Vyc29y"
+	if list, err := s.client.ListResourcesByPage(ctx, req); err != nil || len(list.Resources) != 0 {
+		t.Errorf("a foreign cursor: %d resources, %v", len(list.Resources), err)
 	}
 }
