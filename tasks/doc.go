@@ -44,7 +44,8 @@
 //     are not rebuilt), else failed with the diagnostic — never working
 //     forever.
 //   - A task expires TTL after it settled: a tasks/get then deletes it and
-//     answers -32602 "Task has expired"; Recover deletes expired tasks.
+//     answers -32602 "Task has expired"; Recover deletes expired tasks,
+//     and so does a sweep every Options.SweepEvery (10 minutes) after it.
 //     ttlMs is counted from createdAt, as the spec counts it: while the
 //     child works, at least TTL from now.
 //   - tasks/cancel interrupts the child's turn (manager.Interrupt, as

@@ -28,6 +28,7 @@ const Extension = "io.modelcontextprotocol/tasks"
 const (
 	DefaultTTL          = time.Hour
 	DefaultPollInterval = 2 * time.Second
+	DefaultSweepEvery   = 10 * time.Minute
 )
 
 // Error codes the extension uses beside JSON-RPC's own.
@@ -52,6 +53,10 @@ type Options struct {
 	// PollInterval is the polling interval suggested to clients; zero:
 	// DefaultPollInterval.
 	PollInterval time.Duration
+	// SweepEvery is how often, once Recover ran, expired tasks are
+	// deleted: a settled task nobody asks about again would otherwise stay
+	// stored until the next start. Zero: DefaultSweepEvery.
+	SweepEvery time.Duration
 	// Now is the clock (tests inject one); nil: time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -71,12 +76,14 @@ type Layer struct {
 	mgr   Manager
 	ttl   time.Duration
 	poll  time.Duration
+	every time.Duration // the expiry sweep's period
 	now   func() time.Time
 	log   *slog.Logger
 
-	ctx    context.Context // ends at Close: the calls of live tasks give up their wait
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // one per call the layer runs
+	ctx      context.Context // ends at Close: the calls of live tasks give up their wait
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // one per call the layer runs, and the sweep
+	sweeping sync.Once
 
 	mu   sync.Mutex
 	live map[string]*liveTask // working tasks whose call runs in this process
@@ -92,7 +99,10 @@ type liveTask struct {
 
 // New builds a layer over a store and a manager.
 func New(o Options) *Layer {
-	l := &Layer{store: o.Store, mgr: o.Manager, ttl: o.TTL, poll: o.PollInterval, now: o.Now, log: o.Logger, live: map[string]*liveTask{}}
+	l := &Layer{store: o.Store, mgr: o.Manager, ttl: o.TTL, poll: o.PollInterval, every: o.SweepEvery, now: o.Now, log: o.Logger, live: map[string]*liveTask{}}
+	if l.every <= 0 {
+		l.every = DefaultSweepEvery
+	}
 	if l.ttl <= 0 {
 		l.ttl = DefaultTTL
 	}
@@ -535,31 +545,70 @@ func (l *Layer) cancelTask(lt *liveTask) {
 }
 
 // Recover resolves the stored tasks a stopped server left working and
-// deletes the expired ones. Call it once at start, after the manager's
+// deletes the expired ones; from then on, until Close, it deletes expired
+// tasks every SweepEvery. Call it once at start, after the manager's
 // Recover (which closes the children such a stop left running).
 func (l *Layer) Recover(ctx context.Context) error {
+	if _, err := l.sweep(ctx); err != nil {
+		return err
+	}
 	recs, err := l.store.Tasks(ctx)
 	if err != nil {
 		return err
 	}
-	now := l.now()
 	for _, rec := range recs {
-		switch {
-		case rec.Expired(now):
-			if err := l.store.DeleteTask(ctx, rec.ID); err != nil {
-				return err
-			}
-		case rec.Status == StatusWorking:
-			l.mu.Lock()
-			live := l.live[rec.ID] != nil
-			l.mu.Unlock()
-			if !live {
-				rec = l.resolve(ctx, rec)
-				l.log.Info("resolved a task a stop left working", "task_id", rec.ID, "status", rec.Status, "agent_id", rec.AgentID)
-			}
+		if rec.Status != StatusWorking {
+			continue
+		}
+		l.mu.Lock()
+		live := l.live[rec.ID] != nil
+		l.mu.Unlock()
+		if !live {
+			rec = l.resolve(ctx, rec)
+			l.log.Info("resolved a task a stop left working", "task_id", rec.ID, "status", rec.Status, "agent_id", rec.AgentID)
 		}
 	}
+	l.sweeping.Do(func() { l.wg.Go(l.sweepLoop) })
 	return nil
+}
+
+// sweepLoop deletes expired tasks every l.every until Close.
+func (l *Layer) sweepLoop() {
+	t := time.NewTicker(l.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := l.sweep(l.ctx)
+		switch {
+		case err != nil && l.ctx.Err() == nil:
+			l.log.Warn("sweeping expired tasks failed", "err", err)
+		case n > 0:
+			l.log.Debug("deleted expired tasks", "count", n)
+		}
+	}
+}
+
+// sweep deletes the expired tasks and says how many.
+func (l *Layer) sweep(ctx context.Context) (int, error) {
+	recs, err := l.store.Tasks(ctx)
+	if err != nil {
+		return 0, err
+	}
+	now, n := l.now(), 0
+	for _, rec := range recs {
+		if !rec.Expired(now) {
+			continue
+		}
+		if err := l.store.DeleteTask(ctx, rec.ID); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // wire is a task as the extension's Task shape gives it, with resultType

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -236,4 +237,85 @@ func containsAll(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// memTasks is a tasks.Store in memory, for tests in a synctest bubble.
+type memTasks struct {
+	mu sync.Mutex
+	m  map[string]tasks.Record
+}
+
+func (s *memTasks) PutTask(_ context.Context, r tasks.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[r.ID] = r
+	return nil
+}
+
+func (s *memTasks) Task(_ context.Context, id string) (tasks.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.m[id]
+	if !ok {
+		return r, tasks.ErrNotFound
+	}
+	return r, nil
+}
+
+func (s *memTasks) DeleteTask(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, id)
+	return nil
+}
+
+func (s *memTasks) Tasks(context.Context) ([]tasks.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []tasks.Record
+	for _, r := range s.m {
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// After Recover, a settled task nobody asks about is deleted by the
+// periodic sweep once it expires, without waiting for the next start; a
+// working one and one not yet expired stay; Close ends the sweep.
+func TestSweepDeletesExpiredTasks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &memTasks{m: map[string]tasks.Record{}}
+		l := tasks.New(tasks.Options{Store: st, Manager: &fakeManager{}, TTL: time.Minute, SweepEvery: 10 * time.Second})
+		now := time.Now()
+		for _, r := range []tasks.Record{
+			{ID: "task-soon", Status: tasks.StatusCompleted, SettledAt: now, TTL: 15 * time.Second},
+			{ID: "task-later", Status: tasks.StatusCompleted, SettledAt: now, TTL: time.Hour},
+			{ID: "task-working", Status: tasks.StatusWorking, TTL: time.Second},
+		} {
+			r.Principal, r.Tool, r.AgentID, r.CreatedAt, r.UpdatedAt = "local", "subagent", "agent-x", now, now
+			if err := st.PutTask(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// task-working resolves (failed: the fake knows no outcome) and
+		// then has its own TTL to live from now.
+		if err := l.Recover(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		stored := func(id string) bool { _, err := st.Task(context.Background(), id); return err == nil }
+		time.Sleep(11 * time.Second) // one sweep: task-soon has 4 s left
+		synctest.Wait()
+		if !stored("task-soon") || !stored("task-later") {
+			t.Fatal("a sweep deleted a task before it expired")
+		}
+		time.Sleep(10 * time.Second) // the next sweep: task-soon expired 6 s ago
+		synctest.Wait()
+		if stored("task-soon") {
+			t.Error("the sweep left an expired task")
+		}
+		if !stored("task-later") {
+			t.Error("the sweep deleted a task that has not expired")
+		}
+		l.Close()
+	})
 }
