@@ -106,4 +106,10 @@
 //   - With CLAUDE_CODE_DISABLE_MCP_TASKS=1 it declares no extensions, and
 //     refuses a task handle ("Unsupported result type 'task' for
 //     tools/call"): why no task ever answers an undeclared request.
+//     Then a call that runs longer than CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS
+//     is backgrounded by Claude Code itself: the call stays an ordinary
+//     foreground call here, its model hears "moved to the background as
+//     task <its id>", and the call's result comes back to the model in a
+//     <task-notification> (TestClientBackgroundRealClaudeCode; a later
+//     delegation in the session completes too).
 package tasks

@@ -47,10 +47,12 @@ func (h *claudeHome) withTasksFlag(t *testing.T) {
 	}
 }
 
-func (h *claudeHome) runStream(t *testing.T, workspace string) *streamClaude {
+// runStream starts claude in stream-json mode in workspace, with extra
+// environment after the headless recipe's.
+func (h *claudeHome) runStream(t *testing.T, workspace string, extraEnv ...string) *streamClaude {
 	t.Helper()
 	cmd := exec.Command(h.bin, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "--model", "fake")
-	cmd.Env = append(h.env(), "CLAUDE_AUTO_BACKGROUND_TASKS=1", "CLAUDE_CODE_GB_DISK_CACHE_WHEN_TELEMETRY_OFF=1")
+	cmd.Env = append(append(h.env(), "CLAUDE_AUTO_BACKGROUND_TASKS=1", "CLAUDE_CODE_GB_DISK_CACHE_WHEN_TELEMETRY_OFF=1"), extraEnv...)
 	cmd.Dir = workspace
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	r := &cliRun{name: "claude", cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{}), dataDir: h.dataDir,
@@ -270,6 +272,54 @@ func TestTasksRealClaudeCode(t *testing.T) {
 	log, _ := os.ReadFile(filepath.Join(dataDir, "daemon.log"))
 	if !strings.Contains(string(log), "task cancel: the child's turn is interrupted") {
 		t.Fatalf("the daemon never got a tasks/cancel for the stopped task:\n%s", tail(string(log), 3000))
+	}
+	_ = cl.stdin.Close()
+	cl.wait(t, ctx)
+}
+
+// TestClientBackgroundRealClaudeCode: Claude Code with MCP tasks off (a
+// user whose build or rollout lacks them) backgrounds a long tool call
+// itself. The delegation then runs on as an ordinary foreground call:
+// the model hears Claude Code's own "moved to the background" and its
+// turn goes on; once the child finishes, the call's result reaches the
+// model in a <task-notification>; and a later delegation in the same
+// session completes.
+func TestClientBackgroundRealClaudeCode(t *testing.T) {
+	bin := findCLI(t, "claude")
+	ctx := testContext(t, realCLITimeout)
+	child := newChildModel(t)
+	api := fakeanthropic.New(tasksParent(child))
+	t.Cleanup(api.Close)
+	dataDir := realDir(t)
+	stopDaemonAtCleanup(t, dataDir)
+	workspace := realDir(t)
+	h := newClaudeHome(t, bin, api)
+	h.register(t, dataDir, child)
+	h.withTasksFlag(t)
+	cl := h.runStream(t, workspace, "CLAUDE_CODE_DISABLE_MCP_TASKS=1", "CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS=2000")
+
+	child.Hold("bg")
+	cl.say(t, "TASKS-E2E delegate bg")
+	first := cl.await(t, ctx, "the end of the delegating turn", isResult)
+	saw := modelSaw(api)
+	if !strings.Contains(saw, "moved to the background") || serverTaskRE.MatchString(saw) || !strings.Contains(fmt.Sprint(first["result"]), "PARENT-GOES-ON bg") {
+		t.Fatalf("Claude Code did not background the call itself (or a server task was made with tasks off): result %v\nthe model saw:\n%s\n%s", first["result"], tail(saw, 3000), cl.diag())
+	}
+	child.Release("bg")
+	cl.await(t, ctx, "the notification's turn", isResult)
+	var note string
+	for _, r := range api.Requests() {
+		if txt := r.Text(); strings.Contains(txt, "<task-notification>") && strings.Contains(txt, child.Closing("bg")) {
+			note = txt
+		}
+	}
+	if note == "" || !strings.Contains(note, "<status>completed</status>") || !strings.Contains(note, `"stop_reason":"completed"`) {
+		t.Fatalf("the child's result did not reach the model in a completed <task-notification>:\n%s\n%s", tail(modelSaw(api), 4000), cl.diag())
+	}
+	cl.say(t, "TASKS-E2E delegate after")
+	next := cl.await(t, ctx, "the next delegating turn", isResult)
+	if !strings.Contains(fmt.Sprint(next["result"]), "PARENT-GOES-ON after") || !strings.Contains(modelSaw(api), child.Closing("after")) {
+		t.Fatalf("the next delegation did not complete with the child's answer: %v\n%s", next["result"], cl.diag())
 	}
 	_ = cl.stdin.Close()
 	cl.wait(t, ctx)
