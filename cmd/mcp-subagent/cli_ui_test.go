@@ -156,3 +156,38 @@ func readFile(p string) string {
 	b, _ := os.ReadFile(p)
 	return string(b)
 }
+
+// `mcp-subagent ui --open`, the built binary against a running daemon,
+// prints the view's URL and hands that same URL to $BROWSER, which then
+// loads the page.
+func TestUIOpenThroughTheBinary(t *testing.T) {
+	s := start(t, nil, serverOpts{})
+	dir := t.TempDir()
+	opened := filepath.Join(dir, "opened")
+	script := filepath.Join(dir, "browser")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho \"$1\" > "+opened+".tmp && mv "+opened+".tmp "+opened+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := cliCommand(ctx, s, "ui", "--open")
+	cmd.Env = append(cmd.Env, "BROWSER="+script)
+	out, err := cmd.Output()
+	printed := strings.TrimSpace(string(out))
+	if err != nil || !strings.HasPrefix(printed, "http://127.0.0.1:") {
+		t.Fatalf("ui --open: %v, printed %q", err, out)
+	}
+	var got []byte
+	if !waitFor(10*time.Second, func() bool {
+		got, err = os.ReadFile(opened)
+		return err == nil
+	}) {
+		t.Fatal("$BROWSER was not run")
+	}
+	if u := strings.TrimSpace(string(got)); u != printed {
+		t.Fatalf("$BROWSER got %q, ui printed %q", u, printed)
+	}
+	if code := getStatus(t, printed, ""); code != http.StatusOK {
+		t.Errorf("GET the opened URL: %d", code)
+	}
+}
