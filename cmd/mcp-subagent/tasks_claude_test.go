@@ -187,15 +187,11 @@ var serverTaskRE = regexp.MustCompile(`started server-side task task-[0-9a-f]{32
 
 var taskStopRE = regexp.MustCompile(`TaskStop with task_id \\?"([a-z0-9]+)\\?"`)
 
-// TestTasksRealClaudeCode: the real Claude Code CLI as the client (issue
-// 14's headless recipe), judged by what its model receives. A delegation
-// is answered with a task: the model hears it "was moved to the
-// background" and its turn ends while the child is still held; once the
-// child finishes, a new turn brings the child's result in a
-// <task-notification>. Then a stream-json stop_task for a second
-// delegation sends tasks/cancel: the child's turn is interrupted, and
-// another session of the same user lists it not running.
-func TestTasksRealClaudeCode(t *testing.T) {
+// startTasksClaude runs the real Claude Code CLI in stream-json mode on
+// issue 14's headless recipe (with extraEnv), registered with our server
+// on a fresh data directory, its model scripted by tasksParent.
+func startTasksClaude(t *testing.T, extraEnv ...string) (context.Context, *childModel, *fakeanthropic.Server, realSetup, *streamClaude) {
+	t.Helper()
 	bin := findCLI(t, "claude")
 	ctx := testContext(t, realCLITimeout)
 	child := newChildModel(t)
@@ -207,7 +203,38 @@ func TestTasksRealClaudeCode(t *testing.T) {
 	h := newClaudeHome(t, bin, api)
 	h.register(t, dataDir, child)
 	h.withTasksFlag(t)
-	cl := h.runStream(t, workspace)
+	return ctx, child, api, realSetup{dataDir: dataDir, workspace: workspace}, h.runStream(t, workspace, extraEnv...)
+}
+
+// releaseForNotification releases the held child name, waits for the turn
+// its result starts, and returns the model request that carried it in a
+// <task-notification> ("" if none did).
+func releaseForNotification(t *testing.T, ctx context.Context, cl *streamClaude, api *fakeanthropic.Server, child *childModel, name string) string {
+	t.Helper()
+	child.Release(name)
+	cl.await(t, ctx, "the notification's turn", isResult)
+	var note string
+	for _, r := range api.Requests() {
+		if txt := r.Text(); strings.Contains(txt, "<task-notification>") && strings.Contains(txt, child.Closing(name)) {
+			note = txt
+		}
+	}
+	return note
+}
+
+// realSetup is where a real-CLI test's server and client run.
+type realSetup struct{ dataDir, workspace string }
+
+// TestTasksRealClaudeCode: the real Claude Code CLI as the client (issue
+// 14's headless recipe), judged by what its model receives. A delegation
+// is answered with a task: the model hears it "was moved to the
+// background" and its turn ends while the child is still held; once the
+// child finishes, a new turn brings the child's result in a
+// <task-notification>. Then a stream-json stop_task for a second
+// delegation sends tasks/cancel: the child's turn is interrupted, and
+// another session of the same user lists it not running.
+func TestTasksRealClaudeCode(t *testing.T) {
+	ctx, child, api, dirs, cl := startTasksClaude(t)
 
 	// 1. In the background, then the notification.
 	child.Hold("bg")
@@ -222,14 +249,7 @@ func TestTasksRealClaudeCode(t *testing.T) {
 	if strings.Contains(saw, child.Closing("bg")) {
 		t.Fatalf("the held child's closing message reached the model before it was released:\n%s", tail(saw, 3000))
 	}
-	child.Release("bg")
-	cl.await(t, ctx, "the notification's turn", isResult)
-	var note string
-	for _, r := range api.Requests() {
-		if txt := r.Text(); strings.Contains(txt, "<task-notification>") && strings.Contains(txt, child.Closing("bg")) {
-			note = txt
-		}
-	}
+	note := releaseForNotification(t, ctx, cl, api, child, "bg")
 	if note == "" || !strings.Contains(note, "<status>completed</status>") || !regexp.MustCompile(`MCP task task-[0-9a-f]{32} \(subagent/subagent\) completed`).MatchString(note) {
 		t.Fatalf("the child's result did not arrive in a completed <task-notification>:\n%s\n%s", tail(modelSaw(api), 4000), cl.diag())
 	}
@@ -252,7 +272,7 @@ func TestTasksRealClaudeCode(t *testing.T) {
 	// Another session of the same user lists the child not running (the
 	// settlement notice goes to claude's session, still connected, so
 	// this one's list_agents waits a little each time).
-	other := stdioClient(t, serverEnv(child.Server, nil), dataDir, workspace, false)
+	other := stdioClient(t, serverEnv(child.Server, nil), dirs.dataDir, dirs.workspace, false)
 	var rows map[string]any
 	var stopped map[string]any
 	for attempt := 0; attempt < 20 && stopped == nil; attempt++ {
@@ -269,7 +289,7 @@ func TestTasksRealClaudeCode(t *testing.T) {
 	if stopped == nil {
 		t.Fatalf("after stop_task the child is not listed as stopped: %v\n%s", rows, cl.diag())
 	}
-	log, _ := os.ReadFile(filepath.Join(dataDir, "daemon.log"))
+	log, _ := os.ReadFile(filepath.Join(dirs.dataDir, "daemon.log"))
 	if !strings.Contains(string(log), "task cancel: the child's turn is interrupted") {
 		t.Fatalf("the daemon never got a tasks/cancel for the stopped task:\n%s", tail(string(log), 3000))
 	}
@@ -285,18 +305,7 @@ func TestTasksRealClaudeCode(t *testing.T) {
 // model in a <task-notification>; and a later delegation in the same
 // session completes.
 func TestClientBackgroundRealClaudeCode(t *testing.T) {
-	bin := findCLI(t, "claude")
-	ctx := testContext(t, realCLITimeout)
-	child := newChildModel(t)
-	api := fakeanthropic.New(tasksParent(child))
-	t.Cleanup(api.Close)
-	dataDir := realDir(t)
-	stopDaemonAtCleanup(t, dataDir)
-	workspace := realDir(t)
-	h := newClaudeHome(t, bin, api)
-	h.register(t, dataDir, child)
-	h.withTasksFlag(t)
-	cl := h.runStream(t, workspace, "CLAUDE_CODE_DISABLE_MCP_TASKS=1", "CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS=2000")
+	ctx, child, api, _, cl := startTasksClaude(t, "CLAUDE_CODE_DISABLE_MCP_TASKS=1", "CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS=2000")
 
 	child.Hold("bg")
 	cl.say(t, "TASKS-E2E delegate bg")
@@ -305,14 +314,7 @@ func TestClientBackgroundRealClaudeCode(t *testing.T) {
 	if !strings.Contains(saw, "moved to the background") || serverTaskRE.MatchString(saw) || !strings.Contains(fmt.Sprint(first["result"]), "PARENT-GOES-ON bg") {
 		t.Fatalf("Claude Code did not background the call itself (or a server task was made with tasks off): result %v\nthe model saw:\n%s\n%s", first["result"], tail(saw, 3000), cl.diag())
 	}
-	child.Release("bg")
-	cl.await(t, ctx, "the notification's turn", isResult)
-	var note string
-	for _, r := range api.Requests() {
-		if txt := r.Text(); strings.Contains(txt, "<task-notification>") && strings.Contains(txt, child.Closing("bg")) {
-			note = txt
-		}
-	}
+	note := releaseForNotification(t, ctx, cl, api, child, "bg")
 	if note == "" || !strings.Contains(note, "<status>completed</status>") || !strings.Contains(note, `"stop_reason":"completed"`) {
 		t.Fatalf("the child's result did not reach the model in a completed <task-notification>:\n%s\n%s", tail(modelSaw(api), 4000), cl.diag())
 	}
