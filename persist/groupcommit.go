@@ -50,8 +50,9 @@ type writeReq struct {
 	id             string
 	w              manager.ChildWrite
 	hb, db, cb     []byte
-	events, queued [][]byte
-	notify         []byte // the settlement notice for a parent's inbox, encoded
+	events, queued [][]byte // queued: the admissions left after netInbox, encoded
+	dequeue        []string // the removals left after netInbox
+	notify         []byte   // the settlement notice for a parent's inbox, encoded
 	done           chan error
 	err            error
 }
@@ -79,8 +80,9 @@ func encodeWrite(childID string, w manager.ChildWrite) (*writeReq, error) {
 	if r.events, err = encodeEvents(childID, w.Events); err != nil {
 		return nil, err
 	}
-	r.queued = make([][]byte, len(w.Enqueue))
-	for i, q := range w.Enqueue {
+	enqueue, dequeue := netInbox(w.Enqueue, w.Dequeue)
+	r.queued, r.dequeue = make([][]byte, len(enqueue)), dequeue
+	for i, q := range enqueue {
 		if r.queued[i], err = json.Marshal(q); err != nil {
 			return nil, err
 		}
@@ -197,9 +199,9 @@ func applyWrite(tx *bolt.Tx, r *writeReq) error {
 		}
 	}
 	// Likewise a message admitted and taken in one write (a short turn's
-	// prompt) never touches the inbox bucket.
-	if queued, dequeue := netInbox(w.Enqueue, r.queued, w.Dequeue); len(queued)+len(dequeue) > 0 {
-		if err := writeInbox(tx, r.id, queued, dequeue); err != nil {
+	// prompt) never touches the inbox bucket (netInbox, in encodeWrite).
+	if len(r.queued)+len(r.dequeue) > 0 {
+		if err := writeInbox(tx, r.id, r.queued, r.dequeue); err != nil {
 			return err
 		}
 	}
@@ -232,30 +234,30 @@ func applyWrite(tx *bolt.Tx, r *writeReq) error {
 }
 
 // netInbox returns what a write leaves to do in the stored inbox: the
-// encoded admissions and the removals, less each message the same write
-// both admits and removes.
-func netInbox(enqueue []manager.QueuedMessage, encoded [][]byte, dequeue []string) ([][]byte, []string) {
+// admissions and the removals, less each message the same write both
+// admits and removes (it is neither stored nor encoded).
+func netInbox(enqueue []manager.QueuedMessage, dequeue []string) ([]manager.QueuedMessage, []string) {
 	if len(enqueue) == 0 || len(dequeue) == 0 {
-		return encoded, dequeue
+		return enqueue, dequeue
 	}
-	taken := make(map[string]bool, len(dequeue))
-	for _, id := range dequeue {
-		taken[id] = true
-	}
-	var queued [][]byte
 	admitted := make(map[string]bool, len(enqueue))
-	for i, q := range enqueue {
-		if taken[q.ID] {
-			admitted[q.ID] = true
-			continue
-		}
-		queued = append(queued, encoded[i])
+	for _, q := range enqueue {
+		admitted[q.ID] = true
 	}
 	var rest []string
+	taken := make(map[string]bool, len(dequeue))
 	for _, id := range dequeue {
-		if !admitted[id] {
+		if admitted[id] {
+			taken[id] = true
+		} else {
 			rest = append(rest, id)
 		}
 	}
-	return queued, rest
+	var kept []manager.QueuedMessage
+	for _, q := range enqueue {
+		if !taken[q.ID] {
+			kept = append(kept, q)
+		}
+	}
+	return kept, rest
 }
