@@ -549,10 +549,7 @@ func (l *Layer) cancelTask(lt *liveTask) {
 // tasks every SweepEvery. Call it once at start, after the manager's
 // Recover (which closes the children such a stop left running).
 func (l *Layer) Recover(ctx context.Context) error {
-	if _, err := l.sweep(ctx); err != nil {
-		return err
-	}
-	recs, err := l.store.Tasks(ctx)
+	recs, _, err := l.sweep(ctx)
 	if err != nil {
 		return err
 	}
@@ -582,7 +579,7 @@ func (l *Layer) sweepLoop() {
 			return
 		case <-t.C:
 		}
-		n, err := l.sweep(l.ctx)
+		_, n, err := l.sweep(l.ctx)
 		switch {
 		case err != nil && l.ctx.Err() == nil:
 			l.log.Warn("sweeping expired tasks failed", "err", err)
@@ -592,23 +589,25 @@ func (l *Layer) sweepLoop() {
 	}
 }
 
-// sweep deletes the expired tasks and says how many.
-func (l *Layer) sweep(ctx context.Context) (int, error) {
+// sweep deletes the expired tasks; it returns the records it kept and how
+// many it deleted.
+func (l *Layer) sweep(ctx context.Context) (kept []Record, deleted int, err error) {
 	recs, err := l.store.Tasks(ctx)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	now, n := l.now(), 0
+	now := l.now()
 	for _, rec := range recs {
 		if !rec.Expired(now) {
+			kept = append(kept, rec)
 			continue
 		}
 		if err := l.store.DeleteTask(ctx, rec.ID); err != nil {
-			return n, err
+			return nil, deleted, err
 		}
-		n++
+		deleted++
 	}
-	return n, nil
+	return kept, deleted, nil
 }
 
 // wire is a task as the extension's Task shape gives it, with resultType
