@@ -138,13 +138,27 @@ func TestTranscriptResourcesPage(t *testing.T) {
 	ids := make(chan string, n)
 	var wg sync.WaitGroup
 	for w := range 8 {
-		wg.Go(func() {
+		wg.Go(func() { // reports with t.Error: no t.Fatal off the test's goroutine
 			for i := w; i < n; i += 8 {
-				res := s.call(t, ctx, "subagent", map[string]any{"description": fmt.Sprintf("child %d", i), "prompt": "go"})
+				req := mcp.CallToolRequest{}
+				req.Params.Name = "subagent"
+				req.Params.Arguments = map[string]any{"description": fmt.Sprintf("child %d", i), "prompt": "go"}
+				res, err := s.client.CallTool(ctx, req)
+				if err != nil || res.IsError {
+					t.Errorf("delegation %d: %v %v", i, err, res)
+					return
+				}
 				var sc struct {
 					AgentID string `json:"agent_id"`
 				}
-				decodeSC(t, res, &sc)
+				raw := []byte(res.RawStructuredContent)
+				if raw == nil {
+					raw, _ = json.Marshal(res.StructuredContent)
+				}
+				if err := json.Unmarshal(raw, &sc); err != nil || sc.AgentID == "" {
+					t.Errorf("delegation %d: structuredContent %s: %v", i, raw, err)
+					return
+				}
 				ids <- sc.AgentID
 			}
 		})
