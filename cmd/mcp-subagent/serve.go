@@ -97,18 +97,36 @@ type app struct {
 }
 
 // resolveDataDir is --data-dir, else the config's, else the default.
+//
+// The directory is created (0700) here, before any daemon or log file is
+// looked for inside it, so a directory that cannot be made or written is
+// reported as that, naming where its path came from and what to do.
 func resolveDataDir(o serveOptions, cfg Config) (string, error) {
-	dir := o.dataDir
+	dir, from := o.dataDir, "--data-dir"
 	if dir == "" {
-		dir = cfg.DataDir
+		dir, from = cfg.DataDir, `the config's "data_dir"`
 	}
 	if dir == "" {
 		var err error
 		if dir, err = defaultDataDir(); err != nil {
 			return "", err
 		}
+		from = "the default ($XDG_STATE_HOME/mcp-subagent, else ~/.local/state/mcp-subagent)"
 	}
-	return filepath.Abs(dir)
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("data directory %s (from %s) cannot be created: %w; create it yourself or choose another with --data-dir", dir, from, errors.Unwrap(err))
+	}
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return "", fmt.Errorf("data directory %s (from %s) is not writable: %w; fix its permissions or choose another with --data-dir", dir, from, errors.Unwrap(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return dir, nil
 }
 
 // newApp builds the server. A daemon's working directory is nobody's
