@@ -52,30 +52,32 @@ func defaultDataDir() (string, error) {
 // MCP_SUBAGENT_MODEL, then DeepSeek's endpoint when only DEEPSEEK_API_KEY
 // is set, then OpenAI's.
 func llmModel(c LLMConfig) ModelConfig {
-	m := ModelConfig{Name: spawn.DefaultModel, API: apiOpenAI, BaseURL: c.BaseURL, APIKeyEnv: c.APIKeyEnv, Model: c.Model, MaxTokens: c.MaxTokens}
+	m := ModelConfig{Name: spawn.DefaultModel, API: apiOpenAI, BaseURL: c.BaseURL, APIKeyEnv: c.APIKeyEnv, Model: c.Model, MaxTokens: c.MaxTokens,
+		from: modelSources{baseURL: "llm.base_url", key: "llm.api_key_env", model: "llm.model"}}
 	deepseek := os.Getenv("OPENAI_API_KEY") == "" && os.Getenv("DEEPSEEK_API_KEY") != ""
 	if m.APIKeyEnv == "" {
 		m.APIKeyEnv = "OPENAI_API_KEY"
 		if deepseek {
 			m.APIKeyEnv = "DEEPSEEK_API_KEY"
 		}
+		m.from.key = m.APIKeyEnv
 	}
 	if m.BaseURL == "" {
-		m.BaseURL = os.Getenv("OPENAI_BASE_URL")
+		m.BaseURL, m.from.baseURL = os.Getenv("OPENAI_BASE_URL"), "OPENAI_BASE_URL"
 		if m.BaseURL == "" && deepseek {
-			m.BaseURL = "https://api.deepseek.com/v1"
+			m.BaseURL, m.from.baseURL = "https://api.deepseek.com/v1", "DeepSeek's default, DEEPSEEK_API_KEY being set"
 		}
 		if m.BaseURL == "" {
-			m.BaseURL = llm.DefaultBaseURL
+			m.BaseURL, m.from.baseURL = llm.DefaultBaseURL, "the default, OPENAI_BASE_URL being unset"
 		}
 	}
 	if m.Model == "" {
-		m.Model = os.Getenv("MCP_SUBAGENT_MODEL")
+		m.Model, m.from.model = os.Getenv("MCP_SUBAGENT_MODEL"), "MCP_SUBAGENT_MODEL"
 		if m.Model == "" && deepseek {
-			m.Model = "deepseek-chat"
+			m.Model, m.from.model = "deepseek-chat", "DeepSeek's default, DEEPSEEK_API_KEY being set"
 		}
 		if m.Model == "" {
-			m.Model = "gpt-4.1-mini"
+			m.Model, m.from.model = "gpt-4.1-mini", "the default, MCP_SUBAGENT_MODEL being unset"
 		}
 	}
 	return m
