@@ -177,7 +177,7 @@ func daemonCommand(o serveOptions, dataDir string) *exec.Cmd {
 	}
 	cmd := exec.Command(self, args...)
 	cmd.Dir = "/"
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), detachEnv+"=1")
 	if err := os.MkdirAll(dataDir, 0o700); err == nil {
 		if f, err := os.OpenFile(daemon.LogPath(dataDir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
 			cmd.Stdout, cmd.Stderr = f, f
