@@ -147,6 +147,9 @@ func relay(ctx context.Context, o serveOptions, cfg Config, stdin io.Reader, std
 		return err
 	}
 	log.Debug("relaying to the daemon", "socket", daemon.SocketPath(dataDir), "daemon_pid", c.Welcome.PID, "daemon_version", c.Welcome.Version)
+	if o.terminal != nil {
+		banner(o.terminal, cfg, dataDir, c.Welcome.PID)
+	}
 	if c.Welcome.Version != version {
 		log.Info("the daemon runs another version; `mcp-subagent daemon stop` restarts it on this one", "daemon_version", c.Welcome.Version, "version", version)
 	}
@@ -172,8 +175,14 @@ func daemonCommand(o serveOptions, dataDir string) *exec.Cmd {
 			args = append(args, "--config", abs)
 		}
 	}
-	if o.idle != 0 {
+	switch {
+	case o.idle != 0:
 		args = append(args, "--idle-timeout", o.idle.String())
+	case goRunBinary(self):
+		// `go run` deletes its temporary binary when the session ends: a
+		// daemon left running from it could never be restarted or
+		// upgraded from that path. It exits as soon as it is idle.
+		args = append(args, "--idle-timeout", "1ms")
 	}
 	cmd := exec.Command(self, args...)
 	cmd.Dir = "/"

@@ -123,6 +123,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			daemon.ReportReady("", err)
 		}
 	default:
+		if onTerminal(stdin, stderr) {
+			o.terminal = stderr
+		}
 		err = serve(ctx, o, stdin, stdout, log)
 	}
 	if err != nil {

@@ -32,6 +32,9 @@ type serveOptions struct {
 	httpAddr, configPath, dataDir, logLevel, logFormat, principal string
 	ephemeral, noDaemon                                           bool
 	idle                                                          time.Duration
+	// terminal, set when a person started serve on a terminal, gets one
+	// line saying what serve is and how to use it (banner.go).
+	terminal io.Writer
 }
 
 // defaultDataDir is $XDG_STATE_HOME/mcp-subagent, or
