@@ -97,6 +97,17 @@ var gitProbes = []gitProbe{
 		plain:   plainAddCommit,
 	},
 	{
+		name: "pointer replaced by a symbolic link to a planted git dir",
+		plant: func(t *testing.T, _, wt, marker string) {
+			plantGitDir(t, wt, "[filter \"evil\"]\n\tclean = "+touchFilter(marker)+"\n", nil)
+			must(t, os.Remove(filepath.Join(wt, ".git")))
+			must(t, os.Symlink(".evil", filepath.Join(wt, ".git")))
+			writeFiles(t, wt, map[string]string{".gitattributes": "* filter=evil\n", "a.txt": "a\n"})
+		},
+		refused: true,
+		plain:   plainAddCommit,
+	},
+	{
 		name: "pointer to a planted git dir whose filter comes through include.path",
 		plant: func(t *testing.T, _, wt, marker string) {
 			plantGitDir(t, wt, "[include]\n\tpath = evil.inc\n", map[string]string{
@@ -228,6 +239,17 @@ func TestTheServersGitRunsNothingAChildPlanted(t *testing.T) {
 			}
 			if st := gittest.Status(t, repo); st != "" {
 				t.Fatalf("the main checkout changed:\n%s", st)
+			}
+			if !p.refused {
+				// Recreated from its branch, whose .gitattributes are the
+				// child's: the checkout smudges nothing.
+				must(t, os.RemoveAll(w.Path))
+				if again, err := worktree.Ensure(ctx, w); err != nil || !again {
+					t.Fatalf("Ensure = %v, %v", again, err)
+				}
+				if _, err := os.Stat(marker); err == nil {
+					t.Fatalf("recreating the worktree ran the planted command")
+				}
 			}
 
 			// The proof: plain git on the same files runs it.
