@@ -275,3 +275,43 @@ func TestTheServersGitRunsNothingAChildPlanted(t *testing.T) {
 		})
 	}
 }
+
+// TestUnchangedDoesNotRunGitInASubmodule: git looks into a checked out
+// submodule by running itself there, with the submodule's configuration,
+// which the child wrote. The server's settlement check does not; it keeps
+// the worktree (an uncommitted edit in the submodule is not lost), and
+// plain git status runs the submodule's planted core.fsmonitor.
+func TestUnchangedDoesNotRunGitInASubmodule(t *testing.T) {
+	ctx := context.Background()
+	sub := gittest.Init(t, t.TempDir(), map[string]string{"s.txt": "s\n"})
+	subHead := strings.TrimSpace(gittest.Git(t, sub, "rev-parse", "HEAD"))
+	repo := gittest.Repo(t)
+	gittest.Git(t, repo, "update-index", "--add", "--cacheinfo", "160000,"+subHead+",sub")
+	gittest.Git(t, repo, "commit", "--quiet", "-m", "a submodule")
+	w, err := worktree.Create(ctx, repo, filepath.Join(t.TempDir(), "wt", "agent-s"), "subagent/agent-s")
+	must(t, err)
+	if same, err := worktree.Unchanged(ctx, w); err != nil || !same {
+		t.Fatalf("a fresh worktree with an empty submodule: Unchanged = %v, %v", same, err)
+	}
+
+	// The child checks the submodule out, edits it and plants a monitor.
+	marker := filepath.Join(t.TempDir(), "marker")
+	must(t, os.Remove(filepath.Join(w.Path, "sub")))
+	if out, err := exec.Command("cp", "-a", sub, filepath.Join(w.Path, "sub")).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	gittest.Git(t, filepath.Join(w.Path, "sub"), "config", "core.fsmonitor", touch(marker))
+	writeFiles(t, w.Path, map[string]string{"sub/s.txt": "edited\n"})
+
+	same, err := worktree.Unchanged(ctx, w)
+	if err != nil || same {
+		t.Errorf("Unchanged = %v, %v; want false (the submodule may hold edits)", same, err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("Unchanged ran the submodule's core.fsmonitor")
+	}
+	plainGit(t, w.Path, "status")
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the probe is broken: plain git status did not run the submodule's monitor: %v", err)
+	}
+}

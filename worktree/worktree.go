@@ -251,13 +251,29 @@ func Unchanged(ctx context.Context, w Info) (bool, error) {
 	if strings.TrimSpace(head) != w.Base {
 		return false, nil
 	}
-	// Submodules are not looked into: git would run itself in each, with
-	// the configuration found there.
-	st, err := g.run(ctx, "status", "--porcelain", "--untracked-files=all", "--ignore-submodules=all")
+	// git would look into a submodule's work tree by running itself
+	// there, with the configuration found there (the child's): it only
+	// compares the submodule's HEAD ("dirty" is ignored), and a checked
+	// out submodule, whose uncommitted edits it did not see, counts as a
+	// change so that nothing in it is removed.
+	st, err := g.run(ctx, "status", "--porcelain", "--untracked-files=all", "--ignore-submodules=dirty")
+	if err != nil || strings.TrimSpace(st) != "" {
+		return false, err
+	}
+	ls, err := g.run(ctx, "ls-files", "-z", "--stage")
 	if err != nil {
 		return false, err
 	}
-	return strings.TrimSpace(st) == "", nil
+	for _, e := range strings.Split(ls, "\x00") {
+		meta, name, ok := strings.Cut(e, "\t")
+		if !ok || !strings.HasPrefix(meta, "160000 ") {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(w.Path, name, ".git")); err == nil {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // Remove removes the worktree at w.Path (whatever it holds) and deletes
