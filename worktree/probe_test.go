@@ -315,3 +315,37 @@ func TestUnchangedDoesNotRunGitInASubmodule(t *testing.T) {
 		t.Fatalf("the probe is broken: plain git status did not run the submodule's monitor: %v", err)
 	}
 }
+
+// TestAWorktreeIsMadeFromAChildsWorktreeOnlyWhileItsGitFileIsIntact: a
+// child in a worktree may start an isolated child of its own; git then
+// finds the repository through the first child's .git file, so a
+// rewritten one is refused before git runs there.
+func TestAWorktreeIsMadeFromAChildsWorktreeOnlyWhileItsGitFileIsIntact(t *testing.T) {
+	ctx := context.Background()
+	repo := gittest.Repo(t)
+	root := t.TempDir()
+	w, err := worktree.Create(ctx, repo, filepath.Join(root, "agent-1"), "subagent/agent-1")
+	must(t, err)
+	if top, _, err := worktree.Locate(ctx, filepath.Join(w.Path, "pkg")); err != nil || top != w.Path {
+		t.Fatalf("Locate in an intact worktree = %q, %v", top, err)
+	}
+	w2, err := worktree.Create(ctx, w.Path, filepath.Join(root, "agent-2"), "subagent/agent-2")
+	must(t, err)
+	must(t, worktree.Remove(ctx, w2))
+
+	// A planted git dir that even names the worktree back.
+	plantGitDir(t, w.Path, "", map[string]string{".evil/gitdir": filepath.Join(w.Path, ".git") + "\n"})
+	if _, _, err := worktree.Locate(ctx, w.Path); !errors.Is(err, worktree.ErrPointer) {
+		t.Errorf("Locate in a worktree pointing at a planted git dir: %v, want ErrPointer", err)
+	}
+	if _, err := worktree.Create(ctx, w.Path, filepath.Join(root, "agent-3"), "subagent/agent-3"); !errors.Is(err, worktree.ErrPointer) {
+		t.Errorf("Create from a worktree pointing at a planted git dir: %v, want ErrPointer", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "agent-3")); !os.IsNotExist(err) {
+		t.Errorf("a worktree was made: %v", err)
+	}
+	// The probe: git itself takes the planted dir for the repository.
+	if got := strings.TrimSpace(plainGit(t, w.Path, "rev-parse", "--absolute-git-dir")); got != filepath.Join(w.Path, ".evil") {
+		t.Fatalf("the probe is broken: plain git uses %q", got)
+	}
+}
