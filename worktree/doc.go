@@ -28,7 +28,9 @@
 //     driver the configuration defines is blanked, as a .gitattributes
 //     file can name any of them (also at checkout: worktree add);
 //     diffs run with --no-ext-diff and --no-textconv; status does not
-//     look into submodules. Inherited GIT_CONFIG_* variables are dropped.
+//     look into submodules. Configuration inherited through the
+//     environment as command-line configuration (GIT_CONFIG_PARAMETERS,
+//     GIT_CONFIG_COUNT) and GIT_EXTERNAL_DIFF are dropped.
 //     A work tree whose .git is a file (a child's own worktree, when it
 //     starts an isolated child) must name a git directory outside it
 //     that names it back, as git made it.
