@@ -53,6 +53,10 @@ type Options struct {
 	// Heartbeat is how often an idle stream sends a comment line so
 	// proxies and the browser keep it; zero: 15 seconds.
 	Heartbeat time.Duration
+	// MaxStreams bounds the streams (tree and transcript) one principal
+	// holds open at a time; one more is refused with 429. Zero:
+	// DefaultMaxStreams.
+	MaxStreams int
 }
 
 // Server is the web view: its principals' tokens and their streams. Build
@@ -68,6 +72,8 @@ type Server struct {
 	closed  bool
 	done    chan struct{} // closed by Close: every stream ends
 	streams sync.WaitGroup
+	feeds   map[string]*feed // principal -> its tree streams' shared listing
+	open    map[string]int   // principal -> its streams open
 }
 
 // New returns a view over src.
@@ -90,7 +96,11 @@ func New(src Source, o Options) *Server {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = 15 * time.Second
 	}
-	return &Server{src: src, opts: o, log: o.Logger, tokens: map[string]string{}, byPrinc: map[string]string{}, done: make(chan struct{})}
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = DefaultMaxStreams
+	}
+	return &Server{src: src, opts: o, log: o.Logger, tokens: map[string]string{}, byPrinc: map[string]string{}, done: make(chan struct{}),
+		feeds: map[string]*feed{}, open: map[string]int{}}
 }
 
 // Token returns principal's view token, minting it on first use: 128
