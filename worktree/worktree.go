@@ -134,13 +134,34 @@ func Create(ctx context.Context, repo, path, branch string) (Info, error) {
 var repoLocks sync.Map // the repository's common git directory -> *sync.Mutex
 
 func lockRepo(ctx context.Context, repo string) (unlock func(), err error) {
-	dir, err := git(ctx, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	dir, err := commonDir(ctx, repo)
 	if err != nil {
 		return nil, err
 	}
-	mu, _ := repoLocks.LoadOrStore(strings.TrimSpace(dir), new(sync.Mutex))
+	mu, _ := repoLocks.LoadOrStore(dir, new(sync.Mutex))
 	mu.(*sync.Mutex).Lock()
 	return mu.(*sync.Mutex).Unlock, nil
+}
+
+// commonDirs caches each repository's common git directory: asking git
+// costs a process on every turn's end, and the answer stays while the
+// directory does.
+var commonDirs sync.Map // the work tree's top -> its common git directory
+
+// commonDir is the common git directory of the work tree at repo.
+func commonDir(ctx context.Context, repo string) (string, error) {
+	if d, ok := commonDirs.Load(repo); ok {
+		if fi, err := os.Stat(d.(string)); err == nil && fi.IsDir() {
+			return d.(string), nil
+		}
+	}
+	out, err := git(ctx, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		return "", err
+	}
+	d := strings.TrimSpace(out)
+	commonDirs.Store(repo, d)
+	return d, nil
 }
 
 // Ensure makes sure w's directory is a worktree again: a removed one (an
@@ -565,11 +586,9 @@ func open(ctx context.Context, w Info) (*runner, error) {
 // adminDir finds the git directory of the worktree w from its recorded
 // repository, and checks that w.Path/.git still names it.
 func adminDir(ctx context.Context, w Info) (admin, common string, err error) {
-	out, err := git(ctx, w.Repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
-	if err != nil {
+	if common, err = commonDir(ctx, w.Repo); err != nil {
 		return "", "", err
 	}
-	common = strings.TrimSpace(out)
 	pointer := filepath.Join(w.Path, ".git")
 	names := func(dir string) bool {
 		b, err := os.ReadFile(filepath.Join(dir, "gitdir"))
