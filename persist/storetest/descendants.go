@@ -99,7 +99,7 @@ func testDescendants(t *testing.T, s manager.Store) {
 		t.Errorf("paging by 2 visited %v, want %v", got, want)
 	}
 	// A key between two entries starts at the next.
-	between := manager.ListingKey{CreatedAt: base.Add(time.Second), ID: "b0"}
+	between := manager.ListingKey{CreatedAt: base.Add(time.Second), ID: "a9"}
 	if got := ids(desc(root, manager.Page{After: between, Limit: 1})); !slices.Equal(got, []string{"b"}) {
 		t.Errorf("after a key between a and b: %v, want [b]", got)
 	}
