@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
@@ -53,6 +54,12 @@ type Options struct {
 	// Heartbeat is how often an idle stream sends a comment line so
 	// proxies and the browser keep it; zero: 15 seconds.
 	Heartbeat time.Duration
+	// SameOrigin reports whether a state-changing request's Origin header
+	// is the view's own origin: the server that mounts the view knows its
+	// listener's names. Nil: the Origin's host must be the request's Host,
+	// which is enough only where the Host was checked first (a page on a
+	// name rebound to 127.0.0.1 sends its own name as both).
+	SameOrigin func(origin string, r *http.Request) bool
 }
 
 // Server is the web view: its principals' tokens and their streams. Build
@@ -89,6 +96,9 @@ func New(src Source, o Options) *Server {
 	}
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = 15 * time.Second
+	}
+	if o.SameOrigin == nil {
+		o.SameOrigin = sameOrigin
 	}
 	return &Server{src: src, opts: o, log: o.Logger, tokens: map[string]string{}, byPrinc: map[string]string{}, done: make(chan struct{})}
 }
@@ -236,8 +246,8 @@ func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, caller ma
 // view never answers).
 func (s *Server) action(h func(w http.ResponseWriter, r *http.Request, caller manager.ParentRef)) func(http.ResponseWriter, *http.Request, manager.ParentRef) {
 	return func(w http.ResponseWriter, r *http.Request, caller manager.ParentRef) {
-		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r.Host) {
-			writeError(w, http.StatusForbidden, "UNAUTHORIZED: origin "+o+" is not this view's")
+		if o := r.Header.Get("Origin"); o != "" && !s.opts.SameOrigin(o, r) {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("UNAUTHORIZED: origin %q is not this view's", truncate.Head(o, 200)))
 			return
 		}
 		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
@@ -249,9 +259,9 @@ func (s *Server) action(h func(w http.ResponseWriter, r *http.Request, caller ma
 	}
 }
 
-func sameOrigin(origin, host string) bool {
+func sameOrigin(origin string, r *http.Request) bool {
 	u, err := url.Parse(origin)
-	return err == nil && strings.EqualFold(u.Host, host)
+	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
 type actionReq struct {

@@ -94,6 +94,16 @@ type app struct {
 	tasks   *tasks.Layer // durable MCP tasks; nil with --ephemeral
 	log     *slog.Logger
 	closers []func() // run in reverse by close
+	// insecure turns protections off, for the tests that prove their
+	// probes reach what the protections guard; zero keeps every one.
+	insecure insecureHooks
+}
+
+// insecureHooks are protections a test may turn off; nothing else sets
+// them.
+type insecureHooks struct {
+	anyHost   bool // no loopback Host check on the --http and ui listeners
+	anonymous bool // tokenless --http without a bearer token, as principal local
 }
 
 // resolveDataDir is --data-dir, else the config's, else the default.
@@ -231,7 +241,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	a.closers = append(a.closers, a.web.close)
 	if len(external) > 0 { // external children reach the server back here
 		cctx, stopCallbacks := context.WithCancel(ctx)
-		url, stopped, err := serveCallbacks(cctx, a.ms, ts, cfg.HTTP, log.With("component", "callback"))
+		url, stopped, err := serveCallbacks(cctx, a.ms, ts, cfg.HTTP, false, log.With("component", "callback"))
 		if err != nil {
 			stopCallbacks()
 			return nil, fmt.Errorf("callback listener: %w", err)
@@ -314,7 +324,11 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 	}
 	defer a.close()
 	if listener != nil {
-		return serveHTTP(ctx, listener, a, cfg.HTTP, log)
+		hc, err := a.httpAuth(cfg.HTTP, os.Stderr)
+		if err != nil {
+			return err
+		}
+		return serveHTTP(ctx, listener, a, hc, log)
 	}
 	log.Info("serving MCP over stdio", "version", version, "principal", o.principal)
 	// Not mcp-go's stdio server: its worker pool lets long calls (waits,
@@ -331,9 +345,16 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 	return err
 }
 
+// serveHTTP serves --http on ln until ctx ends: /mcp, the web view under
+// /view/, and on a loopback listener the Host check in front of them all.
+// hc is the config's http section after httpAuth.
 func serveHTTP(ctx context.Context, ln net.Listener, a *app, hc HTTPConfig, log *slog.Logger) error {
 	h, streamable := httpHandler(a.ms, a.ts, hc, log, a.tasks)
-	srv := newHTTPServer(a.web.mount(h, hc), hc)
+	root := a.web.mount(h, hc)
+	if !a.insecure.anyHost {
+		root = guardHost(root, ln.Addr())
+	}
+	srv := newHTTPServer(root, hc)
 	srv.RegisterOnShutdown(a.web.view.Close) // its streams never go idle: end them, or Shutdown waits them out
 	log.Info("serving MCP over streamable HTTP", "version", version, "url", "http://"+ln.Addr().String()+"/mcp",
 		"max_body_bytes", hc.maxBody(), "read_timeout", srv.ReadTimeout, "idle_timeout", srv.IdleTimeout, "session_idle", hc.sessionIdle())
