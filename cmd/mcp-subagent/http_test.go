@@ -512,6 +512,7 @@ func TestTheConfiguredLimitsHoldInTheBinary(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 70000) + `"}}`
 	req, _ := http.NewRequest("POST", h.url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+h.token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
