@@ -23,7 +23,11 @@ func serveCallbacks(ctx context.Context, ms *server.MCPServer, ts *tools.Server,
 	if err != nil {
 		return "", nil, err
 	}
-	streamable := newStreamable(ms, hc, log)
+	var sopts []server.StreamableHTTPOption
+	if anyHost { // mcp-go's own Host check too
+		sopts = append(sopts, server.WithDisableLocalhostProtection(true))
+	}
+	streamable := newStreamable(ms, hc, log, sopts...)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", callbackGuard(limitBody(streamable, hc), ts))
 	var h http.Handler = mux

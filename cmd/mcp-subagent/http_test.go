@@ -435,7 +435,7 @@ func TestAbandonedSessionsExpire(t *testing.T) {
 			h.AddOnUnregisterSession(func(context.Context, server.ClientSession) { registered.Add(-1) })
 		})
 		hc := HTTPConfig{SessionIdleSeconds: 600}
-		h, streamable := httpHandler(ms, ts, hc, slog.New(slog.DiscardHandler))
+		h, streamable := httpHandler(ms, ts, hc, slog.New(slog.DiscardHandler), nil)
 		defer func() { _ = streamable.Shutdown(context.Background()) }()
 		do := func(body, session string) *httptest.ResponseRecorder {
 			req := httptest.NewRequest("POST", "/mcp", strings.NewReader(body))

@@ -91,14 +91,18 @@ func (g *guarded) localChild(t *testing.T, prompt string) string {
 }
 
 // probe is one request to a route: its method, URL, body and headers.
+// A POST of a browser page carries the page's Origin; /mcp's probes send
+// none (as a client that is no browser, or a browser's GET), so they meet
+// the Host check alone and not also /mcp's Origin check.
 type probe struct {
 	name, method, url, body string
 	header                  map[string]string
+	noOrigin                bool
 }
 
 // do sends p with Host host (and, for a POST, Origin http://host, as a
-// browser page of that host sends); it returns the status and the body's
-// start (an event stream is not read to its end).
+// browser page of that host sends); it returns the status and the body
+// (of an event stream, its first line: it is not read to its end).
 func (p probe) do(t *testing.T, host string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -108,7 +112,7 @@ func (p probe) do(t *testing.T, host string) (int, string) {
 		t.Fatal(err)
 	}
 	req.Host = host
-	if p.method == http.MethodPost {
+	if p.method == http.MethodPost && !p.noOrigin {
 		req.Header.Set("Origin", "http://"+host)
 	}
 	for k, v := range p.header {
@@ -119,8 +123,12 @@ func (p probe) do(t *testing.T, host string) (int, string) {
 		t.Fatalf("%s: %v", p.name, err)
 	}
 	defer res.Body.Close()
-	line, _ := bufio.NewReader(res.Body).ReadString('\n')
-	return res.StatusCode, line
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		line, _ := bufio.NewReader(res.Body).ReadString('\n')
+		return res.StatusCode, line
+	}
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<16))
+	return res.StatusCode, string(b)
 }
 
 // hostOf is u's host:port.
@@ -169,20 +177,24 @@ func TestEveryLoopbackRouteRefusesAnotherHost(t *testing.T) {
 		cbPost := map[string]string{"Authorization": "Bearer " + cb.Token, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 		jsonPost := map[string]string{"Content-Type": "application/json"}
 		send := `{"id":"` + id + `","message":"hello"}`
+		// A task method: the tasks layer answers it itself, never reaching
+		// mcp-go's streamable server and its own Host check.
+		taskCall := `{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"task-none"}}`
 		routes := []probe{
-			{"serve --http POST /mcp", http.MethodPost, g.base + "/mcp", initBody, mcpPost},
-			{"serve --http GET /view/url", http.MethodGet, g.base + "/view/url", "", bearer},
-			{"serve --http GET /view/ (the page)", http.MethodGet, g.base + "/view/?token=" + vt, "", nil},
-			{"serve --http GET /view/assets/app.js", http.MethodGet, g.base + "/view/assets/app.js", "", nil},
-			{"serve --http GET /view/api/tree", http.MethodGet, g.base + "/view/api/tree?token=" + vt, "", nil},
-			{"serve --http GET /view/api/transcript", http.MethodGet, g.base + "/view/api/transcript?token=" + vt + "&id=" + id, "", nil},
-			{"serve --http POST /view/api/send", http.MethodPost, g.base + "/view/api/send?token=" + vt, send, jsonPost},
-			{"serve --http POST /view/api/interrupt", http.MethodPost, g.base + "/view/api/interrupt?token=" + vt, `{"id":"` + id + `"}`, jsonPost},
-			{"serve --http GET /elsewhere", http.MethodGet, g.base + "/elsewhere", "", bearer},
-			{"ui GET / (the page)", http.MethodGet, uiBase + "/?token=" + vt, "", nil},
-			{"ui GET /api/tree", http.MethodGet, uiBase + "/api/tree?token=" + vt, "", nil},
-			{"ui POST /api/send", http.MethodPost, uiBase + "/api/send?token=" + vt, send, jsonPost},
-			{"callbacks POST /mcp", http.MethodPost, cbURL, initBody, cbPost},
+			{"serve --http POST /mcp", http.MethodPost, g.base + "/mcp", initBody, mcpPost, true},
+			{"serve --http POST /mcp tasks/get (the tasks layer answers it)", http.MethodPost, g.base + "/mcp", taskCall, mcpPost, true},
+			{"serve --http GET /view/url", http.MethodGet, g.base + "/view/url", "", bearer, false},
+			{"serve --http GET /view/ (the page)", http.MethodGet, g.base + "/view/?token=" + vt, "", nil, false},
+			{"serve --http GET /view/assets/app.js", http.MethodGet, g.base + "/view/assets/app.js", "", nil, false},
+			{"serve --http GET /view/api/tree", http.MethodGet, g.base + "/view/api/tree?token=" + vt, "", nil, false},
+			{"serve --http GET /view/api/transcript", http.MethodGet, g.base + "/view/api/transcript?token=" + vt + "&id=" + id, "", nil, false},
+			{"serve --http POST /view/api/send", http.MethodPost, g.base + "/view/api/send?token=" + vt, send, jsonPost, false},
+			{"serve --http POST /view/api/interrupt", http.MethodPost, g.base + "/view/api/interrupt?token=" + vt, `{"id":"` + id + `"}`, jsonPost, false},
+			{"serve --http GET /elsewhere", http.MethodGet, g.base + "/elsewhere", "", bearer, false},
+			{"ui GET / (the page)", http.MethodGet, uiBase + "/?token=" + vt, "", nil, false},
+			{"ui GET /api/tree", http.MethodGet, uiBase + "/api/tree?token=" + vt, "", nil, false},
+			{"ui POST /api/send", http.MethodPost, uiBase + "/api/send?token=" + vt, send, jsonPost, false},
+			{"callbacks POST /mcp", http.MethodPost, cbURL, initBody, cbPost, true},
 		}
 		for _, p := range routes {
 			own := hostOf(t, p.url)
@@ -254,7 +266,7 @@ func TestTheViewComparesTheOriginWithTheListenersNames(t *testing.T) {
 		"http://127.0.0.1.nip.io:" + port: http.StatusForbidden,
 	} {
 		p := probe{"send", http.MethodPost, g.base + "/view/api/send?token=" + vt, `{"id":"` + id + `","message":"hi"}`,
-			map[string]string{"Content-Type": "application/json", "Origin": origin}}
+			map[string]string{"Content-Type": "application/json", "Origin": origin}, false}
 		if got, body := p.do(t, own); got != want {
 			t.Errorf("POST send with Origin %q: %d %q, want %d", origin, got, body, want)
 		}
@@ -282,7 +294,7 @@ func TestARebindingPageCannotTakeTheView(t *testing.T) {
 		id := g.localChild(t, "the secret plan")
 		_, port, _ := net.SplitHostPort(hostOf(t, g.base))
 		evil := "evil.example:" + port
-		code, line := probe{"view url", http.MethodGet, g.base + "/view/url", "", nil}.do(t, evil)
+		code, line := probe{"view url", http.MethodGet, g.base + "/view/url", "", nil, false}.do(t, evil)
 		if code != tc.want {
 			t.Errorf("%s: GET /view/url from the rebound page: %d %q, want %d", tc.name, code, line, tc.want)
 			continue
@@ -296,7 +308,7 @@ func TestARebindingPageCannotTakeTheView(t *testing.T) {
 		}
 		q, _ := url.Parse(vu.URL)
 		vt := q.Query().Get("token")
-		_, head := probe{"transcript", http.MethodGet, g.base + "/view/api/transcript?token=" + vt + "&id=" + id, "", nil}.do(t, evil)
+		_, head := probe{"transcript", http.MethodGet, g.base + "/view/api/transcript?token=" + vt + "&id=" + id, "", nil, false}.do(t, evil)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.base+"/view/api/transcript?token="+vt+"&id="+id, nil)
 		req.Host = evil
@@ -316,7 +328,7 @@ func TestARebindingPageCannotTakeTheView(t *testing.T) {
 			t.Errorf("%s: the rebound page did not read local's transcript (first line %q): the probe is broken", tc.name, head)
 		}
 		sent, body := probe{"send", http.MethodPost, g.base + "/view/api/send?token=" + vt, `{"id":"` + id + `","message":"do my bidding"}`,
-			map[string]string{"Content-Type": "application/json"}}.do(t, evil)
+			map[string]string{"Content-Type": "application/json"}, false}.do(t, evil)
 		if sent != http.StatusOK {
 			t.Errorf("%s: the rebound page's send: %d %q; the probe is broken", tc.name, sent, body)
 		}

@@ -349,7 +349,11 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 // /view/, and on a loopback listener the Host check in front of them all.
 // hc is the config's http section after httpAuth.
 func serveHTTP(ctx context.Context, ln net.Listener, a *app, hc HTTPConfig, log *slog.Logger) error {
-	h, streamable := httpHandler(a.ms, a.ts, hc, log, a.tasks)
+	var sopts []server.StreamableHTTPOption
+	if a.insecure.anyHost { // mcp-go's own Host check on /mcp too
+		sopts = append(sopts, server.WithDisableLocalhostProtection(true))
+	}
+	h, streamable := httpHandler(a.ms, a.ts, hc, log, a.tasks, sopts...)
 	root := a.web.mount(h, hc)
 	if !a.insecure.anyHost {
 		root = guardHost(root, ln.Addr())
@@ -374,14 +378,16 @@ func serveHTTP(ctx context.Context, ln net.Listener, a *app, hc HTTPConfig, log 
 }
 
 // httpHandler is serve --http's handler: the origin and token guard, the
-// body limit, sessions bound to their principal, the tasks layer (tl, at
-// most one; none with --ephemeral), then mcp-go's streamable HTTP server,
-// whose Shutdown stops its session sweeper.
-func httpHandler(ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger, tl ...*tasks.Layer) (http.Handler, *server.StreamableHTTPServer) {
-	streamable := newStreamable(ms, hc, log.With("component", "http"))
+// body limit, sessions bound to their principal, the tasks layer (tl; nil
+// with --ephemeral), then mcp-go's streamable HTTP server (with opts),
+// whose Shutdown stops its session sweeper. mcp-go's own Host check covers
+// only what reaches it (not the tasks layer's answers, nor the view):
+// guardHost in front of the whole listener is the one that counts.
+func httpHandler(ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger, tl *tasks.Layer, opts ...server.StreamableHTTPOption) (http.Handler, *server.StreamableHTTPServer) {
+	streamable := newStreamable(ms, hc, log.With("component", "http"), opts...)
 	var inner http.Handler = streamable
-	if len(tl) > 0 && tl[0] != nil {
-		inner = tl[0].HTTP(streamable, ms.HandleMessage)
+	if tl != nil {
+		inner = tl.HTTP(streamable, ms.HandleMessage)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", guard(limitBody(bindSessions(inner, ts), hc), hc))
