@@ -284,6 +284,9 @@ func decodeAction(w http.ResponseWriter, r *http.Request, needMessage bool, maxM
 	case in.ID == "":
 		writeError(w, http.StatusBadRequest, `INVALID_REQUEST: field "id": required; give the child's id`)
 		return in, false
+	case len(in.ID) > maxIDBytes:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(`INVALID_REQUEST: field "id": %d bytes, no child's id (at most %d)`, len(in.ID), maxIDBytes))
+		return in, false
 	case needMessage && strings.TrimSpace(in.Message) == "":
 		writeError(w, http.StatusBadRequest, `INVALID_REQUEST: field "message": must not be empty; write the message to send`)
 		return in, false
@@ -326,7 +329,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, caller manager.Par
 func writeManagerError(w http.ResponseWriter, err error) {
 	var e *manager.Error
 	if !errors.As(err, &e) {
-		writeError(w, http.StatusInternalServerError, err.Error())
+		writeError(w, http.StatusInternalServerError, truncate.Bound(err.Error(), maxErrorBytes))
 		return
 	}
 	status := http.StatusBadRequest
@@ -338,8 +341,16 @@ func writeManagerError(w http.ResponseWriter, err error) {
 	case manager.CodeNotResumable:
 		status = http.StatusConflict
 	}
-	writeError(w, status, fmt.Sprintf("%s: %s", e.Code, e.Message))
+	// Bounded: a message may quote what the request named.
+	writeError(w, status, truncate.Bound(fmt.Sprintf("%s: %s", e.Code, e.Message), maxErrorBytes))
 }
+
+// maxIDBytes bounds a child's id in a request (the server mints 22-byte
+// ids); maxErrorBytes an error's text.
+const (
+	maxIDBytes    = 256
+	maxErrorBytes = 1024
+)
 
 func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]string{"error": msg})

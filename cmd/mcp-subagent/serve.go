@@ -256,13 +256,13 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 // a fixed timer: Codex after tool_timeout_sec (60 s by default).
 var defaultClientWait = map[string]float64{"codex-mcp-client": 50}
 
-// intercept is what sees each stdio message before MCP: the tasks layer
-// (nil: nothing, with --ephemeral).
+// intercept is what sees each stdio message before MCP: the resources/read
+// error codes, and the tasks layer (none with --ephemeral).
 func (a *app) intercept() daemon.Intercept {
 	if a.tasks == nil {
-		return nil
+		return resourceCodes(nil)
 	}
-	return a.tasks.Handle
+	return resourceCodes(a.tasks.Handle)
 }
 
 func (a *app) close() {
@@ -389,6 +389,7 @@ func httpHandler(ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slo
 	if tl != nil {
 		inner = tl.HTTP(streamable, ms.HandleMessage)
 	}
+	inner = resourceCodesHTTP(inner, ms.HandleMessage)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", guard(limitBody(bindSessions(inner, ts), hc), hc))
 	return mux, streamable
