@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
@@ -35,23 +36,27 @@ func isResourceRead(raw []byte) bool {
 }
 
 // withResourceCodes is resp with a resources/read error's code set by its
-// message's word.
+// message's word, and the message bounded: mcp-go's own "handler not found
+// for resource URI '...'" quotes the URI whole.
 func withResourceCodes(resp mcp.JSONRPCMessage) mcp.JSONRPCMessage {
-	switch e := resp.(type) {
+	var e mcp.JSONRPCError
+	switch v := resp.(type) {
 	case mcp.JSONRPCError:
-		if code, ok := tools.ResourceErrorCode(e.Error.Message); ok && e.Error.Code == mcp.INTERNAL_ERROR {
-			e.Error.Code = code
-			return e
-		}
+		e = v
 	case *mcp.JSONRPCError:
-		if code, ok := tools.ResourceErrorCode(e.Error.Message); ok && e.Error.Code == mcp.INTERNAL_ERROR {
-			c := *e
-			c.Error.Code = code
-			return c
-		}
+		e = *v
+	default:
+		return resp
 	}
-	return resp
+	if code, ok := tools.ResourceErrorCode(e.Error.Message); ok && e.Error.Code == mcp.INTERNAL_ERROR {
+		e.Error.Code = code
+	}
+	e.Error.Message = truncate.Bound(e.Error.Message, maxRPCErrorBytes)
+	return e
 }
+
+// maxRPCErrorBytes bounds a resources/read error's message.
+const maxRPCErrorBytes = 1024
 
 // resourceCodes is the stdio sessions' Intercept: inner (the tasks layer;
 // nil: none), with resources/read errors given their codes.
