@@ -125,6 +125,12 @@ func runCLI(cmd string, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if len(names) > 0 && names[0] == "ID" {
+		if err := checkID(pos[0]); err != nil {
+			fmt.Fprintf(stderr, "mcp-subagent %s: %v\n", cmd, err)
+			return 2
+		}
+	}
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

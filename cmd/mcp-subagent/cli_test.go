@@ -60,13 +60,18 @@ func TestHTTPBearerTokens(t *testing.T) {
 
 func TestHTTPOriginChecked(t *testing.T) {
 	s := start(t, nil, serverOpts{http: true})
-	if code := post(t, s.url, map[string]string{"Origin": "https://evil.example"}); code != http.StatusForbidden {
+	with := func(k, v string) map[string]string {
+		h := s.bearer()
+		h[k] = v
+		return h
+	}
+	if code := post(t, s.url, with("Origin", "https://evil.example")); code != http.StatusForbidden {
 		t.Errorf("foreign origin: status %d, want 403", code)
 	}
-	if code := post(t, s.url, map[string]string{"Origin": "http://localhost:5173"}); code != http.StatusOK {
+	if code := post(t, s.url, with("Origin", "http://localhost:5173")); code != http.StatusOK {
 		t.Errorf("loopback origin: status %d, want 200", code)
 	}
-	if code := post(t, s.url, nil); code != http.StatusOK {
+	if code := post(t, s.url, s.bearer()); code != http.StatusOK {
 		t.Errorf("no origin: status %d, want 200", code)
 	}
 }

@@ -77,9 +77,14 @@ func runDaemon(ctx context.Context, o serveOptions, cfg Config, foreground bool,
 			return err
 		}
 		defer a.close()
+		hc, err := a.httpAuth(cfg.HTTP, os.Stderr)
+		if err != nil {
+			daemon.ReportReady("", err)
+			return err
+		}
 		hctx, cancel := context.WithCancel(ctx)
 		httpErr := make(chan error, 1)
-		go func() { httpErr <- serveHTTP(hctx, ln, a, cfg.HTTP, log) }()
+		go func() { httpErr <- serveHTTP(hctx, ln, a, hc, log) }()
 		defer func() { cancel(); <-httpErr }()
 		return serveSocket(ctx, o, cfg, l, a, foreground, log)
 	}

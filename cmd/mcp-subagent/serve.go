@@ -99,6 +99,16 @@ type app struct {
 	tasks   *tasks.Layer // durable MCP tasks; nil with --ephemeral
 	log     *slog.Logger
 	closers []func() // run in reverse by close
+	// insecure turns protections off, for the tests that prove their
+	// probes reach what the protections guard; zero keeps every one.
+	insecure insecureHooks
+}
+
+// insecureHooks are protections a test may turn off; nothing else sets
+// them.
+type insecureHooks struct {
+	anyHost   bool // no loopback Host check on the --http and ui listeners
+	anonymous bool // tokenless --http without a bearer token, as principal local
 }
 
 // resolveDataDir is --data-dir, else the config's, else the default.
@@ -254,7 +264,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	a.closers = append(a.closers, a.web.close)
 	if len(external) > 0 { // external children reach the server back here
 		cctx, stopCallbacks := context.WithCancel(ctx)
-		url, stopped, err := serveCallbacks(cctx, a.ms, ts, cfg.HTTP, log.With("component", "callback"))
+		url, stopped, err := serveCallbacks(cctx, a.ms, ts, cfg.HTTP, false, log.With("component", "callback"))
 		if err != nil {
 			stopCallbacks()
 			return nil, fmt.Errorf("callback listener: %w", err)
@@ -269,13 +279,13 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 // a fixed timer: Codex after tool_timeout_sec (60 s by default).
 var defaultClientWait = map[string]float64{"codex-mcp-client": 50}
 
-// intercept is what sees each stdio message before MCP: the tasks layer
-// (nil: nothing, with --ephemeral).
+// intercept is what sees each stdio message before MCP: the resources/read
+// error codes, and the tasks layer (none with --ephemeral).
 func (a *app) intercept() daemon.Intercept {
 	if a.tasks == nil {
-		return nil
+		return resourceCodes(nil)
 	}
-	return a.tasks.Handle
+	return resourceCodes(a.tasks.Handle)
 }
 
 func (a *app) close() {
@@ -337,7 +347,11 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 	}
 	defer a.close()
 	if listener != nil {
-		return serveHTTP(ctx, listener, a, cfg.HTTP, log)
+		hc, err := a.httpAuth(cfg.HTTP, os.Stderr)
+		if err != nil {
+			return err
+		}
+		return serveHTTP(ctx, listener, a, hc, log)
 	}
 	log.Info("serving MCP over stdio", "version", version, "principal", o.principal)
 	// Not mcp-go's stdio server: its worker pool lets long calls (waits,
@@ -354,9 +368,20 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 	return err
 }
 
+// serveHTTP serves --http on ln until ctx ends: /mcp, the web view under
+// /view/, and on a loopback listener the Host check in front of them all.
+// hc is the config's http section after httpAuth.
 func serveHTTP(ctx context.Context, ln net.Listener, a *app, hc HTTPConfig, log *slog.Logger) error {
-	h, streamable := httpHandler(a.ms, a.ts, hc, log, a.tasks)
-	srv := newHTTPServer(a.web.mount(h, hc), hc)
+	var sopts []server.StreamableHTTPOption
+	if a.insecure.anyHost { // mcp-go's own Host check on /mcp too
+		sopts = append(sopts, server.WithDisableLocalhostProtection(true))
+	}
+	h, streamable := httpHandler(a.ms, a.ts, hc, log, a.tasks, sopts...)
+	root := a.web.mount(h, hc)
+	if !a.insecure.anyHost {
+		root = guardHost(root, ln.Addr())
+	}
+	srv := newHTTPServer(root, hc)
 	srv.RegisterOnShutdown(a.web.view.Close) // its streams never go idle: end them, or Shutdown waits them out
 	log.Info("serving MCP over streamable HTTP", "version", version, "url", "http://"+ln.Addr().String()+"/mcp",
 		"max_body_bytes", hc.maxBody(), "read_timeout", srv.ReadTimeout, "idle_timeout", srv.IdleTimeout, "session_idle", hc.sessionIdle())
@@ -376,15 +401,18 @@ func serveHTTP(ctx context.Context, ln net.Listener, a *app, hc HTTPConfig, log 
 }
 
 // httpHandler is serve --http's handler: the origin and token guard, the
-// body limit, sessions bound to their principal, the tasks layer (tl, at
-// most one; none with --ephemeral), then mcp-go's streamable HTTP server,
-// whose Shutdown stops its session sweeper.
-func httpHandler(ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger, tl ...*tasks.Layer) (http.Handler, *server.StreamableHTTPServer) {
-	streamable := newStreamable(ms, hc, log.With("component", "http"))
+// body limit, sessions bound to their principal, the tasks layer (tl; nil
+// with --ephemeral), then mcp-go's streamable HTTP server (with opts),
+// whose Shutdown stops its session sweeper. mcp-go's own Host check covers
+// only what reaches it (not the tasks layer's answers, nor the view):
+// guardHost in front of the whole listener is the one that counts.
+func httpHandler(ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger, tl *tasks.Layer, opts ...server.StreamableHTTPOption) (http.Handler, *server.StreamableHTTPServer) {
+	streamable := newStreamable(ms, hc, log.With("component", "http"), opts...)
 	var inner http.Handler = streamable
-	if len(tl) > 0 && tl[0] != nil {
-		inner = tl[0].HTTP(streamable, ms.HandleMessage)
+	if tl != nil {
+		inner = tl.HTTP(streamable, ms.HandleMessage)
 	}
+	inner = resourceCodesHTTP(inner, ms.HandleMessage)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", guard(limitBody(bindSessions(inner, ts), hc), hc))
 	return mux, streamable
