@@ -532,6 +532,12 @@ func TestServeEndsWithinASecondOfASignal(t *testing.T) {
 				t.Fatalf("no answer to initialize: %q %v; stderr:\n%s", line, err, stderr)
 			}
 			pid := daemonPID(dataDir)
+			// A race-built binary alone takes a second or more to exit on
+			// a loaded machine; the plain binary, under 100 ms.
+			bound := time.Second
+			if raceBuild {
+				bound = 10 * time.Second
+			}
 			sent := time.Now()
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
@@ -539,10 +545,10 @@ func TestServeEndsWithinASecondOfASignal(t *testing.T) {
 			select {
 			case err := <-exited:
 				t.Logf("serve exited %v after %v: %v", sig, time.Since(sent).Round(time.Millisecond), err)
-			case <-time.After(time.Second):
+			case <-time.After(bound):
 				_ = cmd.Process.Kill()
 				<-exited
-				t.Fatalf("serve still ran a second after %v; stderr:\n%s", sig, stderr)
+				t.Fatalf("serve still ran %v after %v; stderr:\n%s", bound, sig, stderr)
 			}
 			if !alive(pid) {
 				t.Errorf("the daemon %d ended with the relay", pid)
