@@ -40,7 +40,7 @@ type testServer struct {
 
 func newTestServer() *testServer {
 	ts := &testServer{entered: make(chan string, 4096), release: make(chan struct{})}
-	ts.ms = server.NewMCPServer("test", "1", server.WithToolCapabilities(false))
+	ts.ms = server.NewMCPServer("test", "1", server.WithToolCapabilities(false), server.WithResourceCapabilities(true, false))
 	ts.ms.AddTool(mcp.NewTool("block"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		ts.calls.Add(1)
 		ts.entered <- "block"

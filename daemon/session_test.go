@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
@@ -91,43 +92,55 @@ func TestATakeoverIsNotHeldByASessionThatDoesNotRead(t *testing.T) {
 func jsonID(i int) string { b, _ := json.Marshal(i + 100); return string(b) }
 
 // A session that sends without reading holds at most maxInFlight requests:
-// then the daemon stops reading it, and the client's writes wait.
+// then the daemon stops reading it, and the client's writes wait. Whether
+// the answers are large (tool results) or small (subscriptions).
 func TestASessionThatDoesNotReadHoldsBoundedRequests(t *testing.T) {
-	dir := t.TempDir()
-	ts := newTestServer()
-	runDaemon(t, dir, ts.ms)
-	c := openSession(t, dir) // its answers are never read
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	g0 := runtime.NumGoroutine()
-	const n = 20000
-	// Each answer is 64 KiB: past a few, the answers wait on the client.
-	waited := false
-	for i := range n {
-		_ = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		if _, err := io.WriteString(c, callTool(jsonID(i), "big", map[string]any{"size": 64 << 10})); err != nil {
-			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		req  func(i int) string
+	}{
+		{"64 KiB answers", func(i int) string { return callTool(jsonID(i), "big", map[string]any{"size": 64 << 10}) }},
+		{"subscriptions", func(i int) string {
+			return request(jsonID(i), "resources/subscribe", map[string]any{"uri": fmt.Sprintf("test://unknown/%d", i)})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ts := newTestServer()
+			runDaemon(t, dir, ts.ms)
+			c := openSession(t, dir) // its answers are never read
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			g0 := runtime.NumGoroutine()
+			const n = 20000
+			waited, sent := false, n
+			for i := range n {
+				_ = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+				if _, err := io.WriteString(c, tc.req(i)); err != nil {
+					if !errors.Is(err, os.ErrDeadlineExceeded) {
+						t.Fatal(err)
+					}
+					waited, sent = true, i
+					break
+				}
 			}
-			waited = true
-			break
-		}
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	g := runtime.NumGoroutine() - g0
-	inuse := int64(after.HeapInuse+after.StackInuse) - int64(before.HeapInuse+before.StackInuse)
-	t.Logf("requests handled %d, goroutines +%d, heap+stack in use %+d KiB", ts.calls.Load(), g, inuse>>10)
-	if !waited {
-		t.Fatalf("the client wrote %d requests and never waited: the daemon read them all without answering (%d handled, %d goroutines)", n, ts.calls.Load(), g)
-	}
-	// A few answers fit in the socket's buffers and free their slots.
-	if h := ts.calls.Load(); h > maxInFlight+16 {
-		t.Errorf("%d requests were taken from a session that reads nothing; want at most about %d", h, maxInFlight)
-	}
-	if g > 2*maxInFlight {
-		t.Errorf("goroutines grew by %d; want at most about %d", g, maxInFlight)
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			g := runtime.NumGoroutine() - g0
+			inuse := int64(after.HeapInuse+after.StackInuse) - int64(before.HeapInuse+before.StackInuse)
+			t.Logf("%d requests written before the client waited (of %d), tool calls handled %d, goroutines %+d, heap+stack in use %+d KiB", sent, n, ts.calls.Load(), g, inuse>>10)
+			if !waited {
+				t.Fatalf("the client wrote %d requests and never waited: the daemon read them all without answering (%d goroutines)", n, g)
+			}
+			// A few answers fit in the socket's buffers and free their slots.
+			if h := ts.calls.Load(); h > maxInFlight+16 {
+				t.Errorf("%d requests were taken from a session that reads nothing; want at most about %d", h, maxInFlight)
+			}
+			if g > 2*maxInFlight {
+				t.Errorf("goroutines grew by %d; want at most about %d", g, maxInFlight)
+			}
+		})
 	}
 }
 
