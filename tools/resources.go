@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -191,10 +192,11 @@ type subscription struct {
 	done chan struct{}
 }
 
-// subscribe starts forwarding uri's changes to the session of ctx. A
-// caller who may not read the child (or a session that cannot be pushed
-// to) gets an acknowledged subscription that never fires: mcp-go's
-// subscribe hooks cannot refuse, and a read says why.
+// subscribe starts forwarding uri's changes to the session of ctx: one
+// subscription per (session, URI), a repeat replacing it. A URI that is
+// not the transcript of a child the caller may read was refused before
+// (refuseSubscription); a session that cannot be pushed to gets an
+// acknowledged subscription that never fires.
 func (s *Server) subscribe(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
 	cs := server.ClientSessionFromContext(ctx)
 	id, ok := transcriptID(req.Params.URI)
@@ -298,9 +300,44 @@ func (s *Server) resourceHooks(h *server.Hooks) {
 		return
 	}
 	h.AddAfterListResources(s.listTranscripts)
+	h.AddOnRequestInitialization(s.refuseSubscription)
 	h.AddAfterSubscribe(s.subscribe)
 	h.AddAfterUnsubscribe(s.unsubscribe)
 	h.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
 		s.endSubscriptions(func(k subKey) bool { return k.session == cs.SessionID() })
 	})
+}
+
+// refuseSubscription refuses a resources/subscribe whose URI is not the
+// transcript of a child the caller may read. mcp-go acknowledges any
+// subscription, and its subscribe hooks cannot refuse; this hook runs
+// before the request is handled and can.
+func (s *Server) refuseSubscription(ctx context.Context, _ any, message any) error {
+	raw, ok := message.(json.RawMessage)
+	if !ok || !bytes.Contains(raw, []byte(mcp.MethodResourcesSubscribe)) {
+		return nil // not a subscribe, without parsing every message
+	}
+	var req struct {
+		Method string `json:"method"`
+		Params struct {
+			URI string `json:"uri"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(raw, &req) != nil || req.Method != string(mcp.MethodResourcesSubscribe) {
+		return nil
+	}
+	id, ok := transcriptID(req.Params.URI)
+	if !ok {
+		return fmt.Errorf("resources/subscribe: %.200q is not a subagent transcript; subscribe to a URI that resources/list shows (%s)", req.Params.URI, TranscriptTemplate)
+	}
+	caller, err := s.caller(ctx)
+	if err != nil {
+		return err
+	}
+	w, err := s.transcripts.Watch(ctx, caller, id)
+	if err != nil {
+		return fmt.Errorf("resources/subscribe %.200q: %w", req.Params.URI, err)
+	}
+	w.Stop()
+	return nil
 }

@@ -218,7 +218,8 @@ func daemonControl(ctx context.Context, op string, o serveOptions, stdout io.Wri
 	case "status":
 		w, err := daemon.Status(ctx, dataDir)
 		var refused *daemon.RefusedError
-		if errors.As(err, &refused) {
+		var foreign *daemon.ForeignSocketError
+		if errors.As(err, &refused) || errors.As(err, &foreign) {
 			return err
 		}
 		if err != nil {
