@@ -52,7 +52,7 @@ const (
 func checkLLMBesideModels(c Config) error {
 	l := c.LLM
 	if len(c.Models) > 0 && (l.BaseURL != "" || l.APIKeyEnv != "" || l.Model != "" || l.MaxTokens != 0) {
-		return fmt.Errorf("llm.base_url, llm.api_key_env, llm.model and llm.max_tokens describe one model, and models lists them: move that model into models (the first entry is the default; name it %q to keep its name); llm.max_retries and llm.max_steps still apply to every model", spawn.DefaultModel)
+		return fmt.Errorf("llm.base_url, llm.api_key_env, llm.model and llm.max_tokens describe one model, and models lists them: move that model into models (the first entry is the default; name it %q to keep its name); llm.max_retries, llm.max_steps, llm.stream_idle_seconds and llm.max_output_bytes still apply to every model", spawn.DefaultModel)
 	}
 	return nil
 }
@@ -137,15 +137,18 @@ func resolveModels(c Config) []ModelConfig {
 }
 
 // buildModels makes a client for each model: openai-go or the Anthropic
-// SDK behind llm.Client, wrapped in llm.Priced where a price is set. A
-// model whose key variable is empty is built anyway (its children fail
-// with the API's answer) and warned about.
-func buildModels(ms []ModelConfig, maxRetries *int, log *slog.Logger) []spawn.Model {
+// SDK behind llm.Client, wrapped in llm.Priced where a price is set, with
+// the llm block's settings that apply to every model (retries, the stream
+// idle timeout, the output bound). A model whose key variable is empty is
+// built anyway (its children fail with the API's answer) and warned about.
+func buildModels(ms []ModelConfig, all LLMConfig, log *slog.Logger) []spawn.Model {
 	out := make([]spawn.Model, 0, len(ms))
 	for _, m := range ms {
-		cfg := llm.Config{BaseURL: m.BaseURL, Model: m.Model, Logger: log.With("model", m.Name)}
-		if maxRetries != nil {
-			cfg.MaxRetries = *maxRetries
+		cfg := llm.Config{BaseURL: m.BaseURL, Model: m.Model, Logger: log.With("model", m.Name),
+			StreamIdleTimeout: orSeconds(all.StreamIdleSeconds, llm.DefaultStreamIdleTimeout),
+			MaxOutputBytes:    all.MaxOutputBytes}
+		if all.MaxRetries != nil {
+			cfg.MaxRetries = *all.MaxRetries
 		}
 		if m.APIKeyEnv != "" {
 			cfg.APIKey = os.Getenv(m.APIKeyEnv)

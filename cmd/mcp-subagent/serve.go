@@ -195,7 +195,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		defer cancel()
 		_ = mgr.Close(cctx)
 	})
-	models := buildModels(resolveModels(cfg), cfg.LLM.MaxRetries, log.With("component", "llm"))
+	models := buildModels(resolveModels(cfg), cfg.LLM, log.With("component", "llm"))
 	delegation := func(self manager.ParentRef) []agent.Tool {
 		if ts == nil {
 			return nil
