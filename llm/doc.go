@@ -18,6 +18,15 @@
 //   - A stream that breaks (read error, error event, no answer at all, or an
 //     answer that never reached its end) is a transport failure, never half
 //     an answer reported as complete.
+//   - A stream that sends no event for Config.StreamIdleTimeout (default
+//     5 minutes; from the request to the first event, or between two) is
+//     cut, and counts as a broken stream. An Anthropic answer is whole at
+//     message_stop: a body held open after it is given a second to end.
+//   - An answer is bounded as it is assembled: past Config.MaxOutputBytes
+//     (default 1 MiB; text, refusal and tool calls together, cut at a
+//     character) the rest is not read, and the Response ends
+//     [FinishLength] with OutputLimit set; its output tokens are at least
+//     a token per 4 bytes read, as a cut stream reports no final count.
 //   - HTTP 429, 5xx (Anthropic's 529 "overloaded" among them), transport
 //     failures and broken streams are retried, Config.MaxRetries times, with
 //     exponential backoff and jitter (honouring Retry-After up to a minute);

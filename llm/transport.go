@@ -139,7 +139,7 @@ func (w *watchdog) stalled() bool { return errors.Is(context.Cause(w.ctx), errSt
 
 // failure is the stall as an attempt's failure: a broken stream, retried.
 func (w *watchdog) failure() *failure {
-	return &failure{message: fmt.Sprintf("stream broken: no event from the server for %s (the stream idle timeout)", w.d),
+	return &failure{message: fmt.Sprintf("stream broken: no event from the server for %s (the stream idle timeout, llm.stream_idle_seconds)", w.d),
 		retryable: true, cause: errStreamIdle}
 }
 

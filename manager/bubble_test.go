@@ -331,8 +331,8 @@ func TestSettlementNoticeExactlyOnceInABubble(t *testing.T) {
 	}
 }
 
-// An exact live ancestor may interrupt a grandchild's turn; the agent in
-// between keeps running, and the grandchild's queued work stays parked
+// A live ancestor agent may interrupt a grandchild's turn (another
+// principal may not); the agent in between keeps running, and the grandchild's queued work stays parked
 // until its own parent sends again.
 func TestAncestorInterruptInABubble(t *testing.T) {
 	p := &bubbleProvider{}
@@ -356,7 +356,7 @@ func TestAncestorInterruptInABubble(t *testing.T) {
 			t.Fatal("b did not start its child")
 		}
 		send(t, m, b, c, "queued for c")
-		wantCode(t, m.Interrupt(bubbleRoot, c), manager.ErrUnauthorized)
+		wantCode(t, m.Interrupt(manager.ParentRef{Principal: "another"}, c), manager.ErrUnauthorized)
 		if err := m.Interrupt(a, c); err != nil {
 			t.Fatalf("the grandparent's interrupt: %v", err)
 		}

@@ -36,7 +36,11 @@
 //     principal's tasks/get, tasks/update or tasks/cancel of it gets the
 //     spec's not-found error (-32602), as an unknown id does.
 //   - A task outlives its session: its call runs under a context that the
-//     request's end no longer reaches once the handle is replied.
+//     request's end no longer reaches once the handle is replied. Nor does
+//     a notifications/cancelled of the request's id (the call reaches the
+//     MCP server under an id of the layer's own, and the client's id is
+//     forgotten once answered): only tasks/cancel cancels a task. Before
+//     the handle, such a cancel ends the call, as for any request.
 //   - Across a restart a task is answered from the store. Recover (at
 //     start, after the manager's) resolves each task a stop left working:
 //     completed with the result rebuilt from the child's stored outcome
