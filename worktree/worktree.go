@@ -435,17 +435,10 @@ func retried(ctx context.Context, op func() error) error {
 }
 
 // git runs one git command in dir (discovering the repository from it:
-// only ever the user's own checkout) and returns its stdout, retrying on
-// contention (see retried).
+// the user's own checkout, or a checked linked worktree) and returns its
+// stdout, retrying on contention (see retried).
 func git(ctx context.Context, dir string, args ...string) (out string, err error) {
-	return gitCfg(ctx, dir, nil, args...)
-}
-
-// gitCfg is git with extra configuration (key, value pairs) after the
-// fixed one.
-func gitCfg(ctx context.Context, dir string, cfg []string, args ...string) (out string, err error) {
-	g := &runner{dir: dir, config: cfg}
-	return g.run(ctx, args...)
+	return (&runner{dir: dir}).run(ctx, args...)
 }
 
 // runner runs git commands with one setting: a working directory, and,
