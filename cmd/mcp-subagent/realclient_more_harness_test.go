@@ -202,7 +202,9 @@ var opencodeClient = moreClient{
 
 // npmCacheEnv points the npm that opencode runs at its first start (to
 // install its plugin package into the temporary HOME) at the user's own
-// npm cache, so a second run needs no registry.
+// npm cache, so a second run needs no registry. Offline, the install
+// fails in the background and opencode goes on ("background dependency
+// install failed" in its log).
 func npmCacheEnv() []string {
 	cache := os.Getenv("npm_config_cache")
 	if cache == "" {
