@@ -161,3 +161,71 @@ func driveMoreClient(t *testing.T, c moreClient, marker string) {
 func requestLine(i int, model string, tools []string, lastUser string) string {
 	return fmt.Sprintf("  #%d model %s, tools [%s], last user text %q\n", i, model, strings.Join(tools, " "), tail(lastUser, 200))
 }
+
+// opencode and Copilot CLI end their MCP server's whole process tree when
+// they exit. A background child must still outlive the session that
+// started it: the daemon that runs it is not in that tree (issue 23).
+func TestRealOpencodeChildOutlivesItsSession(t *testing.T) {
+	outliveMoreClient(t, opencodeClient, "SESSION-OPENCODE-F1-8105", "SESSION-OPENCODE-F2-8105")
+}
+
+func TestRealCopilotChildOutlivesItsSession(t *testing.T) {
+	outliveMoreClient(t, copilotClient, "SESSION-COPILOT-F1-8106", "SESSION-COPILOT-F2-8106")
+}
+
+// outliveMoreClient: a session of c starts a background child (held) and
+// ends; only then is the child released. A later session of the same user
+// on the same data directory waits with list_agents, and its model must
+// read the child's settlement notice with its closing message and a
+// completed outcome: the child went on without its session.
+func outliveMoreClient(t *testing.T, c moreClient, first, later string) {
+	bin := findCLI(t, c.name)
+	ctx := testContext(t, realCLITimeout)
+	dataDir := realDir(t)
+	stopDaemonAtCleanup(t, dataDir)
+	child := newChildModel(t)
+	child.Hold("f")
+	s1 := &script{c: c, marker: first, final: "Started it; I am done for now.", steps: []moreStep{
+		{tool: "subagent", args: map[string]any{"description": "outliving marker task", "prompt": child.Task("f"), "run_in_background": true}},
+	}}
+	s2 := &script{c: c, marker: later, final: "done", steps: []moreStep{
+		{tool: "list_agents", args: map[string]any{"wait_seconds": 60}},
+	}}
+	p1, p2 := s1.chatParent(), s2.chatParent()
+	api := fakeopenai.New(func(n int, r fakeopenai.Request) fakeopenai.Reply {
+		if s2.ours(chatUserTexts(r), r.HasTool) {
+			return p2(n, r)
+		}
+		return p1(n, r)
+	})
+	t.Cleanup(api.Close)
+	h := newMoreHome(t, c, bin, api.URL(), dataDir, child)
+	ws := realDir(t)
+	run1 := h.run(t, ws, first+": start a background task and end")
+	run1.wait(t, ctx)
+	rs1 := chatView(s1, api).results
+	if len(rs1) == 0 || backgroundIDRE.FindStringSubmatch(rs1[0].text) == nil {
+		t.Fatalf("the first session's model did not read a background handle:\n%s\n%s", quote(rs1), run1.diag())
+	}
+	id := backgroundIDRE.FindStringSubmatch(rs1[0].text)[1]
+	// The first session is gone; only now may the child finish.
+	child.Release("f")
+
+	run2 := h.run(t, ws, later+": wait for news of earlier children")
+	run2.wait(t, ctx)
+	rs2 := chatView(s2, api).results
+	closing := child.Closing("f")
+	if !textNotice(rs2, id, closing) || !strings.Contains(strings.Join(strings.Fields(resultsText(rs2)), " "), "Background subagent "+id+" finished") {
+		t.Fatalf("[%s: its process tree ended with the first session] the later session's model did not read that %s finished with %q:\n%s\n--- the first session:\n%s--- the later session:\n%s",
+			c.name, id, closing, quote(rs2), run1.diag(), run2.diag())
+	}
+}
+
+func resultsText(rs []received) string {
+	var b strings.Builder
+	for _, r := range rs {
+		b.WriteString(r.text)
+		b.WriteString("\n")
+	}
+	return b.String()
+}
