@@ -217,6 +217,9 @@ func (a *Agent) loop(ctx context.Context, turn int) TurnResult {
 		switch resp.FinishReason {
 		case llm.FinishLength:
 			a.answerUnrun(turn, msg.ToolCalls, "not run: the model's answer was cut off")
+			if resp.OutputLimit > 0 {
+				return fail(StopMaxTokens, fmt.Sprintf("the model's output passed %d bytes, the bound on one answer (llm.max_output_bytes); the rest was not read", resp.OutputLimit))
+			}
 			return fail(StopMaxTokens, "the model hit its output token limit")
 		case llm.FinishRefusal, llm.FinishContentFilter:
 			a.answerUnrun(turn, msg.ToolCalls, "not run: the model declined")

@@ -68,17 +68,20 @@ func Connect(ctx context.Context, o ConnectOptions) (*Conn, error) {
 			return c, nil
 		}
 		var refused *RefusedError
-		if errors.As(err, &refused) || (o.Start == nil && !o.Await) {
+		var foreign *ForeignSocketError
+		if errors.As(err, &refused) || errors.As(err, &foreign) || (o.Start == nil && !o.Await) {
 			return nil, err
 		}
 		last = err
-		state := "busy"
+		// Awaiting (no Start), the dial's error is no start's failure: dial
+		// again after the backoff.
+		state, serr := "busy", error(nil)
 		if o.Start != nil {
-			state, err = start(ctx, o.Start())
+			state, serr = start(ctx, o.Start())
 		}
 		switch {
-		case err != nil:
-			return nil, fmt.Errorf("starting the daemon for %s: %w (its log: %s)", o.DataDir, err, LogPath(o.DataDir))
+		case serr != nil:
+			return nil, fmt.Errorf("starting the daemon for %s: %w (its log: %s)", o.DataDir, serr, LogPath(o.DataDir))
 		case state == "busy":
 			// Another daemon holds the lock: starting, or stopping. Dial
 			// again shortly; if it was stopping, the next round starts ours.
@@ -100,15 +103,40 @@ type RefusedError struct{ Message string }
 
 func (e *RefusedError) Error() string { return "the daemon refused the connection: " + e.Message }
 
-// dial connects and shakes hands.
+// ForeignSocketError is a socket served by another uid than ours: another
+// user's process listens where our daemon should, and would read
+// everything a session sends.
+type ForeignSocketError struct {
+	Path string
+	UID  int // the listening process's uid
+}
+
+func (e *ForeignSocketError) Error() string {
+	return fmt.Sprintf("refusing the daemon socket %s: it is served by uid %d, not by you (uid %d), so another user would read your sessions; stop that process or remove the socket, or give the data directory a shorter path (its socket then lives inside it)", e.Path, e.UID, os.Getuid())
+}
+
+// dial connects, checks that the daemon runs as our uid, and shakes hands.
 func dial(ctx context.Context, dataDir string, h Hello) (*Conn, error) {
 	h.Protocol = ProtocolVersion
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", SocketPath(dataDir))
+	path := SocketPath(dataDir)
+	nc, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
 		return nil, err
 	}
 	c := nc.(*net.UnixConn)
+	// Before a byte of ours goes out: only a daemon of our own uid hears it.
+	if checkOwners {
+		uid, err := peerUID(c)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("reading the credentials of the daemon on %s: %w", path, err)
+		}
+		if uid != os.Getuid() {
+			c.Close()
+			return nil, &ForeignSocketError{Path: path, UID: uid}
+		}
+	}
 	// A daemon that refuses the peer writes its refusal and closes without
 	// reading: the hello may fail to send, and the refusal is still there
 	// to read.

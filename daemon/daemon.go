@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -76,9 +75,9 @@ func Listen(dataDir string) (*Listener, error) {
 		return nil, fmt.Errorf("daemon lock %s: %w", LockPath(dataDir), err)
 	}
 	path := SocketPath(dataDir)
-	if err := privateDir(filepath.Dir(path)); err != nil {
+	if err := socketDir(dataDir, path); err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("socket directory: %w", err)
+		return nil, err
 	}
 	// Holding the lock, any socket left is a dead daemon's.
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -286,6 +285,14 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 	return reason
 }
 
+// maxHello bounds a hello line, newline included: a hello is a few
+// hundred bytes (an admin op's arguments are small), and a peer that sends
+// more is not an mcp-subagent client.
+const maxHello = 64 << 10
+
+// helloTimeout bounds how long a peer may take to send its hello.
+const helloTimeout = 10 * time.Second
+
 // handshake checks the peer's uid and reads its Hello.
 func (l *Listener) handshake(c *net.UnixConn) (Hello, *bufio.Reader, error) {
 	var h Hello
@@ -297,9 +304,15 @@ func (l *Listener) handshake(c *net.UnixConn) (Hello, *bufio.Reader, error) {
 		_ = writeLine(c, Welcome{Protocol: ProtocolVersion, Error: fmt.Sprintf("refused: this daemon serves uid %d only (you are uid %d)", os.Getuid(), uid)})
 		return h, nil, fmt.Errorf("peer uid %d is not the daemon's uid %d", uid, os.Getuid())
 	}
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	r := bufio.NewReaderSize(c, 64<<10)
-	line, err := r.ReadBytes('\n')
+	_ = c.SetReadDeadline(time.Now().Add(helloTimeout))
+	// The reader's buffer is the bound: a hello that does not fit is
+	// refused as soon as the buffer is full, never accumulated.
+	r := bufio.NewReaderSize(c, maxHello)
+	line, err := r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		_ = writeLine(c, Welcome{Protocol: ProtocolVersion, Error: fmt.Sprintf("refused: the hello is over %d bytes; an mcp-subagent hello is one short JSON line", maxHello)})
+		return h, nil, fmt.Errorf("the hello is over %d bytes", maxHello)
+	}
 	if err != nil {
 		return h, nil, fmt.Errorf("reading the hello: %w", err)
 	}
@@ -317,6 +330,8 @@ func (l *Listener) serveSession(ctx context.Context, o Options, log *slog.Logger
 	id := "sock-" + hex.EncodeToString(b[:])
 	s := newSession(id, c, func() { _ = c.Close() }, o.MaxMessageBytes, log)
 	s.intercept = o.Intercept
+	s.setWriteDeadline = c.SetWriteDeadline
+	s.relayed = true
 	s.bye = func() []byte {
 		l.mu.Lock()
 		defer l.mu.Unlock()

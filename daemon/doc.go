@@ -11,7 +11,18 @@
 //
 // A data directory whose socket path would not fit a sockaddr_un (about 100
 // bytes) gets its socket in a 0700 directory under the system's temporary
-// directory instead, named by a hash of the data directory.
+// directory instead, named by a hash of the data directory. That name is
+// guessable, so the directory is used only when it is a real directory of
+// the daemon's uid with mode 0700; and a client checks that the process
+// serving the socket runs as its own uid before it sends a byte.
+//
+// # Bounds
+//
+// A hello is at most 64 KiB and must arrive within 10 s. A session runs at
+// most 64 requests at once; past that its reads wait (a client that does
+// not read its answers finds its own writes blocked). As the daemon hands
+// over, the last line to each session gets 2 s, then the session is
+// dropped, so no client can hold the data directory.
 //
 // # Protocol
 //

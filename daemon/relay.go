@@ -14,7 +14,8 @@ import (
 
 // Relay copies a session's stdio to and from the daemon until the client
 // ends it (stdin's EOF half-closes the connection; the daemon ends the
-// session and closes) or ctx ends.
+// session and closes) or ctx ends (a signal: the relay returns at once,
+// whatever stdin does; the daemon and its children go on).
 //
 // When the daemon goes away under a live session (killed, or replaced by
 // a newer binary), reconnect is called for a new connection — which
@@ -22,7 +23,12 @@ import (
 // client's initialize and initialized to it (swallowing the answer) and
 // answers each request that was in flight with an error saying so, since
 // its daemon is gone. Children are the store's, so none is lost. With
-// reconnect nil, the relay ends when the daemon does.
+// reconnect nil, or when no new daemon answers, the relay answers the
+// requests in flight with an error and ends.
+//
+// Ids pass byte-exact both ways; the replayed initialize's answer is told
+// apart by when it comes (the client's messages wait until it is in), not
+// by its id, so no id of the client's is ever taken for the relay's.
 //
 // A daemon handing over to a newer binary says so before it closes
 // (Handover); reconnect is then told not to start a daemon of its own, but
@@ -41,6 +47,10 @@ func Relay(ctx context.Context, c *Conn, stdin io.Reader, stdout io.Writer, maxM
 	r.cond = sync.NewCond(&r.mu)
 	stdinDone := make(chan struct{})
 	go r.upstream(stdin, stdinDone)
+	// A read of the daemon's connection does not see ctx: closing the
+	// connection ends it, so a signal ends the relay at once.
+	stopOnCancel := context.AfterFunc(ctx, func() { _ = r.current().Close() })
+	defer stopOnCancel()
 	for {
 		err := r.downstream(r.current())
 		select {
@@ -52,12 +62,20 @@ func Relay(ctx context.Context, c *Conn, stdin io.Reader, stdout io.Writer, maxM
 		default:
 		}
 		if reconnect == nil {
+			r.failInflight("the mcp-subagent daemon went away during this call; children are kept in the store (a new session's list_agents shows them)")
 			return err
 		}
 		handover := r.takeHandover()
 		log.Warn("the daemon went away; reconnecting", "err", err, "handed_over", handover)
 		nc, rerr := reconnect(ctx, !handover)
+		if ctx.Err() != nil {
+			if nc != nil {
+				nc.Close()
+			}
+			return nil
+		}
 		if rerr != nil {
+			r.failInflight(fmt.Sprintf("the mcp-subagent daemon went away during this call and no new daemon answered (%v); children are kept in the store (a new session's list_agents shows them)", rerr))
 			return fmt.Errorf("the daemon went away (%v) and no new one answered: %w", err, rerr)
 		}
 		r.switchTo(nc)
@@ -76,6 +94,10 @@ type relay struct {
 	out      io.Writer
 	handover bool  // the daemon said it hands over
 	dead     *Conn // the connection downstream saw end, until switchTo
+	// replaying: the replayed initialize is not answered yet. The
+	// client's messages wait, so the first answer on the connection is
+	// its answer.
+	replaying bool
 
 	maxMessage int
 	log        *slog.Logger
@@ -105,8 +127,6 @@ type rpcEnvelope struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 }
-
-const replayPrefix = `"mcp-subagent-relay-`
 
 func (r *relay) current() *Conn {
 	r.mu.Lock()
@@ -157,8 +177,8 @@ func (r *relay) forward(line []byte) {
 		r.inflight[string(env.ID)] = p
 	}
 	for {
-		for r.conn == r.dead {
-			r.cond.Wait() // the daemon is gone: wait for the next one
+		for r.conn == r.dead || r.replaying {
+			r.cond.Wait() // the daemon is gone, or the new one not initialized: wait
 		}
 		c := r.conn
 		if p != nil {
@@ -194,10 +214,13 @@ func (r *relay) downstream(c *Conn) error {
 			var env rpcEnvelope
 			_ = json.Unmarshal(line, &env)
 			if env.Method == "" && len(env.ID) > 0 {
-				if bytes.HasPrefix(env.ID, []byte(replayPrefix)) {
-					continue // the answer to a replayed initialize
-				}
 				r.mu.Lock()
+				if r.replaying && r.conn == c {
+					r.replaying = false // the answer to the replayed initialize
+					r.cond.Broadcast()
+					r.mu.Unlock()
+					continue
+				}
 				delete(r.inflight, string(env.ID))
 				r.mu.Unlock()
 			}
@@ -228,12 +251,15 @@ func (r *relay) switchTo(nc *Conn) {
 	old := r.conn
 	r.conn = nc
 	r.replays++
+	r.replaying = false
 	if r.init != nil {
 		var req map[string]json.RawMessage
 		if json.Unmarshal(r.init, &req) == nil {
-			req["id"] = json.RawMessage(fmt.Sprintf(`%s%d"`, replayPrefix, r.replays))
+			req["id"] = json.RawMessage(fmt.Sprintf(`"mcp-subagent-relay-%d"`, r.replays))
 			if b, err := json.Marshal(req); err == nil {
-				_, _ = nc.Write(append(b, '\n'))
+				if _, err := nc.Write(append(b, '\n')); err == nil {
+					r.replaying = true
+				}
 			}
 		}
 		if r.inited != nil {
@@ -251,10 +277,30 @@ func (r *relay) switchTo(nc *Conn) {
 	r.cond.Broadcast()
 	r.mu.Unlock()
 	for _, id := range lost {
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{
-			"code":    -32603,
-			"message": "the mcp-subagent daemon restarted during this call; children are kept in the store (list_agents shows them; send_message resumes one)",
-		}})
-		r.write(append(b, '\n'))
+		r.write(errorLine(id, "the mcp-subagent daemon restarted during this call; children are kept in the store (list_agents shows them; send_message resumes one)"))
 	}
+}
+
+// failInflight answers every request still in flight with msg: the relay
+// is ending and no daemon will answer them.
+func (r *relay) failInflight(msg string) {
+	r.mu.Lock()
+	var ids []json.RawMessage
+	for k, p := range r.inflight {
+		ids = append(ids, p.id)
+		delete(r.inflight, k)
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		r.write(errorLine(id, msg))
+	}
+}
+
+// errorLine is a JSON-RPC error answer to id, which goes out byte-exact.
+func errorLine(id json.RawMessage, msg string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // the id as the client wrote it
+	_ = enc.Encode(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32603, "message": msg}})
+	return b.Bytes()
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -19,14 +20,37 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/growstack"
 )
 
+// maxInFlight bounds the requests one session has running: a client that
+// sends without reading the answers would otherwise pin a goroutine and
+// an answer per request. At the bound the session stops reading until one
+// answers, so the client's writes wait (backpressure).
+const maxInFlight = 64
+
+// byeTimeout bounds the last line to a session as the daemon hands over: a
+// client that does not read must not hold the daemon (and with it the
+// data directory) past it.
+const byeTimeout = 2 * time.Second
+
 // session is one MCP connection: mcp-go's stdio session, but one per
 // connection (mcp-go's stdio server has a single process-wide session), and
-// with no worker pool: every request runs on its own goroutine.
+// with no worker pool: every request runs on its own goroutine, at most
+// maxInFlight at once.
 type session struct {
 	id    string
 	w     io.Writer
 	close func() // ends a blocked read of the connection
 	log   *slog.Logger
+
+	// setWriteDeadline bounds writes to the connection, those blocked
+	// already included; nil: w has no deadline (stdio).
+	setWriteDeadline func(time.Time) error
+	// relayed: the daemon serves this session for a relay. When the daemon
+	// ends it (a stop, a takeover, a signal), answers to the calls that
+	// ending cut short are not sent: they would read as the client's
+	// cancellation, and the relay answers each call in flight itself.
+	relayed bool
+
+	slots chan struct{} // one per request running
 
 	wmu sync.Mutex // serialises writes: one JSON-RPC message per line
 
@@ -63,7 +87,8 @@ func newSession(id string, w io.Writer, close func(), maxMessage int, log *slog.
 		maxMessage = DefaultMaxMessage
 	}
 	return &session{id: id, w: w, close: close, maxMessage: maxMessage, log: log,
-		notifications: make(chan mcp.JSONRPCNotification, 100), pending: map[int64]chan rpcReply{}}
+		notifications: make(chan mcp.JSONRPCNotification, 100), pending: map[int64]chan rpcReply{},
+		slots: make(chan struct{}, maxInFlight)}
 }
 
 func (s *session) SessionID() string                                   { return s.id }
@@ -144,11 +169,47 @@ func (s *session) write(v any) error {
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
+	return s.writeLine(append(b, '\n'))
+}
+
+// writeLine sends one encoded message, newline included.
+func (s *session) writeLine(b []byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	_, err = s.w.Write(b)
+	_, err := s.w.Write(b)
 	return err
+}
+
+// encodeResponse encodes resp as one line carrying the request's id
+// exactly as the client wrote it: mcp-go keeps a numeric id as a float64
+// or an int64, which rounds an integer over 2^53, and re-escapes a string.
+// A client matches answers to its requests by that id.
+func encodeResponse(resp mcp.JSONRPCMessage, id json.RawMessage) ([]byte, error) {
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return nil, err
+	}
+	var parsed mcp.RequestId
+	if json.Unmarshal(id, &parsed) == nil {
+		if back, err := json.Marshal(parsed); err == nil && bytes.Equal(back, id) {
+			return append(b, '\n'), nil // the id survived as it was: the common case
+		}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	if _, ok := m["id"]; !ok || len(id) == 0 {
+		return append(b, '\n'), nil
+	}
+	m["id"] = id
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false) // the id's bytes as they came
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
 }
 
 // envelope is what the read loop needs of a message to route it.
@@ -166,6 +227,7 @@ type envelope struct {
 // minutes and must hold nothing shared), notifications in order on the read
 // loop. It returns when every request it started has answered.
 func (s *session) serve(ctx context.Context, ms *server.MCPServer, r *bufio.Reader) error {
+	outer := ctx // ended by the daemon, not by the client
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
@@ -188,9 +250,17 @@ func (s *session) serve(ctx context.Context, ms *server.MCPServer, r *bufio.Read
 	stop := context.AfterFunc(ctx, func() {
 		if s.bye != nil {
 			if b := s.bye(); b != nil {
+				// A write already blocked on a client that does not read
+				// holds wmu: the deadline ends it, and this one too.
+				if s.setWriteDeadline != nil {
+					_ = s.setWriteDeadline(time.Now().Add(byeTimeout))
+				}
 				s.wmu.Lock()
-				_, _ = s.w.Write(b)
+				_, err := s.w.Write(b)
 				s.wmu.Unlock()
+				if err != nil {
+					s.log.Warn("a session did not take the handover line in time: dropped", "session", s.id, "err", err)
+				}
 			}
 		}
 		s.close()
@@ -201,7 +271,7 @@ func (s *session) serve(ctx context.Context, ms *server.MCPServer, r *bufio.Read
 		if tooLong {
 			s.refuse(line, size)
 		} else if len(bytes.TrimSpace(line)) > 0 {
-			s.handle(ctx, ms, &wg, line)
+			s.handle(ctx, outer, ms, &wg, line)
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrClosedPipe) || ctx.Err() != nil {
@@ -223,7 +293,7 @@ func (s *session) refuse(head []byte, size int) {
 	s.log.Warn("refused a message over the size limit", "session", s.id, "bytes", size, "max_message_bytes", s.maxMessage)
 }
 
-func (s *session) handle(ctx context.Context, ms *server.MCPServer, wg *sync.WaitGroup, line []byte) {
+func (s *session) handle(ctx, outer context.Context, ms *server.MCPServer, wg *sync.WaitGroup, line []byte) {
 	var env envelope
 	if err := json.Unmarshal(line, &env); err != nil {
 		_ = s.write(mcp.NewJSONRPCError(mcp.NewRequestId(nil), mcp.PARSE_ERROR, "Parse error", nil))
@@ -250,12 +320,24 @@ func (s *session) handle(ctx context.Context, ms *server.MCPServer, wg *sync.Wai
 		_ = s.dispatch(ctx, ms, raw) // a notification: in order, no answer
 		return
 	}
+	select {
+	case s.slots <- struct{}{}: // at the bound, wait: reads stop, the client's writes wait
+	case <-ctx.Done():
+		return
+	}
 	wg.Go(func() {
+		defer func() { <-s.slots }()
 		growstack.Grow() // a request's calls go deep at once
-		if resp := s.dispatch(ctx, ms, raw); resp != nil {
-			if err := s.write(resp); err != nil {
-				s.log.Debug("writing a response failed", "session", s.id, "err", err)
-			}
+		resp := s.dispatch(ctx, ms, raw)
+		if resp == nil || (s.relayed && outer.Err() != nil) {
+			return
+		}
+		b, err := encodeResponse(resp, env.ID)
+		if err == nil {
+			err = s.writeLine(b)
+		}
+		if err != nil {
+			s.log.Debug("writing a response failed", "session", s.id, "err", err)
 		}
 	})
 }
@@ -268,9 +350,7 @@ func (s *session) dispatch(ctx context.Context, ms *server.MCPServer, raw json.R
 			s.log.Error("a request handler panicked", "session", s.id, "panic", r)
 			var env envelope
 			_ = json.Unmarshal(raw, &env)
-			var id any
-			_ = json.Unmarshal(env.ID, &id)
-			resp = mcp.NewJSONRPCError(mcp.NewRequestId(id), mcp.INTERNAL_ERROR, fmt.Sprintf("internal error: %v", r), nil)
+			resp = mcp.NewJSONRPCError(mcp.NewRequestId(env.ID), mcp.INTERNAL_ERROR, fmt.Sprintf("internal error: %v", r), nil)
 		}
 	}()
 	if s.intercept != nil {

@@ -26,9 +26,10 @@ const DefaultAnthropicMaxTokens = 16384
 // concurrent use.
 type Anthropic struct {
 	retrier
-	msgs  anthropic.MessageService
-	model string
-	tools toolCache
+	limits streamLimits
+	msgs   anthropic.MessageService
+	model  string
+	tools  toolCache
 }
 
 var _ Client = (*Anthropic)(nil)
@@ -49,6 +50,7 @@ func NewAnthropic(cfg Config) *Anthropic {
 	}
 	return &Anthropic{
 		retrier: newRetrier(cfg),
+		limits:  newStreamLimits(cfg),
 		// The service, not anthropic.NewClient: NewClient folds in
 		// ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_CUSTOM_HEADERS and
 		// credential profiles on disk, and the Config must be the whole truth.
@@ -72,19 +74,39 @@ func (c *Anthropic) Complete(ctx context.Context, req Request, onDelta func(text
 // is none.
 func (c *Anthropic) attempt(ctx context.Context, params anthropic.MessageNewParams, onDelta func(string)) (Response, *failure) {
 	x := &exchange{}
-	stream := c.msgs.NewStreaming(ctx, params, option.WithMiddleware(x.middleware))
+	w := c.limits.watch(ctx)
+	defer w.stop()
+	stream := c.msgs.NewStreaming(w.ctx, params, option.WithMiddleware(x.middleware))
 	defer stream.Close()
 
-	var acc messageAccumulator
+	acc := messageAccumulator{bound: outputBound{limit: c.limits.maxOutput}}
 	for stream.Next() {
+		w.tick()
 		acc.add(stream.Current(), onDelta)
+		if acc.bound.cut {
+			break // the rest is not read; Close drops the connection
+		}
+		if acc.stopped {
+			// The answer is whole; the server should end the body now
+			// (read to its end, the connection is kept for the next
+			// call), but one that holds it open is not waited for.
+			w.shorten(finishWait)
+		}
 	}
 	err := stream.Err()
+	if ctx.Err() == nil && w.stalled() {
+		if !acc.stopped {
+			return Response{}, w.failure()
+		}
+		err = nil
+	}
 
 	if f := x.httpFailure(ctx, err); f != nil {
 		return Response{}, f
 	}
 	switch {
+	case acc.bound.cut:
+		return acc.bound.cutResponse(acc.response()), nil
 	case err != nil:
 		return Response{}, eventFailure(err)
 	case !acc.started:
@@ -131,6 +153,7 @@ type messageAccumulator struct {
 	text    strings.Builder
 	inText  bool // the last block opened was text
 	calls   []ToolCall
+	args    [][]byte      // calls' arguments: += on a string copied it whole at every delta
 	callAt  map[int64]int // content block index -> position in calls
 	stop    anthropic.StopReason
 	refusal anthropic.RefusalStopDetails
@@ -139,6 +162,7 @@ type messageAccumulator struct {
 	// again); the largest value seen is the count.
 	input, cacheWrite, cacheRead, output int64
 	started, stopped                     bool
+	bound                                outputBound // the text and calls added so far
 }
 
 func (a *messageAccumulator) add(ev anthropic.MessageStreamEventUnion, onDelta func(string)) {
@@ -162,7 +186,8 @@ func (a *messageAccumulator) add(ev anthropic.MessageStreamEventUnion, onDelta f
 				a.callAt = map[int64]int{}
 			}
 			a.callAt[ev.Index] = len(a.calls)
-			a.calls = append(a.calls, ToolCall{ID: cb.ID, Name: cb.Name})
+			a.calls = append(a.calls, ToolCall{ID: cb.ID, Name: a.bound.take(cb.Name)})
+			a.args = append(a.args, nil)
 		default: // thinking and other blocks are not part of the answer
 			a.inText = false
 		}
@@ -172,7 +197,7 @@ func (a *messageAccumulator) add(ev anthropic.MessageStreamEventUnion, onDelta f
 			a.emit(d.Text, onDelta)
 		case "input_json_delta":
 			if pos, ok := a.callAt[ev.Index]; ok {
-				a.calls[pos].Arguments += d.PartialJSON
+				a.args[pos] = append(a.args[pos], a.bound.take(d.PartialJSON)...)
 			}
 		}
 	case "message_delta":
@@ -190,6 +215,7 @@ func (a *messageAccumulator) add(ev anthropic.MessageStreamEventUnion, onDelta f
 }
 
 func (a *messageAccumulator) emit(s string, onDelta func(string)) {
+	s = a.bound.take(s)
 	if s == "" {
 		return
 	}
@@ -208,7 +234,8 @@ func (a *messageAccumulator) usage(input, cacheWrite, cacheRead, output int64) {
 
 func (a *messageAccumulator) response() Response {
 	msg := Message{Role: RoleAssistant, Content: a.text.String()}
-	for _, call := range a.calls {
+	for i, call := range a.calls {
+		call.Arguments = string(a.args[i])
 		if strings.TrimSpace(call.Arguments) == "" {
 			call.Arguments = "{}" // a tool_use with no input deltas has input {}
 		}

@@ -110,6 +110,10 @@ type Response struct {
 	Message      Message // Role is always RoleAssistant
 	FinishReason FinishReason
 	Usage        Usage
+	// OutputLimit is non-zero when the answer was cut because it reached
+	// this many bytes (Config.MaxOutputBytes): FinishReason is then
+	// FinishLength, and the rest of the stream was not read.
+	OutputLimit int
 }
 
 // Client is a chat model. Implementations must be safe for concurrent use.

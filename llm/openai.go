@@ -34,6 +34,7 @@ const DefaultBaseURL = "https://api.openai.com/v1"
 // encoders were over a third of a delegation's CPU, for the same bytes.
 type OpenAI struct {
 	retrier
+	limits         streamLimits
 	api            openai.Client
 	model          string
 	completionsKey bool // send max_completion_tokens rather than max_tokens
@@ -57,6 +58,7 @@ func NewOpenAI(cfg Config) *OpenAI {
 	}
 	c := &OpenAI{
 		retrier: newRetrier(cfg),
+		limits:  newStreamLimits(cfg),
 		// A bare client, not openai.NewClient: NewClient folds in
 		// environment variables (OPENAI_BASE_URL, OPENAI_ORG_ID,
 		// OPENAI_CUSTOM_HEADERS...), and the caller's Config must be the
@@ -86,18 +88,25 @@ func (c *OpenAI) Complete(ctx context.Context, req Request, onDelta func(text st
 // is none.
 func (c *OpenAI) attempt(ctx context.Context, body []byte, onDelta func(string)) (Response, *failure) {
 	x := &exchange{}
+	w := c.limits.watch(ctx)
+	defer w.stop()
 	var raw *http.Response
-	err := c.api.Post(ctx, "chat/completions", body, &raw, option.WithMiddleware(x.middleware))
-	var acc accumulator
+	err := c.api.Post(w.ctx, "chat/completions", body, &raw, option.WithMiddleware(x.middleware))
+	acc := accumulator{bound: outputBound{limit: c.limits.maxOutput}}
 	sawDone := false
 	if err == nil {
-		sawDone, err = readStream(raw, &acc, onDelta)
+		sawDone, err = readStream(raw, &acc, onDelta, w.tick)
 	}
 
+	if ctx.Err() == nil && w.stalled() {
+		return Response{}, w.failure()
+	}
 	if f := x.httpFailure(ctx, err); f != nil {
 		return Response{}, f
 	}
 	switch {
+	case acc.bound.cut:
+		return acc.bound.cutResponse(acc.response()), nil
 	case err != nil:
 		return Response{}, &failure{message: "stream broken: " + streamMessage(err), retryable: true, cause: err}
 	case !acc.sawChoice:
@@ -110,16 +119,18 @@ func (c *OpenAI) attempt(ctx context.Context, body []byte, onDelta func(string))
 
 // readStream reads the event stream of res into acc until its [DONE]
 // terminator (sawDone: only that, not a clean end of the body, means the
-// server finished), an error event, or a chunk that is not JSON. It closes
-// the body. This is the SDK's ssestream.Stream, with the chunk decoded
+// server finished), an error event, a chunk that is not JSON, or the
+// answer's output bound; tick is called at each event. It closes the
+// body. This is the SDK's ssestream.Stream, with the chunk decoded
 // once: a chunk field of an unexpected type is left zero rather than
 // breaking the stream (compatible servers differ in small ways).
-func readStream(res *http.Response, acc *accumulator, onDelta func(string)) (sawDone bool, err error) {
+func readStream(res *http.Response, acc *accumulator, onDelta func(string), tick func()) (sawDone bool, err error) {
 	dec := ssestream.NewDecoder(res)
 	if dec == nil {
 		return false, nil
 	}
 	for dec.Next() {
+		tick()
 		ev := dec.Event()
 		if bytes.HasPrefix(ev.Data, []byte("[DONE]")) {
 			finish(res.Body)
@@ -137,6 +148,12 @@ func readStream(res *http.Response, acc *accumulator, onDelta func(string)) (saw
 			return false, &ssestream.StreamError{Message: "received error while streaming: " + string(ch.Error), Event: ev}
 		}
 		acc.add(ch, onDelta)
+		if acc.bound.cut {
+			// The rest is not read: closing the body loses the
+			// connection, which a runaway answer is not worth keeping.
+			dec.Close()
+			return false, nil
+		}
 	}
 	dec.Close()
 	return false, dec.Err()
@@ -178,10 +195,12 @@ type accumulator struct {
 	content   strings.Builder
 	refusal   strings.Builder
 	calls     []ToolCall
+	args      [][]byte      // calls' arguments: += on a string copied it whole at every delta
 	byIndex   map[int64]int // wire tool-call index -> position in calls
 	finish    string
 	usage     Usage
 	sawChoice bool
+	bound     outputBound // the text, refusal and calls added so far
 }
 
 // legacyIndex keys the deprecated function_call delta among tool calls.
@@ -197,19 +216,19 @@ func (a *accumulator) add(ch chunk, onDelta func(string)) {
 		}
 		a.sawChoice = true
 		d := choice.Delta
-		if d.Content != "" {
-			a.content.WriteString(d.Content)
+		if text := a.bound.take(d.Content); text != "" {
+			a.content.WriteString(text)
 			if onDelta != nil {
-				onDelta(d.Content)
+				onDelta(text)
 			}
 		}
-		a.refusal.WriteString(d.Refusal)
+		a.refusal.WriteString(a.bound.take(d.Refusal))
 		for _, tc := range d.ToolCalls {
-			a.addCall(tc.Index, tc.ID, tc.Function.Name, tc.Function.Arguments)
+			a.addCall(tc.Index, tc.ID, a.bound.take(tc.Function.Name), a.bound.take(tc.Function.Arguments))
 		}
 		// Servers that speak the legacy function_call still exist.
 		if fc := d.FunctionCall; fc.Name != "" || fc.Arguments != "" {
-			a.addCall(legacyIndex, "", fc.Name, fc.Arguments)
+			a.addCall(legacyIndex, "", a.bound.take(fc.Name), a.bound.take(fc.Arguments))
 		}
 		if choice.FinishReason != "" {
 			a.finish = choice.FinishReason
@@ -227,6 +246,7 @@ func (a *accumulator) addCall(index int64, id, name, args string) {
 			a.byIndex = make(map[int64]int)
 		}
 		a.calls = append(a.calls, ToolCall{})
+		a.args = append(a.args, nil)
 		pos = len(a.calls) - 1
 		a.byIndex[index] = pos
 	}
@@ -235,7 +255,7 @@ func (a *accumulator) addCall(index int64, id, name, args string) {
 		call.ID = id
 	}
 	call.Name += name
-	call.Arguments += args
+	a.args[pos] = append(a.args[pos], args...)
 }
 
 func (a *accumulator) response() Response {
@@ -245,6 +265,7 @@ func (a *accumulator) response() Response {
 		Refusal: a.refusal.String(),
 	}
 	for i, call := range a.calls {
+		call.Arguments = string(a.args[i])
 		if call.ID == "" {
 			call.ID = "call_" + strconv.Itoa(i)
 		}

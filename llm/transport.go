@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 const (
@@ -28,6 +29,12 @@ const (
 	maxRetryAfter         = time.Minute
 	maxErrorBody          = 64 << 10
 	maxMessageLen         = 500
+	// DefaultStreamIdleTimeout is Config.StreamIdleTimeout's default.
+	DefaultStreamIdleTimeout = 5 * time.Minute
+	// DefaultMaxOutputBytes is Config.MaxOutputBytes's default: far more
+	// than any answer a model is asked for, and small enough that one
+	// runaway answer cannot fill the server's memory or store.
+	DefaultMaxOutputBytes = 1 << 20
 )
 
 // Config configures NewOpenAI and NewAnthropic. Zero values mean the
@@ -58,6 +65,126 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives one warning per retry. Nil: silent.
 	Logger *slog.Logger
+	// StreamIdleTimeout cuts an attempt whose server sends no event for
+	// this long, from the request to its first event or between two: a
+	// stalled server, or a proxy that holds a dead stream open. The
+	// attempt fails as a broken stream does, and is retried. Zero or
+	// negative: DefaultStreamIdleTimeout.
+	StreamIdleTimeout time.Duration
+	// MaxOutputBytes bounds one answer as it is assembled: its text,
+	// refusal, and tool calls' names and arguments. At the bound the rest
+	// of the stream is not read, and the answer ends with FinishLength and
+	// Response.OutputLimit set. Zero: DefaultMaxOutputBytes. Negative: no
+	// bound.
+	MaxOutputBytes int
+}
+
+// streamLimits are the bounds on one streamed answer that both backends
+// apply: how long the stream may go quiet, and how large the answer may
+// grow.
+type streamLimits struct {
+	idle      time.Duration
+	maxOutput int // zero: none
+}
+
+func newStreamLimits(cfg Config) streamLimits {
+	l := streamLimits{idle: cfg.StreamIdleTimeout, maxOutput: cfg.MaxOutputBytes}
+	if l.idle <= 0 {
+		l.idle = DefaultStreamIdleTimeout
+	}
+	switch {
+	case l.maxOutput == 0:
+		l.maxOutput = DefaultMaxOutputBytes
+	case l.maxOutput < 0:
+		l.maxOutput = 0
+	}
+	return l
+}
+
+// errStreamIdle is the cause an attempt's context ends with when its
+// stream went quiet for too long.
+var errStreamIdle = errors.New("stream idle")
+
+// watchdog ends an attempt whose stream goes quiet: its context, which
+// the request runs under, is cancelled (with cause errStreamIdle) once d
+// passes without a tick. A cancelled request's body read fails at once,
+// on HTTP/1.1 and HTTP/2 alike, which closing the body from another
+// goroutine does not promise.
+type watchdog struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	t      *time.Timer
+	d      time.Duration
+}
+
+func (l streamLimits) watch(ctx context.Context) *watchdog {
+	w := &watchdog{d: l.idle}
+	w.ctx, w.cancel = context.WithCancelCause(ctx)
+	w.t = time.AfterFunc(w.d, func() { w.cancel(errStreamIdle) })
+	return w
+}
+
+// tick says an event came: the quiet time starts again.
+func (w *watchdog) tick() { w.t.Reset(w.d) }
+
+// shorten makes the allowed quiet time d from now on (the answer is
+// complete, and only the end of the body is awaited).
+func (w *watchdog) shorten(d time.Duration) {
+	w.d = d
+	w.t.Reset(d)
+}
+
+// stalled reports whether the watchdog cut the attempt.
+func (w *watchdog) stalled() bool { return errors.Is(context.Cause(w.ctx), errStreamIdle) }
+
+// failure is the stall as an attempt's failure: a broken stream, retried.
+func (w *watchdog) failure() *failure {
+	return &failure{message: fmt.Sprintf("stream broken: no event from the server for %s (the stream idle timeout)", w.d),
+		retryable: true, cause: errStreamIdle}
+}
+
+func (w *watchdog) stop() {
+	w.t.Stop()
+	w.cancel(nil)
+}
+
+// outputBound counts the bytes of an answer against a limit (zero: none).
+type outputBound struct {
+	limit int
+	size  int
+	cut   bool // the limit was reached: the answer is cut there
+}
+
+// take returns the part of s the bound still admits (cut at a rune
+// boundary) and counts it; once the limit is reached it admits nothing.
+func (b *outputBound) take(s string) string {
+	if b.cut {
+		return ""
+	}
+	if b.limit <= 0 {
+		b.size += len(s)
+		return s
+	}
+	room := b.limit - b.size
+	if len(s) > room {
+		n := room
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s, b.cut = s[:n], true
+	}
+	b.size += len(s)
+	return s
+}
+
+// cutResponse marks r as an answer cut at the output bound. The usage a
+// cut stream reported has no final output count: it is at least a token
+// per four bytes read, so a budget still counts what the model wrote.
+func (b *outputBound) cutResponse(r Response) Response {
+	r.FinishReason = FinishLength
+	r.OutputLimit = b.limit
+	r.Usage.OutputTokens = max(r.Usage.OutputTokens, int64(b.size/4))
+	return r
 }
 
 // endpoint is the base URL to use (def when Config.BaseURL is empty) and

@@ -97,6 +97,9 @@ func (f *faultStore) Delete(ctx context.Context, id string) ([]string, error) {
 func (f *faultStore) Listings(ctx context.Context, p string, page manager.Page) ([]manager.Listing, error) {
 	return f.inner.Listings(ctx, p, page)
 }
+func (f *faultStore) Descendants(ctx context.Context, root string, page manager.Page) ([]manager.Listing, error) {
+	return f.inner.Descendants(ctx, root, page)
+}
 func (f *faultStore) Queued(ctx context.Context, id string) ([]manager.QueuedMessage, error) {
 	return f.inner.Queued(ctx, id)
 }

@@ -8,9 +8,12 @@ import (
 
 // Interrupt stops a child's current turn and parks the rest of its queue;
 // its descendants keep running and the next message sent wakes the queue.
-// The caller must be the child's direct parent or a live ancestor agent. A
-// missing, one-shot or settled target is an accepted no-op; a store that
-// cannot say whether the child exists is an error, not "missing".
+// The caller must be one of the child's ancestors: its direct parent, an
+// agent above it, or the root principal of its tree (a principal is the
+// ancestor of every child in its tree, so a root session can stop a
+// runaway grandchild). A missing, one-shot or settled target is an
+// accepted no-op; a store that cannot say whether the child exists is an
+// error, not "missing".
 func (m *Manager) Interrupt(caller ParentRef, childID string) error {
 	m.mu.Lock()
 	a := m.live[childID]
@@ -31,7 +34,7 @@ func (m *Manager) Interrupt(caller ParentRef, childID string) error {
 			return &Error{Code: CodePersistenceUnavailable, AgentID: childID, Err: err,
 				Message: fmt.Sprintf("subagent %s cannot be read from the session store (%v)", childID, err)}
 		}
-		if h.Parent != caller.Address() {
+		if !isRootOf(caller, h) && h.Parent != caller.Address() {
 			ok, err := m.isStoredAncestor(ctx, caller.AgentID, h)
 			if err != nil {
 				return &Error{Code: CodePersistenceUnavailable, AgentID: childID, Err: err,
@@ -46,8 +49,23 @@ func (m *Manager) Interrupt(caller ParentRef, childID string) error {
 	if caller.AgentID == childID {
 		return &Error{Code: CodeUnauthorized, AgentID: childID, Message: "an agent cannot interrupt itself; finish your turn instead"}
 	}
-	if a.hdr.Parent != caller.Address() && !isLiveAncestor(a, caller.AgentID) {
-		return unauthorizedInterrupt(childID)
+	if !isRootOf(caller, a.hdr) && a.hdr.Parent != caller.Address() && !isLiveAncestor(a, caller.AgentID) {
+		// An ancestor whose child in between is not resident has no live
+		// chain to the target: the stored headers say whether it is one,
+		// so the refusal is given only when it is true.
+		if m.store == nil {
+			return unauthorizedInterrupt(childID)
+		}
+		ctx, cancel := m.bg()
+		ok, err := m.isStoredAncestor(ctx, caller.AgentID, a.hdr)
+		cancel()
+		if err != nil {
+			return &Error{Code: CodePersistenceUnavailable, AgentID: childID, Err: err,
+				Message: fmt.Sprintf("the ancestry of subagent %s cannot be read from the session store (%v)", childID, err)}
+		}
+		if !ok {
+			return unauthorizedInterrupt(childID)
+		}
 	}
 	a.interrupt()
 	m.log.Info("subagent interrupted", "agent_id", childID, "by", caller.Address())
@@ -56,7 +74,13 @@ func (m *Manager) Interrupt(caller ParentRef, childID string) error {
 
 func unauthorizedInterrupt(id string) error {
 	return &Error{Code: CodeUnauthorized, AgentID: id,
-		Message: fmt.Sprintf("you may interrupt only your own descendants; %s is not one of them", id)}
+		Message: fmt.Sprintf("you may interrupt only your own descendants (your children and theirs); %s is not one of them", id)}
+}
+
+// isRootOf reports whether a root caller is the principal of the tree h
+// belongs to, and so an ancestor of h.
+func isRootOf(caller ParentRef, h Header) bool {
+	return caller.AgentID == "" && caller.Principal != "" && h.Principal == caller.Principal
 }
 
 func isLiveAncestor(a *activation, agentID string) bool {

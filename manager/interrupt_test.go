@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,9 +93,9 @@ func (g *gateTurn) wantEnd(t *testing.T, want agent.StopReason) {
 	}
 }
 
-// Interrupt is authorised for the direct parent and for an exact live
-// ancestor agent (DESIGN §3), and for nobody else: not the root principal
-// of a grandchild, not a sibling, not a descendant, not the child itself.
+// Interrupt is authorised for the direct parent and for any ancestor above
+// it, agent or root principal, and for nobody else: not a sibling, not a
+// descendant, not the child itself.
 // An ancestor's interrupt stops that turn only; the agents in between keep
 // running.
 func TestInterruptByAncestors(t *testing.T) {
@@ -123,7 +124,6 @@ func TestInterruptByAncestors(t *testing.T) {
 		name   string
 		caller manager.ParentRef
 	}{
-		{"the root principal, of a grandchild", root},
 		{"a sibling of the parent", sib.self},
 		{"the child itself", c.self},
 	}
@@ -152,4 +152,66 @@ func TestInterruptByAncestors(t *testing.T) {
 	wantCode(t, m.Interrupt(sib.self, c.self.AgentID), manager.ErrUnauthorized)
 	close(sib.release)
 	sib.wantEnd(t, agent.StopCompleted)
+}
+
+// Who may interrupt a grandchild: its ancestors (the root principal of its
+// tree, a live ancestor agent, its parent), and nobody else; a refusal
+// says what is allowed, and names the target.
+func TestInterruptWhoMay(t *testing.T) {
+	cases := []struct {
+		name    string
+		caller  func(root manager.ParentRef, a, b, sib *gateTurn) manager.ParentRef
+		allowed bool
+	}{
+		{"the root principal of its tree", func(root manager.ParentRef, _, _, _ *gateTurn) manager.ParentRef { return root }, true},
+		{"another principal", func(manager.ParentRef, *gateTurn, *gateTurn, *gateTurn) manager.ParentRef {
+			return manager.ParentRef{Principal: "other"}
+		}, false},
+		{"a sibling of its parent", func(_ manager.ParentRef, _, _, sib *gateTurn) manager.ParentRef { return sib.self }, false},
+		{"a live ancestor agent", func(_ manager.ParentRef, a, _, _ *gateTurn) manager.ParentRef { return a.self }, true},
+		{"its parent", func(_ manager.ParentRef, _, b, _ *gateTurn) manager.ParentRef { return b.self }, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newGateProvider()
+			m := manager.New(manager.Options{Store: memstore.New()})
+			if err := m.Register(p); err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			ctx := context.Background()
+			root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+			start := func(parent manager.ParentRef) *gateTurn {
+				t.Helper()
+				st, err := m.StartContinuable(ctx, "gate", manager.StartRequest{Label: "l", Prompt: "work", Parent: parent}, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p.turn(t, st.ChildID)
+			}
+			a := start(root)     // root's child
+			b := start(a.self)   // a's child
+			c := start(b.self)   // the target: root's great-grandchild, a's grandchild
+			sib := start(a.self) // b's sibling
+			err := m.Interrupt(tc.caller(root, a, b, sib), c.self.AgentID)
+			if tc.allowed {
+				if err != nil {
+					t.Fatalf("Interrupt = %v, want it allowed", err)
+				}
+				c.wantEnd(t, agent.StopAborted)
+			} else {
+				wantCode(t, err, manager.ErrUnauthorized)
+				want := "you may interrupt only your own descendants (your children and theirs); " + c.self.AgentID + " is not one of them"
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("refusal = %q, want it to say %q", err, want)
+				}
+				close(c.release)
+				c.wantEnd(t, agent.StopCompleted)
+			}
+			for _, g := range []*gateTurn{b, sib, a} {
+				close(g.release)
+				g.wantEnd(t, agent.StopCompleted)
+			}
+		})
+	}
 }

@@ -85,9 +85,9 @@ func scopeName(deep bool) string {
 	return "children"
 }
 
-// List returns one page of the caller's listing: direct children (a page
-// reads only its rows from the store's index, plus the live state) or the
-// whole subtree (read whole, then paged: a tree has no single index). Rows
+// List returns one page of the caller's listing: direct children or the
+// whole subtree; either way a page reads only its rows from a store index
+// (Store.Listings, Store.Descendants), plus the live state. Rows
 // come in creation order, ties by id; following Next visits every row
 // once, and children created meanwhile join the end, since a child is
 // always created after the cursor's last row. A status filter of running,
@@ -115,44 +115,21 @@ func (m *Manager) List(caller ParentRef, q ListQuery) (ListPage, error) {
 	defer cancel()
 	root := caller.Address()
 	var rows []Row // up to Limit+1: one more tells there is a next page
-	switch {
-	case q.Descendants:
-		all, err := m.listCtx(ctx, root, true)
+	switch resident := q.Status == StatusRunning || q.Status == StatusQueued || q.Status == StatusIdle; {
+	case resident && !q.Descendants:
+		rows = m.residentRows(ctx, root, q, after)
+	default:
+		read := m.store.Listings
+		if q.Descendants {
+			read = m.store.Descendants
+		}
+		var whole bool
+		rows, whole, err = m.seekRows(ctx, root, q, after, read)
 		if err != nil {
 			return ListPage{}, err
 		}
-		slices.SortStableFunc(all, compareRows)
-		for _, r := range all {
-			if len(rows) > q.Limit {
-				break
-			}
-			if !after.Before(rowKey(r)) || !keeps(q.Status, r) {
-				continue
-			}
-			rows = append(rows, r)
-		}
-	case q.Status == StatusRunning || q.Status == StatusQueued || q.Status == StatusIdle:
-		rows = m.residentRows(ctx, root, q, after)
-	default:
-		for page := (Page{After: after, Limit: q.Limit + 1}); len(rows) <= q.Limit; {
-			ls, err := m.store.Listings(ctx, root, page)
-			if err != nil {
-				if !after.IsZero() || len(rows) > 0 {
-					return ListPage{}, &Error{Code: CodePersistenceUnavailable, Message: "reading the session store failed; list again", Err: err}
-				}
-				// As ListChildren does: the live rows and a diagnostic
-				// row, unpaged (they are few).
-				return ListPage{Rows: m.liveRows(root, err)}, nil
-			}
-			for _, r := range m.childRows(ctx, ls) {
-				if keeps(q.Status, r) {
-					rows = append(rows, r)
-				}
-			}
-			if len(ls) < page.Limit {
-				break
-			}
-			page.After = ls[len(ls)-1].Key()
+		if whole {
+			return ListPage{Rows: rows}, nil
 		}
 	}
 	out := ListPage{Rows: rows}
@@ -161,6 +138,37 @@ func (m *Manager) List(caller ParentRef, q ListQuery) (ListPage, error) {
 		out.Next = encodeCursor(q, out.Rows[q.Limit-1])
 	}
 	return out, nil
+}
+
+// seekRows reads a page's rows through a store index (a parent's children,
+// or a root's whole subtree): it seeks the cursor and reads on only until
+// it holds one row more than a page that passes the status filter, so a
+// page costs its own rows, not the listing before it. whole is set when
+// the store cannot be read on a first page: the rows are then the live
+// ones and a diagnostic row, unpaged (they are few).
+func (m *Manager) seekRows(ctx context.Context, root string, q ListQuery, after ListingKey,
+	read func(context.Context, string, Page) ([]Listing, error)) (rows []Row, whole bool, err error) {
+	// rows holds up to Limit+1: one more tells there is a next page.
+	for page := (Page{After: after, Limit: q.Limit + 1}); len(rows) <= q.Limit; {
+		ls, err := read(ctx, root, page)
+		if err != nil {
+			if !after.IsZero() || len(rows) > 0 {
+				return nil, false, &Error{Code: CodePersistenceUnavailable, Message: "reading the session store failed; list again", Err: err}
+			}
+			// As ListChildren does.
+			return m.liveRows(root, err), true, nil
+		}
+		for _, r := range m.childRows(ctx, ls) {
+			if keeps(q.Status, r) {
+				rows = append(rows, r)
+			}
+		}
+		if len(ls) < page.Limit {
+			break
+		}
+		page.After = ls[len(ls)-1].Key()
+	}
+	return rows, false, nil
 }
 
 // residentRows are the caller's resident children (running, queued or idle) with

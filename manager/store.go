@@ -165,6 +165,13 @@ type Store interface {
 	// the store can tell is mangled has Corrupt set; it never hides its
 	// siblings.
 	Listings(ctx context.Context, parent string, page Page) ([]Listing, error)
+	// Descendants returns a root address's whole subtree (children,
+	// their children, and so on) in one order across all levels:
+	// creation order, ties by id; each entry as Listings reads it (its
+	// Header.Parent names its own parent). page bounds which as Listings'
+	// does, and a store reads only those from an index of every
+	// ancestor's descendants: a page costs its rows, not the subtree.
+	Descendants(ctx context.Context, root string, page Page) ([]Listing, error)
 	// Checkpoint and SetCheckpoint read and write a child's projection
 	// cache. A store keeps only a current checkpoint: SetCheckpoint with a
 	// Seq other than the journal's length stores nothing, and an append

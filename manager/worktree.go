@@ -139,12 +139,12 @@ func (m *Manager) commitTurn(hdr Header, res Result) Result {
 	ctx, cancel := m.bg()
 	defer cancel()
 	msg := fmt.Sprintf("%s\n\nmcp-subagent child %s; the turn ended %s.", hdr.Label, hdr.ID, res.StopReason)
-	if _, err := worktree.Commit(ctx, w.Path, msg); err != nil {
+	if _, err := worktree.Commit(ctx, *w, msg); err != nil {
 		m.log.Error("committing a child's worktree failed; its changes stay uncommitted there", "agent_id", hdr.ID, "err", err)
 		res.Diagnostic = joinDiag(res.Diagnostic, "committing the worktree failed: "+err.Error())
 		return res
 	}
-	c, err := worktree.Diff(ctx, w.Path, w.Base)
+	c, err := worktree.Diff(ctx, *w)
 	if err != nil {
 		m.log.Error("reading a child's worktree changes failed", "agent_id", hdr.ID, "err", err)
 		return res

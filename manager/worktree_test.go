@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -408,5 +410,81 @@ func TestRemoveWorktreeIsTheRootPrincipals(t *testing.T) {
 	}
 	if b := gittest.Git(t, repo, "branch", "--list", "subagent/"+id); b != "" {
 		t.Errorf("the branch is still there: %s", b)
+	}
+}
+
+// TestTheTurnEndCommitRunsNothingAChildPlanted goes through the manager's
+// turn end (issue 22, defects 1 and 11). A child with write_file alone
+// plants a git dir whose config defines a filter, and a .gitattributes
+// naming it; its rewrite of the .git file is refused, so the turn's commit
+// runs nothing. Then the .git file is rewritten behind the tools' back (as
+// an external agent's own tools could): the next turn's commit is refused,
+// said in the diagnostic, and still runs nothing. Plain git in the same
+// worktree runs the filter, proving the probe.
+func TestTheTurnEndCommitRunsNothingAChildPlanted(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "marker")
+	plant := map[string]string{
+		".evil/HEAD":             "ref: refs/heads/evil\n",
+		".evil/objects/.keep":    "",
+		".evil/refs/heads/.keep": "",
+		".evil/config":           "[core]\n\tbare = false\n[filter \"evil\"]\n\tclean = touch " + marker + "; cat\n",
+		".gitattributes":         "* filter=evil\n",
+		"a.txt":                  "a\n",
+		".git":                   "gitdir: .evil\n",
+	}
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		if out, ok := req.LastToolResult(); ok {
+			return fakeopenai.Reply{Text: "tool said: " + out}
+		}
+		if req.LastUserText() != "plant" {
+			args, _ := json.Marshal(map[string]string{"path": "b.txt", "content": req.LastUserText()})
+			return fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{Name: "write_file", Arguments: string(args)}}}
+		}
+		var calls []fakeopenai.ToolCall
+		for _, p := range slices.Sorted(maps.Keys(plant)) {
+			args, _ := json.Marshal(map[string]string{"path": p, "content": plant[p]})
+			calls = append(calls, fakeopenai.ToolCall{Name: "write_file", Arguments: string(args)})
+		}
+		return fakeopenai.Reply{ToolCalls: calls}
+	})
+	t.Cleanup(fake.Close)
+	repo := gittest.Repo(t)
+	mainHead := gittest.Git(t, repo, "rev-parse", "main")
+	m := newWTManager(t, fake, t.TempDir())
+	root := manager.ParentRef{Principal: "p", Cwd: repo}
+
+	id, res := m.run(t, root, repo, "plant")
+	if res.Worktree == nil || res.Changes == nil || !slices.Contains(res.Changes.Added, "a.txt") || res.Diagnostic != "" {
+		t.Fatalf("first turn: %+v, changes %+v", res, res.Changes)
+	}
+	wt := res.Worktree.Path
+	if b, _ := os.ReadFile(filepath.Join(wt, ".git")); strings.Contains(string(b), ".evil") {
+		t.Fatalf("write_file rewrote the .git file: %q", b)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the turn-end commit ran the planted filter")
+	}
+	m.awaitSettled(t, id)
+
+	if err := os.WriteFile(filepath.Join(wt, ".git"), []byte("gitdir: .evil\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, res2 := m.followup(t, root, id, "second")
+	if !strings.Contains(res2.Diagnostic, "does not name its git directory") {
+		t.Fatalf("second turn's diagnostic %q; want the refusal", res2.Diagnostic)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the turn-end commit ran the planted filter")
+	}
+	if got := gittest.Git(t, repo, "rev-parse", "main"); got != mainHead {
+		t.Fatalf("the user's branch moved")
+	}
+
+	// The proof: plain git there runs the filter.
+	cmd := exec.Command("git", "add", "--all")
+	cmd.Dir = wt
+	out, err := cmd.CombinedOutput()
+	if _, serr := os.Stat(marker); serr != nil {
+		t.Fatalf("the probe is broken: plain git add did not run the filter: %v, %v\n%s", serr, err, out)
 	}
 }

@@ -38,6 +38,7 @@ func (s *Store) Delete(ctx context.Context, childID string) ([]string, error) {
 		// hand-made cycle cannot loop.
 		seen := map[string]bool{childID: true}
 		ids := []string{childID}
+		var keys [][]byte // the descendants' by_parent keys, for by_ancestor
 		for i := 0; i < len(ids); i++ {
 			if active.Get([]byte(ids[i])) != nil {
 				return fmt.Errorf("persist: child %q: %w", ids[i], manager.ErrClaimed)
@@ -50,11 +51,15 @@ func (s *Store) Delete(ctx context.Context, childID string) ([]string, error) {
 				if len(k) > 8 && !seen[string(k[8:])] {
 					seen[string(k[8:])] = true
 					ids = append(ids, string(k[8:]))
+					keys = append(keys, bytes.Clone(k))
 				}
 				return nil
 			}); err != nil {
 				return err
 			}
+		}
+		if err := unindexSubtree(tx, childID, seen, keys); err != nil {
+			return err
 		}
 		if err := unindex(tx, byParent, childID); err != nil {
 			return err
@@ -143,6 +148,56 @@ func deleteChild(tx *bolt.Tx, id string) error {
 			return err
 		}
 		if err := b.DeleteBucket(key); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// unindexSubtree takes a deleted subtree (the root childID, every id in
+// gone, the descendants' by_parent keys) out of by_ancestor. The root's
+// place is found from its header; a header that does not decode is looked
+// for in every index.
+func unindexSubtree(tx *bolt.Tx, childID string, gone map[string]bool, keys [][]byte) error {
+	children, err := top(tx, bucketChildren)
+	if err != nil {
+		return err
+	}
+	if h, err := headerOf(childID, children.Get([]byte(childID))); err == nil {
+		return unindexAncestors(tx, h.Parent, append(keys, parentKey(h.CreatedAt.UnixNano(), h.ID)))
+	}
+	byAncestor, err := top(tx, bucketByAncestor)
+	if err != nil {
+		return err
+	}
+	type entry struct{ anc, key []byte }
+	var found []entry
+	err = byAncestor.ForEach(func(anc, v []byte) error {
+		b := byAncestor.Bucket(anc)
+		if v != nil || b == nil {
+			return nil
+		}
+		if gone[string(anc)] {
+			found = append(found, entry{bytes.Clone(anc), nil})
+			return nil
+		}
+		return b.ForEach(func(k, _ []byte) error {
+			if len(k) > 8 && gone[string(k[8:])] {
+				found = append(found, entry{bytes.Clone(anc), bytes.Clone(k)})
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range found {
+		if e.key == nil {
+			err = byAncestor.DeleteBucket(e.anc)
+		} else {
+			err = byAncestor.Bucket(e.anc).Delete(e.key)
+		}
+		if err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
 			return err
 		}
 	}

@@ -27,6 +27,11 @@
 //	             index record (binary.go): version 1, depth (varint), CRC-32C of
 //	             the descriptor bytes (4), created_at (8), mode, provider,
 //	             label and, when set, cwd (each uvarint length ‖ bytes)
+//	by_ancestor  ancestor address (a principal's, or a child's id) → nested
+//	             bucket: the by_parent key of every descendant, all levels
+//	             (created_at ‖ id) → the address of that descendant's parent
+//	             (ancestors.go); built from by_parent when a file without it
+//	             is opened
 //	checkpoints  child id → checkpoint (binary.go): version 1, seq, input and
 //	             output tokens (varints), cost (float64 bits, 8), mode, label,
 //	             stop and, when set, closing (uvarint length ‖ bytes)
@@ -45,7 +50,9 @@
 // and one checkpoint per child; it decodes no JSON and never opens a
 // journal. Its order is created_at, ties broken by child id; a page
 // (manager.Page) seeks the key after its cursor and reads only its own
-// children. JournalLen
+// children. Descendants seeks the same key in the root's by_ancestor
+// bucket and reads each entry's record from its parent's by_parent bucket:
+// a page of a whole subtree reads its own rows, not the subtree. JournalLen
 // reads the journal's last key only. The inboxes bucket was added after
 // format 1 shipped: a file without it is laid out at open. An empty active
 // value needs no migration: it reads as a stale claim.

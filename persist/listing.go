@@ -62,6 +62,65 @@ func (s *Store) Listings(ctx context.Context, parent string, page manager.Page) 
 	return out, err
 }
 
+// Descendants reads a root address's whole subtree for a listing, in one
+// transaction, from by_ancestor: a page seeks its first key and reads only
+// its own rows, each as Listings reads it (from its parent's by_parent
+// entry).
+func (s *Store) Descendants(ctx context.Context, root string, page manager.Page) ([]manager.Listing, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	var out []manager.Listing
+	err := s.view(func(tx *bolt.Tx) error {
+		byAncestor, err := top(tx, bucketByAncestor)
+		if err != nil {
+			return err
+		}
+		byParent, err := top(tx, bucketByParent)
+		if err != nil {
+			return err
+		}
+		descriptors, err := top(tx, bucketDescriptors)
+		if err != nil {
+			return err
+		}
+		checkpoints, err := top(tx, bucketCheckpoints)
+		if err != nil {
+			return err
+		}
+		idx := byAncestor.Bucket([]byte(root))
+		if root == "" || idx == nil {
+			return nil
+		}
+		c := idx.Cursor()
+		k, v := c.First()
+		if !page.After.IsZero() {
+			after := parentKey(page.After.CreatedAt.UnixNano(), page.After.ID)
+			k, v = c.Seek(after)
+			if k != nil && bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		for ; k != nil && (page.Limit <= 0 || len(out) < page.Limit); k, v = c.Next() {
+			if len(k) <= 8 || v == nil {
+				s.log.Warn("skipping malformed ancestor index key", "root", root, "key", fmt.Sprintf("%x", k))
+				continue
+			}
+			var rec []byte
+			if p := byParent.Bucket(v); p != nil {
+				rec = p.Get(k)
+			}
+			if rec == nil {
+				s.log.Warn("skipping an ancestor index entry with no child index entry", "root", root, "child", string(k[8:]))
+				continue
+			}
+			out = append(out, s.listing(string(v), k[8:], rec, descriptors, checkpoints, byParent))
+		}
+		return nil
+	})
+	return out, err
+}
+
 // listing reads one indexed child for Listings. A damaged page under one
 // child (a bbolt panic reading its descriptor or checkpoint) makes that
 // child corrupt, not the listing.

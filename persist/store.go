@@ -47,11 +47,12 @@ var (
 	bucketNotices     = []byte("notices")
 	bucketActive      = []byte("active")
 	bucketInboxes     = []byte("inboxes")
+	bucketByAncestor  = []byte("by_ancestor")
 
 	keyFormat = []byte("format")
 
 	topBuckets = [][]byte{bucketMeta, bucketChildren, bucketDescriptors, bucketJournals,
-		bucketByParent, bucketCheckpoints, bucketNotices, bucketActive, bucketInboxes}
+		bucketByParent, bucketCheckpoints, bucketNotices, bucketActive, bucketInboxes, bucketByAncestor}
 )
 
 // ErrNotFound is returned (wrapped, naming the id) by every per-child method
@@ -189,7 +190,7 @@ var errNeedsLayout = errors.New("store needs its layout")
 
 // checkLayout checks, read-only, that every top-level bucket exists and the
 // format version is the one this build reads. Only an empty file, or one
-// missing a bucket a later build added (inboxes), is laid out: a file that
+// missing a bucket a later build added (inboxes, by_ancestor), is laid out: a file that
 // has lost a bucket it was created with is damaged, and laying it out again
 // would pass an empty store off as the real one.
 func checkLayout(tx *bolt.Tx) error {
@@ -216,7 +217,7 @@ func checkLayout(tx *bolt.Tx) error {
 		return fmt.Errorf("store format %q is not the format %s this build reads", got, want)
 	}
 	for _, name := range topBuckets {
-		if tx.Bucket(name) == nil && string(name) != string(bucketInboxes) {
+		if tx.Bucket(name) == nil && string(name) != string(bucketInboxes) && string(name) != string(bucketByAncestor) {
 			return fmt.Errorf("bucket %s is missing: %w", name, manager.ErrCorrupt)
 		}
 	}
@@ -227,7 +228,9 @@ func checkLayout(tx *bolt.Tx) error {
 }
 
 // initLayout creates the top-level buckets and checks the format version.
+// A file from before by_ancestor has it built from by_parent, once.
 func initLayout(tx *bolt.Tx) error {
+	build := tx.Bucket(bucketByAncestor) == nil && tx.Bucket(bucketByParent) != nil
 	for _, name := range topBuckets {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("create bucket %s: %w", name, err)
@@ -237,9 +240,14 @@ func initLayout(tx *bolt.Tx) error {
 	want := []byte(fmt.Sprint(FormatVersion))
 	switch got := meta.Get(keyFormat); {
 	case got == nil:
-		return meta.Put(keyFormat, want)
+		if err := meta.Put(keyFormat, want); err != nil {
+			return err
+		}
 	case string(got) != string(want):
 		return fmt.Errorf("store format %q is not the format %s this build reads", got, want)
+	}
+	if build {
+		return buildAncestors(tx)
 	}
 	return nil
 }
@@ -368,7 +376,11 @@ func putChild(tx *bolt.Tx, h manager.Header, hb, db []byte) error {
 	if err != nil {
 		return fmt.Errorf("persist: child %q: index under parent %q: %w", h.ID, h.Parent, err)
 	}
-	return idx.Put(parentKey(h.CreatedAt.UnixNano(), h.ID), encodeIndexRecord(h, db))
+	key := parentKey(h.CreatedAt.UnixNano(), h.ID)
+	if err := idx.Put(key, encodeIndexRecord(h, db)); err != nil {
+		return err
+	}
+	return indexAncestors(tx, children, h.Parent, key)
 }
 
 // journal returns a stored child's journal bucket.

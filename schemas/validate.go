@@ -17,6 +17,7 @@ import (
 type Validator struct {
 	what   string // "arguments for subagent", "config"
 	schema *jsonschema.Resolved
+	root   *jsonschema.Schema // for the known names an unknown field is compared with
 }
 
 // Compile resolves raw; what names the checked thing in error messages.
@@ -29,7 +30,7 @@ func Compile(what string, raw []byte) (*Validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema for %s: %w", what, err)
 	}
-	return &Validator{what: what, schema: rs}, nil
+	return &Validator{what: what, schema: rs, root: &s}, nil
 }
 
 // Decode validates value (any JSON-marshalable value, or raw JSON bytes;
@@ -52,13 +53,13 @@ func (v *Validator) Decode(value any, dst any) error {
 	}
 	var generic any
 	if err := json.Unmarshal(raw, &generic); err != nil {
-		return fmt.Errorf("invalid %s: not valid JSON: %v", v.what, err)
+		return fmt.Errorf("invalid %s: not valid JSON%s: %v", v.what, position(raw, err), err)
 	}
 	if _, ok := generic.(map[string]any); !ok {
 		return fmt.Errorf("invalid %s: must be a JSON object", v.what)
 	}
 	if err := v.schema.Validate(generic); err != nil {
-		return fmt.Errorf("invalid %s: %s", v.what, explain(err.Error()))
+		return fmt.Errorf("invalid %s: %s", v.what, explainIn(err.Error(), v.root))
 	}
 	if err := json.Unmarshal(raw, dst); err != nil {
 		// JSON Schema's "integer" admits 2.0, which encoding/json will not
@@ -88,14 +89,19 @@ var (
 )
 
 // explain rewrites a jsonschema-go validation error as "field "x": reason".
-func explain(msg string) string {
+func explain(msg string) string { return explainIn(msg, nil) }
+
+// explainIn is explain with the schema the error came from, so an unknown
+// field can be matched with the nearest known one ("did you mean ...?").
+func explainIn(msg string, root *jsonschema.Schema) string {
 	// The innermost "validating /properties/a/properties/b..." names the field.
-	field := ""
+	field, path := "", ""
 	last := msg
 	if i := strings.LastIndex(msg, "validating /"); i >= 0 {
 		seg := msg[i+len("validating "):]
 		if j := strings.Index(seg, ": "); j >= 0 {
-			field, last = fieldOf(seg[:j]), seg[j+2:]
+			path = seg[:j]
+			field, last = fieldOf(path), seg[j+2:]
 		}
 	} else if i := strings.Index(msg, "validating root: "); i >= 0 {
 		last = msg[i+len("validating root: "):]
@@ -113,8 +119,21 @@ func explain(msg string) string {
 	}
 	if m := additionalR.FindStringSubmatch(last); m != nil {
 		names := listed(m[1])
+		known := knownNames(root, path)
+		var hints []string
+		for _, n := range names {
+			if near := nearest(strings.Trim(n, `"`), known); near != "" {
+				hints = append(hints, fmt.Sprintf("%s for %s", quote(near), n))
+			}
+		}
 		if len(names) == 1 {
+			if len(hints) == 1 {
+				return fmt.Sprintf("unknown field %s%s; did you mean %s?", names[0], where, strings.SplitN(hints[0], " for ", 2)[0])
+			}
 			return fmt.Sprintf("unknown field %s%s; remove it", names[0], where)
+		}
+		if len(hints) > 0 {
+			return fmt.Sprintf("unknown fields %s%s; remove them or rename them (did you mean %s?)", strings.Join(names, ", "), where, strings.Join(hints, ", "))
 		}
 		return fmt.Sprintf("unknown fields %s%s; remove them", strings.Join(names, ", "), where)
 	}
@@ -204,4 +223,93 @@ func bound(msg string) string {
 		return m[1]
 	}
 	return strconv.FormatFloat(f, 'f', -1, 64)
+}
+
+// position words where a JSON decoding error is in raw ("at line 3,
+// column 7"), or "" when the error carries no offset.
+func position(raw []byte, err error) string {
+	var off int64
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	default:
+		return ""
+	}
+	// The offset is just past the offending byte: point at that byte.
+	off = max(0, min(off-1, int64(len(raw))))
+	line, col := 1, 1
+	for _, b := range raw[:off] {
+		if b == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return fmt.Sprintf(" at line %d, column %d", line, col)
+}
+
+// knownNames lists the property names the schema allows at path (a
+// jsonschema-go path such as /properties/llm or "" for the root).
+func knownNames(root *jsonschema.Schema, path string) []string {
+	s := root
+	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	for i := 0; s != nil && i < len(segs); i++ {
+		switch {
+		case segs[i] == "":
+		case segs[i] == "properties" && i+1 < len(segs):
+			i++
+			s = s.Properties[strings.NewReplacer("~1", "/", "~0", "~").Replace(segs[i])]
+		case segs[i] == "items":
+			s = s.Items
+		default:
+			return nil // a path through combinators: no suggestion
+		}
+	}
+	if s == nil {
+		return nil
+	}
+	names := make([]string, 0, len(s.Properties))
+	for n := range s.Properties {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// nearest returns the known name closest to name by edit distance when it
+// is close enough to be a typo (at most 2 edits, and fewer than half the
+// name), or "".
+func nearest(name string, known []string) string {
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(k)); d < bestD && 2*d < len(name) {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

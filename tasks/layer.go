@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
@@ -87,7 +88,19 @@ type Layer struct {
 
 	mu   sync.Mutex
 	live map[string]*liveTask // working tasks whose call runs in this process
+	// calls are the task-eligible calls not answered yet, by the client's
+	// request id in its session: a notifications/cancelled naming one
+	// ends it. Once a call is answered (with a task handle or its
+	// result) it is no longer here, and a later cancel of its id reaches
+	// nothing: a task is cancelled only through tasks/cancel.
+	calls map[callKey]*inflight
 }
+
+// callKey is a client's request id within its session.
+type callKey struct{ session, id string }
+
+// inflight is an unanswered task-eligible call: cancel ends it.
+type inflight struct{ cancel context.CancelFunc }
 
 // liveTask is a task whose call runs here: its record, kept current in
 // memory, and the call's progress.
@@ -99,7 +112,7 @@ type liveTask struct {
 
 // New builds a layer over a store and a manager.
 func New(o Options) *Layer {
-	l := &Layer{store: o.Store, mgr: o.Manager, ttl: o.TTL, poll: o.PollInterval, every: o.SweepEvery, now: o.Now, log: o.Logger, live: map[string]*liveTask{}}
+	l := &Layer{store: o.Store, mgr: o.Manager, ttl: o.TTL, poll: o.PollInterval, every: o.SweepEvery, now: o.Now, log: o.Logger, live: map[string]*liveTask{}, calls: map[callKey]*inflight{}}
 	if l.every <= 0 {
 		l.every = DefaultSweepEvery
 	}
@@ -136,9 +149,10 @@ type request struct {
 	ID     json.RawMessage `json:"id"`
 	Method string          `json:"method"`
 	Params struct {
-		Name   string                     `json:"name"`
-		TaskID string                     `json:"taskId"`
-		Meta   map[string]json.RawMessage `json:"_meta"`
+		Name      string                     `json:"name"`
+		TaskID    string                     `json:"taskId"`
+		RequestID json.RawMessage            `json:"requestId"` // notifications/cancelled
+		Meta      map[string]json.RawMessage `json:"_meta"`
 	} `json:"params"`
 }
 
@@ -178,7 +192,13 @@ func isTaskMethod(m string) bool {
 // call it answers itself; any other message goes to next unchanged.
 func (l *Layer) Handle(ctx context.Context, raw json.RawMessage, next Next) mcp.JSONRPCMessage {
 	var r request
-	if json.Unmarshal(raw, &r) != nil || !r.isRequest() {
+	if json.Unmarshal(raw, &r) != nil {
+		return next(ctx, raw)
+	}
+	if !r.isRequest() {
+		if r.Method == string(mcp.MethodNotificationCancelled) {
+			l.cancelCall(ctx, r.Params.RequestID)
+		}
 		return next(ctx, raw)
 	}
 	switch {
@@ -268,28 +288,46 @@ func (p *pending) latest() (string, time.Time) {
 // handle answers the request while the call goes on; its answer becomes
 // the task's result. A call that starts none (a one-shot provider, a
 // refused argument, a send without a wait) is answered as it would have
-// been. Until the handle is sent the request's end ends the call; after,
-// nothing of the request does.
+// been. Until the handle is sent the request's end, or a
+// notifications/cancelled naming it, ends the call; after, nothing of the
+// request does.
+//
+// The call reaches next under a request id of the layer's own, never the
+// client's: the MCP server keeps a call's id registered for
+// notifications/cancelled until the call returns, which for a task is
+// long after its handle answered the id (and the client may reuse it).
 func (l *Layer) call(ctx context.Context, r request, raw json.RawMessage, next Next) mcp.JSONRPCMessage {
 	p := &pending{started: make(chan started, 1), now: l.now}
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
 	hctx = context.WithValue(hctx, pendingKey{}, p)
 	detach := context.AfterFunc(ctx, hcancel)
+	key, in := callKey{sessionOf(ctx), idKey(r.ID)}, &inflight{cancel: hcancel}
+	l.mu.Lock()
+	l.calls[key] = in
+	l.mu.Unlock()
+	defer func() { // answered: a cancel of the client's id no longer reaches the call
+		l.mu.Lock()
+		if l.calls[key] == in {
+			delete(l.calls, key)
+		}
+		l.mu.Unlock()
+	}()
 	done := make(chan mcp.JSONRPCMessage, 1)
-	inner := withoutProgressToken(raw)
+	inner := innerCall(raw, newCallID())
 	l.wg.Go(func() {
 		defer hcancel()
 		done <- next(hctx, inner)
 	})
+	id := r.id()
 	var s started
 	select {
 	case resp := <-done:
 		detach()
-		return resp
+		return withID(resp, id)
 	case s = <-p.started:
 	}
 	if !detach() { // the request ended first, and that reached the call
-		return <-done
+		return withID(<-done, id)
 	}
 	now := l.now()
 	rec := Record{ID: newTaskID(), Principal: tools.Principal(ctx), Tool: r.Params.Name, AgentID: s.childID, MessageID: s.msgID,
@@ -305,11 +343,74 @@ func (l *Layer) call(ctx context.Context, r request, raw json.RawMessage, next N
 		l.drop(rec.ID)
 		stop := context.AfterFunc(ctx, hcancel)
 		defer stop()
-		return <-done
+		return withID(<-done, id)
 	}
 	l.log.Info("task created", "task_id", rec.ID, "tool", rec.Tool, "agent_id", rec.AgentID, "principal", rec.Principal)
 	l.wg.Go(func() { l.settle(rec.ID, done) })
-	return mcp.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: r.id(), Result: l.wire(lt, "task")}
+	return mcp.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Result: l.wire(lt, "task")}
+}
+
+// cancelCall ends the unanswered task-eligible call the client's
+// notifications/cancelled names, if there is one in its session.
+func (l *Layer) cancelCall(ctx context.Context, requestID json.RawMessage) {
+	if len(requestID) == 0 {
+		return
+	}
+	l.mu.Lock()
+	in := l.calls[callKey{sessionOf(ctx), idKey(requestID)}]
+	l.mu.Unlock()
+	if in != nil {
+		in.cancel()
+	}
+}
+
+// sessionOf is the MCP session of a message ("" when it has none, as a
+// layer's HTTP request).
+func sessionOf(ctx context.Context) string {
+	if s := server.ClientSessionFromContext(ctx); s != nil {
+		return s.SessionID()
+	}
+	return ""
+}
+
+// idKey is a request id as a map key: its JSON type and value, so the
+// string "1" and the number 1 differ and 1 and 1.0 do not.
+func idKey(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	return fmt.Sprintf("%T:%v", v, v)
+}
+
+// newCallID is the request id a task-eligible call reaches the MCP server
+// under: the layer's own, unguessable, so no client id matches it.
+func newCallID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "tasks-layer-call-" + hex.EncodeToString(b[:])
+}
+
+// withID is resp answering the client's request id rather than the one
+// the call reached the MCP server under.
+func withID(resp mcp.JSONRPCMessage, id mcp.RequestId) mcp.JSONRPCMessage {
+	switch m := resp.(type) {
+	case mcp.JSONRPCResponse:
+		m.ID = id
+		return m
+	case *mcp.JSONRPCResponse:
+		c := *m
+		c.ID = id
+		return &c
+	case mcp.JSONRPCError:
+		m.ID = id
+		return m
+	case *mcp.JSONRPCError:
+		c := *m
+		c.ID = id
+		return &c
+	}
+	return resp
 }
 
 // settle waits for a task's call to answer and stores the answer as the
@@ -371,24 +472,24 @@ func isErrorResult(raw json.RawMessage) bool {
 	return json.Unmarshal(raw, &r) == nil && r.IsError
 }
 
-// withoutProgressToken is the call without its progress token: a task's
-// progress is its statusMessage, and the token's request is answered.
-func withoutProgressToken(raw json.RawMessage) json.RawMessage {
+// innerCall is the call as it reaches the MCP server: under request id
+// id (see Layer.call), without its progress token (a task's progress is
+// its statusMessage, and the token's request is answered).
+func innerCall(raw json.RawMessage, id string) json.RawMessage {
 	var msg map[string]json.RawMessage
 	if json.Unmarshal(raw, &msg) != nil {
 		return raw
 	}
+	msg["id"], _ = json.Marshal(id)
 	var params map[string]json.RawMessage
-	if json.Unmarshal(msg["params"], &params) != nil {
-		return raw
+	if json.Unmarshal(msg["params"], &params) == nil {
+		var meta map[string]json.RawMessage
+		if json.Unmarshal(params["_meta"], &meta) == nil && meta["progressToken"] != nil {
+			delete(meta, "progressToken")
+			params["_meta"], _ = json.Marshal(meta)
+			msg["params"], _ = json.Marshal(params)
+		}
 	}
-	var meta map[string]json.RawMessage
-	if json.Unmarshal(params["_meta"], &meta) != nil || meta["progressToken"] == nil {
-		return raw
-	}
-	delete(meta, "progressToken")
-	params["_meta"], _ = json.Marshal(meta)
-	msg["params"], _ = json.Marshal(params)
 	out, err := json.Marshal(msg)
 	if err != nil {
 		return raw

@@ -53,7 +53,7 @@ func (s *Server) subagentDescription() string {
 
 const sendMessageDescription = "Give one of your direct children its next turn: queued behind a running turn, taken at once if idle, or resumed from storage if settled. Returns the message id and route, not an answer, unless `wait_seconds` waits for the outcome. On failure the message was NOT delivered."
 
-const interruptDescription = "Stop a descendant's current turn. Its queue stays parked until you send it more; its children keep running; it stays resumable. A finished or unknown id is a no-op."
+const interruptDescription = "Stop the current turn of one of your descendants: your children and theirs, at any depth. Its queue stays parked until you send it more; its children keep running; it stays resumable. A finished or unknown id is a no-op; anyone else's child is refused."
 
 const listAgentsDescription = "List your continuable children, paged: id, label, status (running: on a turn; queued: waits for a slot; idle: waiting on children or a parked message; ready: stored, resumable), how its last turn ended, provider, model, usage. Not for polling: a notice comes when a child settles; `wait_seconds` waits."
 

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
@@ -73,10 +75,53 @@ func (s *Server) registerResources(ms *server.MCPServer) {
 		mcp.WithTemplateMIMEType("application/json")), s.readTranscript)
 }
 
+// echoBytes bounds what of a caller's own input (a URI, an id) an error or
+// a log line quotes: enough to recognise it, never the megabyte sent.
+const echoBytes = 200
+
+// quote is s quoted for an error, cut to echoBytes (its length said when
+// cut).
+func quote(s string) string {
+	if len(s) <= echoBytes {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q (%d bytes)", truncate.Head(s, echoBytes), len(s))
+}
+
+// A resources/read error's message starts with one of these words, which
+// ResourceErrorCode maps to its JSON-RPC code. mcp-go answers every error
+// of a resource handler with -32603 (internal error); the transports
+// rewrite it by the word (ResourceErrorCode).
+const (
+	resNotFound = "RESOURCE_NOT_FOUND" // no such child, or not the caller's: -32002
+	resInvalid  = "INVALID_PARAMS"     // a URI that names no transcript, or no plausible id: -32602
+)
+
+// ResourceErrorCode is the JSON-RPC code of a resources/read error with
+// message msg: -32002 (resource not found, as the MCP specification says)
+// for an unknown child or one the caller may not read (UNAUTHORIZED: to
+// that caller it does not exist), -32602 (invalid params) for a malformed
+// URI or id; ok is false for anything else (a store failure stays
+// -32603).
+func ResourceErrorCode(msg string) (code int, ok bool) {
+	word, _, _ := strings.Cut(msg, ":")
+	switch word {
+	case resNotFound, string(manager.CodeUnauthorized):
+		return mcp.RESOURCE_NOT_FOUND, true
+	case resInvalid:
+		return mcp.INVALID_PARAMS, true
+	}
+	return 0, false
+}
+
 func (s *Server) readTranscript(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 	id, ok := transcriptID(req.Params.URI)
 	if !ok {
-		return nil, fmt.Errorf("INVALID_REQUEST: field \"uri\": %q is not %s", req.Params.URI, TranscriptTemplate)
+		return nil, fmt.Errorf("%s: field \"uri\": %s is not %s", resInvalid, quote(req.Params.URI), TranscriptTemplate)
+	}
+	if len(id) > s.idBytes {
+		return nil, fmt.Errorf("%s: field \"uri\": the id in it is %d bytes, over the %d bytes an id may have (limits.agent_id_bytes); use an id list_agents shows",
+			resInvalid, len(id), s.idBytes)
 	}
 	caller, err := s.caller(ctx)
 	if err != nil {
@@ -84,6 +129,10 @@ func (s *Server) readTranscript(ctx context.Context, req mcp.ReadResourceRequest
 	}
 	t, err := s.transcripts.Transcript(ctx, caller, id, 0)
 	if err != nil {
+		var e *manager.Error
+		if errors.Is(err, manager.ErrNotFound) && errors.As(err, &e) {
+			return nil, fmt.Errorf("%s: %s", resNotFound, e.Message)
+		}
 		return nil, err // "CODE: message"
 	}
 	b, err := json.Marshal(t)
@@ -143,10 +192,11 @@ type subscription struct {
 	done chan struct{}
 }
 
-// subscribe starts forwarding uri's changes to the session of ctx. A
-// caller who may not read the child (or a session that cannot be pushed
-// to) gets an acknowledged subscription that never fires: mcp-go's
-// subscribe hooks cannot refuse, and a read says why.
+// subscribe starts forwarding uri's changes to the session of ctx: one
+// subscription per (session, URI), a repeat replacing it. A URI that is
+// not the transcript of a child the caller may read was refused before
+// (refuseSubscription); a session that cannot be pushed to gets an
+// acknowledged subscription that never fires.
 func (s *Server) subscribe(ctx context.Context, _ any, req *mcp.SubscribeRequest, _ *mcp.EmptyResult) {
 	cs := server.ClientSessionFromContext(ctx)
 	id, ok := transcriptID(req.Params.URI)
@@ -159,7 +209,7 @@ func (s *Server) subscribe(ctx context.Context, _ any, req *mcp.SubscribeRequest
 	}
 	w, err := s.transcripts.Watch(ctx, caller, id)
 	if err != nil {
-		s.log.Debug("a transcript subscription gets no updates", "uri", req.Params.URI, "err", err)
+		s.log.Debug("a transcript subscription gets no updates", "uri", truncate.Head(req.Params.URI, echoBytes), "err", err)
 		return
 	}
 	key := subKey{cs.SessionID(), req.Params.URI}
@@ -250,9 +300,44 @@ func (s *Server) resourceHooks(h *server.Hooks) {
 		return
 	}
 	h.AddAfterListResources(s.listTranscripts)
+	h.AddOnRequestInitialization(s.refuseSubscription)
 	h.AddAfterSubscribe(s.subscribe)
 	h.AddAfterUnsubscribe(s.unsubscribe)
 	h.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
 		s.endSubscriptions(func(k subKey) bool { return k.session == cs.SessionID() })
 	})
+}
+
+// refuseSubscription refuses a resources/subscribe whose URI is not the
+// transcript of a child the caller may read. mcp-go acknowledges any
+// subscription, and its subscribe hooks cannot refuse; this hook runs
+// before the request is handled and can.
+func (s *Server) refuseSubscription(ctx context.Context, _ any, message any) error {
+	raw, ok := message.(json.RawMessage)
+	if !ok || !bytes.Contains(raw, []byte(mcp.MethodResourcesSubscribe)) {
+		return nil // not a subscribe, without parsing every message
+	}
+	var req struct {
+		Method string `json:"method"`
+		Params struct {
+			URI string `json:"uri"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(raw, &req) != nil || req.Method != string(mcp.MethodResourcesSubscribe) {
+		return nil
+	}
+	id, ok := transcriptID(req.Params.URI)
+	if !ok {
+		return fmt.Errorf("resources/subscribe: %.200q is not a subagent transcript; subscribe to a URI that resources/list shows (%s)", req.Params.URI, TranscriptTemplate)
+	}
+	caller, err := s.caller(ctx)
+	if err != nil {
+		return err
+	}
+	w, err := s.transcripts.Watch(ctx, caller, id)
+	if err != nil {
+		return fmt.Errorf("resources/subscribe %.200q: %w", req.Params.URI, err)
+	}
+	w.Stop()
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,6 +115,17 @@ func TestTranscriptSubscriptionsEnd(t *testing.T) {
 			t.Fatalf("%s: %+v", method, res.Error)
 		}
 	}
+	// refused: a subscription the caller may not have is refused, not
+	// acknowledged.
+	refused := func(principal, session, uri string) {
+		t.Helper()
+		se := sessions[session]
+		sctx := WithPrincipal(ms.WithContext(ctx, se), principal)
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe", "params": map[string]any{"uri": uri}})
+		if _, ok := ms.HandleMessage(sctx, b).(mcp.JSONRPCError); !ok {
+			t.Fatalf("%s subscribed to %s; want a refusal", principal, uri)
+		}
+	}
 	initialize := map[string]any{"protocolVersion": mcp.LATEST_LEGACY_PROTOCOL_VERSION, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}}
 	subs := func() int {
 		ts.subs.mu.Lock()
@@ -149,13 +161,22 @@ func TestTranscriptSubscriptionsEnd(t *testing.T) {
 	}
 
 	rpc("mallory", "s2", "initialize", initialize)
-	rpc("mallory", "s2", "resources/subscribe", map[string]any{"uri": uri})
+	refused("mallory", "s2", uri)
 	if n := subs(); n != 0 {
 		t.Fatalf("another principal holds %d subscriptions to the child", n)
 	}
 
 	rpc("local", "s3", "initialize", initialize)
-	rpc("local", "s3", "resources/subscribe", map[string]any{"uri": uri})
+	for _, u := range []string{"subagent://agents/no-such-child/transcript", "file:///etc/passwd", strings.Repeat("x", 5000)} {
+		refused("local", "s3", u)
+	}
+	// Repeats of one URI hold one subscription.
+	for range 100 {
+		rpc("local", "s3", "resources/subscribe", map[string]any{"uri": uri})
+	}
+	if n := subs(); n != 1 {
+		t.Fatalf("%d subscriptions after 100 of one URI; want 1", n)
+	}
 	say(3)
 	wantUpdate(sessions["s3"])
 	ms.UnregisterSession(ctx, "s3")

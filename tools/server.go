@@ -110,6 +110,7 @@ type Options struct {
 // Server holds the tool handlers. Build it after the providers are
 // registered: the subagent tool's schema lists them.
 type Server struct {
+	idBytes int // the longest id a transcript URI may name (limits.agent_id_bytes)
 	// One field per use of the manager (see Catalog): what a handler
 	// reads tells what it depends on.
 	catalog     Catalog
@@ -217,6 +218,7 @@ func New(mgr Manager, opts Options) (*Server, error) {
 		{"report", reportDescription, schemas.ReportInput, false, false, s.report},
 	}
 	limits := opts.Limits.withDefaults()
+	s.idBytes = limits.AgentIDBytes
 	for _, d := range defs {
 		if !mgr.Persistent() && d.name != "subagent" {
 			continue // control tools need the session store: publish only tools that work

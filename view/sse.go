@@ -98,92 +98,67 @@ type Change struct {
 	Omitted int      `json:"omitted,omitempty"`
 }
 
-// tree streams the caller's tree: a snapshot, then changes.
+// tree streams the caller's tree: a snapshot, then changes, from the
+// principal's shared feed (feed.go).
 func (s *Server) tree(w http.ResponseWriter, r *http.Request, caller manager.ParentRef) {
 	if !s.stream() {
 		writeError(w, http.StatusServiceUnavailable, "the web view is closing")
 		return
 	}
 	defer s.streams.Done()
-	list, err := s.src.ListDescendants(caller)
-	if err != nil {
-		writeManagerError(w, err)
+	if !s.admit(w, caller.Principal) {
 		return
 	}
-	changed := make(chan struct{}, 1)
-	// Any child's start or settlement re-reads the tree (coalesced); the
-	// listing itself keeps to the caller's own tree.
-	unsub := s.src.Subscribe(func(manager.Event) {
+	defer s.release(caller.Principal)
+	ctx := r.Context()
+	states, st, leave := s.join(caller)
+	defer leave()
+	if st == nil || st.err != nil { // the feed's first listing is under way (or failed before this stream)
 		select {
-		case changed <- struct{}{}:
-		default:
+		case <-ctx.Done():
+			return
+		case <-s.done:
+			return
+		case st = <-states:
 		}
-	})
-	defer unsub()
+	}
+	if st.err != nil {
+		writeManagerError(w, st.err)
+		return
+	}
 	ev := startEvents(w)
-	sent := map[string]string{} // id -> the row's JSON as last sent
-	resident := anyResident(list)
-	rows, total := s.bound(list)
-	snap := Snapshot{Rows: make([]Row, 0, len(rows)), Total: total, Omitted: total - len(rows)}
-	for _, r := range rows {
-		vr := viewRow(r)
-		b, _ := json.Marshal(vr)
-		sent[vr.ID] = string(b)
-		snap.Rows = append(snap.Rows, vr)
+	sent := make(map[string]string, len(st.rows)) // id -> the row's JSON as last sent (shared with the feed)
+	snap := Snapshot{Rows: st.rows, Total: st.total, Omitted: st.total - len(st.rows)}
+	for i, vr := range st.rows {
+		sent[vr.ID] = st.js[i]
 	}
 	if ev.send("snapshot", snap) != nil {
 		return
 	}
-	tick := time.NewTicker(s.opts.Tick)
-	defer tick.Stop()
 	beat := time.NewTicker(s.opts.Heartbeat)
 	defer beat.Stop()
-	ctx := r.Context()
-	last := time.Now()
-	ticks := 0
 	for {
-		ticked, ok := s.await(ctx, ev, beat, changed, nil, tick.C)
-		if !ok {
+		select {
+		case <-ctx.Done():
 			return
-		}
-		// With no child resident only a lifecycle event (a start, a
-		// resume) changes a row, and it re-reads at once; the tick then
-		// only catches removals (a prune), ten times slower.
-		if ticked {
-			if ticks++; !resident && ticks%10 != 0 {
-				continue
-			}
-		}
-		// A burst of lifecycle events (a thousand children starting) costs
-		// one listing per quarter tick, not one each.
-		if gap := s.opts.Tick/4 - time.Since(last); gap > 0 {
-			t := time.NewTimer(gap)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+		case <-s.done:
+			return
+		case <-beat.C:
+			if ev.ping() != nil {
 				return
-			case <-s.done:
-				t.Stop()
-				return
-			case <-t.C:
 			}
+			continue
+		case st = <-states:
 		}
-		last = time.Now()
-		list, err := s.src.ListDescendants(caller)
-		if err != nil {
-			s.log.Warn("web view: listing the tree failed", "principal", caller.Principal, "err", err)
+		if st.err != nil {
 			continue
 		}
-		resident = anyResident(list)
-		rows, total := s.bound(list)
-		ch := Change{Total: total, Omitted: total - len(rows)}
-		seen := make(map[string]bool, len(rows))
-		for _, r := range rows {
-			vr := viewRow(r)
+		ch := Change{Total: st.total, Omitted: st.total - len(st.rows)}
+		seen := make(map[string]bool, len(st.rows))
+		for i, vr := range st.rows {
 			seen[vr.ID] = true
-			b, _ := json.Marshal(vr)
-			if sent[vr.ID] != string(b) {
-				sent[vr.ID] = string(b)
+			if sent[vr.ID] != st.js[i] {
+				sent[vr.ID] = st.js[i]
 				ch.Upsert = append(ch.Upsert, vr)
 			}
 		}
@@ -273,6 +248,10 @@ func (s *Server) transcript(w http.ResponseWriter, r *http.Request, caller manag
 		return
 	}
 	defer s.streams.Done()
+	if !s.admit(w, caller.Principal) {
+		return
+	}
+	defer s.release(caller.Principal)
 	ctx := r.Context()
 	// Watch first, then read: whatever is journaled after the read is
 	// signalled.

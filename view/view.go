@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
@@ -53,6 +54,16 @@ type Options struct {
 	// Heartbeat is how often an idle stream sends a comment line so
 	// proxies and the browser keep it; zero: 15 seconds.
 	Heartbeat time.Duration
+	// MaxStreams bounds the streams (tree and transcript) one principal
+	// holds open at a time; one more is refused with 429. Zero:
+	// DefaultMaxStreams.
+	MaxStreams int
+	// SameOrigin reports whether a state-changing request's Origin header
+	// is the view's own origin: the server that mounts the view knows its
+	// listener's names. Nil: the Origin's host must be the request's Host,
+	// which is enough only where the Host was checked first (a page on a
+	// name rebound to 127.0.0.1 sends its own name as both).
+	SameOrigin func(origin string, r *http.Request) bool
 }
 
 // Server is the web view: its principals' tokens and their streams. Build
@@ -68,6 +79,8 @@ type Server struct {
 	closed  bool
 	done    chan struct{} // closed by Close: every stream ends
 	streams sync.WaitGroup
+	feeds   map[string]*feed // principal -> its tree streams' shared listing
+	open    map[string]int   // principal -> its streams open
 }
 
 // New returns a view over src.
@@ -90,7 +103,14 @@ func New(src Source, o Options) *Server {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = 15 * time.Second
 	}
-	return &Server{src: src, opts: o, log: o.Logger, tokens: map[string]string{}, byPrinc: map[string]string{}, done: make(chan struct{})}
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = DefaultMaxStreams
+	}
+	if o.SameOrigin == nil {
+		o.SameOrigin = sameOrigin
+	}
+	return &Server{src: src, opts: o, log: o.Logger, tokens: map[string]string{}, byPrinc: map[string]string{}, done: make(chan struct{}),
+		feeds: map[string]*feed{}, open: map[string]int{}}
 }
 
 // Token returns principal's view token, minting it on first use: 128
@@ -236,8 +256,8 @@ func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, caller ma
 // view never answers).
 func (s *Server) action(h func(w http.ResponseWriter, r *http.Request, caller manager.ParentRef)) func(http.ResponseWriter, *http.Request, manager.ParentRef) {
 	return func(w http.ResponseWriter, r *http.Request, caller manager.ParentRef) {
-		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r.Host) {
-			writeError(w, http.StatusForbidden, "UNAUTHORIZED: origin "+o+" is not this view's")
+		if o := r.Header.Get("Origin"); o != "" && !s.opts.SameOrigin(o, r) {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("UNAUTHORIZED: origin %q is not this view's", truncate.Head(o, 200)))
 			return
 		}
 		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
@@ -249,9 +269,9 @@ func (s *Server) action(h func(w http.ResponseWriter, r *http.Request, caller ma
 	}
 }
 
-func sameOrigin(origin, host string) bool {
+func sameOrigin(origin string, r *http.Request) bool {
 	u, err := url.Parse(origin)
-	return err == nil && strings.EqualFold(u.Host, host)
+	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
 type actionReq struct {
@@ -273,6 +293,9 @@ func decodeAction(w http.ResponseWriter, r *http.Request, needMessage bool, maxM
 	switch {
 	case in.ID == "":
 		writeError(w, http.StatusBadRequest, `INVALID_REQUEST: field "id": required; give the child's id`)
+		return in, false
+	case len(in.ID) > maxIDBytes:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(`INVALID_REQUEST: field "id": %d bytes, no child's id (at most %d)`, len(in.ID), maxIDBytes))
 		return in, false
 	case needMessage && strings.TrimSpace(in.Message) == "":
 		writeError(w, http.StatusBadRequest, `INVALID_REQUEST: field "message": must not be empty; write the message to send`)
@@ -316,7 +339,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, caller manager.Par
 func writeManagerError(w http.ResponseWriter, err error) {
 	var e *manager.Error
 	if !errors.As(err, &e) {
-		writeError(w, http.StatusInternalServerError, err.Error())
+		writeError(w, http.StatusInternalServerError, truncate.Bound(err.Error(), maxErrorBytes))
 		return
 	}
 	status := http.StatusBadRequest
@@ -328,8 +351,16 @@ func writeManagerError(w http.ResponseWriter, err error) {
 	case manager.CodeNotResumable:
 		status = http.StatusConflict
 	}
-	writeError(w, status, fmt.Sprintf("%s: %s", e.Code, e.Message))
+	// Bounded: a message may quote what the request named.
+	writeError(w, status, truncate.Bound(fmt.Sprintf("%s: %s", e.Code, e.Message), maxErrorBytes))
 }
+
+// maxIDBytes bounds a child's id in a request (the server mints 22-byte
+// ids); maxErrorBytes an error's text.
+const (
+	maxIDBytes    = 256
+	maxErrorBytes = 1024
+)
 
 func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]string{"error": msg})

@@ -16,6 +16,24 @@
 //     user's; they run no hooks (core.hooksPath is /dev/null, --no-verify)
 //     and are never signed (commit.gpgsign=false). Nothing is read from or
 //     written to global git configuration beyond what git itself reads.
+//   - Git in a child's worktree runs nothing the child wrote there. The
+//     child can write every file of its work tree, the .git pointer file
+//     included; it cannot write the repository's git directory. So git
+//     runs with --git-dir (the entry under the recorded repository's
+//     worktrees directory whose gitdir file names the worktree) and
+//     --work-tree, never discovering the repository from the worktree; a
+//     .git file that names anything else is ErrPointer and nothing runs
+//     (removal deletes the directory without git). Configuration given
+//     on every command turns off hooks and core.fsmonitor; every filter
+//     driver the configuration defines is blanked, as a .gitattributes
+//     file can name any of them (also at checkout: worktree add);
+//     diffs run with --no-ext-diff and --no-textconv; status does not
+//     look into submodules. Configuration inherited through the
+//     environment as command-line configuration (GIT_CONFIG_PARAMETERS,
+//     GIT_CONFIG_COUNT) and GIT_EXTERNAL_DIFF are dropped.
+//     A work tree whose .git is a file (a child's own worktree, when it
+//     starts an isolated child) must name a git directory outside it
+//     that names it back, as git made it.
 //   - Many children can create worktrees in one repository at once. Within
 //     this process the commands that write .git/worktrees (add, remove,
 //     prune) take a per-repository lock: git reads every worktree's entry

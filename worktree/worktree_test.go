@@ -40,16 +40,16 @@ func TestAWorktreeCommitsReportsAndRemovesWithoutTouchingTheMainCheckout(t *test
 	if same, err := worktree.Unchanged(ctx, w); err != nil || !same {
 		t.Fatalf("a fresh worktree: Unchanged = %v, %v", same, err)
 	}
-	if ok, err := worktree.Commit(ctx, path, "nothing"); err != nil || ok {
+	if ok, err := worktree.Commit(ctx, w, "nothing"); err != nil || ok {
 		t.Fatalf("Commit of nothing = %v, %v; want false", ok, err)
 	}
 	must(t, os.WriteFile(filepath.Join(path, "new.txt"), []byte("new\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(path, "README"), []byte("changed\n"), 0o644))
 	must(t, os.Remove(filepath.Join(path, "pkg", "keep")))
-	if ok, err := worktree.Commit(ctx, path, "turn 1"); err != nil || !ok {
+	if ok, err := worktree.Commit(ctx, w, "turn 1"); err != nil || !ok {
 		t.Fatalf("Commit = %v, %v; want true", ok, err)
 	}
-	c, err := worktree.Diff(ctx, path, w.Base)
+	c, err := worktree.Diff(ctx, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestTwentyWorktreesCreatedAtOnceAllSucceed(t *testing.T) {
 				errs[i] = os.WriteFile(filepath.Join(ws[i].Path, "f"), []byte(id), 0o644)
 			}
 			if errs[i] == nil {
-				_, errs[i] = worktree.Commit(ctx, ws[i].Path, id)
+				_, errs[i] = worktree.Commit(ctx, ws[i], id)
 			}
 		}()
 	}

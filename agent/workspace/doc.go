@@ -21,6 +21,12 @@
 //     which refuses escapes by construction, so a path changed between the
 //     check and its use still cannot leave the root. search does not follow
 //     symbolic links while walking.
+//   - write_file writes nothing in a git directory: a path with a
+//     component named .git (in any case, and as a case-insensitive or
+//     HFS+ file system would read it), as given or after its symbolic
+//     links are resolved, is refused. Git runs commands named there
+//     (core.fsmonitor in .git/config, hooks), and a worktree's .git file
+//     decides which repository git uses. There is no delete or rename.
 //   - What os.Root does not prevent is not prevented here either: mount
 //     points and bind mounts inside the root, and hard links to outside
 //     files made by someone else.

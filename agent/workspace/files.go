@@ -225,6 +225,9 @@ func (w *workspace) writeFile(ctx context.Context, a args) (string, error) {
 	if rel == "." {
 		return "", fmt.Errorf("cannot write %q: it is the workspace root directory; name a file inside it", arg)
 	}
+	if err := gitDirError("write", display, rel); err != nil {
+		return "", err
+	}
 	r, err := w.openRoot()
 	if err != nil {
 		return "", err

@@ -95,6 +95,46 @@ func evalExisting(p string) string {
 	}
 }
 
+// gitDirError refuses a write whose path (lexical: as given, cleaned and
+// relative to the root, which the error names; rel: as resolved through
+// symbolic links) has a component that names a git
+// directory: git runs commands named in the files there (core.fsmonitor,
+// hooks, filter drivers in .git/config), so a child that could write them
+// would have the user's next `git status`, or the server's own git, run
+// its code. A worktree's .git pointer file is covered the same way. Names
+// are compared as a case-insensitive file system would (and HFS+, which
+// ignores some invisible code points, and Windows, which drops trailing
+// dots and spaces): ".GIT" or ".git." is refused too. Nil when no
+// component is such a name.
+func gitDirError(verb, lexical, rel string) error {
+	for _, p := range []string{lexical, rel} {
+		for _, c := range strings.Split(filepath.ToSlash(p), "/") {
+			if isDotGit(c) {
+				return fmt.Errorf("cannot %s %q: it is inside a git directory (the component %q); the file tools never write git's own files, "+
+					"because git runs commands named in them (hooks, core.fsmonitor, filters); write the project's files instead", verb, lexical, c)
+			}
+		}
+	}
+	return nil
+}
+
+// isDotGit reports whether the path component c names ".git" on some file
+// system: case folded, invisible code points HFS+ ignores removed,
+// trailing dots and spaces (which Windows drops) trimmed.
+func isDotGit(c string) bool {
+	if len(c) < 4 {
+		return false
+	}
+	c = strings.Map(func(r rune) rune {
+		switch {
+		case r >= 0x200c && r <= 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x206a && r <= 0x206f, r == 0xfeff:
+			return -1
+		}
+		return r
+	}, c)
+	return strings.EqualFold(strings.TrimRight(c, ". "), ".git")
+}
+
 func outsideError(arg string) error {
 	return fmt.Errorf("path %q is outside the workspace root; use a path inside the workspace, relative to its root (for example \".\" or \"src/main.go\")", arg)
 }

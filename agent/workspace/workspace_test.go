@@ -726,3 +726,57 @@ func TestCallHonoursACancelledContext(t *testing.T) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 }
+
+// TestWriteFileRefusesGitDirectories: a child that writes core.fsmonitor
+// into .git/config has the user's next `git status` run its command, and
+// one that rewrites a worktree's .git pointer file moves the server's own
+// git to a repository it planted. Every path with a component naming a
+// git directory is refused, however spelled; each refused path is then
+// written with os.WriteFile to prove the refusal is the tool's, not the
+// file system's.
+func TestWriteFileRefusesGitDirectories(t *testing.T) {
+	f := newFixture(t, Options{})
+	must(t, os.MkdirAll(filepath.Join(f.root, "wt"), 0o755))
+	must(t, os.WriteFile(filepath.Join(f.root, "wt", ".git"), []byte("gitdir: /repo/.git/worktrees/wt\n"), 0o644))
+	must(t, os.MkdirAll(filepath.Join(f.root, "vendor", "lib", ".Git"), 0o755))
+	must(t, os.Symlink(".git", filepath.Join(f.root, "gitlink")))
+	for _, path := range []string{
+		".git/config",
+		".git/hooks/pre-commit",
+		"./sub/../.git/config",
+		".GIT/config",
+		".git./config",
+		"wt/.git",                // a worktree's pointer file
+		"vendor/lib/.Git/config", // a nested repository
+		".g\u200cit/config",      // HFS+ ignores U+200C
+		"gitlink/config",         // a symlink to .git
+		filepath.Join(f.root, ".git", "info", "attributes"),
+	} {
+		t.Run(path, func(t *testing.T) {
+			host := path
+			if !filepath.IsAbs(host) {
+				host = filepath.Join(f.root, path)
+			}
+			before, _ := os.ReadFile(host)
+			got, err := f.call(t, t.Context(), "write_file", obj{"path": path, "content": "[core]\n\tfsmonitor = touch /tmp/pwned\n"})
+			f.check(t, got, err, "", "inside a git directory")
+			shown := filepath.Clean(path)
+			if filepath.IsAbs(shown) {
+				shown, _ = filepath.Rel(f.root, shown)
+			}
+			if !strings.Contains(err.Error(), fmt.Sprintf("%q", shown)) {
+				t.Errorf("the error does not name the path: %v", err)
+			}
+			if after, _ := os.ReadFile(host); string(after) != string(before) {
+				t.Fatalf("%s changed to %q", path, after)
+			}
+			// The probe: the path itself was writable.
+			must(t, os.MkdirAll(filepath.Dir(host), 0o755))
+			must(t, os.WriteFile(host, []byte("x"), 0o644))
+		})
+	}
+	for _, path := range []string{".gitattributes", ".gitignore", ".github/workflows/ci.yml", "git/x", "sub/.gitx", "sub/x.git"} {
+		got, err := f.call(t, t.Context(), "write_file", obj{"path": path, "content": "ok"})
+		f.check(t, got, err, "wrote 2 bytes", "")
+	}
+}

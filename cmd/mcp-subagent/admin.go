@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
@@ -86,7 +87,10 @@ func (a *app) admin(ctx context.Context, req daemon.AdminRequest) (any, error) {
 		if args.ID == "" {
 			return nil, fmt.Errorf("INVALID_REQUEST: field \"id\": name the subagent whose worktree to remove")
 		}
+		if err := checkID(args.ID); err != nil {
+			return nil, err
+		}
 		return a.mgr.RemoveWorktree(ctx, req.Principal, args.ID)
 	}
-	return nil, fmt.Errorf("INVALID_REQUEST: unknown admin operation %q", req.Op)
+	return nil, fmt.Errorf("INVALID_REQUEST: unknown admin operation %q", truncate.Head(req.Op, echoBytes))
 }

@@ -78,9 +78,9 @@ func BenchmarkBodyLimitRSS(b *testing.B) {
 			// A closed port as the chat API: a prompt that got through would
 			// fail at once instead of being uploaded anywhere.
 			env := serverEnv(nil, []string{"OPENAI_BASE_URL=http://127.0.0.1:9/v1"})
-			proc, url := launchHTTPOf(b, bin, args, env, b.TempDir(), stderr)
+			proc, url, token := launchHTTPOf(b, bin, args, env, b.TempDir(), stderr)
 			pid := proc.cmd.Process.Pid
-			if code := post(b, url, nil); code != http.StatusOK {
+			if code := post(b, url, map[string]string{"Authorization": "Bearer " + token}); code != http.StatusOK {
 				b.Fatalf("initialize: %d", code)
 			}
 			var peak, idle, idle0 int64
@@ -103,6 +103,7 @@ func BenchmarkBodyLimitRSS(b *testing.B) {
 				}
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Accept", "application/json, text/event-stream")
+				req.Header.Set("Authorization", "Bearer "+token)
 				status := "no response"
 				client := &http.Client{Timeout: 5 * time.Minute}
 				if resp, err := client.Do(req); err == nil {

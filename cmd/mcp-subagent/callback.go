@@ -16,16 +16,25 @@ import (
 // server back (report, list_agents, subagent). Every request must carry a
 // bearer token minted for one child and not yet revoked; the caller is that
 // child. It runs whatever transport the parent side uses (stdio too), with
-// hc's body limit and timeouts, and stops with ctx.
-func serveCallbacks(ctx context.Context, ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger) (url string, done <-chan struct{}, err error) {
+// hc's body limit and timeouts, and the loopback Host check (off only
+// with anyHost, for tests), and stops with ctx.
+func serveCallbacks(ctx context.Context, ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, anyHost bool, log *slog.Logger) (url string, done <-chan struct{}, err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
 	}
-	streamable := newStreamable(ms, hc, log)
+	var sopts []server.StreamableHTTPOption
+	if anyHost { // mcp-go's own Host check too
+		sopts = append(sopts, server.WithDisableLocalhostProtection(true))
+	}
+	streamable := newStreamable(ms, hc, log, sopts...)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", callbackGuard(limitBody(streamable, hc), ts))
-	srv := newHTTPServer(mux, hc)
+	var h http.Handler = mux
+	if !anyHost {
+		h = guardHost(mux, ln.Addr())
+	}
+	srv := newHTTPServer(h, hc)
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -124,6 +125,12 @@ func runCLI(cmd string, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if len(names) > 0 && names[0] == "ID" {
+		if err := checkID(pos[0]); err != nil {
+			fmt.Fprintf(stderr, "mcp-subagent %s: %v\n", cmd, err)
+			return 2
+		}
+	}
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -166,7 +173,7 @@ func dialCLI(ctx context.Context, o serveOptions) (*cliClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	mc := client.NewClient(transport.NewIO(conn.R, conn, nil))
+	mc := client.NewClient(transport.NewIO(closedIsEOF{conn.R}, conn, nil))
 	c := &cliClient{mc: mc, notes: make(chan mcp.JSONRPCNotification, 64)}
 	mc.OnNotification(func(n mcp.JSONRPCNotification) {
 		select {
@@ -191,6 +198,20 @@ func dialCLI(ctx context.Context, o serveOptions) (*cliClient, error) {
 }
 
 func (c *cliClient) close() { _ = c.mc.Close() }
+
+// closedIsEOF reads r, reporting a read on the connection our own close
+// ended as the end of the stream: mcp-go's read loop logs every other
+// error through the default logger, which would print transport noise
+// after every command.
+type closedIsEOF struct{ r io.Reader }
+
+func (c closedIsEOF) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if errors.Is(err, net.ErrClosed) {
+		err = io.EOF
+	}
+	return n, err
+}
 
 // call invokes a tool; a tool error is returned as an error carrying the
 // tool's text ("Error: CODE: ...").

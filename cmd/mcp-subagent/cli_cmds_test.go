@@ -332,6 +332,13 @@ func TestCLIStartsTheDaemon(t *testing.T) {
 	if code != 0 || out != "no subagents\n" {
 		t.Fatalf("ls on a fresh data directory: exit %d, %q, stderr %q", code, out, errOut)
 	}
+	// A command that succeeded prints nothing to stderr: no transport noise
+	// from the MCP client's read loop when the session closes.
+	for range 3 {
+		if code, _, errOut = cli(t, s, "ls"); code != 0 || errOut != "" {
+			t.Fatalf("ls: exit %d, stderr %q; want 0 and nothing", code, errOut)
+		}
+	}
 	if _, err := daemon.Status(testCtx(t), dataDir); err != nil {
 		t.Fatalf("no daemon runs after the command: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
@@ -27,7 +28,7 @@ func (c *cliClient) readTranscript(ctx context.Context, id string) (manager.Tran
 		if tc, ok := rc.(mcp.TextResourceContents); ok {
 			var t manager.Transcript
 			if err := json.Unmarshal([]byte(tc.Text), &t); err != nil {
-				return t, fmt.Errorf("the transcript of %s: %w", id, err)
+				return t, fmt.Errorf("the transcript of %s: %w", truncate.Head(id, echoBytes), err)
 			}
 			return t, nil
 		}

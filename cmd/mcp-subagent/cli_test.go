@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,13 +60,18 @@ func TestHTTPBearerTokens(t *testing.T) {
 
 func TestHTTPOriginChecked(t *testing.T) {
 	s := start(t, nil, serverOpts{http: true})
-	if code := post(t, s.url, map[string]string{"Origin": "https://evil.example"}); code != http.StatusForbidden {
+	with := func(k, v string) map[string]string {
+		h := s.bearer()
+		h[k] = v
+		return h
+	}
+	if code := post(t, s.url, with("Origin", "https://evil.example")); code != http.StatusForbidden {
 		t.Errorf("foreign origin: status %d, want 403", code)
 	}
-	if code := post(t, s.url, map[string]string{"Origin": "http://localhost:5173"}); code != http.StatusOK {
+	if code := post(t, s.url, with("Origin", "http://localhost:5173")); code != http.StatusOK {
 		t.Errorf("loopback origin: status %d, want 200", code)
 	}
-	if code := post(t, s.url, nil); code != http.StatusOK {
+	if code := post(t, s.url, s.bearer()); code != http.StatusOK {
 		t.Errorf("no origin: status %d, want 200", code)
 	}
 }
@@ -73,7 +79,7 @@ func TestHTTPOriginChecked(t *testing.T) {
 // runBinary runs the server with args and returns its exit code and stderr.
 func runBinary(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
-	if len(args) > 0 && args[0] == "serve" {
+	if len(args) > 0 && args[0] == "serve" && !slices.Contains(args, "--data-dir") {
 		args = append(args, "--data-dir", t.TempDir())
 	}
 	code, _, stderr := runOut(t, 10*time.Second, env, args...)
@@ -122,7 +128,10 @@ func TestStartRefusals(t *testing.T) {
 	}{
 		{"non-loopback without tokens", []string{"serve", "--http", "0.0.0.0:0"}, "configure http.tokens"},
 		{"config not JSON", []string{"serve", "--config", write("a.json", "{")}, "not valid JSON"},
-		{"config unknown field", []string{"serve", "--config", write("b.json", `{"max_dept": 2}`)}, `max_dept`},
+		{"config unknown field", []string{"serve", "--config", write("b.json", `{"max_dept": 2}`)}, `unknown field \"max_dept\"; did you mean \"max_depth\"?`}, // JSON-quoted in the log line
+		{"config syntax error", []string{"serve", "--config", write("b2.json", "{\n \"max_depth\": 2,,\n}")}, "not valid JSON at line 2, column 17"},
+		{"data dir under a file", []string{"serve", "--data-dir", filepath.Join(write("file", ""), "sub")}, "(from --data-dir) cannot be created: not a directory; create it yourself or choose another with --data-dir"},
+		{"CLI data dir under a file", []string{"ls", "--data-dir", filepath.Join(write("file2", ""), "sub")}, "(from --data-dir) cannot be created"},
 		{"config wrong type", []string{"serve", "--config", write("c.json", `{"llm": {"model": 5}}`)}, `llm.model`},
 		{"config token too short", []string{"serve", "--config", write("d.json", `{"http":{"tokens":[{"principal":"a","token":"short"}]}}`)}, `"http.tokens`},
 		{"config missing", []string{"serve", "--config", filepath.Join(dir, "nope.json")}, "nope.json"},

@@ -82,7 +82,8 @@ func (b BudgetConfig) limits() manager.BudgetLimits {
 }
 
 // LLMConfig is the chat API in-process children use when models is
-// empty; MaxRetries and MaxSteps apply to every model either way.
+// empty; MaxRetries, MaxSteps, StreamIdleSeconds and MaxOutputBytes apply
+// to every model either way.
 type LLMConfig struct {
 	BaseURL    string `json:"base_url,omitempty"`
 	APIKeyEnv  string `json:"api_key_env,omitempty"`
@@ -90,6 +91,12 @@ type LLMConfig struct {
 	MaxRetries *int   `json:"max_retries,omitempty"`
 	MaxTokens  int64  `json:"max_tokens,omitempty"`
 	MaxSteps   int    `json:"max_steps,omitempty"`
+	// StreamIdleSeconds cuts a model stream with no event for this long
+	// (a retried broken stream); zero: llm.DefaultStreamIdleTimeout.
+	StreamIdleSeconds float64 `json:"stream_idle_seconds,omitempty"`
+	// MaxOutputBytes bounds one model answer (text and tool calls); zero:
+	// llm.DefaultMaxOutputBytes.
+	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
 }
 
 // DaemonConfig tunes the per-data-directory daemon.

@@ -1295,7 +1295,7 @@ func TestNoticesGoToTheSessionThatStartedTheChild(t *testing.T) {
 	defer first.open()
 	defer second.open()
 	a := start(t, fake, serverOpts{http: true})
-	b := connectHTTP(t, a.url, "", a.stderr)
+	b := connectHTTP(t, a.url, a.token, a.stderr)
 	ctx := testCtx(t)
 
 	h1, _ := startBackground(t, a, ctx, "first job", "Do the first job.")

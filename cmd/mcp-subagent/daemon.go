@@ -77,9 +77,14 @@ func runDaemon(ctx context.Context, o serveOptions, cfg Config, foreground bool,
 			return err
 		}
 		defer a.close()
+		hc, err := a.httpAuth(cfg.HTTP, os.Stderr)
+		if err != nil {
+			daemon.ReportReady("", err)
+			return err
+		}
 		hctx, cancel := context.WithCancel(ctx)
 		httpErr := make(chan error, 1)
-		go func() { httpErr <- serveHTTP(hctx, ln, a, cfg.HTTP, log) }()
+		go func() { httpErr <- serveHTTP(hctx, ln, a, hc, log) }()
 		defer func() { cancel(); <-httpErr }()
 		return serveSocket(ctx, o, cfg, l, a, foreground, log)
 	}
@@ -147,6 +152,9 @@ func relay(ctx context.Context, o serveOptions, cfg Config, stdin io.Reader, std
 		return err
 	}
 	log.Debug("relaying to the daemon", "socket", daemon.SocketPath(dataDir), "daemon_pid", c.Welcome.PID, "daemon_version", c.Welcome.Version)
+	if o.terminal != nil {
+		banner(o.terminal, cfg, dataDir, c.Welcome.PID)
+	}
 	if c.Welcome.Version != version {
 		log.Info("the daemon runs another version; `mcp-subagent daemon stop` restarts it on this one", "daemon_version", c.Welcome.Version, "version", version)
 	}
@@ -172,12 +180,18 @@ func daemonCommand(o serveOptions, dataDir string) *exec.Cmd {
 			args = append(args, "--config", abs)
 		}
 	}
-	if o.idle != 0 {
+	switch {
+	case o.idle != 0:
 		args = append(args, "--idle-timeout", o.idle.String())
+	case goRunBinary(self):
+		// `go run` deletes its temporary binary when the session ends: a
+		// daemon left running from it could never be restarted or
+		// upgraded from that path. It exits as soon as it is idle.
+		args = append(args, "--idle-timeout", "1ms")
 	}
 	cmd := exec.Command(self, args...)
 	cmd.Dir = "/"
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), detachEnv+"=1")
 	if err := os.MkdirAll(dataDir, 0o700); err == nil {
 		if f, err := os.OpenFile(daemon.LogPath(dataDir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
 			cmd.Stdout, cmd.Stderr = f, f
@@ -204,7 +218,8 @@ func daemonControl(ctx context.Context, op string, o serveOptions, stdout io.Wri
 	case "status":
 		w, err := daemon.Status(ctx, dataDir)
 		var refused *daemon.RefusedError
-		if errors.As(err, &refused) {
+		var foreign *daemon.ForeignSocketError
+		if errors.As(err, &refused) || errors.As(err, &foreign) {
 			return err
 		}
 		if err != nil {

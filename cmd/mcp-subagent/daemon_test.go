@@ -303,10 +303,13 @@ func TestChildrenOutliveTheirSessionAndTheDaemonExitsWhenIdle(t *testing.T) {
 	if !alive(pid) {
 		t.Fatalf("the daemon exited with a child still running; log:\n%s", s.stderr)
 	}
+	// A later session, connected while the child still holds the daemon
+	// up: released first, the child could finish and the daemon go idle
+	// before a slow start of this session reached it.
+	s2 := start(t, fake, serverOpts{dataDir: s.dataDir, workspace: s.workspace, args: []string{"--idle-timeout", idle.String()}})
 	release.open()
 
-	// A later session hears how the child ended: completed, not stopped.
-	s2 := start(t, fake, serverOpts{dataDir: s.dataDir, workspace: s.workspace, args: []string{"--idle-timeout", idle.String()}})
+	// It hears how the child ended: completed, not stopped.
 	res, _ := callList(t, s2, ctx, map[string]any{"wait_seconds": 10})
 	ns := notices(res, "subagent-settled")
 	if len(ns) != 1 || !strings.Contains(ns[0], h.AgentID+" finished and will do no further work") ||
@@ -384,6 +387,11 @@ func TestANewerBinaryTakesOverWithoutLosingAChild(t *testing.T) {
 	if st, err := daemon.Status(testCtx(t), dataDir); err != nil || st.Version != "1.1.0" {
 		t.Errorf("daemon status after the takeover = %+v, %v; want version 1.1.0", st, err)
 	}
+	// The old binary's session followed the daemon it relayed to over to
+	// the new one.
+	if _, err := old.rpc(3, "tools/call", map[string]any{"name": "list_agents", "arguments": map[string]any{}}); err != nil {
+		t.Errorf("the old session after the takeover: %v", err)
+	}
 	ctx := testCtx(t)
 	res, rows := callList(t, s, ctx, nil)
 	if r, ok := rowOf(rows, id); !ok || r.Status != "ready" {
@@ -422,8 +430,10 @@ func TestTheSocketRefusesAnotherUID(t *testing.T) {
 	cmd.Env = []string{"HOME=/"}
 	out, err := cmd.CombinedOutput()
 	t.Logf("status as uid 65534: %v", err)
-	if !strings.Contains(string(out), "refused: this daemon serves uid 0 only (you are uid 65534)") {
-		t.Errorf("another uid's status = %q; want the daemon's refusal", out)
+	// The client refuses a daemon of another uid before the daemon's own
+	// refusal (the daemon package tests that one with a raw peer).
+	if !strings.Contains(string(out), "is served by uid 0, not by you (uid 65534)") {
+		t.Errorf("another uid's status = %q; want the refusal", out)
 	}
 	if st, err := daemon.Status(context.Background(), s.dataDir); err != nil || st.PID == 0 {
 		t.Errorf("the daemon's own uid is refused too: %+v, %v", st, err)
@@ -487,5 +497,62 @@ func TestStdioAndHTTPClientsShareOneTree(t *testing.T) {
 	_, rows = callList(t, h, ctx, nil)
 	if _, ok := rowOf(rows, sd.AgentID); !ok {
 		t.Errorf("the HTTP client lists %+v; want the child the stdio session started", rows)
+	}
+}
+
+// `serve` on a terminal ends within a second of Ctrl-C or SIGTERM, its
+// stdin still open; the daemon goes on.
+func TestServeEndsWithinASecondOfASignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dataDir, ws := t.TempDir(), t.TempDir()
+			t.Cleanup(func() { stopDaemon(t, dataDir) })
+			cmd := exec.Command(binary, "serve", "--data-dir", dataDir, "--log-level", "debug", "--log-format", "json")
+			cmd.Env, cmd.Dir = serverEnv(nil, nil), ws
+			stdin, keep, err := os.Pipe() // held open: no EOF ends it
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer keep.Close()
+			cmd.Stdin = stdin
+			stderr := &syncBuffer{}
+			cmd.Stderr = stderr
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			stdin.Close()
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			fmt.Fprintln(keep, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+			if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || !strings.Contains(line, `"id":1`) {
+				t.Fatalf("no answer to initialize: %q %v; stderr:\n%s", line, err, stderr)
+			}
+			pid := daemonPID(dataDir)
+			// A race-built binary alone takes a second or more to exit on
+			// a loaded machine; the plain binary, under 100 ms.
+			bound := time.Second
+			if raceBuild {
+				bound = 10 * time.Second
+			}
+			sent := time.Now()
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-exited:
+				t.Logf("serve exited %v after %v: %v", sig, time.Since(sent).Round(time.Millisecond), err)
+			case <-time.After(bound):
+				_ = cmd.Process.Kill()
+				<-exited
+				t.Fatalf("serve still ran %v after %v; stderr:\n%s", bound, sig, stderr)
+			}
+			if !alive(pid) {
+				t.Errorf("the daemon %d ended with the relay", pid)
+			}
+		})
 	}
 }

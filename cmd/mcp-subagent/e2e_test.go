@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
@@ -659,7 +660,7 @@ func TestModernProtocolClientOverHTTP(t *testing.T) {
 	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "modern answer"}))
 	defer fake.Close()
 	s := start(t, fake, serverOpts{http: true})
-	c, err := client.NewStreamableHttpClient(s.url)
+	c, err := client.NewStreamableHttpClient(s.url, transport.WithHTTPHeaders(s.bearer()))
 	if err != nil {
 		t.Fatal(err)
 	}

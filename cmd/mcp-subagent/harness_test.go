@@ -38,6 +38,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envEchoFloor) == "1" {
 		os.Exit(echoFloorMain())
 	}
+	// Re-executed as another local user probing serve --http.
+	if os.Getenv(envHTTPProbe) != "" {
+		os.Exit(httpProbeMain())
+	}
 	dir, err := os.MkdirTemp("", "mcp-subagent-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -174,6 +178,7 @@ type instance struct {
 	workspace string
 	dataDir   string
 	url       string      // HTTP only
+	token     string      // HTTP only: the bearer token its client sends (configured, or the minted one)
 	proc      *serverProc // HTTP only: the server process, which a test may kill
 	relayed   bool        // stdio relayed to the data directory's daemon
 	notes     chan mcp.JSONRPCNotification
@@ -271,14 +276,19 @@ func start(t testing.TB, fake *fakeopenai.Server, o serverOpts) *instance {
 			t.Fatal(err)
 		}
 	} else {
-		s.proc, s.url = launchHTTP(t, append(args, "--http", "127.0.0.1:0"), env, ws, s.stderr)
+		var minted string
+		s.proc, s.url, minted = launchHTTP(t, append(args, "--http", "127.0.0.1:0"), env, ws, s.stderr)
+		s.token = o.token
+		if s.token == "" { // tokenless serve --http: the token it minted in the data directory
+			s.token = minted
+		}
 		// Like real clients on the legacy protocol (the one Claude Code and
 		// Codex speak, pinned below), hold the GET stream open for
 		// server-initiated notifications (pushed notices).
 		//lint:ignore SA1019 the legacy GET stream is what real clients use
 		opts := []transport.StreamableHTTPCOption{transport.WithContinuousListening()}
-		if o.token != "" {
-			opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + o.token}))
+		if s.token != "" {
+			opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + s.token}))
 		}
 		c, err := client.NewStreamableHttpClient(s.url, opts...)
 		if err != nil {
@@ -341,13 +351,15 @@ func (p *serverProc) stop() {
 
 // launchHTTP starts the server over HTTP and returns it with the URL it
 // logged; the test's cleanup stops it.
-func launchHTTP(t testing.TB, args, env []string, dir string, stderr *syncBuffer) (*serverProc, string) {
+func launchHTTP(t testing.TB, args, env []string, dir string, stderr *syncBuffer) (proc *serverProc, url, token string) {
 	t.Helper()
 	return launchHTTPOf(t, binary, args, env, dir, stderr)
 }
 
-// launchHTTPOf is launchHTTP with another build of the server.
-func launchHTTPOf(t testing.TB, bin string, args, env []string, dir string, stderr *syncBuffer) (*serverProc, string) {
+// launchHTTPOf is launchHTTP with another build of the server. token is
+// the bearer token a tokenless serve --http minted (read from the file its
+// log names before the URL); "" when the config names tokens.
+func launchHTTPOf(t testing.TB, bin string, args, env []string, dir string, stderr *syncBuffer) (proc *serverProc, url, token string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env, cmd.Dir = env, dir
@@ -359,27 +371,51 @@ func launchHTTPOf(t testing.TB, bin string, args, env []string, dir string, stde
 	p := &serverProc{cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); pw.Close(); close(p.done) }()
 	t.Cleanup(p.stop)
-	urlc := make(chan string, 1)
+	type served struct{ url, tokenFile string }
+	urlc := make(chan served, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
+		var tokenFile string
 		for sc.Scan() {
 			var line struct {
-				URL string `json:"url"`
+				URL       string `json:"url"`
+				TokenFile string `json:"token_file"`
 			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.URL != "" {
-				urlc <- line.URL
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
+			}
+			if line.TokenFile != "" {
+				tokenFile = line.TokenFile
+			}
+			if line.URL != "" {
+				urlc <- served{line.URL, tokenFile}
 				break
 			}
 		}
 		_, _ = io.Copy(io.Discard, pr)
 	}()
 	select {
-	case url := <-urlc:
-		return p, url
+	case s := <-urlc:
+		if s.tokenFile != "" {
+			b, err := os.ReadFile(s.tokenFile)
+			if err != nil {
+				t.Fatalf("the minted HTTP token: %v", err)
+			}
+			token = strings.TrimSpace(string(b))
+		}
+		return p, s.url, token
 	case <-time.After(15 * time.Second):
 		t.Fatalf("the HTTP server did not report its address; stderr:\n%s", stderr)
-		return nil, ""
+		return nil, "", ""
 	}
+}
+
+// bearer is the Authorization header of s's HTTP client, for raw requests.
+func (s *instance) bearer() map[string]string {
+	if s.token == "" {
+		return map[string]string{}
+	}
+	return map[string]string{"Authorization": "Bearer " + s.token}
 }
 
 // call invokes a tool and fails the test on a protocol error.

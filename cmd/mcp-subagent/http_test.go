@@ -435,7 +435,7 @@ func TestAbandonedSessionsExpire(t *testing.T) {
 			h.AddOnUnregisterSession(func(context.Context, server.ClientSession) { registered.Add(-1) })
 		})
 		hc := HTTPConfig{SessionIdleSeconds: 600}
-		h, streamable := httpHandler(ms, ts, hc, slog.New(slog.DiscardHandler))
+		h, streamable := httpHandler(ms, ts, hc, slog.New(slog.DiscardHandler), nil)
 		defer func() { _ = streamable.Shutdown(context.Background()) }()
 		do := func(body, session string) *httptest.ResponseRecorder {
 			req := httptest.NewRequest("POST", "/mcp", strings.NewReader(body))
@@ -512,6 +512,7 @@ func TestTheConfiguredLimitsHoldInTheBinary(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 70000) + `"}}`
 	req, _ := http.NewRequest("POST", h.url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+h.token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -34,6 +34,9 @@ func main() {
 	// Re-executed as the supervisor of an external agent or a shell
 	// command, it does only that (and never returns).
 	subreaper.Main()
+	// Started by a session as its data directory's daemon: leave the
+	// session's process tree first (detach.go).
+	detach()
 	stop := startProfile()
 	code := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
@@ -120,6 +123,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			daemon.ReportReady("", err)
 		}
 	default:
+		if onTerminal(stdin, stderr) {
+			o.terminal = stderr
+		}
 		err = serve(ctx, o, stdin, stdout, log)
 	}
 	if err != nil {

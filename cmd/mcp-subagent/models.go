@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/mcp-subagent/mcp-subagent/llm"
@@ -27,7 +29,15 @@ type ModelConfig struct {
 	MaxTokens int64      `json:"max_tokens,omitempty"`  // zero: the server's default
 	Effort    llm.Effort `json:"effort,omitempty"`      // zero: the backend's default
 	Price     *llm.Price `json:"price,omitempty"`       // set: usage carries cost_usd
+
+	// from names the setting each of BaseURL, APIKeyEnv and Model came
+	// from, for the errors of a failed model call; zero: models[i].
+	from modelSources
 }
+
+// modelSources names where a model's address, key and id were set: a
+// config field, an environment variable or a built-in default.
+type modelSources struct{ baseURL, key, model string }
 
 const (
 	apiOpenAI    = "openai"
@@ -42,7 +52,7 @@ const (
 func checkLLMBesideModels(c Config) error {
 	l := c.LLM
 	if len(c.Models) > 0 && (l.BaseURL != "" || l.APIKeyEnv != "" || l.Model != "" || l.MaxTokens != 0) {
-		return fmt.Errorf("llm.base_url, llm.api_key_env, llm.model and llm.max_tokens describe one model, and models lists them: move that model into models (the first entry is the default; name it %q to keep its name); llm.max_retries and llm.max_steps still apply to every model", spawn.DefaultModel)
+		return fmt.Errorf("llm.base_url, llm.api_key_env, llm.model and llm.max_tokens describe one model, and models lists them: move that model into models (the first entry is the default; name it %q to keep its name); llm.max_retries, llm.max_steps, llm.stream_idle_seconds and llm.max_output_bytes still apply to every model", spawn.DefaultModel)
 	}
 	return nil
 }
@@ -92,19 +102,34 @@ func checkModels(models []ModelConfig) error {
 // set and the llm block names no endpoint, a native Anthropic default.
 func resolveModels(c Config) []ModelConfig {
 	if len(c.Models) > 0 {
-		return c.Models
+		out := slices.Clone(c.Models)
+		for i := range out {
+			out[i].from = modelSources{
+				baseURL: fmt.Sprintf("models[%d].base_url", i),
+				key:     fmt.Sprintf("models[%d].api_key_env", i),
+				model:   fmt.Sprintf("models[%d].model", i),
+			}
+			if out[i].BaseURL == "" {
+				out[i].from.baseURL = fmt.Sprintf("the default, models[%d].base_url being unset", i)
+			}
+		}
+		return out
 	}
 	l := c.LLM
 	anthropic := os.Getenv("ANTHROPIC_API_KEY") != "" && l.BaseURL == "" && l.APIKeyEnv == "" &&
 		os.Getenv("OPENAI_API_KEY") == "" && os.Getenv("DEEPSEEK_API_KEY") == "" && os.Getenv("OPENAI_BASE_URL") == ""
 	if anthropic {
 		m := ModelConfig{Name: spawn.DefaultModel, API: apiAnthropic, BaseURL: os.Getenv("ANTHROPIC_BASE_URL"),
-			APIKeyEnv: "ANTHROPIC_API_KEY", Model: l.Model, MaxTokens: l.MaxTokens}
-		if m.Model == "" {
-			m.Model = os.Getenv("MCP_SUBAGENT_MODEL")
+			APIKeyEnv: "ANTHROPIC_API_KEY", Model: l.Model, MaxTokens: l.MaxTokens,
+			from: modelSources{baseURL: "ANTHROPIC_BASE_URL", key: "ANTHROPIC_API_KEY", model: "llm.model"}}
+		if m.BaseURL == "" {
+			m.from.baseURL = "the default, ANTHROPIC_BASE_URL being unset"
 		}
 		if m.Model == "" {
-			m.Model = defaultAnthropicModel
+			m.Model, m.from.model = os.Getenv("MCP_SUBAGENT_MODEL"), "MCP_SUBAGENT_MODEL"
+		}
+		if m.Model == "" {
+			m.Model, m.from.model = defaultAnthropicModel, "the default, MCP_SUBAGENT_MODEL being unset"
 		}
 		return []ModelConfig{m}
 	}
@@ -112,15 +137,18 @@ func resolveModels(c Config) []ModelConfig {
 }
 
 // buildModels makes a client for each model: openai-go or the Anthropic
-// SDK behind llm.Client, wrapped in llm.Priced where a price is set. A
-// model whose key variable is empty is built anyway (its children fail
-// with the API's answer) and warned about.
-func buildModels(ms []ModelConfig, maxRetries *int, log *slog.Logger) []spawn.Model {
+// SDK behind llm.Client, wrapped in llm.Priced where a price is set, with
+// the llm block's settings that apply to every model (retries, the stream
+// idle timeout, the output bound). A model whose key variable is empty is
+// built anyway (its children fail with the API's answer) and warned about.
+func buildModels(ms []ModelConfig, all LLMConfig, log *slog.Logger) []spawn.Model {
 	out := make([]spawn.Model, 0, len(ms))
 	for _, m := range ms {
-		cfg := llm.Config{BaseURL: m.BaseURL, Model: m.Model, Logger: log.With("model", m.Name)}
-		if maxRetries != nil {
-			cfg.MaxRetries = *maxRetries
+		cfg := llm.Config{BaseURL: m.BaseURL, Model: m.Model, Logger: log.With("model", m.Name),
+			StreamIdleTimeout: orSeconds(all.StreamIdleSeconds, llm.DefaultStreamIdleTimeout),
+			MaxOutputBytes:    all.MaxOutputBytes}
+		if all.MaxRetries != nil {
+			cfg.MaxRetries = *all.MaxRetries
 		}
 		if m.APIKeyEnv != "" {
 			cfg.APIKey = os.Getenv(m.APIKeyEnv)
@@ -141,7 +169,48 @@ func buildModels(ms []ModelConfig, maxRetries *int, log *slog.Logger) []spawn.Mo
 		if m.Price != nil {
 			client = llm.Priced{Client: client, Price: *m.Price}
 		}
+		client = sourced{Client: client, m: m, base: cfg.BaseURL, noKey: cfg.APIKey == "" && m.APIKeyEnv != ""}
 		out = append(out, spawn.Model{Name: m.Name, Client: client, ID: m.Model, MaxTokens: m.MaxTokens, Effort: m.Effort})
 	}
 	return out
+}
+
+// sourced adds to a failed model call's error where its address, key and
+// model id came from, so "connection refused", a 401 or a 404 names the
+// setting to fix (the key by its variable, never its value).
+type sourced struct {
+	llm.Client
+	m     ModelConfig
+	base  string // the address called (the API's default when m.BaseURL is empty)
+	noKey bool   // the key variable is empty
+}
+
+func (s sourced) Complete(ctx context.Context, req llm.Request, onDelta func(string)) (llm.Response, error) {
+	resp, err := s.Client.Complete(ctx, req, onDelta)
+	if err == nil || ctx.Err() != nil {
+		return resp, err // a cancelled call is not the settings' fault
+	}
+	return resp, fmt.Errorf("%w (%s)", err, s.where())
+}
+
+// where words the model's settings: "model "m" (from MCP_SUBAGENT_MODEL)
+// at http://... (from OPENAI_BASE_URL), key from OPENAI_API_KEY".
+func (s sourced) where() string {
+	from := s.m.from
+	if from == (modelSources{}) {
+		from = modelSources{baseURL: "base_url", key: "api_key_env", model: "model"}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "model %q (from %s) at %s (from %s), ", s.m.Model, from.model, s.base, from.baseURL)
+	switch {
+	case s.m.APIKeyEnv == "":
+		b.WriteString("no key configured")
+	case s.noKey:
+		fmt.Fprintf(&b, "no key is set: %s is empty (named by %s)", s.m.APIKeyEnv, from.key)
+	case from.key == s.m.APIKeyEnv:
+		fmt.Fprintf(&b, "key from %s", s.m.APIKeyEnv)
+	default:
+		fmt.Fprintf(&b, "key from %s (named by %s)", s.m.APIKeyEnv, from.key)
+	}
+	return b.String()
 }

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeanthropic"
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 )
 
@@ -40,8 +46,59 @@ func TestBadModelsEntriesAreConfigErrorsNamingTheField(t *testing.T) {
 		})
 	}
 	// llm's loop-wide settings stay valid beside models.
-	if _, err := loadConfig(writeConfig(t, `{"models":[`+ok+`],"llm":{"max_steps":5,"max_retries":1}}`)); err != nil {
-		t.Errorf("models with llm.max_steps and llm.max_retries: %v", err)
+	if _, err := loadConfig(writeConfig(t, `{"models":[`+ok+`],"llm":{"max_steps":5,"max_retries":1,"stream_idle_seconds":0.5,"max_output_bytes":4096}}`)); err != nil {
+		t.Errorf("models with llm.max_steps, max_retries, stream_idle_seconds and max_output_bytes: %v", err)
+	}
+	for _, bad := range []string{`{"stream_idle_seconds":-1}`, `{"max_output_bytes":-1}`} {
+		if _, err := loadConfig(writeConfig(t, `{"llm":`+bad+`}`)); err == nil {
+			t.Errorf("llm %s was accepted", bad)
+		}
+	}
+}
+
+// llm.stream_idle_seconds and llm.max_output_bytes reach every model's
+// client, OpenAI and Anthropic: a stalled stream is cut after the
+// configured quiet time, and an answer is cut at the configured size.
+func TestStreamBoundsReachEveryModel(t *testing.T) {
+	oa := fakeopenai.New(func(n int, _ fakeopenai.Request) fakeopenai.Reply {
+		if n == 0 {
+			return fakeopenai.Reply{Text: "stalls", StallAfter: 1}
+		}
+		return fakeopenai.Reply{Text: strings.Repeat("x", 1000)}
+	})
+	defer oa.Close()
+	an := fakeanthropic.New(func(r fakeanthropic.Request) fakeanthropic.Reply {
+		if r.Seq == 0 {
+			return fakeanthropic.Reply{Text: "stalls", StallAfter: 1}
+		}
+		return fakeanthropic.Reply{Text: strings.Repeat("x", 1000)}
+	})
+	defer an.Close()
+	noRetries := -1
+	models := buildModels([]ModelConfig{
+		{Name: "o", API: apiOpenAI, BaseURL: oa.URL(), Model: "m"},
+		{Name: "a", API: apiAnthropic, BaseURL: an.URL(), Model: "m"},
+	}, LLMConfig{MaxRetries: &noRetries, StreamIdleSeconds: 0.3, MaxOutputBytes: 100}, slog.New(slog.DiscardHandler))
+	req := llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}
+	for _, m := range models {
+		done := make(chan error, 1)
+		go func() {
+			_, err := m.Client.Complete(context.Background(), req, nil)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			var e *llm.Error
+			if !errors.As(err, &e) || !strings.Contains(e.Message, "no event from the server for 300ms") {
+				t.Errorf("model %s: err = %v, want the stall cut after 300ms", m.Name, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("model %s: the stalled stream was not cut in 30s", m.Name)
+		}
+		resp, err := m.Client.Complete(context.Background(), req, nil)
+		if err != nil || resp.OutputLimit != 100 || len(resp.Message.Content) != 100 {
+			t.Errorf("model %s: %d bytes, OutputLimit %d, err %v; want the answer cut at 100", m.Name, len(resp.Message.Content), resp.OutputLimit, err)
+		}
 	}
 }
 

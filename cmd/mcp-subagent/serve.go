@@ -32,6 +32,9 @@ type serveOptions struct {
 	httpAddr, configPath, dataDir, logLevel, logFormat, principal string
 	ephemeral, noDaemon                                           bool
 	idle                                                          time.Duration
+	// terminal, set when a person started serve on a terminal, gets one
+	// line saying what serve is and how to use it (banner.go).
+	terminal io.Writer
 }
 
 // defaultDataDir is $XDG_STATE_HOME/mcp-subagent, or
@@ -52,30 +55,32 @@ func defaultDataDir() (string, error) {
 // MCP_SUBAGENT_MODEL, then DeepSeek's endpoint when only DEEPSEEK_API_KEY
 // is set, then OpenAI's.
 func llmModel(c LLMConfig) ModelConfig {
-	m := ModelConfig{Name: spawn.DefaultModel, API: apiOpenAI, BaseURL: c.BaseURL, APIKeyEnv: c.APIKeyEnv, Model: c.Model, MaxTokens: c.MaxTokens}
+	m := ModelConfig{Name: spawn.DefaultModel, API: apiOpenAI, BaseURL: c.BaseURL, APIKeyEnv: c.APIKeyEnv, Model: c.Model, MaxTokens: c.MaxTokens,
+		from: modelSources{baseURL: "llm.base_url", key: "llm.api_key_env", model: "llm.model"}}
 	deepseek := os.Getenv("OPENAI_API_KEY") == "" && os.Getenv("DEEPSEEK_API_KEY") != ""
 	if m.APIKeyEnv == "" {
 		m.APIKeyEnv = "OPENAI_API_KEY"
 		if deepseek {
 			m.APIKeyEnv = "DEEPSEEK_API_KEY"
 		}
+		m.from.key = m.APIKeyEnv
 	}
 	if m.BaseURL == "" {
-		m.BaseURL = os.Getenv("OPENAI_BASE_URL")
+		m.BaseURL, m.from.baseURL = os.Getenv("OPENAI_BASE_URL"), "OPENAI_BASE_URL"
 		if m.BaseURL == "" && deepseek {
-			m.BaseURL = "https://api.deepseek.com/v1"
+			m.BaseURL, m.from.baseURL = "https://api.deepseek.com/v1", "DeepSeek's default, DEEPSEEK_API_KEY being set"
 		}
 		if m.BaseURL == "" {
-			m.BaseURL = llm.DefaultBaseURL
+			m.BaseURL, m.from.baseURL = llm.DefaultBaseURL, "the default, OPENAI_BASE_URL being unset"
 		}
 	}
 	if m.Model == "" {
-		m.Model = os.Getenv("MCP_SUBAGENT_MODEL")
+		m.Model, m.from.model = os.Getenv("MCP_SUBAGENT_MODEL"), "MCP_SUBAGENT_MODEL"
 		if m.Model == "" && deepseek {
-			m.Model = "deepseek-chat"
+			m.Model, m.from.model = "deepseek-chat", "DeepSeek's default, DEEPSEEK_API_KEY being set"
 		}
 		if m.Model == "" {
-			m.Model = "gpt-4.1-mini"
+			m.Model, m.from.model = "gpt-4.1-mini", "the default, MCP_SUBAGENT_MODEL being unset"
 		}
 	}
 	return m
@@ -94,21 +99,49 @@ type app struct {
 	tasks   *tasks.Layer // durable MCP tasks; nil with --ephemeral
 	log     *slog.Logger
 	closers []func() // run in reverse by close
+	// insecure turns protections off, for the tests that prove their
+	// probes reach what the protections guard; zero keeps every one.
+	insecure insecureHooks
+}
+
+// insecureHooks are protections a test may turn off; nothing else sets
+// them.
+type insecureHooks struct {
+	anyHost   bool // no loopback Host check on the --http and ui listeners
+	anonymous bool // tokenless --http without a bearer token, as principal local
 }
 
 // resolveDataDir is --data-dir, else the config's, else the default.
+//
+// The directory is created (0700) here, before any daemon or log file is
+// looked for inside it, so a directory that cannot be made or written is
+// reported as that, naming where its path came from and what to do.
 func resolveDataDir(o serveOptions, cfg Config) (string, error) {
-	dir := o.dataDir
+	dir, from := o.dataDir, "--data-dir"
 	if dir == "" {
-		dir = cfg.DataDir
+		dir, from = cfg.DataDir, `the config's "data_dir"`
 	}
 	if dir == "" {
 		var err error
 		if dir, err = defaultDataDir(); err != nil {
 			return "", err
 		}
+		from = "the default ($XDG_STATE_HOME/mcp-subagent, else ~/.local/state/mcp-subagent)"
 	}
-	return filepath.Abs(dir)
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("data directory %s (from %s) cannot be created: %w; create it yourself or choose another with --data-dir", dir, from, errors.Unwrap(err))
+	}
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return "", fmt.Errorf("data directory %s (from %s) is not writable: %w; fix its permissions or choose another with --data-dir", dir, from, errors.Unwrap(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return dir, nil
 }
 
 // newApp builds the server. A daemon's working directory is nobody's
@@ -162,7 +195,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		defer cancel()
 		_ = mgr.Close(cctx)
 	})
-	models := buildModels(resolveModels(cfg), cfg.LLM.MaxRetries, log.With("component", "llm"))
+	models := buildModels(resolveModels(cfg), cfg.LLM, log.With("component", "llm"))
 	delegation := func(self manager.ParentRef) []agent.Tool {
 		if ts == nil {
 			return nil
@@ -231,7 +264,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	a.closers = append(a.closers, a.web.close)
 	if len(external) > 0 { // external children reach the server back here
 		cctx, stopCallbacks := context.WithCancel(ctx)
-		url, stopped, err := serveCallbacks(cctx, a.ms, ts, cfg.HTTP, log.With("component", "callback"))
+		url, stopped, err := serveCallbacks(cctx, a.ms, ts, cfg.HTTP, false, log.With("component", "callback"))
 		if err != nil {
 			stopCallbacks()
 			return nil, fmt.Errorf("callback listener: %w", err)
@@ -246,13 +279,13 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 // a fixed timer: Codex after tool_timeout_sec (60 s by default).
 var defaultClientWait = map[string]float64{"codex-mcp-client": 50}
 
-// intercept is what sees each stdio message before MCP: the tasks layer
-// (nil: nothing, with --ephemeral).
+// intercept is what sees each stdio message before MCP: the resources/read
+// error codes, and the tasks layer (none with --ephemeral).
 func (a *app) intercept() daemon.Intercept {
 	if a.tasks == nil {
-		return nil
+		return resourceCodes(nil)
 	}
-	return a.tasks.Handle
+	return resourceCodes(a.tasks.Handle)
 }
 
 func (a *app) close() {
@@ -314,7 +347,11 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 	}
 	defer a.close()
 	if listener != nil {
-		return serveHTTP(ctx, listener, a, cfg.HTTP, log)
+		hc, err := a.httpAuth(cfg.HTTP, os.Stderr)
+		if err != nil {
+			return err
+		}
+		return serveHTTP(ctx, listener, a, hc, log)
 	}
 	log.Info("serving MCP over stdio", "version", version, "principal", o.principal)
 	// Not mcp-go's stdio server: its worker pool lets long calls (waits,
@@ -331,9 +368,20 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 	return err
 }
 
+// serveHTTP serves --http on ln until ctx ends: /mcp, the web view under
+// /view/, and on a loopback listener the Host check in front of them all.
+// hc is the config's http section after httpAuth.
 func serveHTTP(ctx context.Context, ln net.Listener, a *app, hc HTTPConfig, log *slog.Logger) error {
-	h, streamable := httpHandler(a.ms, a.ts, hc, log, a.tasks)
-	srv := newHTTPServer(a.web.mount(h, hc), hc)
+	var sopts []server.StreamableHTTPOption
+	if a.insecure.anyHost { // mcp-go's own Host check on /mcp too
+		sopts = append(sopts, server.WithDisableLocalhostProtection(true))
+	}
+	h, streamable := httpHandler(a.ms, a.ts, hc, log, a.tasks, sopts...)
+	root := a.web.mount(h, hc)
+	if !a.insecure.anyHost {
+		root = guardHost(root, ln.Addr())
+	}
+	srv := newHTTPServer(root, hc)
 	srv.RegisterOnShutdown(a.web.view.Close) // its streams never go idle: end them, or Shutdown waits them out
 	log.Info("serving MCP over streamable HTTP", "version", version, "url", "http://"+ln.Addr().String()+"/mcp",
 		"max_body_bytes", hc.maxBody(), "read_timeout", srv.ReadTimeout, "idle_timeout", srv.IdleTimeout, "session_idle", hc.sessionIdle())
@@ -353,15 +401,18 @@ func serveHTTP(ctx context.Context, ln net.Listener, a *app, hc HTTPConfig, log 
 }
 
 // httpHandler is serve --http's handler: the origin and token guard, the
-// body limit, sessions bound to their principal, the tasks layer (tl, at
-// most one; none with --ephemeral), then mcp-go's streamable HTTP server,
-// whose Shutdown stops its session sweeper.
-func httpHandler(ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger, tl ...*tasks.Layer) (http.Handler, *server.StreamableHTTPServer) {
-	streamable := newStreamable(ms, hc, log.With("component", "http"))
+// body limit, sessions bound to their principal, the tasks layer (tl; nil
+// with --ephemeral), then mcp-go's streamable HTTP server (with opts),
+// whose Shutdown stops its session sweeper. mcp-go's own Host check covers
+// only what reaches it (not the tasks layer's answers, nor the view):
+// guardHost in front of the whole listener is the one that counts.
+func httpHandler(ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger, tl *tasks.Layer, opts ...server.StreamableHTTPOption) (http.Handler, *server.StreamableHTTPServer) {
+	streamable := newStreamable(ms, hc, log.With("component", "http"), opts...)
 	var inner http.Handler = streamable
-	if len(tl) > 0 && tl[0] != nil {
-		inner = tl[0].HTTP(streamable, ms.HandleMessage)
+	if tl != nil {
+		inner = tl.HTTP(streamable, ms.HandleMessage)
 	}
+	inner = resourceCodesHTTP(inner, ms.HandleMessage)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", guard(limitBody(bindSessions(inner, ts), hc), hc))
 	return mux, streamable

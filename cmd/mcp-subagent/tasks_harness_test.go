@@ -285,6 +285,7 @@ type taskServer struct {
 	workspace string
 	config    string
 	url       string
+	token     string // the bearer token a tokenless serve --http minted
 	proc      *serverProc
 	stderr    *syncBuffer
 }
@@ -311,12 +312,15 @@ func (s *taskServer) start() {
 		args = append(args, "--config", p)
 	}
 	s.stderr = &syncBuffer{}
-	s.proc, s.url = launchHTTP(s.t, args, s.env, s.workspace, s.stderr)
+	s.proc, s.url, s.token = launchHTTP(s.t, args, s.env, s.workspace, s.stderr)
 }
 
 // client opens a session (stdio: a new serve process; HTTP: a client).
 func (s *taskServer) client(declare bool, token string) *rawClient {
 	if s.http {
+		if token == "" {
+			token = s.token
+		}
 		return httpClient(s.t, s.url, token, declare)
 	}
 	return stdioClient(s.t, s.env, s.dataDir, s.workspace, declare)

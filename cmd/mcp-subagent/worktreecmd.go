@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
@@ -43,11 +44,15 @@ func runWorktree(args []string, stdout, stderr io.Writer) int {
 	if id == "" && fs.NArg() > 0 {
 		id = fs.Arg(0)
 	} else if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "mcp-subagent worktree rm: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "mcp-subagent worktree rm: unexpected argument %q\n", truncate.Head(fs.Arg(0), echoBytes))
 		return 2
 	}
 	if id == "" {
 		fmt.Fprintln(stderr, "mcp-subagent worktree rm: name the subagent whose worktree to remove (its agent-... id)")
+		return 2
+	}
+	if err := checkID(id); err != nil {
+		fmt.Fprintln(stderr, "mcp-subagent worktree rm:", err)
 		return 2
 	}
 	var w manager.Worktree

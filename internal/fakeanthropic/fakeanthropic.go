@@ -161,6 +161,17 @@ type Reply struct {
 	CutBeforeStop bool
 	// Hang holds the request open, unanswered, until the client goes away.
 	Hang bool
+	// StallAfter, when positive, stops a streamed answer after this many
+	// events (message_start is the first) without ending it: nothing more
+	// is sent until the client goes away. The shape of a stalled server.
+	StallAfter int
+	// HoldOpen keeps a streamed answer's body open after message_stop
+	// until the client goes away: a server (or proxy) that never ends it.
+	HoldOpen bool
+	// Repeat, when positive, streams the text block's text this many
+	// times, each a text_delta of its own: a long answer (say 100 MB)
+	// that the fake never holds whole.
+	Repeat int
 	// Delay is waited before answering.
 	Delay time.Duration
 }
@@ -630,7 +641,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
+	sent := 0
 	ev := func(name string, v map[string]any) {
+		if rep.StallAfter > 0 && sent == rep.StallAfter {
+			<-r.Context().Done()
+			panic(http.ErrAbortHandler) // the client left: end the handler, silently
+		}
+		sent++
 		v["type"] = name
 		b, _ := json.Marshal(v)
 		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
@@ -644,7 +661,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		switch c["type"] {
 		case "text":
 			ev("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "text", "text": ""}})
-			ev("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "text_delta", "text": c["text"]}})
+			for range max(rep.Repeat, 1) {
+				ev("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "text_delta", "text": c["text"]}})
+			}
 		case "tool_use":
 			ev("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "tool_use", "id": c["id"], "name": c["name"], "input": map[string]any{}}})
 			ev("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": string(c["input"].(json.RawMessage))}})
@@ -668,6 +687,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev("message_stop", map[string]any{})
+	if rep.HoldOpen {
+		<-r.Context().Done()
+	}
 }
 
 // errorType is the API error type of an HTTP error Reply.

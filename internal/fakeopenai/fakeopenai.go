@@ -78,6 +78,14 @@ type Reply struct {
 	// Usage is reported to the client. Nil: {PromptTokens: 10,
 	// CompletionTokens: 5}.
 	Usage *Usage
+	// StallAfter, when positive, stops a streamed answer after this many
+	// frames (the role chunk is the first) without ending it: nothing more
+	// is sent until the client goes away. The shape of a stalled server.
+	StallAfter int
+	// Repeat, when positive, streams Text this many times, each a content
+	// chunk of its own, rather than in a few pieces: a long answer (say
+	// 100 MB) that the fake never holds whole.
+	Repeat int
 }
 
 // Usage is the token count reported in a Reply.
@@ -443,12 +451,17 @@ func (a *answer) stream(ctx context.Context, w http.ResponseWriter, includeUsage
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 
-	first := true
+	first, sent := true, 0
 	send := func(frame []byte) bool {
 		if !first && !sleep(ctx, a.reply.ChunkDelay) {
 			return false
 		}
 		first = false
+		if a.reply.StallAfter > 0 && sent == a.reply.StallAfter {
+			<-ctx.Done()
+			return false
+		}
+		sent++
 		if _, err := fmt.Fprintf(w, "data: %s\n\n", frame); err != nil {
 			return false
 		}
@@ -481,7 +494,17 @@ func (a *answer) stream(ctx context.Context, w http.ResponseWriter, includeUsage
 	if !send(chunk(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil)) {
 		return
 	}
-	for _, part := range split(a.reply.Text, 4) {
+	parts := split(a.reply.Text, 4)
+	if a.reply.Repeat > 0 {
+		parts = nil
+		frame := chunk(map[string]any{"content": a.reply.Text}, nil)
+		for range a.reply.Repeat {
+			if !send(frame) {
+				return
+			}
+		}
+	}
+	for _, part := range parts {
 		if !send(chunk(map[string]any{"content": part}, nil)) {
 			return
 		}

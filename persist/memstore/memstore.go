@@ -76,17 +76,21 @@ type Store struct {
 	closed   bool
 	children map[string]*child
 	byParent map[string][]indexEntry
-	notices  map[string]*queue
-	claims   map[string]manager.Owner // child id → its owner
+	// byAncestor orders every ancestor's descendants (all levels), for
+	// Descendants' pages.
+	byAncestor map[string][]indexEntry
+	notices    map[string]*queue
+	claims     map[string]manager.Owner // child id → its owner
 }
 
 // New returns an empty store.
 func New() *Store {
 	return &Store{
-		children: map[string]*child{},
-		byParent: map[string][]indexEntry{},
-		notices:  map[string]*queue{},
-		claims:   map[string]manager.Owner{},
+		children:   map[string]*child{},
+		byParent:   map[string][]indexEntry{},
+		byAncestor: map[string][]indexEntry{},
+		notices:    map[string]*queue{},
+		claims:     map[string]manager.Owner{},
 	}
 }
 
@@ -140,7 +144,26 @@ func (s *Store) create(h manager.Header, hb, db []byte) *child {
 	idx := s.byParent[h.Parent]
 	i, _ := slices.BinarySearchFunc(idx, e, compareEntries)
 	s.byParent[h.Parent] = slices.Insert(idx, i, e)
+	for _, a := range s.ancestry(h.Parent) {
+		idx := s.byAncestor[a]
+		i, _ := slices.BinarySearchFunc(idx, e, compareEntries)
+		s.byAncestor[a] = slices.Insert(idx, i, e)
+	}
 	return c
+}
+
+// ancestry is parent and each of its stored ancestors up to the root
+// address, nearest first.
+func (s *Store) ancestry(parent string) []string {
+	out := []string{parent}
+	for a := parent; ; {
+		c := s.children[a]
+		if c == nil || slices.Contains(out, c.listing.Header.Parent) {
+			return out
+		}
+		a = c.listing.Header.Parent
+		out = append(out, a)
+	}
 }
 
 func encodeNew(h manager.Header, d manager.Descriptor) (hb, db []byte, err error) {
@@ -229,7 +252,25 @@ func (s *Store) Listings(ctx context.Context, parent string, page manager.Page) 
 		s.mu.RUnlock()
 		return nil, ErrClosed
 	}
-	idx := s.byParent[parent]
+	return s.page(s.byParent[parent], page)
+}
+
+// Descendants returns root's whole subtree in creation order, ties by id.
+func (s *Store) Descendants(ctx context.Context, root string, page manager.Page) ([]manager.Listing, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	return s.page(s.byAncestor[root], page)
+}
+
+// page reads one page of an index; it is called with s.mu read-locked
+// and unlocks it.
+func (s *Store) page(idx []indexEntry, page manager.Page) ([]manager.Listing, error) {
 	if !page.After.IsZero() {
 		after := indexEntry{createdAt: page.After.CreatedAt.UnixNano(), id: page.After.ID}
 		i, found := slices.BinarySearchFunc(idx, after, compareEntries)
@@ -584,7 +625,7 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	s.children, s.byParent, s.notices, s.claims = nil, nil, nil, nil
+	s.children, s.byParent, s.byAncestor, s.notices, s.claims = nil, nil, nil, nil, nil
 	return nil
 }
 
@@ -617,9 +658,24 @@ func (s *Store) Delete(ctx context.Context, childID string) ([]string, error) {
 	if len(s.byParent[parent]) == 0 {
 		delete(s.byParent, parent)
 	}
+	// The subtree leaves each of the root's ancestors' indexes (its parent
+	// and up) and takes its own indexes with it.
+	gone := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		gone[id] = true
+	}
+	for _, a := range s.ancestry(parent) {
+		idx := slices.DeleteFunc(s.byAncestor[a], func(e indexEntry) bool { return gone[e.id] })
+		if len(idx) == 0 {
+			delete(s.byAncestor, a)
+		} else {
+			s.byAncestor[a] = idx
+		}
+	}
 	for _, id := range ids {
 		delete(s.children, id)
 		delete(s.byParent, id)
+		delete(s.byAncestor, id)
 		delete(s.notices, id)
 	}
 	return ids, nil

@@ -13,7 +13,8 @@
 // and invalid records are refused; WriteChild applies create, claim, inbox,
 // events, settlement and notice whole and refuses a bad write whole;
 // journals continue without gaps; Queued keeps admission order; Listings
-// list in creation order per parent with the checkpoint gate; notices are
+// list in creation order per parent with the checkpoint gate; Descendants
+// list a whole subtree in creation order across levels, paged; notices are
 // numbered per address and taken exactly once, also under concurrency;
 // Delete removes a child's subtree and refuses a claimed one;
 // owner claims are granted, refused to another owner while unexpired (an
@@ -58,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) manager.Store) {
 		{"events round-trip with messages, tool calls and usage", testEventContent},
 		{"listings come in creation order, isolated by parent", testListingsOrder},
 		{"listing pages start after their key and visit every child once", testListingPages},
+		{"descendants list one creation order across levels, paged by key", testDescendants},
 		{"checkpoints round-trip, are replaced, and pass the gate in a listing", testCheckpoints},
 		{"notices come out in order, once, numbered per address", testNotices},
 		{"a filtered take leaves the rest queued in order", testNoticesFiltered},

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/tools"
+)
+
+// envHTTPProbe re-executes the test binary as httpProbeMain: JSON of a
+// probeTarget, the serve --http it attacks.
+const envHTTPProbe = "MCP_SUBAGENT_TEST_HTTP_PROBE"
+
+type probeTarget struct {
+	Base      string `json:"base"`       // http://127.0.0.1:PORT
+	TokenFile string `json:"token_file"` // where the minted token lies
+	Child     string `json:"child"`      // a child of the stdio principal local
+	Secret    string `json:"secret"`     // a text in its transcript
+}
+
+// probeResult is what the other user got.
+type probeResult struct {
+	Uid         int    `json:"uid"`
+	TokenRead   bool   `json:"token_read"`
+	Initialized bool   `json:"initialized"`
+	Listed      bool   `json:"listed"`
+	Read        bool   `json:"read"`
+	Sent        bool   `json:"sent"`
+	ViewURL     int    `json:"view_url"` // GET /view/url's status
+	Err         string `json:"err,omitempty"`
+}
+
+// httpProbeMain is another local user's attempt on serve --http: read the
+// token file, then list, read and send to the stdio principal's child over
+// MCP, and ask for the web view's URL; with the token when it could read
+// it, without otherwise.
+func httpProbeMain() int {
+	var tg probeTarget
+	_ = json.Unmarshal([]byte(os.Getenv(envHTTPProbe)), &tg)
+	res := probeResult{Uid: os.Getuid()}
+	defer func() { _ = json.NewEncoder(os.Stdout).Encode(res) }()
+	headers := map[string]string{}
+	if b, err := os.ReadFile(tg.TokenFile); err == nil {
+		res.TokenRead = true
+		headers["Authorization"] = "Bearer " + strings.TrimSpace(string(b))
+	}
+	req, _ := http.NewRequest(http.MethodGet, tg.Base+"/view/url", nil)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	if r, err := http.DefaultClient.Do(req); err == nil {
+		res.ViewURL = r.StatusCode
+		r.Body.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.NewStreamableHttpClient(tg.Base+"/mcp", transport.WithHTTPHeaders(headers))
+	if err == nil {
+		err = c.Start(ctx)
+	}
+	if err != nil {
+		res.Err = err.Error()
+		return 0
+	}
+	defer c.Close()
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	if _, err := c.Initialize(ctx, init); err != nil {
+		res.Err = err.Error()
+		return 0
+	}
+	res.Initialized = true
+	call := mcp.CallToolRequest{}
+	call.Params.Name, call.Params.Arguments = "list_agents", map[string]any{"all_projects": true}
+	if r, err := c.CallTool(ctx, call); err == nil && !r.IsError {
+		b, _ := json.Marshal(r.StructuredContent)
+		res.Listed = strings.Contains(string(b), tg.Child)
+	}
+	read := mcp.ReadResourceRequest{}
+	read.Params.URI = tools.TranscriptURI(tg.Child)
+	if r, err := c.ReadResource(ctx, read); err == nil {
+		b, _ := json.Marshal(r.Contents)
+		res.Read = strings.Contains(string(b), tg.Secret)
+	}
+	call.Params.Name, call.Params.Arguments = "send_message", map[string]any{"subagent_id": tg.Child, "message": "from another user"}
+	if r, err := c.CallTool(ctx, call); err == nil {
+		res.Sent = !r.IsError
+	}
+	return 0
+}
+
+// Loopback is not an identity: any local account can connect to
+// 127.0.0.1. Another user (uid 65534, nobody) must not list, read or send
+// to the children of the stdio principal local over a tokenless serve
+// --http, nor read the token it minted (0600, in a directory the test
+// opens to everyone so the file's own mode is what protects it); with the
+// old anonymous principal local (the protection off) the same probe does
+// all of it.
+func TestAnotherLocalUserCannotReachLocalsChildrenOverHTTP(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the probe as uid 65534")
+	}
+	// The probe runs this test binary as nobody: copy it where nobody may
+	// execute it.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindir := openDir(t)
+	exe := filepath.Join(bindir, "probe.test")
+	if b, err := os.ReadFile(self); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done"}))
+	defer fake.Close()
+	for _, anonymous := range []bool{false, true} {
+		g := newGuarded(t, fake, insecureHooks{anonymous: anonymous})
+		if err := os.Chmod(g.dataDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		const secret = "the stdio session's secret plan"
+		id := g.localChild(t, secret)
+		tokenFile := filepath.Join(g.dataDir, httpTokenFile)
+		if !anonymous {
+			if fi, err := os.Stat(tokenFile); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Fatalf("the minted token file: %v %v; want mode 0600", fi, err)
+			}
+		}
+		tg, _ := json.Marshal(probeTarget{Base: g.base, TokenFile: tokenFile, Child: id, Secret: secret})
+		cmd := exec.Command(exe, "-test.run=^$")
+		// GORACE names a log directory nobody may write to: drop it.
+		cmd.Env = append(slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "GORACE=") }), envHTTPProbe+"="+string(tg))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.Output()
+		var res probeResult
+		if jerr := json.Unmarshal(out, &res); err != nil || jerr != nil {
+			t.Fatalf("the probe as uid 65534: %v %v; output %q, stderr %s", err, jerr, out, stderr.String())
+		}
+		if res.Uid != 65534 {
+			t.Fatalf("the probe ran as uid %d", res.Uid)
+		}
+		if anonymous {
+			if !res.Initialized || !res.Listed || !res.Read || !res.Sent || res.ViewURL != http.StatusOK {
+				t.Errorf("protection off: the probe got %+v; want it to list, read and send to local's child and get the view: the probe is broken", res)
+			}
+			continue
+		}
+		if res.TokenRead || res.Initialized || res.Listed || res.Read || res.Sent || res.ViewURL != http.StatusUnauthorized {
+			t.Errorf("another local user got %+v; want the token file unreadable, the session refused and /view/url 401", res)
+		}
+		if !strings.Contains(res.Err, "401") && !strings.Contains(res.Err, "authorization required") {
+			t.Errorf("another local user's initialize failed with %q; want 401 (a bearer token is required)", res.Err)
+		}
+	}
+}
+
+// openDir is a temporary directory every user may enter and read.
+func openDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "mcp-subagent-open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// The token file: minted 0600 on first use and reused; one another user
+// owns, that others may read, or that is a symlink is refused with what to
+// do; --ephemeral prints a token for the run to stderr instead.
+func TestTheMintedHTTPToken(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, httpTokenFile)
+	tok, err := loadHTTPToken(p)
+	if err != nil || len(tok) < 40 {
+		t.Fatalf("minted %q, %v", tok, err)
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %#o, want 0600", fi.Mode().Perm())
+	}
+	if again, err := loadHTTPToken(p); err != nil || again != tok {
+		t.Errorf("second start read %q, %v; want the same token", again, err)
+	}
+	_ = os.Chmod(p, 0o644)
+	if _, err := loadHTTPToken(p); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("a world-readable token file: %v; want refused naming chmod 600", err)
+	}
+	_ = os.Chmod(p, 0o600)
+	if os.Geteuid() == 0 {
+		_ = os.Chown(p, 65534, 65534)
+		if _, err := loadHTTPToken(p); err == nil || !strings.Contains(err.Error(), "uid 65534") {
+			t.Errorf("a token file of another user: %v; want refused", err)
+		}
+	}
+	link := filepath.Join(t.TempDir(), httpTokenFile)
+	_ = os.Symlink(p, link)
+	if _, err := loadHTTPToken(link); err == nil {
+		t.Error("a symlinked token file was used")
+	}
+	a := &app{}
+	var stderr strings.Builder
+	hc, err := a.httpAuth(HTTPConfig{}, &stderr)
+	if err != nil || len(hc.Tokens) != 1 || hc.Tokens[0].Principal != "local" || !strings.Contains(stderr.String(), "Bearer "+hc.Tokens[0].Token) {
+		t.Errorf("--ephemeral: %+v %v, stderr %q; want a token for local printed once", hc, err, stderr.String())
+	}
+	hc, _ = a.httpAuth(HTTPConfig{Tokens: []TokenConfig{{Principal: "alice", Token: "t"}}}, io.Discard)
+	if len(hc.Tokens) != 1 || hc.Tokens[0].Principal != "alice" {
+		t.Errorf("configured tokens were changed: %+v", hc.Tokens)
+	}
+}
