@@ -33,6 +33,11 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 )
 
+// moreCLITimeout bounds one test here: opencode alone took up to 113 s a
+// session on a loaded 2-core machine (its first start installs a plugin
+// package), and the outliving test runs two sessions.
+const moreCLITimeout = 6 * time.Minute
+
 func TestRealQwenDelegatesAndHearsABackgroundChild(t *testing.T) {
 	driveMoreClient(t, qwenClient, "SESSION-QWEN-8101")
 }
@@ -53,7 +58,7 @@ func TestRealCopilotDelegatesAndHearsABackgroundChild(t *testing.T) {
 // marker) and checks what its model received.
 func driveMoreClient(t *testing.T, c moreClient, marker string) {
 	bin := findCLI(t, c.name)
-	ctx := testContext(t, realCLITimeout)
+	ctx := testContext(t, moreCLITimeout)
 	dataDir := realDir(t)
 	stopDaemonAtCleanup(t, dataDir)
 	child := newChildModel(t)
@@ -180,7 +185,7 @@ func TestRealCopilotChildOutlivesItsSession(t *testing.T) {
 // completed outcome: the child went on without its session.
 func outliveMoreClient(t *testing.T, c moreClient, first, later string) {
 	bin := findCLI(t, c.name)
-	ctx := testContext(t, realCLITimeout)
+	ctx := testContext(t, moreCLITimeout)
 	dataDir := realDir(t)
 	stopDaemonAtCleanup(t, dataDir)
 	child := newChildModel(t)
