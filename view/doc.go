@@ -34,7 +34,11 @@
 // manager's lifecycle events say a child started or settled, and on a
 // short tick while a child is resident (a turn ending inside an activation
 // is no lifecycle event; with none resident the tick is ten times slower,
-// for removals). A transcript stream (api/transcript) sends the entries it
+// for removals). The tree streams of one principal share that reading:
+// one feed per principal lists the tree once per wake-up and hands the
+// bounded, encoded rows to every stream, so ten tabs cost one listing per
+// tick, not ten. A principal holds at most Options.MaxStreams streams
+// (tree and transcript); one more is answered 429. A transcript stream (api/transcript) sends the entries it
 // has not sent yet whenever the manager's Watch signals. Each stream is
 // served on its request's own goroutine, which ends when the request's
 // context ends or Close is called; Close waits for every stream to end.
