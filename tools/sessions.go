@@ -96,6 +96,15 @@ func (s *Server) session(id string) *SessionInfo {
 	return nil
 }
 
+// SessionPrincipal is the principal HTTP session id is bound to; false
+// when the session is unknown (nothing is bound by asking).
+func (s *Server) SessionPrincipal(id string) (string, bool) {
+	if se := s.session(id); se != nil && se.Principal != "" {
+		return se.Principal, true
+	}
+	return "", false
+}
+
 // seen records a root call of principal on its session, and reports false
 // when the session belongs to another principal (a session is bound to the
 // principal that created it).

@@ -414,7 +414,8 @@ func httpHandler(ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slo
 	}
 	inner = resourceCodesHTTP(inner, ms.HandleMessage)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", guard(limitBody(bindSessions(inner, ts), hc), hc))
+	sessions := limitBody(bindSessions(inner, ts), hc)
+	mux.Handle("/mcp", sessionEnd(guard(sessions, hc), sessions, ts, hc))
 	return mux, streamable
 }
 
@@ -521,6 +522,28 @@ func guard(next http.Handler, hc HTTPConfig) http.Handler {
 			}
 		}
 		next.ServeHTTP(w, r.WithContext(tools.WithPrincipal(r.Context(), principal)))
+	})
+}
+
+// sessionEnd lets a DELETE of a known session end it without a bearer
+// token, as its principal: mcp-go's client (and others) send their
+// configured headers on every request but the closing DELETE, and a
+// session left open would keep its principal's notices from the next
+// session. The session id is unguessable and names the session it ends, so
+// it is credential enough for that; anything else goes through guarded.
+func sessionEnd(guarded, sessions http.Handler, ts *tools.Server, hc HTTPConfig) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(server.HeaderKeySessionID)
+		if r.Method != http.MethodDelete || id == "" || r.Header.Get("Authorization") != "" {
+			guarded.ServeHTTP(w, r)
+			return
+		}
+		p, ok := ts.SessionPrincipal(id)
+		if o := r.Header.Get("Origin"); !ok || (o != "" && !originAllowed(o, hc.AllowedOrigins)) {
+			guarded.ServeHTTP(w, r)
+			return
+		}
+		sessions.ServeHTTP(w, r.WithContext(tools.WithPrincipal(r.Context(), p)))
 	})
 }
 
