@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -332,5 +333,41 @@ func TestARebindingPageCannotTakeTheView(t *testing.T) {
 		if sent != http.StatusOK {
 			t.Errorf("%s: the rebound page's send: %d %q; the probe is broken", tc.name, sent, body)
 		}
+	}
+}
+
+// A DELETE without a bearer token ends a session only when it names one
+// this server knows (mcp-go's client sends no headers on its closing
+// DELETE); any other tokenless request is still 401.
+func TestATokenlessDeleteEndsOnlyAKnownSession(t *testing.T) {
+	ts, ms, _ := toolsServer(t, nil)
+	hc := HTTPConfig{Tokens: []TokenConfig{{Principal: "local", Token: "local-token-0123456789"}}}
+	h, streamable := httpHandler(ms, ts, hc, slog.New(slog.DiscardHandler), nil)
+	t.Cleanup(func() { _ = streamable.Shutdown(context.Background()) })
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	c := connect(t, hs.URL+"/mcp", map[string]string{"Authorization": "Bearer local-token-0123456789"})
+	id := c.GetSessionId()
+	del := func(session string) int {
+		req, _ := http.NewRequest(http.MethodDelete, hs.URL+"/mcp", nil)
+		req.Header.Set("Mcp-Session-Id", session)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if code := del("mcp-session-unknown"); code != http.StatusUnauthorized {
+		t.Errorf("tokenless DELETE of an unknown session: %d, want 401", code)
+	}
+	if _, ok := ts.SessionPrincipal(id); !ok {
+		t.Fatalf("the client's session %q is unknown to the tools", id)
+	}
+	if code := del(id); code != http.StatusOK {
+		t.Errorf("tokenless DELETE of the client's own session: %d, want 200", code)
+	}
+	if ts.SessionConnected(id) {
+		t.Error("the session is still connected after its DELETE")
 	}
 }
