@@ -387,11 +387,6 @@ func TestANewerBinaryTakesOverWithoutLosingAChild(t *testing.T) {
 	if st, err := daemon.Status(testCtx(t), dataDir); err != nil || st.Version != "1.1.0" {
 		t.Errorf("daemon status after the takeover = %+v, %v; want version 1.1.0", st, err)
 	}
-	// The old binary's session followed the daemon it relayed to over to
-	// the new one.
-	if _, err := old.rpc(3, "tools/call", map[string]any{"name": "list_agents", "arguments": map[string]any{}}); err != nil {
-		t.Errorf("the old session after the takeover: %v", err)
-	}
 	ctx := testCtx(t)
 	res, rows := callList(t, s, ctx, nil)
 	if r, ok := rowOf(rows, id); !ok || r.Status != "ready" {
@@ -403,6 +398,12 @@ func TestANewerBinaryTakesOverWithoutLosingAChild(t *testing.T) {
 	res, sent := callSend(t, s, ctx, id, "carry on", 10)
 	if res.IsError || sent.Route != "resumed" || sent.Outcome == nil || sent.Outcome.Output != "answer to carry on" {
 		t.Errorf("resume on the new daemon: %s %+v", text(res), sent)
+	}
+	// The old binary's session followed the daemon it relayed to over to
+	// the new one (after the checks above: called first, it would take the
+	// child's notice).
+	if _, err := old.rpc(3, "tools/call", map[string]any{"name": "list_agents", "arguments": map[string]any{}}); err != nil {
+		t.Errorf("the old session after the takeover: %v", err)
 	}
 }
 
