@@ -54,6 +54,12 @@ func ABI() (int, string) {
 // an error, never a silent unconfined run. Apply does nothing in the other
 // modes. It cannot be undone: call it in a process made for the purpose
 // (the subreaper supervisor).
+//
+// Below Landlock ABI 8 the ruleset is enforced on each thread separately,
+// so each thread gets a domain of its own, and a signal from one thread to
+// a process another thread started counts as leaving the domain: lock the
+// OS thread (runtime.LockOSThread) before Apply, and start and signal the
+// commands from it.
 func Apply(p Policy) (int, error) {
 	if err := p.Check(); err != nil {
 		return 0, err
