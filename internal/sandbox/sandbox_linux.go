@@ -118,9 +118,10 @@ func fsRules(p Policy) ([]landlock.Rule, error) {
 	}
 	reads = append(reads, p.ReadRoots...)
 	dirs, files := splitFiles(reads)
+	// Missing ones are skipped: what was listed may be gone by now.
 	rules := []landlock.Rule{
-		landlock.RODirs(dirs...),
-		landlock.ROFiles(files...),
+		landlock.RODirs(dirs...).IgnoreIfMissing(),
+		landlock.ROFiles(files...).IgnoreIfMissing(),
 		// The devices a shell needs; not /dev itself: as root without
 		// capabilities, the owner of /dev/sda could still read the disk.
 		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty").IgnoreIfMissing(),
