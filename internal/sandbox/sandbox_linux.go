@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -107,17 +106,18 @@ func fsRules(p Policy) ([]landlock.Rule, error) {
 	if home != "" {
 		excluded = append(excluded, home)
 	}
-	var reads []string
-	if err := readable("/", excluded, &reads); err != nil {
+	var dirs, files []string
+	if err := readable("/", excluded, &dirs, &files); err != nil {
 		return nil, err
 	}
+	var extra []string
 	if home != "" {
 		for _, t := range Toolchains {
-			reads = append(reads, filepath.Join(home, t))
+			extra = append(extra, filepath.Join(home, t))
 		}
 	}
-	reads = append(reads, p.ReadRoots...)
-	dirs, files := splitFiles(reads)
+	extraDirs, extraFiles := splitFiles(append(extra, p.ReadRoots...))
+	dirs, files = append(dirs, extraDirs...), append(files, extraFiles...)
 	// Missing ones are skipped: what was listed may be gone by now.
 	rules := []landlock.Rule{
 		landlock.RODirs(dirs...).IgnoreIfMissing(),
@@ -147,21 +147,34 @@ func fsRules(p Policy) ([]landlock.Rule, error) {
 	return rules, nil
 }
 
-// readable appends to out the entries of dir (absolute, clean) that hold
-// none of excluded, descending into each one that is an ancestor of an
-// excluded path: Landlock only allows, so "all but X" is everything beside
-// X and beside each of its ancestors. Links are resolved, so that a link in
-// / leading into an excluded tree grants nothing.
-func readable(dir string, excluded []string, out *[]string) error {
-	names, err := readDirNames(dir)
+// readable appends to dirs and files the entries of dir (absolute, clean)
+// that hold none of excluded, descending into each one that is an ancestor
+// of an excluded path: Landlock only allows, so "all but X" is everything
+// beside X and beside each of its ancestors. Links are resolved, so that a
+// link leading into an excluded tree grants nothing. The entries' types
+// come from the directory listing: one stat only for a link.
+func readable(dir string, excluded []string, dirs, files *[]string) error {
+	f, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("listing %s for the read rules: %w", dir, err)
 	}
-	for _, name := range names {
-		path := filepath.Join(dir, name)
-		real, err := filepath.EvalSymlinks(path)
-		if err != nil {
-			continue // a dangling link grants nothing
+	entries, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("listing %s for the read rules: %w", dir, err)
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		real, isDir := path, e.IsDir()
+		if e.Type()&os.ModeSymlink != 0 {
+			if real, err = filepath.EvalSymlinks(path); err != nil {
+				continue // a dangling link grants nothing
+			}
+			fi, err := os.Stat(real)
+			if err != nil {
+				continue
+			}
+			isDir = fi.IsDir()
 		}
 		skip, descend := false, false
 		for _, x := range excluded {
@@ -176,15 +189,15 @@ func readable(dir string, excluded []string, out *[]string) error {
 		switch {
 		case skip:
 		case descend:
-			fi, err := os.Lstat(path)
-			if err != nil || !fi.IsDir() {
-				continue
+			if e.IsDir() {
+				if err := readable(path, excluded, dirs, files); err != nil {
+					return err
+				}
 			}
-			if err := readable(path, excluded, out); err != nil {
-				return err
-			}
+		case isDir:
+			*dirs = append(*dirs, path)
 		default:
-			*out = append(*out, path)
+			*files = append(*files, path)
 		}
 	}
 	return nil
@@ -204,17 +217,6 @@ func splitFiles(paths []string) (dirs, files []string) {
 		}
 	}
 	return dirs, files
-}
-
-func readDirNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	sort.Strings(names)
-	return names, err
 }
 
 // dropCapabilities empties the bounding set and every capability set of
