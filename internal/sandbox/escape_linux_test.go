@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -225,6 +226,7 @@ func runProbes(victimsJSON, policyJSON string) {
 		fmt.Println(err)
 		os.Exit(2)
 	}
+	runtime.LockOSThread() // as the supervisor does (see Apply)
 	abi, err := Apply(p)
 	if err != nil {
 		fmt.Println("apply:", err)

@@ -219,9 +219,9 @@ func splitFiles(paths []string) (dirs, files []string) {
 	return dirs, files
 }
 
-// dropCapabilities empties the bounding set and every capability set of
-// every thread, so that nothing started from here (a root shell included)
-// has or regains a capability.
+// dropCapabilities empties the bounding set of the calling thread and
+// every capability set of every thread, so that nothing started from here
+// (a root shell included) has or regains a capability.
 func dropCapabilities() error {
 	last := 40
 	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
@@ -230,10 +230,15 @@ func dropCapabilities() error {
 		}
 	}
 	_ = ll.AllThreadsPrctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	// The bounding set on this thread only, the one that starts the
+	// commands (see Apply): one all-threads call per capability is a
+	// signal round to every thread, forty times. The other threads get
+	// empty sets below and no new privileges, which bounds what an exec
+	// from them could gain to nothing as well.
 	for c := 0; c <= last; c++ {
 		// EINVAL: a capability this kernel does not know; EPERM: not ours
 		// to drop (no CAP_SETPCAP), and then it is not in our sets either.
-		if err := ll.AllThreadsPrctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil &&
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil &&
 			!errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.EPERM) {
 			return fmt.Errorf("PR_CAPBSET_DROP %d: %w", c, err)
 		}
