@@ -39,7 +39,9 @@ type Welcome struct {
 	Version  string `json:"version"` // the daemon binary's version
 	PID      int    `json:"pid"`
 	Sessions int    `json:"sessions"`
-	Error    string `json:"error,omitempty"`
+	// Shell is the daemon's run_shell mode and why (Options.Shell).
+	Shell string `json:"shell,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // ErrBusy means another daemon holds the data directory's lock.
@@ -103,7 +105,10 @@ func (l *Listener) Path() string { return l.path }
 type Options struct {
 	MCP     *server.MCPServer
 	Version string
-	Logger  *slog.Logger
+	// Shell says children's run_shell mode in a line for `daemon status`
+	// (e.g. why it is off); zero: not said.
+	Shell  string
+	Logger *slog.Logger
 	// IdleTimeout: exit after this long with no session and nothing Busy;
 	// zero: never.
 	IdleTimeout time.Duration
@@ -228,7 +233,7 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 			mu.Lock()
 			n := sessions
 			mu.Unlock()
-			welcome := Welcome{Protocol: ProtocolVersion, Version: o.Version, PID: os.Getpid(), Sessions: n}
+			welcome := Welcome{Protocol: ProtocolVersion, Version: o.Version, PID: os.Getpid(), Sessions: n, Shell: o.Shell}
 			switch hello.Op {
 			case "stop", "takeover":
 				_ = writeLine(c, welcome)

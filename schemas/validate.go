@@ -141,7 +141,13 @@ func explainIn(msg string, root *jsonschema.Schema) string {
 	switch {
 	case typeRe.MatchString(last):
 		m := typeRe.FindStringSubmatch(last)
-		reason = fmt.Sprintf("must be of type %s, not %s", strings.Trim(m[2], `"`), m[1])
+		// One type ("boolean") or a list (one of ["boolean" "string"]).
+		want, list := m[2], strings.HasPrefix(m[2], "one of")
+		want = strings.Join(strings.Fields(strings.NewReplacer(`"`, " ", "[", " ", "]", " ", ",", " ").Replace(strings.TrimPrefix(want, "one of"))), ", ")
+		if list {
+			want = "one of " + want
+		}
+		reason = fmt.Sprintf("must be of type %s, not %s", want, m[1])
 	case strings.HasPrefix(last, "minimum:"):
 		reason = "must be at least " + bound(last)
 	case strings.HasPrefix(last, "exclusiveMinimum:"):

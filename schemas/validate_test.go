@@ -223,7 +223,7 @@ func TestConfigSchema(t *testing.T) {
 		{"max_depth above 64", `{"max_depth":65}`, `field "max_depth" must be at most 64`},
 		{"a huge max_depth", `{"max_depth":1e300}`, `field "max_depth" must be at most 64`},
 		{"max_depth as a string", `{"max_depth":"3"}`, `field "max_depth" must be of type integer, not string`},
-		{"shell as a string", `{"shell":"yes"}`, `field "shell" must be of type boolean, not string`},
+		{"shell as a number", `{"shell":3}`, `field "shell" must be of type one of boolean, string, object, not integer`},
 		{"an empty root", `{"roots":["/a",""]}`, `field "roots[]" must not be empty`},
 		{"roots as a string", `{"roots":"/a"}`, `field "roots" must be of type array, not string`},
 		{"a misspelt top-level field", `{"max_dept":3}`, `unknown field "max_dept"; did you mean "max_depth"?`},

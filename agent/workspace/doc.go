@@ -31,13 +31,18 @@
 //     points and bind mounts inside the root, and hard links to outside
 //     files made by someone else.
 //
-// run_shell is not confined: it starts /bin/sh -c with its working
-// directory set to the root, with the server's privileges and environment
-// (minus variables whose names suggest credentials), and the command may
-// read and write anywhere the server can ("cat /etc/passwd", "cd /; rm
-// ..."). The confinement above is the file tools'; it does not extend to
-// the shell. It is off unless [Options].Shell is set (the config's
-// "shell": true); leave it off for a child that must stay in its cwd.
+// run_shell is confined by [Options].Sandbox (package sandbox), by default
+// in mode workspace-write: the command, and everything it starts, can
+// write only in the root and in a temporary directory made for the one
+// command ($TMPDIR, removed after it) and the cache directory; it can read
+// everything but the server user's home directory (there only the root,
+// the toolchains and the configured read roots); it has no network, no
+// capabilities, and cannot signal or connect (abstract sockets) outside
+// its own tree. Read-only mode also keeps the root unwritable. In mode
+// unconfined it starts /bin/sh -c with the server's privileges and may
+// read and write anywhere the server can. Either way its environment is
+// the server's minus variables whose names suggest credentials, and it is
+// off unless [Options].Shell is set.
 //
 // What it does guarantee: nothing the command starts outlives the call.
 // Where the binary calls subreaper.Main (the server does; Linux), the

@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
 )
 
@@ -31,9 +34,75 @@ func (w *workspace) runShellTool() (agent.Tool, error) {
 		"The command is killed together with every process it started after %s, or when the turn is cancelled; "+
 		"processes still running in the background when the command finishes are killed too, so start nothing meant to outlive the call. "+
 		"Output beyond %s is cut in the middle (its beginning and end are kept). "+
-		"Environment variables whose names suggest credentials (KEY, TOKEN, SECRET, PASSWORD, AUTH, ...) are removed.",
-		duration(w.shellTimeout), size(w.maxOutput))
+		"Environment variables whose names suggest credentials (KEY, TOKEN, SECRET, PASSWORD, AUTH, ...) are removed.%s",
+		duration(w.shellTimeout), size(w.maxOutput), sandboxNote(w.sandbox))
 	return newTool(nameRunShell, desc, params, w.runShell), nil
+}
+
+// sandboxNote tells the model what the sandbox allows, so that it does not
+// spend steps on what must fail.
+func sandboxNote(p sandbox.Policy) string {
+	if !p.Mode.Confined() {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(" The command runs in a sandbox: ")
+	if p.Mode == sandbox.ReadOnly {
+		b.WriteString("it can read the workspace but not change it, and write only in $TMPDIR")
+	} else {
+		b.WriteString("it can write only inside the workspace and in $TMPDIR")
+	}
+	b.WriteString(" ($TMPDIR is a fresh directory for each command, removed after it); files outside the workspace in the user's home directory cannot be read; ")
+	if p.Network {
+		b.WriteString("network access is allowed. ")
+	} else {
+		b.WriteString("there is no network (connections, DNS and downloads fail: do not try to install or fetch anything; use what is already installed). ")
+	}
+	b.WriteString("Build and tool caches (GOCACHE, npm, pip, cargo) are private to this agent.")
+	return b.String()
+}
+
+// command makes the run_shell command, confined unless the mode is
+// unconfined, and a func removing what it made (the temp dir).
+func (w *workspace) command(line string) (cmd *exec.Cmd, supervised bool, cleanup func(), err error) {
+	if !w.sandbox.Mode.Confined() {
+		cmd, supervised = subreaper.Command(0, "/bin/sh", "-c", line)
+		cmd.Env = shellEnv(os.Environ())
+		return cmd, supervised, func() {}, nil
+	}
+	pol := w.sandbox
+	if pol.CacheDir != "" {
+		if err := os.MkdirAll(pol.CacheDir, 0o700); err != nil {
+			return nil, false, nil, err
+		}
+	}
+	tmp, err := os.MkdirTemp(pol.TempDir, "run-shell-")
+	if err != nil {
+		return nil, false, nil, err
+	}
+	cleanup = func() { removeTree(tmp) }
+	pol.TempDir = tmp
+	if cmd, err = subreaper.Confined(0, pol, "/bin/sh", "-c", line); err != nil {
+		cleanup()
+		return nil, false, nil, err
+	}
+	cmd.Env = pol.Env(shellEnv(os.Environ()))
+	return cmd, true, cleanup, nil
+}
+
+// removeTree removes dir, also where the command took away its own write
+// permission (chmod -w) from directories in it.
+func removeTree(dir string) {
+	if os.RemoveAll(dir) == nil {
+		return
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	_ = os.RemoveAll(dir)
 }
 
 func (w *workspace) runShell(ctx context.Context, a args) (string, error) {
@@ -43,10 +112,15 @@ func (w *workspace) runShell(ctx context.Context, a args) (string, error) {
 	}
 	defer pr.Close()
 	// Under the subreaper supervisor where the binary has one: then not
-	// even a process that left the group (setsid) outlives the call.
-	cmd, supervised := subreaper.Command(0, "/bin/sh", "-c", a.str("command", ""))
+	// even a process that left the group (setsid) outlives the call. The
+	// supervisor confines itself, and so the command, first.
+	cmd, supervised, cleanup, err := w.command(a.str("command", ""))
+	if err != nil {
+		pw.Close()
+		return "", fmt.Errorf("cannot run the command: %s", bareError(err))
+	}
+	defer cleanup()
 	cmd.Dir = w.real
-	cmd.Env = shellEnv(os.Environ())
 	cmd.Stdout, cmd.Stderr = pw, pw // an *os.File: no copying goroutine in exec
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()

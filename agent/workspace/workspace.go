@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 )
 
@@ -38,10 +39,15 @@ type Options struct {
 	// Root is the absolute path of an existing directory. The file tools
 	// can reach nothing outside it; run_shell starts in it. Required.
 	Root string
-	// Shell exposes run_shell. It is off by default, and it is not a
-	// sandbox: the command runs with the server's privileges and may reach
-	// anything the server can (see the package documentation).
+	// Shell exposes run_shell, confined by Sandbox. It is off by default.
 	Shell bool
+	// Sandbox confines run_shell (package sandbox). Its Mode zero means
+	// sandbox.WorkspaceWrite; sandbox.ReadOnly makes the workspace
+	// read-only too; sandbox.Unconfined runs commands with the server's
+	// full authority (see the package documentation). Workspace is always
+	// Root. TempDir is where each command's own temporary directory is
+	// made (zero: os.TempDir()); CacheDir, when set, is made if missing.
+	Sandbox sandbox.Policy
 	// ShellTimeout bounds one run_shell call. Zero: DefaultShellTimeout.
 	ShellTimeout time.Duration
 	// MaxReadBytes caps the text one read_file call returns; the rest is
@@ -86,6 +92,7 @@ func Tools(opts Options) ([]agent.Tool, error) {
 // workspace is the shared, immutable state of one tool set.
 type workspace struct {
 	confinement
+	sandbox      sandbox.Policy
 	shellTimeout time.Duration
 	maxRead      int
 	maxOutput    int
@@ -113,8 +120,22 @@ func newWorkspace(opts Options) (*workspace, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("workspace: Root %q is not a directory", opts.Root)
 	}
+	pol := opts.Sandbox
+	if pol.Mode == "" {
+		pol.Mode = sandbox.WorkspaceWrite
+	}
+	if opts.Shell {
+		if m, err := sandbox.ParseMode(string(pol.Mode)); err != nil || m == sandbox.Off {
+			return nil, fmt.Errorf("workspace: Sandbox.Mode %q: with Shell, use read-only, workspace-write or unconfined", pol.Mode)
+		}
+	}
+	if pol.TempDir == "" {
+		pol.TempDir = os.TempDir()
+	}
+	pol.Workspace = real
 	w := &workspace{
 		confinement:  confinement{root: root, real: real},
+		sandbox:      pol,
 		shellTimeout: opts.ShellTimeout,
 		maxRead:      opts.MaxReadBytes,
 		maxOutput:    opts.MaxOutputBytes,

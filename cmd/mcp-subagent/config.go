@@ -18,9 +18,10 @@ type Config struct {
 	Persona         string   `json:"persona,omitempty"`
 	Roots           []string `json:"roots,omitempty"`
 	DefaultProvider string   `json:"default_provider,omitempty"`
-	Shell           bool     `json:"shell,omitempty"`
-	DataDir         string   `json:"data_dir,omitempty"`
-	WaitSeconds     float64  `json:"wait_seconds,omitempty"`
+	// Shell is run_shell's mode and sandbox (shell.go); nil: the default.
+	Shell       *ShellConfig `json:"shell,omitempty"`
+	DataDir     string       `json:"data_dir,omitempty"`
+	WaitSeconds float64      `json:"wait_seconds,omitempty"`
 	// MaxMessageBytes bounds one MCP message a client sends over stdio (a
 	// line, in process or relayed); zero: 8 MiB. HTTP bodies have
 	// http.max_body_bytes.
@@ -193,6 +194,10 @@ func loadConfig(path string) (Config, error) {
 		return c, fmt.Errorf("%s: %w", path, err)
 	}
 	if err := checkLLMBesideModels(c); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	home, _ := os.UserHomeDir()
+	if err := c.Shell.check(home); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := c.Retention.check(); err != nil {

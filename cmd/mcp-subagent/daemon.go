@@ -102,7 +102,7 @@ func serveSocket(ctx context.Context, o serveOptions, cfg Config, l *daemon.List
 	idle := idleTimeout(o, cfg, foreground)
 	log.Info("daemon serving", "version", version, "pid", os.Getpid(), "data_dir", a.dataDir, "socket", l.Path(), "idle_timeout", idle)
 	reason := l.Serve(ctx, daemon.Options{
-		MCP: a.ms, Version: version, Logger: log.With("component", "daemon"), IdleTimeout: idle,
+		MCP: a.ms, Version: version, Shell: a.shell.Status, Logger: log.With("component", "daemon"), IdleTimeout: idle,
 		Busy:            func() bool { return a.mgr.Live() > 0 },
 		Admin:           a.admin,
 		MaxMessageBytes: cfg.MaxMessageBytes,
@@ -227,6 +227,9 @@ func daemonControl(ctx context.Context, op string, o serveOptions, stdout io.Wri
 			return nil
 		}
 		fmt.Fprintf(stdout, "daemon pid %d, version %s, %d sessions, socket %s, log %s\n", w.PID, w.Version, w.Sessions, daemon.SocketPath(dataDir), daemon.LogPath(dataDir))
+		if w.Shell != "" {
+			fmt.Fprintf(stdout, "shell: %s\n", w.Shell)
+		}
 		return nil
 	}
 	return fmt.Errorf("unknown daemon command %q: use stop or status", op)

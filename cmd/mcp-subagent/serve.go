@@ -98,7 +98,8 @@ type app struct {
 	web     *webView     // the web view, its loopback listener started by the first ui op
 	tasks   *tasks.Layer // durable MCP tasks; nil with --ephemeral
 	log     *slog.Logger
-	closers []func() // run in reverse by close
+	shell   shellSetting // run_shell's mode, for the log and daemon status
+	closers []func()     // run in reverse by close
 	// insecure turns protections off, for the tests that prove their
 	// probes reach what the protections guard; zero keeps every one.
 	insecure insecureHooks
@@ -202,7 +203,18 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		}
 		return ts.AgentTools(self)
 	}
-	sopts := spawn.Options{Models: models, Persona: cfg.Persona, Shell: cfg.Shell,
+	shell, err := shellFor(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	a.shell = shell
+	tmpRoot, cacheRoot, err := shellDirs(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	pol := shell.Policy
+	pol.TempDir = tmpRoot
+	sopts := spawn.Options{Models: models, Persona: cfg.Persona, Shell: shell.On, Sandbox: pol, CacheRoot: cacheRoot,
 		MaxSteps: cfg.LLM.MaxSteps, DelegationTools: delegation, Logger: log}
 	external, err := externalProviders(cfg.Providers, log.With("component", "provider"))
 	if err != nil {

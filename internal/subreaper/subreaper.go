@@ -27,6 +27,10 @@
 // (SIGTERM), not a group: a SIGKILL to the supervisor would leave the tree
 // behind.
 //
+// [Confined] starts the command the same way, with the supervisor confined
+// first (package sandbox): Landlock, seccomp and no capabilities, inherited
+// by the whole tree.
+//
 // Caveats: only on Linux; elsewhere, or in a binary that did not call
 // Main, Command runs the command directly and the caller's process-group
 // kill is all there is. A process that leaves the tree on purpose beyond
@@ -38,11 +42,15 @@
 package subreaper
 
 import (
+	"errors"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 )
 
 // supervisorArg is the first argument of a re-executed supervisor.
@@ -88,6 +96,43 @@ func Command(grace time.Duration, path string, args ...string) (*exec.Cmd, bool)
 	}
 	// A path with a slash goes as it is: relative to Dir, the
 	// supervisor's working directory, as exec would take it.
-	argv := append([]string{supervisorArg, strconv.FormatInt(grace.Milliseconds(), 10), resolved}, args...)
-	return exec.Command(self, argv...), true
+	return supervisorCommand(grace, "", resolved, args), true
+}
+
+// supervisorCommand starts the supervisor: its arguments are the grace in
+// milliseconds, the sandbox policy ("" for none), the command's path and
+// its arguments.
+func supervisorCommand(grace time.Duration, policy, path string, args []string) *exec.Cmd {
+	argv := append([]string{supervisorArg, strconv.FormatInt(grace.Milliseconds(), 10), policy, path}, args...)
+	return exec.Command(self, argv...)
+}
+
+// Confined is [Command] with the command and everything it starts confined
+// to policy: the supervisor applies it to itself ([sandbox.Apply]) before
+// it starts the command, so that every descendant inherits it while the
+// supervisor can still signal and reap them. The policy's mode must be a
+// confined one. Confined never runs the command unconfined: when the
+// binary cannot supervise (see [Supervised]) it returns an error, and a
+// supervisor that cannot apply the policy exits with status 126 and the
+// reason on the command's stderr, before the command starts. The caller
+// sets Env with [sandbox.Policy.Env] and creates and removes the policy's
+// TempDir.
+func Confined(grace time.Duration, policy sandbox.Policy, path string, args ...string) (*exec.Cmd, error) {
+	if err := policy.Check(); err != nil {
+		return nil, err
+	}
+	if !policy.Mode.Confined() {
+		return nil, fmt.Errorf("subreaper: mode %q is not a confined mode", policy.Mode)
+	}
+	if !Supervised() {
+		return nil, errors.New("cannot confine the command: this binary has no supervisor on this system (Linux only)")
+	}
+	resolved := path
+	if !strings.Contains(path, "/") {
+		var err error
+		if resolved, err = exec.LookPath(path); err != nil {
+			return nil, err
+		}
+	}
+	return supervisorCommand(grace, policy.Encode(), resolved, args), nil
 }

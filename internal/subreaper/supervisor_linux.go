@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 )
 
 const supported = true
@@ -22,7 +24,7 @@ const sweepEvery = 50 * time.Millisecond
 const prSetChildSubreaper = 36
 
 func mainSupervisor() {
-	if len(os.Args) < 4 || os.Args[1] != supervisorArg {
+	if len(os.Args) < 5 || os.Args[1] != supervisorArg {
 		return
 	}
 	grace, err := strconv.Atoi(os.Args[2])
@@ -30,9 +32,18 @@ func mainSupervisor() {
 		fmt.Fprintf(os.Stderr, "mcp-subagent supervisor: bad grace %q\n", os.Args[2])
 		syscall.Exit(2)
 	}
+	var policy *sandbox.Policy
+	if os.Args[3] != "" {
+		p, err := sandbox.Decode(os.Args[3])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "mcp-subagent supervisor: %v\n", err)
+			syscall.Exit(126)
+		}
+		policy = &p
+	}
 	// syscall.Exit, not os.Exit: nothing of the binary's own exit hooks
 	// (a race-enabled test binary sleeps a second in them) runs here.
-	syscall.Exit(supervise(time.Duration(grace)*time.Millisecond, os.Args[3], os.Args[4:]))
+	syscall.Exit(supervise(time.Duration(grace)*time.Millisecond, policy, os.Args[4], os.Args[5:]))
 }
 
 type exit struct {
@@ -40,10 +51,24 @@ type exit struct {
 	ws  syscall.WaitStatus
 }
 
-func supervise(grace time.Duration, path string, args []string) int {
+func supervise(grace time.Duration, policy *sandbox.Policy, path string, args []string) int {
 	if _, _, e := syscall.RawSyscall6(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0, 0, 0, 0); e != 0 {
 		fmt.Fprintf(os.Stderr, "mcp-subagent supervisor: cannot become a child subreaper: %v\n", e)
 		return 126
+	}
+	// One OS thread starts the command and signals its tree: below
+	// Landlock ABI 8 each thread of a confined process is given a domain of
+	// its own, and a signal from one thread's domain to a process forked in
+	// another's is refused as leaving the domain. Never unlocked.
+	runtime.LockOSThread()
+	// Confined before the command starts, and the supervisor with it: what
+	// the command starts inherits the domain, and the supervisor, inside
+	// the same one, can still signal it. Never a silent unconfined run.
+	if policy != nil {
+		if _, err := sandbox.Apply(*policy); err != nil {
+			fmt.Fprintf(os.Stderr, "mcp-subagent supervisor: %v\n", err)
+			return 126
+		}
 	}
 	// Before the command starts, so that a stop sent right away is seen.
 	stops := make(chan os.Signal, 4)

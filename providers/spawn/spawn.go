@@ -27,11 +27,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/agent/workspace"
+	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
@@ -61,6 +63,12 @@ type Options struct {
 	Model   string     // zero: the client's default
 	Persona string     // the deployment persona; zero: none
 	Shell   bool       // give children run_shell
+	// Sandbox confines run_shell (workspace.Options.Sandbox): zero Mode is
+	// workspace-write. CacheRoot, when set, holds each child's tool caches
+	// in a directory named for the child (Sandbox.CacheDir); zero: each
+	// command's temp dir holds them.
+	Sandbox   sandbox.Policy
+	CacheRoot string
 	// MaxSteps bounds the model calls of one turn; zero: agent.DefaultMaxSteps.
 	MaxSteps  int
 	MaxTokens int64 // bounds one answer of a model that sets none; zero: the server's default
@@ -193,7 +201,11 @@ func (p *Provider) build(d manager.Descriptor, cwd string, journal *agent.Journa
 			Message: fmt.Sprintf("its model %q is no longer configured (configured: %s); it is not moved to another model: start a new child", d.Model, strings.Join(p.Models(), ", "))}
 	}
 	filter, persona := d.ToolFilter, d.Persona
-	ws, err := workspace.Tools(workspace.Options{Root: cwd, Shell: p.opts.Shell})
+	pol := p.opts.Sandbox
+	if p.opts.CacheRoot != "" && safeName(self.AgentID) {
+		pol.CacheDir = filepath.Join(p.opts.CacheRoot, self.AgentID)
+	}
+	ws, err := workspace.Tools(workspace.Options{Root: cwd, Shell: p.opts.Shell, Sandbox: pol})
 	if err != nil {
 		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
 	}
@@ -284,3 +296,17 @@ func (d driver) Journal() *agent.Journal { return d.a.Journal() }
 // so a new child's model call may overlap the commit of its record.
 func (driver) GatesSideEffects() {}
 func (driver) Close() error      { return nil }
+
+// safeName reports whether id can name a directory: not empty, no
+// separator, not a dot name.
+func safeName(id string) bool {
+	if id == "" || id == "." || id == ".." {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
