@@ -40,9 +40,11 @@ type realACP struct {
 	// env is the child's environment besides PATH: HOME and the model
 	// wiring, given the fake model's URL.
 	env       func(t *testing.T, home, url string) map[string]string
-	anthropic bool // the agent speaks the Anthropic API, else chat completions
+	anthropic bool // the agent speaks the Anthropic API
+	gemini    bool // the agent speaks the Gemini API (else chat completions)
 	// usage is false for an agent that reports no token usage at all.
 	usage bool
+	args  []string // beyond what the preset adds
 }
 
 var realACPAgents = map[string]realACP{
@@ -68,6 +70,9 @@ var realACPAgents = map[string]realACP{
 		return map[string]string{"COPILOT_OFFLINE": "true", "COPILOT_PROVIDER_BASE_URL": url,
 			"COPILOT_PROVIDER_API_KEY": "test-key", "COPILOT_MODEL": "fake-model"}
 	}},
+	"gemini": {cli: "gemini", gemini: true, usage: true, args: []string{"-m", "fake-model"}, env: func(t *testing.T, home, url string) map[string]string {
+		return map[string]string{"GEMINI_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": url}
+	}},
 	"claude-code-acp": {cli: "claude-code-acp", anthropic: true, usage: false, env: func(t *testing.T, home, url string) map[string]string {
 		return map[string]string{"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "test-key",
 			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CONFIG_DIR": filepath.Join(home, ".claude")}
@@ -78,6 +83,7 @@ func TestACPRealQwen(t *testing.T)          { runRealACP(t, "qwen") }
 func TestACPRealOpencode(t *testing.T)      { runRealACP(t, "opencode") }
 func TestACPRealCopilot(t *testing.T)       { runRealACP(t, "copilot") }
 func TestACPRealClaudeCodeACP(t *testing.T) { runRealACP(t, "claude-code-acp") }
+func TestACPRealGemini(t *testing.T)        { runRealACP(t, "gemini") }
 
 // findACPCLI finds an agent's executable on PATH or in the npm prefix. It
 // does not run it (an ACP agent may wait on stdin instead of printing a
@@ -194,6 +200,30 @@ func (m *acpModel) openai(n int, req fakeopenai.Request) fakeopenai.Reply {
 	return fakeopenai.Reply{Text: "NO REPORT TOOL among " + strings.Join(names, ",")}
 }
 
+func (m *acpModel) geminiReply(req geminiRequest) []geminiPart {
+	names := req.toolNames()
+	m.saw(names, req.Raw)
+	text := func(s string) []geminiPart { return []geminiPart{{Text: s}} }
+	switch {
+	case len(names) == 0: // its side requests (next speaker, titles) want JSON
+		return text(`{"next_speaker":"user","reasoning":"done"}`)
+	case strings.Contains(req.lastUserText(), "ACP-HOLD"):
+		m.hold()
+		return nil
+	case !strings.Contains(req.Raw, "ACP-REPORT "+m.nonce):
+		return text("nothing to do")
+	}
+	if fr, ok := req.lastFunctionResponse(); ok {
+		return text(m.done(fr))
+	}
+	for _, n := range names {
+		if n == "mcp_subagent_report" {
+			return []geminiPart{{FunctionCall: &geminiCall{Name: n, Args: map[string]any{"output": "REPORTED " + m.nonce}}}}
+		}
+	}
+	return text("NO REPORT TOOL among " + strings.Join(names, ","))
+}
+
 // lastToolCall is the name of the last tool the conversation called.
 func lastToolCall(req fakeopenai.Request) string {
 	for i := len(req.Messages) - 1; i >= 0; i-- {
@@ -262,11 +292,16 @@ func runRealACP(t *testing.T, name string) {
 	nonce := fmt.Sprintf("%x", time.Now().UnixNano())
 	m := &acpModel{nonce: nonce, stop: make(chan struct{}), held: make(chan struct{})}
 	var url string
-	if a.anthropic {
+	switch {
+	case a.gemini:
+		fake := newGeminiFake(m.geminiReply)
+		t.Cleanup(fake.Close)
+		url = fake.URL
+	case a.anthropic:
 		fake := fakeanthropic.New(m.anthropic)
 		t.Cleanup(fake.Close)
 		url = fake.URL()
-	} else {
+	default:
 		fake := fakeopenai.New(m.openai)
 		t.Cleanup(fake.Close)
 		url = fake.URL()
@@ -277,13 +312,15 @@ func runRealACP(t *testing.T, name string) {
 	env := a.env(t, home, url)
 	env["HOME"], env["PATH"] = home, cliPATH(bin)
 	env["MCP_SUBAGENT_ACP_TEST"] = nonce
-	cfg, _ := json.Marshal(map[string]any{"providers": []any{map[string]any{
-		"name": name, "type": "acp", "command": bin, "env": env, "pass_env": []string{},
-		"timeout_seconds": acpTurnTimeout.Seconds(),
-	}}})
+	pc := map[string]any{"name": name, "type": "acp", "command": bin, "env": env, "pass_env": []string{},
+		"timeout_seconds": acpTurnTimeout.Seconds()}
+	if a.args != nil {
+		pc["args"] = a.args
+	}
+	cfg, _ := json.Marshal(map[string]any{"providers": []any{pc}})
 	s := start(t, nil, serverOpts{config: string(cfg)})
 	t.Cleanup(func() {
-		if t.Failed() {
+		{
 			m.mu.Lock()
 			t.Logf("tools offered per model request: %q; names of ours mentioned: %v", m.offered, m.named)
 			m.mu.Unlock()
@@ -304,6 +341,11 @@ func runRealACP(t *testing.T, name string) {
 		t.Errorf("the child's report did not reach its parent: %q\nserver log:\n%s", got, s.stderr)
 	}
 	fg := structured(t, res)
+	for _, l := range strings.Split(s.stderr.String(), "\n") {
+		if strings.Contains(l, "ACP permission request answered") {
+			t.Logf("%s", l)
+		}
+	}
 
 	// list_agents shows the child's usage.
 	rows := text(s.call(t, ctx, "list_agents", map[string]any{}))
