@@ -181,8 +181,8 @@ func (m *acpModel) openai(n int, req fakeopenai.Request) fakeopenai.Reply {
 		case last == "tool_search":
 			b, _ := json.Marshal(map[string]any{"name": "mcp__subagent__report", "arguments": args})
 			return fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{Name: "tool_call", Arguments: string(b)}}}
-		case strings.Contains(res, "is not registered in this session") && refused < 5:
-			time.Sleep(time.Second)
+		case strings.Contains(res, "is not registered in this session") && refused < 15:
+			time.Sleep(2 * time.Second)
 			return fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{Name: "tool_search", Arguments: `{"query":"select:mcp__subagent__report"}`}}}
 		}
 		return fakeopenai.Reply{Text: m.done(res)}
