@@ -59,7 +59,10 @@ func TestCallbackToolPermissionIsAllowed(t *testing.T) {
 		// gemini 0.61.0: the title is the tool's display name.
 		{"gemini", nil, tool("list_agents (subagent MCP Server)", "other", nil), true},
 		{"opencode", nil, tool("subagent_subagent", "other", nil), true},
-		{"copilot", nil, tool("subagent-report", "", nil), true},
+		// copilot 1.0.102: the request's title is the bare tool name; its
+		// tool_call was titled with the server's prefix.
+		{"copilot", tool("subagent-report", "", nil), tool("report", "", nil), true},
+		{"a bare tool name alone", nil, tool("report", "", nil), false},
 		{"another server's tool", nil, tool("mcp__other__report", "other", nil), false},
 		{"another server's tool (gemini)", nil, tool("report (other MCP Server)", "other", nil), false},
 		{"a tool of ours we do not serve", nil, tool("mcp__subagent__shell", "other", nil), false},

@@ -90,7 +90,8 @@
 // each agent spells it: mcp__subagent__report (claude-code-acp's title,
 // qwen's meta), "report (subagent MCP Server)" (gemini's title),
 // mcp_subagent_report, subagent_report (opencode), subagent-report
-// (copilot). A request of kind execute, edit, delete or move is never
+// (copilot, whose request is titled "report" after a tool_call titled
+// "subagent-report"). A request of kind execute, edit, delete or move is never
 // taken for one, whatever its title says (a shell command's title is the
 // command). The note reads "permission allowed (callback tool): …".
 //
