@@ -3,6 +3,7 @@ package acp
 import (
 	"context"
 	"sync"
+	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 )
@@ -27,6 +28,10 @@ type client struct {
 }
 
 var _ acpsdk.Client = (*client)(nil)
+
+// permissionCatchUp bounds how long a permission request waits for the
+// updates sent before it to be handled.
+const permissionCatchUp = time.Second
 
 // item is one thing the turn goroutine must record.
 type item struct {
@@ -140,6 +145,10 @@ func (c *client) remember(u acpsdk.SessionUpdate) {
 // before calling them could not call back at all under deny. No request
 // is left pending.
 func (c *client) RequestPermission(_ context.Context, r acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+	if c.flow != nil {
+		// The tool_call update before this request may not be handled yet.
+		c.flow.waitCaughtUp(permissionCatchUp)
+	}
 	c.mu.Lock()
 	cancelling, callbacks := c.cancelling, c.callbacks
 	seen := c.seen[r.ToolCall.ToolCallId]
