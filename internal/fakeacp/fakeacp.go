@@ -190,6 +190,9 @@ func (f *fakeAgent) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.
 	if res, ok := f.callbackScenario(ctx, sid, text); ok {
 		return res, nil
 	}
+	if res, ok := f.shapeScenario(ctx, sid, text); ok {
+		return res, nil
+	}
 	switch {
 	case strings.Contains(text, "max_tokens"):
 		return stopWith(acpsdk.StopReasonMaxTokens)

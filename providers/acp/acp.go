@@ -39,6 +39,10 @@ type Options struct {
 	// runs longer is cancelled and ends with StopError. Zero: no bound
 	// (interrupt and shutdown still end it).
 	Timeout time.Duration
+	// NoPreset turns off what a known agent (qwen, gemini, opencode,
+	// copilot, claude-code-acp, claude-agent-acp, by executable name) gets
+	// added to Args and Env when missing (see the package doc).
+	NoPreset bool
 	// Logger receives the provider's logs; nil: discarded.
 	Logger *slog.Logger
 }
@@ -88,6 +92,9 @@ func New(opts Options) (*Provider, error) {
 	}
 	opts.Args = append([]string(nil), opts.Args...)
 	opts.Env = append([]string(nil), opts.Env...)
+	if pr, ok := presetFor(opts.Command, path); ok && !opts.NoPreset {
+		opts.Args, opts.Env = pr.apply(opts.Args, opts.Env, runningAsRoot)
+	}
 	return &Provider{opts: opts, path: path, log: log.With("provider", opts.Name)}, nil
 }
 

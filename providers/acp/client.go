@@ -3,6 +3,7 @@ package acp
 import (
 	"context"
 	"sync"
+	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 )
@@ -16,16 +17,21 @@ import (
 // appended to an unbounded queue that the turn goroutine drains, and only
 // that goroutine writes the journal.
 type client struct {
-	policy string
-	flow   *flow // told of each update handled; nil: no flow control
-
+	policy     string
+	flow       *flow // told of each update handled; nil: no flow control
 	mu         sync.Mutex
+	callbacks  bool // under mu: set once the session's servers are known
 	items      []item
-	cancelling bool          // the turn was cancelled: permission requests get "cancelled"
-	signal     chan struct{} // buffered 1: items are waiting
+	cancelling bool                           // the turn was cancelled: permission requests get "cancelled"
+	seen       map[acpsdk.ToolCallId]seenTool // what tool_call updates said of each call
+	signal     chan struct{}                  // buffered 1: items are waiting
 }
 
 var _ acpsdk.Client = (*client)(nil)
+
+// permissionCatchUp bounds how long a permission request waits for the
+// updates sent before it to be handled.
+const permissionCatchUp = time.Second
 
 // item is one thing the turn goroutine must record.
 type item struct {
@@ -36,13 +42,15 @@ type item struct {
 
 // permission is how a permission request was answered.
 type permission struct {
-	title   string
-	outcome string // "allowed", "denied" or "cancelled"
-	option  string // the option selected, if any
+	title    string
+	outcome  string   // "allowed", "denied" or "cancelled"
+	option   string   // the option selected, if any
+	callback bool     // a tool of our callback server, allowed whatever the policy
+	names    []string // the names the request and the tool_call updates gave the tool, for the log
 }
 
 func newClient(policy string) *client {
-	return &client{policy: policy, signal: make(chan struct{}, 1)}
+	return &client{policy: policy, signal: make(chan struct{}, 1), seen: map[acpsdk.ToolCallId]seenTool{}}
 }
 
 func (c *client) push(it item) {
@@ -69,6 +77,7 @@ func (c *client) take() []item {
 func (c *client) beginTurn() {
 	c.mu.Lock()
 	c.items, c.cancelling = nil, false
+	clear(c.seen)
 	c.mu.Unlock()
 }
 
@@ -83,6 +92,7 @@ func (c *client) cancel() {
 // SessionUpdate queues the update; it never blocks.
 func (c *client) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) error {
 	u := n.Update
+	c.remember(u)
 	c.push(item{session: n.SessionId, update: &u})
 	if c.flow != nil {
 		c.flow.handledOne()
@@ -90,20 +100,67 @@ func (c *client) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) 
 	return nil
 }
 
+// offerCallbacks records that the session was given our callback server:
+// permission requests for its tools are then allowed whatever the policy
+// (they are our own channel, see isCallbackTool).
+func (c *client) offerCallbacks(on bool) {
+	c.mu.Lock()
+	c.callbacks = on
+	c.mu.Unlock()
+}
+
+// remember keeps the names and kind a tool_call update gives a call, for
+// its permission request.
+func (c *client) remember(u acpsdk.SessionUpdate) {
+	var id acpsdk.ToolCallId
+	var names []string
+	var kind acpsdk.ToolKind
+	switch {
+	case u.ToolCall != nil:
+		id, names, kind = u.ToolCall.ToolCallId, toolNames(&u.ToolCall.Title, u.ToolCall.Meta), u.ToolCall.Kind
+	case u.ToolCallUpdate != nil:
+		id, names = u.ToolCallUpdate.ToolCallId, toolNames(u.ToolCallUpdate.Title, u.ToolCallUpdate.Meta)
+		if u.ToolCallUpdate.Kind != nil {
+			kind = *u.ToolCallUpdate.Kind
+		}
+	default:
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.seen[id]
+	s.names = append(s.names, names...)
+	if kind != "" {
+		s.kind = kind
+	}
+	c.seen[id] = s
+}
+
 // RequestPermission answers at once by the policy: deny selects a reject
 // option, allow an allow option; with no fitting option, or once the turn
-// is cancelled, the outcome is "cancelled". No request is left pending.
+// is cancelled, the outcome is "cancelled". A request for one of our
+// callback server's tools is allowed whatever the policy: the child's
+// report, list_agents and delegations are our own channel, checked by
+// this server (depth, permissions of the token), and an agent that asks
+// before calling them could not call back at all under deny. No request
+// is left pending.
 func (c *client) RequestPermission(_ context.Context, r acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+	if c.flow != nil {
+		// The tool_call update before this request may not be handled yet.
+		c.flow.waitCaughtUp(permissionCatchUp)
+	}
 	c.mu.Lock()
-	cancelling := c.cancelling
+	cancelling, callbacks := c.cancelling, c.callbacks
+	seen := c.seen[r.ToolCall.ToolCallId]
 	c.mu.Unlock()
 	title := toolTitle(r.ToolCall)
-	p := &permission{title: title, outcome: "cancelled"}
+	p := &permission{title: title, outcome: "cancelled", names: append(toolNames(r.ToolCall.Title, r.ToolCall.Meta), seen.names...)}
 	var out acpsdk.RequestPermissionOutcome
 	if !cancelling {
 		prefer := []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindRejectOnce, acpsdk.PermissionOptionKindRejectAlways}
 		verdict := "denied"
-		if c.policy == PermissionAllow {
+		p.callback = callbacks && isCallbackTool(r.ToolCall, seen)
+		if c.policy == PermissionAllow || p.callback {
 			prefer = []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindAllowOnce, acpsdk.PermissionOptionKindAllowAlways}
 			verdict = "allowed"
 		}

@@ -37,8 +37,8 @@
 //     end; tool_call and a tool_call_update that completes or fails become
 //     short notes ("[tool: Read file (pending)]", "[tool completed: Read
 //     file]"); usage_update's cumulative USD cost adds the turn's share to
-//     the usage, and the prompt response's token usage (where the agent
-//     sends it) adds tokens. Thoughts, plans, replayed user chunks and the
+//     the usage, and the turn's token usage is read where the agent puts
+//     it (see Known agents). Thoughts, plans, replayed user chunks and the
 //     other kinds are not recorded. The update handler never blocks: it
 //     appends to a queue drained by the turn's goroutine. The SDK's own
 //     queue holds 1024 notifications and closes the connection when it
@@ -77,6 +77,52 @@
 // title>" to the turn's diagnostic. Allow (explicit configuration only)
 // selects allow_once, else allow_always, else answers "cancelled". Every
 // answer is also a note in the journal.
+//
+// A request for one of our callback server's tools (report, list_agents,
+// subagent, send_message, interrupt_agent) is allowed whatever the
+// policy, when the session was given that server: it is the child's
+// channel back to us, where depth and the child's token are checked, and
+// qwen, copilot and claude-code-acp ask before every MCP tool call, so
+// under deny they could never report. ACP does not say how a request names
+// its tool, so the request's title, its _meta.toolName (qwen),
+// _meta.claudeCode.toolName, and the same fields of the tool call's
+// earlier tool_call update are compared, exactly, with the tool's name as
+// each agent spells it: mcp__subagent__report (claude-code-acp's title,
+// qwen's meta), "report (subagent MCP Server)" (gemini's title),
+// mcp_subagent_report, subagent_report (opencode), subagent-report
+// (copilot, whose request is titled "report" after a tool_call titled
+// "subagent-report"). A request of kind execute, edit, delete or move is never
+// taken for one, whatever its title says (a shell command's title is the
+// command). The note reads "permission allowed (callback tool): …".
+//
+// # Known agents
+//
+// New adds, by the executable's name and only where Options.Args or Env
+// lack them (Options.NoPreset turns this off), what these agents need as
+// headless children (verified with the versions given):
+//
+//	qwen             --acp                       (@qwen-code/qwen-code 0.24.4)
+//	gemini           --acp --skip-trust          (@google/gemini-cli 0.61.0; without
+//	                                              --skip-trust an untrusted folder gets
+//	                                              no MCP servers, so no callback)
+//	opencode         acp (subcommand), OPENCODE_DISABLE_AUTOUPDATE=1  (opencode-ai 1.18.33)
+//	copilot          --acp --no-auto-update      (@github/copilot 1.0.102)
+//	claude-code-acp  IS_SANDBOX=1 when running as root (@zed-industries/claude-code-acp
+//	claude-agent-acp                              0.16.2; Claude Code refuses to skip
+//	                                              permissions as root otherwise)
+//
+// The model wiring (base URL, key, model) stays the config's: see the
+// README's ACP agents table.
+//
+// Token usage comes from where each agent puts it, one source per turn:
+// the prompt answer's standard usage (opencode, copilot, claude-agent-acp),
+// else its _meta.quota.token_count {input_tokens, output_tokens} (gemini),
+// else the sum of _meta.usage {inputTokens, outputTokens} on the turn's
+// agent_message_chunk updates (qwen, one per model call).
+// claude-code-acp 0.16.2 reports none: its children show 0 tokens.
+//
+// Agents add text of their own to the answer (claude-agent-acp 0.101
+// streams a warning chunk after it); it is kept as part of the output.
 //
 // # Capabilities
 //

@@ -151,8 +151,13 @@ func (d *driver) turn(ctx context.Context, t *extturn.Turn, text string) agent.S
 			if cancelSent != nil {
 				<-cancelSent
 			}
-			if a.resp.Usage != nil {
-				t.AddUsage(llm.Usage{InputTokens: int64(a.resp.Usage.InputTokens), OutputTokens: int64(a.resp.Usage.OutputTokens)})
+			// One source of tokens per turn, the first that has them:
+			// the answer's (standard, or gemini's _meta.quota), else the
+			// sum of qwen's per-call chunk usage.
+			if u, ok := promptUsage(a.resp); ok {
+				t.AddUsage(u)
+			} else if rec.chunkUsage != (llm.Usage{}) {
+				t.AddUsage(rec.chunkUsage)
 			}
 			switch {
 			case killed:
@@ -233,6 +238,7 @@ func (d *driver) connect(ctx context.Context, t *extturn.Turn) error {
 	}
 	d.caps = ir.AgentCapabilities
 	servers := d.mcpServers()
+	cl.offerCallbacks(len(servers) > 0)
 
 	known := t.Session()
 	if known == "" {
@@ -377,6 +383,8 @@ type recorder struct {
 	session acpsdk.SessionId // updates of other sessions are ignored
 	msg     strings.Builder
 	titles  map[acpsdk.ToolCallId]string
+	// chunkUsage sums the token usage attached to message chunks (qwen).
+	chunkUsage llm.Usage
 }
 
 func (r *recorder) flush() {
@@ -395,12 +403,17 @@ func (r *recorder) apply(items []item) {
 			continue
 		}
 		if p := it.perm; p != nil {
+			r.d.log.Debug("ACP permission request answered", "title", p.title, "names", p.names, "outcome", p.outcome, "callback_tool", p.callback)
 			switch p.outcome {
 			case "denied":
 				r.t.Diagnose("denied: " + p.title)
 				r.note("permission denied: " + p.title)
 			case "allowed":
-				r.note("permission allowed: " + p.title)
+				if p.callback {
+					r.note("permission allowed (callback tool): " + p.title)
+				} else {
+					r.note("permission allowed: " + p.title)
+				}
 			default:
 				r.note("permission request cancelled: " + p.title)
 			}
@@ -411,6 +424,9 @@ func (r *recorder) apply(items []item) {
 		case u.AgentMessageChunk != nil:
 			if c := u.AgentMessageChunk.Content.Text; c != nil {
 				r.msg.WriteString(c.Text)
+			}
+			if cu, ok := chunkUsage(u.AgentMessageChunk.Meta); ok {
+				r.chunkUsage = r.chunkUsage.Add(cu)
 			}
 		case u.ToolCall != nil:
 			tc := u.ToolCall

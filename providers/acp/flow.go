@@ -113,3 +113,30 @@ func isUpdate(line []byte) bool {
 	}
 	return json.Unmarshal(line, &m) == nil && m.ID == nil && m.Method == "session/update"
 }
+
+// waitCaughtUp waits, at most d, until every update passed on so far has
+// been handled. A permission request is handled on its own goroutine,
+// possibly before the tool_call update the agent sent just before it: this
+// lets the request see what that update said of the tool.
+func (f *flow) waitCaughtUp(d time.Duration) {
+	deadline := time.Now().Add(d)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	target := f.sent
+	for f.handled < target {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		if f.progress == nil {
+			f.progress = make(chan struct{})
+		}
+		ch := f.progress
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-time.After(left):
+		}
+		f.mu.Lock()
+	}
+}
