@@ -23,8 +23,11 @@ import (
 // maxInFlight bounds the requests one session has running: a client that
 // sends without reading the answers would otherwise pin a goroutine and
 // an answer per request. At the bound the session stops reading until one
-// answers, so the client's writes wait (backpressure).
-const maxInFlight = 64
+// answers, so the client's writes wait (backpressure). It is well above
+// what a client keeps waiting on purpose: a quick call written after 500
+// waiting ones (list_agents with wait_seconds) must not wait behind them
+// (TestAQuickCallIsNotStalledByWaitingCalls).
+const maxInFlight = 1024
 
 // byeTimeout bounds the last line to a session as the daemon hands over: a
 // client that does not read must not hold the daemon (and with it the

@@ -185,8 +185,8 @@ func TestCLICommandsOnTheDaemon(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &tr); code != 0 || err != nil || tr.ID != del.AgentID || len(tr.Entries) == 0 {
 		t.Errorf("show --json: exit %d, %v: %.300s", code, err, out)
 	}
-	if code, _, errOut = cli(t, s, "show", "agent-nobody"); code != 1 || !strings.Contains(errOut, "INVALID_REQUEST") {
-		t.Errorf("show of an unknown id: exit %d, stderr %q; want 1 and INVALID_REQUEST", code, errOut)
+	if code, _, errOut = cli(t, s, "show", "agent-nobody"); code != 1 || !strings.Contains(errOut, "RESOURCE_NOT_FOUND: no subagent agent-nobody") {
+		t.Errorf("show of an unknown id: exit %d, stderr %q; want 1 and RESOURCE_NOT_FOUND naming it", code, errOut)
 	}
 
 	// tail -f: the held child's transcript so far; released, its next

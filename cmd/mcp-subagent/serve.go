@@ -115,8 +115,10 @@ type insecureHooks struct {
 // resolveDataDir is --data-dir, else the config's, else the default.
 //
 // The directory is created (0700) here, before any daemon or log file is
-// looked for inside it, so a directory that cannot be made or written is
-// reported as that, naming where its path came from and what to do.
+// looked for inside it, so a directory that cannot be made is reported as
+// that, naming where its path came from and what to do. (Whether it is
+// writable is left to what opens the store: `daemon status` of another
+// user's directory must reach that daemon's own refusal.)
 func resolveDataDir(o serveOptions, cfg Config) (string, error) {
 	dir, from := o.dataDir, "--data-dir"
 	if dir == "" {
@@ -136,12 +138,6 @@ func resolveDataDir(o serveOptions, cfg Config) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("data directory %s (from %s) cannot be created: %w; create it yourself or choose another with --data-dir", dir, from, errors.Unwrap(err))
 	}
-	f, err := os.CreateTemp(dir, ".probe-*")
-	if err != nil {
-		return "", fmt.Errorf("data directory %s (from %s) is not writable: %w; fix its permissions or choose another with --data-dir", dir, from, errors.Unwrap(err))
-	}
-	f.Close()
-	os.Remove(f.Name())
 	return dir, nil
 }
 
