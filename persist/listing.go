@@ -19,46 +19,14 @@ import (
 // Provider, Label, Cwd, Model, Worktree, CreatedAt). A child whose record or descriptor is
 // mangled comes back with Corrupt set; the others are unaffected.
 func (s *Store) Listings(ctx context.Context, parent string, page manager.Page) ([]manager.Listing, error) {
-	if err := ctxErr(ctx); err != nil {
-		return nil, err
-	}
 	var out []manager.Listing
-	err := s.view(func(tx *bolt.Tx) error {
-		byParent, err := top(tx, bucketByParent)
-		if err != nil {
-			return err
+	err := s.listingView(ctx, bucketByParent, parent, page, func(k, v []byte, b listingBuckets) {
+		if len(k) <= 8 {
+			s.log.Warn("skipping malformed index key", "parent", parent, "key", fmt.Sprintf("%x", k))
+			return
 		}
-		descriptors, err := top(tx, bucketDescriptors)
-		if err != nil {
-			return err
-		}
-		checkpoints, err := top(tx, bucketCheckpoints)
-		if err != nil {
-			return err
-		}
-		idx := byParent.Bucket([]byte(parent))
-		if parent == "" || idx == nil {
-			return nil
-		}
-		// A page seeks its first key: it reads only its own rows.
-		c := idx.Cursor()
-		k, v := c.First()
-		if !page.After.IsZero() {
-			after := parentKey(page.After.CreatedAt.UnixNano(), page.After.ID)
-			k, v = c.Seek(after)
-			if k != nil && bytes.Equal(k, after) {
-				k, v = c.Next()
-			}
-		}
-		for ; k != nil && (page.Limit <= 0 || len(out) < page.Limit); k, v = c.Next() {
-			if len(k) <= 8 {
-				s.log.Warn("skipping malformed index key", "parent", parent, "key", fmt.Sprintf("%x", k))
-				continue
-			}
-			out = append(out, s.listing(parent, k[8:], v, descriptors, checkpoints, byParent))
-		}
-		return nil
-	})
+		out = append(out, s.listing(parent, k[8:], v, b.descriptors, b.checkpoints, b.byParent))
+	}, func() bool { return page.Limit <= 0 || len(out) < page.Limit })
 	return out, err
 }
 
@@ -67,29 +35,54 @@ func (s *Store) Listings(ctx context.Context, parent string, page manager.Page) 
 // its own rows, each as Listings reads it (from its parent's by_parent
 // entry).
 func (s *Store) Descendants(ctx context.Context, root string, page manager.Page) ([]manager.Listing, error) {
-	if err := ctxErr(ctx); err != nil {
-		return nil, err
-	}
 	var out []manager.Listing
-	err := s.view(func(tx *bolt.Tx) error {
-		byAncestor, err := top(tx, bucketByAncestor)
+	err := s.listingView(ctx, bucketByAncestor, root, page, func(k, v []byte, b listingBuckets) {
+		if len(k) <= 8 || v == nil {
+			s.log.Warn("skipping malformed ancestor index key", "root", root, "key", fmt.Sprintf("%x", k))
+			return
+		}
+		var rec []byte
+		if p := b.byParent.Bucket(v); p != nil {
+			rec = p.Get(k)
+		}
+		if rec == nil {
+			s.log.Warn("skipping an ancestor index entry with no child index entry", "root", root, "child", string(k[8:]))
+			return
+		}
+		out = append(out, s.listing(string(v), k[8:], rec, b.descriptors, b.checkpoints, b.byParent))
+	}, func() bool { return page.Limit <= 0 || len(out) < page.Limit })
+	return out, err
+}
+
+// listingBuckets are the buckets a listing row is read from.
+type listingBuckets struct{ byParent, descriptors, checkpoints *bolt.Bucket }
+
+// listingView walks the index bucket under key (a parent's by_parent or a
+// root's by_ancestor entries, both keyed created-at + id) in one
+// transaction, from the key after page.After, calling row for each entry
+// while more() holds: a page seeks its first key and reads only its own
+// rows.
+func (s *Store) listingView(ctx context.Context, index []byte, key string, page manager.Page, row func(k, v []byte, b listingBuckets), more func() bool) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	return s.view(func(tx *bolt.Tx) error {
+		indexTop, err := top(tx, index)
 		if err != nil {
 			return err
 		}
-		byParent, err := top(tx, bucketByParent)
-		if err != nil {
+		var b listingBuckets
+		if b.byParent, err = top(tx, bucketByParent); err != nil {
 			return err
 		}
-		descriptors, err := top(tx, bucketDescriptors)
-		if err != nil {
+		if b.descriptors, err = top(tx, bucketDescriptors); err != nil {
 			return err
 		}
-		checkpoints, err := top(tx, bucketCheckpoints)
-		if err != nil {
+		if b.checkpoints, err = top(tx, bucketCheckpoints); err != nil {
 			return err
 		}
-		idx := byAncestor.Bucket([]byte(root))
-		if root == "" || idx == nil {
+		idx := indexTop.Bucket([]byte(key))
+		if key == "" || idx == nil {
 			return nil
 		}
 		c := idx.Cursor()
@@ -101,24 +94,11 @@ func (s *Store) Descendants(ctx context.Context, root string, page manager.Page)
 				k, v = c.Next()
 			}
 		}
-		for ; k != nil && (page.Limit <= 0 || len(out) < page.Limit); k, v = c.Next() {
-			if len(k) <= 8 || v == nil {
-				s.log.Warn("skipping malformed ancestor index key", "root", root, "key", fmt.Sprintf("%x", k))
-				continue
-			}
-			var rec []byte
-			if p := byParent.Bucket(v); p != nil {
-				rec = p.Get(k)
-			}
-			if rec == nil {
-				s.log.Warn("skipping an ancestor index entry with no child index entry", "root", root, "child", string(k[8:]))
-				continue
-			}
-			out = append(out, s.listing(string(v), k[8:], rec, descriptors, checkpoints, byParent))
+		for ; k != nil && more(); k, v = c.Next() {
+			row(k, v, b)
 		}
 		return nil
 	})
-	return out, err
 }
 
 // listing reads one indexed child for Listings. A damaged page under one

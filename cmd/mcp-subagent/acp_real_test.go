@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeanthropic"
+	"github.com/mcp-subagent/mcp-subagent/internal/fakegemini"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 )
 
@@ -211,25 +213,29 @@ func (m *acpModel) openai(n int, req fakeopenai.Request) fakeopenai.Reply {
 	return fakeopenai.Reply{Text: "NO REPORT TOOL among " + strings.Join(names, ",")}
 }
 
-func (m *acpModel) geminiReply(req geminiRequest) []geminiPart {
-	names := req.toolNames()
-	m.saw(names, req.Raw)
-	text := func(s string) []geminiPart { return []geminiPart{{Text: s}} }
+func (m *acpModel) geminiReply(_ int, req fakegemini.Request) fakegemini.Reply {
+	names := req.ToolNames()
+	m.saw(names, string(req.Raw))
+	text := func(s string) fakegemini.Reply { return fakegemini.Reply{Text: s} }
 	switch {
 	case len(names) == 0: // its side requests (next speaker, titles) want JSON
 		return text(`{"next_speaker":"user","reasoning":"done"}`)
-	case strings.Contains(req.lastUserText(), "ACP-HOLD"):
+	case strings.Contains(req.LastUserText(), "ACP-HOLD"):
 		m.hold()
-		return nil
-	case !strings.Contains(req.Raw, "ACP-REPORT "+m.nonce):
+		return fakegemini.Reply{Status: http.StatusInternalServerError, ErrorMessage: "the test ended"}
+	case !strings.Contains(string(req.Raw), "ACP-REPORT "+m.nonce):
 		return text("nothing to do")
 	}
-	if fr, ok := req.lastFunctionResponse(); ok {
-		return text(m.done(fr))
+	if n := len(req.Contents); n > 0 {
+		for _, p := range req.Contents[n-1].Parts {
+			if p.FunctionResponse != nil {
+				return text(m.done(string(p.FunctionResponse.Response)))
+			}
+		}
 	}
 	for _, n := range names {
 		if n == "mcp_subagent_report" {
-			return []geminiPart{{FunctionCall: &geminiCall{Name: n, Args: map[string]any{"output": "REPORTED " + m.nonce}}}}
+			return fakegemini.Reply{Calls: []fakegemini.FunctionCall{{Name: n, Args: json.RawMessage(`{"output":"REPORTED ` + m.nonce + `"}`)}}}
 		}
 	}
 	return text("NO REPORT TOOL among " + strings.Join(names, ","))
@@ -305,9 +311,9 @@ func runRealACP(t *testing.T, name string) {
 	var url string
 	switch {
 	case a.gemini:
-		fake := newGeminiFake(m.geminiReply)
+		fake := fakegemini.New(m.geminiReply)
 		t.Cleanup(fake.Close)
-		url = fake.URL
+		url = fake.URL()
 	case a.anthropic:
 		fake := fakeanthropic.New(m.anthropic)
 		t.Cleanup(fake.Close)
