@@ -14,7 +14,7 @@ import (
 func (s *Server) subagentDescription() string {
 	var b strings.Builder
 	b.WriteString("Delegate a task to a child agent. It does not see your conversation unless its provider says so: put everything it needs in `prompt`. ")
-	b.WriteString("The call waits and returns the child's last message; a child that did not complete is an error result with a diagnostic, never a half answer. ")
+	b.WriteString("The call waits and returns the child's last message; one that did not complete is an error result with a diagnostic, never a half answer. ")
 	if s.catalog.Persistent() {
 		b.WriteString("Children are continuable: `send_message` gives one more work, `interrupt_agent` stops its turn, `list_agents` shows them. ")
 	}
@@ -51,10 +51,10 @@ func (s *Server) subagentDescription() string {
 	return b.String()
 }
 
-const sendMessageDescription = "Give one of your direct children its next turn: queued behind a running turn, taken at once if idle, or resumed from storage if settled. Returns the message id and route, not an answer, unless `wait_seconds` waits for the outcome. On failure the message was NOT delivered."
+const sendMessageDescription = "Give one of your direct children its next turn (queued behind a running turn, else taken at once or resumed). Returns the message id and route, not an answer, unless `wait_seconds` waits. On failure the message was NOT delivered."
 
-const interruptDescription = "Stop the current turn of one of your descendants: your children and theirs, at any depth. Its queue stays parked until you send it more; its children keep running; it stays resumable. A finished or unknown id is a no-op; anyone else's child is refused."
+const interruptDescription = "Stop the current turn of one of your descendants (children and theirs, any depth). Its queue stays parked until you send it more; its children keep running; it stays resumable. A finished or unknown id is a no-op."
 
-const listAgentsDescription = "List your continuable children, paged: id, label, status (running: on a turn; queued: waits for a slot; idle: waiting on children or a parked message; ready: stored, resumable), how its last turn ended, provider, model, usage. Not for polling: a notice comes when a child settles; `wait_seconds` waits."
+const listAgentsDescription = "List your continuable children, paged: id, label, status (ready: stored, resumable), how its last turn ended, provider, model, usage. Not for polling: a notice comes when a child settles; `wait_seconds` waits."
 
 const reportDescription = "Send your parent a message now, while you keep working: a progress note or a partial result. Your turn goes on; your final answer still goes in your last message. delivery next-step (default) makes it your parent's next turn; quiet lets it ride along with your parent's next turn."
