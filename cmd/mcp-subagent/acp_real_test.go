@@ -46,17 +46,17 @@ type realACP struct {
 	gemini    bool // the agent speaks the Gemini API (else chat completions)
 	// usage is false for an agent that reports no token usage at all.
 	usage bool
-	// noCallback, when set, says why the agent's report is known not to
-	// arrive: the check is logged, not failed.
+	// noCallback, when set, says why the agent's report may not arrive:
+	// either outcome is logged, neither fails.
 	noCallback string
 	args       []string // beyond what the preset adds
 }
 
 var realACPAgents = map[string]realACP{
 	"qwen": {cli: "qwen", usage: true,
-		noCallback: "qwen 0.24.4 never registered the session's HTTP MCP server here: its tool_call bridge answers " +
-			"\"Deferred tool mcp__subagent__report is not registered in this session\" for 30 s of tool_search retries " +
-			"(CLIENTS.md saw it work; the difference is not found yet)",
+		noCallback: "qwen 0.24.4 registers the session's HTTP MCP server in the background: in some runs here its tool_call " +
+			"bridge answered \"Deferred tool mcp__subagent__report is not registered in this session\" for 30 s of tool_search " +
+			"retries, in others the report arrived (the cause is not found yet)",
 		env: func(t *testing.T, home, url string) map[string]string {
 			return map[string]string{"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "test-key", "OPENAI_MODEL": "fake-model"}
 		}},
@@ -366,7 +366,7 @@ func runRealACP(t *testing.T, name string) {
 	case !reported:
 		t.Errorf("the child's report did not reach its parent: %q\nserver log:\n%s", got, s.stderr)
 	case a.noCallback != "":
-		t.Errorf("the report arrived although noCallback says it cannot (%s): remove noCallback", a.noCallback)
+		t.Logf("the report arrived (in some runs it does not: %s)", a.noCallback)
 	}
 	fg := structured(t, res)
 	for _, l := range strings.Split(s.stderr.String(), "\n") {

@@ -18,7 +18,7 @@ import (
 // a daemon still under the relay would die with it, and with it every
 // background child of every session. Setsid alone does not help: it
 // changes the session and group, not the parent.
-const detachEnv = "MCP_SUBAGENT_DETACH"
+const detachEnv = daemon.DetachEnv
 
 // detach does the double fork when this process was started with
 // detachEnv; otherwise it returns at once. It passes the start report's
