@@ -213,5 +213,3 @@ func compareKeys(a, b ListingKey) int {
 	}
 	return 0
 }
-
-func compareRows(a, b Row) int { return compareKeys(rowKey(a), rowKey(b)) }
