@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,12 +19,6 @@ import (
 // ReadyFDEnv names the inherited descriptor on which a daemon started by
 // Connect reports "ready", "busy" or "error: …".
 const ReadyFDEnv = "MCP_SUBAGENT_READY_FD"
-
-// DetachEnv, set to "1" in a daemon command's environment, makes the
-// started process start the daemon as its own child and exit (a double
-// fork: the daemon's parent is then not the session's relay); Connect
-// waits for that middle process to exit before it returns.
-const DetachEnv = "MCP_SUBAGENT_DETACH"
 
 // Conn is a session connection to a daemon, past the handshake.
 type Conn struct {
@@ -189,26 +182,13 @@ func start(ctx context.Context, cmd *exec.Cmd) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }() // reap it if it exits while we live
+	go func() { _ = cmd.Wait() }() // reap it if it exits while we live
 	stop := context.AfterFunc(ctx, func() { _ = pr.SetReadDeadline(time.Now()) })
 	defer stop()
 	line, err := bufio.NewReader(pr).ReadString('\n')
 	line = strings.TrimSpace(line)
 	switch {
 	case line == "ready" || line == "busy":
-		if slices.Contains(cmd.Env, DetachEnv+"=1") {
-			// The started process is the middle of a double fork: until it
-			// has exited, the daemon is still in this session's process
-			// tree, where a client that kills its server's tree on exit
-			// would take it down. (A race-built binary takes a second or
-			// more to exit.)
-			select {
-			case <-exited:
-			case <-ctx.Done():
-			case <-time.After(10 * time.Second):
-			}
-		}
 		return line, nil
 	case strings.HasPrefix(line, "error: "):
 		return "", errors.New(strings.TrimPrefix(line, "error: "))

@@ -18,7 +18,7 @@ import (
 // a daemon still under the relay would die with it, and with it every
 // background child of every session. Setsid alone does not help: it
 // changes the session and group, not the parent.
-const detachEnv = daemon.DetachEnv
+const detachEnv = "MCP_SUBAGENT_DETACH"
 
 // detach does the double fork when this process was started with
 // detachEnv; otherwise it returns at once. It passes the start report's
@@ -34,7 +34,12 @@ func detach() {
 		daemon.ReportReady("", err)
 		os.Exit(1)
 	}
-	os.Exit(0)
+	// Gone at once, so the daemon leaves the session's process tree before
+	// the session relays: a client that kills its server's tree on exit
+	// must not find the daemon still under this process. syscall.Exit, not
+	// os.Exit: a race-built binary's os.Exit spends a second or more in the
+	// race runtime's finalisation.
+	syscall.Exit(0)
 }
 
 func startDetached() error {
