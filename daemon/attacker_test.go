@@ -167,14 +167,7 @@ func TestAnotherUsersSocketDirectoryIsRefused(t *testing.T) {
 		_, out := s.plantListener(t) // over the daemon's socket
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		c, err := Connect(ctx, ConnectOptions{DataDir: s.dataDir, Hello: Hello{Cwd: "/secret/project"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Close()
-		if line, _ := out.ReadString('\n'); !strings.Contains(line, "/secret/project") {
-			t.Errorf("the attacker got %q; the probe did not work", line)
-		}
+		s.helloReadBy(t, ctx, out)
 	})
 }
 
@@ -200,15 +193,23 @@ func TestARelayRefusesASocketOfAnotherUID(t *testing.T) {
 	t.Run("with the check off the hello is read", func(t *testing.T) {
 		withoutOwnerChecks(t)
 		_, out := s.plantListener(t)
-		c, err := Connect(ctx, ConnectOptions{DataDir: s.dataDir, Hello: Hello{Cwd: "/secret/project"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Close()
-		if line, _ := out.ReadString('\n'); !strings.Contains(line, "/secret/project") {
-			t.Errorf("the attacker got %q; the probe did not work", line)
-		}
+		s.helloReadBy(t, ctx, out)
 	})
+}
+
+// helloReadBy connects with a hello naming a secret project and checks
+// that the attacker's listener, whose output is out, read it: the probe
+// works when the protection is off.
+func (s *attackScene) helloReadBy(t *testing.T, ctx context.Context, out *bufio.Reader) {
+	t.Helper()
+	c, err := Connect(ctx, ConnectOptions{DataDir: s.dataDir, Hello: Hello{Cwd: "/secret/project"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if line, _ := out.ReadString('\n'); !strings.Contains(line, "/secret/project") {
+		t.Errorf("the attacker got %q; the probe did not work", line)
+	}
 }
 
 // The daemon refuses a peer of another uid, whatever that peer's own
