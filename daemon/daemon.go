@@ -126,6 +126,13 @@ type Options struct {
 	MaxMessageBytes int
 	// Intercept sees each session message before MCP; nil: none.
 	Intercept Intercept
+	// Peer vets each connecting process of the daemon's uid by its pid
+	// (SO_PEERCRED) before the hello is read; an error refuses it, is
+	// logged and is told to the peer. nil: every process of the uid is
+	// served. The server refuses processes of its confined commands' trees
+	// with it (subreaper.InConfinedTree): below Landlock ABI 9 they can
+	// connect to this socket.
+	Peer func(pid int) error
 }
 
 // SessionInfo is what a session tells of itself.
@@ -224,7 +231,7 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 			break
 		}
 		wg.Go(func() {
-			hello, r, err := l.handshake(c)
+			hello, r, err := l.handshake(c, o.Peer)
 			if err != nil {
 				log.Warn("refused a connection", "err", err)
 				_ = c.Close()
@@ -298,8 +305,9 @@ const maxHello = 64 << 10
 // helloTimeout bounds how long a peer may take to send its hello.
 const helloTimeout = 10 * time.Second
 
-// handshake checks the peer's uid and reads its Hello.
-func (l *Listener) handshake(c *net.UnixConn) (Hello, *bufio.Reader, error) {
+// handshake checks the peer's uid, then vets it with peer (nil: none),
+// and reads its Hello.
+func (l *Listener) handshake(c *net.UnixConn, peer func(pid int) error) (Hello, *bufio.Reader, error) {
 	var h Hello
 	uid, err := peerUID(c)
 	if err != nil {
@@ -308,6 +316,12 @@ func (l *Listener) handshake(c *net.UnixConn) (Hello, *bufio.Reader, error) {
 	if uid != os.Getuid() {
 		_ = writeLine(c, Welcome{Protocol: ProtocolVersion, Error: fmt.Sprintf("refused: this daemon serves uid %d only (you are uid %d)", os.Getuid(), uid)})
 		return h, nil, fmt.Errorf("peer uid %d is not the daemon's uid %d", uid, os.Getuid())
+	}
+	if peer != nil {
+		if err := checkPeer(c, peer); err != nil {
+			_ = writeLine(c, Welcome{Protocol: ProtocolVersion, Error: "refused: " + err.Error()})
+			return h, nil, fmt.Errorf("refused the peer: %w", err)
+		}
 	}
 	_ = c.SetReadDeadline(time.Now().Add(helloTimeout))
 	// The reader's buffer is the bound: a hello that does not fit is

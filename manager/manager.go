@@ -70,6 +70,11 @@ type Options struct {
 	// (isolation "worktree"), one per child named by its id; empty: the
 	// isolation is refused.
 	Worktrees string
+	// Removed is called with the ids of the children a prune removed from
+	// the store (a root and its descendants), after the removal, so that
+	// what the server keeps per child outside the store (the sandbox's
+	// tool caches) goes with them. nil: nothing else is removed.
+	Removed func(ids []string)
 }
 
 // DefaultLeaseTTL is Options.LeaseTTL's default.

@@ -181,6 +181,9 @@ func (m *Manager) pruneOne(ctx context.Context, principal string, l Listing, req
 	}
 	m.mu.Unlock()
 	m.dropPrunedWorktrees(ctx, trees)
+	if m.opts.Removed != nil {
+		m.opts.Removed(removed)
+	}
 	row.Descendants = len(removed) - 1
 	res.Pruned = append(res.Pruned, row)
 	m.log.Info("pruned a settled child", "agent_id", h.ID, "principal", principal, "last_active", last, "descendants", row.Descendants)

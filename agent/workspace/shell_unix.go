@@ -128,6 +128,11 @@ func (w *workspace) runShell(ctx context.Context, a args) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("cannot run the command: %s", bareError(err))
 	}
+	if w.sandbox.Mode.Confined() {
+		// Known as confined until reaped (below, cmd.Wait): the daemon
+		// refuses its tree on its socket.
+		defer subreaper.Track(cmd.Process.Pid)()
+	}
 	// Setpgid with Pgid 0: the process started leads a new group (the
 	// supervisor, with the shell in a group of its own below it, or the
 	// shell itself).

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
@@ -107,6 +108,10 @@ func serveSocket(ctx context.Context, o serveOptions, cfg Config, l *daemon.List
 		Admin:           a.admin,
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		Intercept:       a.intercept(),
+		// A confined command's tree is refused whatever the ABI: below 9
+		// Landlock lets it reach this socket, and from 9 this costs a few
+		// reads of /proc per connection.
+		Peer: subreaper.InConfinedTree,
 		Session: func(ctx context.Context, info daemon.SessionInfo) (context.Context, func()) {
 			p := info.Principal
 			if p == "" {

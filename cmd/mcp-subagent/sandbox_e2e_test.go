@@ -31,31 +31,44 @@ var sandboxModule = map[string]string{
 const sandboxProbe = `package main
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"os"
+	"strings"
 )
 
 func main() {
-	try := func(name, network, addr string) {
-		c, err := net.Dial(network, addr)
-		if err != nil {
-			fmt.Printf("%s-BLOCKED: %v\n", name, err)
-			return
-		}
+	c, err := net.Dial("tcp", os.Args[1])
+	if err != nil {
+		fmt.Printf("TCP-BLOCKED: %v\n", err)
+	} else {
 		c.Close()
-		fmt.Printf("%s-CONNECTED\n", name)
+		fmt.Printf("TCP-CONNECTED\n")
 	}
-	try("TCP", "tcp", os.Args[1])
-	try("DAEMON", "unix", os.Args[2])
+	// The daemon: connect, then ask for its status as a client would.
+	c, err = net.Dial("unix", os.Args[2])
+	if err != nil {
+		fmt.Printf("DAEMON-BLOCKED: %v\n", err)
+		return
+	}
+	defer c.Close()
+	fmt.Fprintln(c, ` + "`" + `{"mcp_subagent":1,"op":"status"}` + "`" + `)
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	if line == "" || strings.Contains(line, ` + "`" + `"error"` + "`" + `) {
+		fmt.Printf("DAEMON-REFUSED: %s\n", line)
+		return
+	}
+	fmt.Printf("DAEMON-ANSWERED: %s\n", line)
 }
 `
 
 // A child on the default config runs go test ./... of a module in its
 // workspace, and it passes; it cannot write outside, read the planted
-// ~/.ssh secret, reach a loopback listener or signal a process outside.
-// The same script on "unconfined" does all of those, so the probes work.
-// Connecting to the daemon's socket is a known gap below Landlock ABI 9.
+// ~/.ssh secret, reach a loopback listener, signal a process outside
+// or talk to the daemon's socket (below Landlock ABI 9 it can connect,
+// and the daemon refuses it). The same script on "unconfined" does all of
+// those, so the probes work.
 func TestAChildsShellIsConfinedByDefaultEndToEnd(t *testing.T) {
 	abi, reason := sandbox.ABI()
 	if abi < 6 {
@@ -170,9 +183,20 @@ func TestAChildsShellIsConfinedByDefaultEndToEnd(t *testing.T) {
 					t.Errorf("shell=%q: %s: result\n%s", mode, escape, got)
 				}
 			}
-			// Below ABI 9 a pathname socket outside is reachable: pinned.
-			if wantDaemon := !confined || abi < 9; strings.Contains(got, "DAEMON-CONNECTED") != wantDaemon {
-				t.Errorf("shell=%q at ABI %d: daemon socket connected=%v: result\n%s", mode, abi, !wantDaemon, got)
+			// The daemon's socket: unconfined, the command is answered;
+			// confined, it is not. Below ABI 9 it can connect (Landlock
+			// lets it), and the daemon refuses it as a sandboxed command's
+			// process and says so in its log.
+			if strings.Contains(got, "DAEMON-ANSWERED") == confined {
+				t.Errorf("shell=%q at ABI %d: the daemon answered=%v: result\n%s", mode, abi, !confined, got)
+			}
+			if confined && abi < 9 {
+				if !strings.Contains(got, "DAEMON-REFUSED") || !strings.Contains(got, "runs inside a sandboxed command") {
+					t.Errorf("at ABI %d the confined command was not refused by the daemon with the reason: result\n%s", abi, got)
+				}
+				if log := s.stderr.String(); !strings.Contains(log, "refused a connection") || !strings.Contains(log, "runs inside a sandboxed command") {
+					t.Errorf("the daemon's log does not say why it refused the command:\n%s", log)
+				}
 			}
 			if _, err := os.Stat(filepath.Join(outside, "new.txt")); (err == nil) == confined {
 				t.Errorf("shell=%q: the outside write: %v", mode, err)

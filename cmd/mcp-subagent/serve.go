@@ -178,6 +178,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 			}
 		},
 		SessionConnected: func(id string) bool { return ts != nil && ts.SessionConnected(id) },
+		Removed:          func(ids []string) { removeChildCaches(dataDir, ids, log) },
 		Callback: func(self manager.ParentRef) (manager.Callback, func()) {
 			if ts == nil {
 				return manager.Callback{}, nil

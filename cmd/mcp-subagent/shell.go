@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -142,4 +143,44 @@ func shellDirs(dataDir string) (tmp, cache string, err error) {
 		}
 	}
 	return tmp, cache, nil
+}
+
+// removeChildCaches removes the tool caches of the children ids (pruned:
+// gone from the store) under dataDir's sandbox cache root, so that a
+// pruned child leaves no cache behind. An id that is not a plain file name
+// has no cache (spawn gives none to such an id) and is skipped.
+func removeChildCaches(dataDir string, ids []string, log *slog.Logger) {
+	if dataDir == "" {
+		return
+	}
+	root := filepath.Join(dataDir, "sandbox", "cache")
+	for _, id := range ids {
+		if id == "" || id == "." || id == ".." || filepath.Base(id) != id {
+			continue
+		}
+		dir := filepath.Join(root, id)
+		if _, err := os.Lstat(dir); err != nil {
+			continue
+		}
+		if err := removeAll(dir); err != nil {
+			log.Warn("removing a pruned child's tool caches failed", "agent_id", id, "path", dir, "err", err)
+			continue
+		}
+		log.Info("removed a pruned child's tool caches", "agent_id", id, "path", dir)
+	}
+}
+
+// removeAll is os.RemoveAll, also where a command took away the write
+// permission of directories in dir (Go's module cache is read-only).
+func removeAll(dir string) error {
+	if os.RemoveAll(dir) == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
 }

@@ -236,7 +236,7 @@ func runProbes(victimsJSON, policyJSON string) {
 		ABI     int               `json:"abi"`
 		Results map[string]string `json:"results"`
 	}{abi, map[string]string{}}
-	for _, pr := range probes {
+	for _, pr := range append(probes, rootProbes...) {
 		res := "ok"
 		if err := pr.run(v); err != nil {
 			res = "error: " + err.Error()
