@@ -16,7 +16,6 @@ import (
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
-	"kernel.org/pub/linux/libs/security/libcap/psx"
 )
 
 // ABI returns the Landlock ABI version of the running kernel, 0 when it
@@ -46,19 +45,26 @@ func ABI() (int, string) {
 	return v, reason
 }
 
-// Apply confines the current process and everything it starts afterwards
-// (all threads) to p: capabilities dropped, no new privileges, then one
+// Apply confines the calling OS thread, and everything it starts
+// afterwards, to p: capabilities dropped, no new privileges, then one
 // Landlock ruleset (files, TCP, scopes) and a seccomp filter. It returns
 // the Landlock ABI used. A confined mode on a kernel without Landlock is
 // an error, never a silent unconfined run. Apply does nothing in the other
 // modes. It cannot be undone: call it in a process made for the purpose
-// (the subreaper supervisor).
+// (the subreaper supervisor), on a thread locked to its goroutine
+// (runtime.LockOSThread) that then starts and signals the commands: a
+// child process is a copy of the thread that forked it, so it and its
+// descendants inherit the confinement.
 //
-// Below Landlock ABI 8 the ruleset is enforced on each thread separately,
-// so each thread gets a domain of its own, and a signal from one thread to
-// a process another thread started counts as leaving the domain: lock the
-// OS thread (runtime.LockOSThread) before Apply, and start and signal the
-// commands from it.
+// Only the calling thread is confined, at ABI 8 and above too (where the
+// kernel could do all threads in one call): confining every thread of a
+// Go process below ABI 8 takes a signal round to each thread per call
+// (libpsx), four calls, which cost 10–50 ms per command on a loaded
+// machine, most of the sandbox's cost. The other threads run only the
+// runtime and the supervisor's own code, never the command's; a confined
+// process cannot reach them: ptrace and process_vm_* are refused by the
+// filter, Landlock refuses ptrace-like access (/proc/PID/mem) from inside
+// a domain to a process outside it, and from ABI 6 signals.
 func Apply(p Policy) (int, error) {
 	if err := p.Check(); err != nil {
 		return 0, err
@@ -81,11 +87,22 @@ func Apply(p Policy) (int, error) {
 	if p.Network {
 		cfg.HandledAccessNet = 0
 	}
-	// One call, one ruleset: file system, network and scopes together (two
-	// rulesets, the second without REFER, would make every rename across
-	// directories fail with EXDEV). Best effort: what the kernel lacks is
-	// dropped, the rest enforced; abi says how much that is.
-	if err := cfg.BestEffort().Restrict(rules...); err != nil {
+	// One ruleset: file system, network and scopes together (two rulesets,
+	// the second without REFER, would make every rename across directories
+	// fail with EXDEV). Best effort: what the kernel lacks is dropped, the
+	// rest enforced; abi says how much that is.
+	fd, flags, err := cfg.BestEffort().NewRulesetFD(rules...)
+	if err != nil {
+		return abi, fmt.Errorf("landlock (ABI %d): %w", abi, err)
+	}
+	if fd < 0 {
+		return abi, fmt.Errorf("landlock (ABI %d): no ruleset to enforce", abi)
+	}
+	defer unix.Close(fd)
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return abi, fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	}
+	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
 		return abi, fmt.Errorf("landlock (ABI %d): %w", abi, err)
 	}
 	if err := loadSeccomp(p.Network); err != nil {
@@ -219,9 +236,9 @@ func splitFiles(paths []string) (dirs, files []string) {
 	return dirs, files
 }
 
-// dropCapabilities empties the bounding set of the calling thread and
-// every capability set of every thread, so that nothing started from here
-// (a root shell included) has or regains a capability.
+// dropCapabilities empties the bounding set and every capability set of
+// the calling thread (see Apply), so that nothing started from it (a root
+// shell included) has or regains a capability.
 func dropCapabilities() error {
 	last := 40
 	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
@@ -229,12 +246,6 @@ func dropCapabilities() error {
 			last = n
 		}
 	}
-	_ = ll.AllThreadsPrctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-	// The bounding set on this thread only, the one that starts the
-	// commands (see Apply): one all-threads call per capability is a
-	// signal round to every thread, forty times. The other threads get
-	// empty sets below and no new privileges, which bounds what an exec
-	// from them could gain to nothing as well.
 	for c := 0; c <= last; c++ {
 		// EINVAL: a capability this kernel does not know; EPERM: not ours
 		// to drop (no CAP_SETPCAP), and then it is not in our sets either.
@@ -243,10 +254,13 @@ func dropCapabilities() error {
 			return fmt.Errorf("PR_CAPBSET_DROP %d: %w", c, err)
 		}
 	}
+	// Empty permitted, effective and inheritable sets; the kernel keeps the
+	// ambient set within permitted and inheritable (cap_capset), so it is
+	// emptied too.
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
-	if _, _, e := psx.Syscall3(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
-		return fmt.Errorf("capset: %w", e)
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
 	}
 	return nil
 }
@@ -296,19 +310,40 @@ func seccompPolicy(network bool) seccomp.Policy {
 	}
 }
 
-// loadSeccomp installs the filter on every thread (TSYNC). The library's
+// loadSeccomp installs the filter on the calling thread. The library's
 // program lets calls of another architecture through (on x86-64, the
 // 32-bit ABI through int 0x80 would skip every rule), so they are refused
 // first, with ENOSYS.
 func loadSeccomp(network bool) error {
+	// Assembled when this binary was built, where it was (see
+	// seccompFilters): assembling takes as long as the rest of the
+	// preparation, for every command.
+	filter := seccompFilters[network]
+	if filter == nil {
+		var err error
+		if filter, err = assembleSeccomp(network); err != nil {
+			return err
+		}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	// No new privileges is set already (Landlock needed it). This thread
+	// only, as Landlock (see Apply).
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); e != 0 {
+		return e
+	}
+	return nil
+}
+
+// assembleSeccomp is the filter's program for this architecture.
+func assembleSeccomp(network bool) ([]unix.SockFilter, error) {
 	pol := seccompPolicy(network)
 	insts, err := pol.Assemble()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	native, err := arch.GetInfo("")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	prog := append([]bpf.Instruction{
 		bpf.LoadAbsolute{Off: 4, Size: 4}, // seccomp_data.arch
@@ -317,16 +352,11 @@ func loadSeccomp(network bool) error {
 	}, insts...)
 	raw, err := bpf.Assemble(prog)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	filter := make([]unix.SockFilter, len(raw))
 	for i, r := range raw {
 		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
-	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	// No new privileges is set already (Landlock needed it), on all threads.
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))); e != 0 {
-		return e
-	}
-	return nil
+	return filter, nil
 }
