@@ -72,6 +72,11 @@ func (w *workspace) command(line string) (cmd *exec.Cmd, supervised bool, cleanu
 	}
 	pol := w.sandbox
 	if pol.CacheDir != "" {
+		if _, err := os.Stat(pol.CacheDir); errors.Is(err, fs.ErrNotExist) && pol.GoCacheSeed != "" {
+			// Best effort: without the seed, the first build compiles
+			// the standard library itself.
+			_ = sandbox.SeedCache(filepath.Join(pol.CacheDir, "go-build"), pol.GoCacheSeed)
+		}
 		if err := os.MkdirAll(pol.CacheDir, 0o700); err != nil {
 			return nil, false, nil, err
 		}

@@ -211,6 +211,10 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	}
 	pol := shell.Policy
 	pol.TempDir = tmpRoot
+	if pol.Mode.Confined() && dataDir != "" {
+		pol.GoCacheSeed = goSeedDir(dataDir)
+		a.closers = append(a.closers, warmGoSeed(ctx, dataDir, log.With("component", "shell")))
+	}
 	sopts := spawn.Options{Models: models, Persona: cfg.Persona, Shell: shell.On, Sandbox: pol, CacheRoot: cacheRoot,
 		MaxSteps: cfg.LLM.MaxSteps, DelegationTools: delegation, Logger: log}
 	external, err := externalProviders(cfg.Providers, log.With("component", "provider"))

@@ -2,12 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 )
@@ -183,4 +188,93 @@ func removeAll(dir string) error {
 		return nil
 	})
 	return os.RemoveAll(dir)
+}
+
+// goSeedDir is where the server keeps dataDir's Go build cache seed (see
+// sandbox.SeedCache), and goSeedVersion the file beside it naming the Go
+// it was built with.
+func goSeedDir(dataDir string) string { return filepath.Join(dataDir, "sandbox", "seed", "go-build") }
+
+func goSeedVersion(dataDir string) string { return goSeedDir(dataDir) + ".version" }
+
+// warmGoSeed builds dataDir's Go build cache seed in the background, once
+// children use run_shell (their first cache appears under the cache root,
+// or one is there already: a server that never runs a confined command
+// never spends the build), when `go` is on PATH and the seed is missing
+// or of another Go: `go build std`
+// into a fresh cache, run by the server (never by a child, so no child
+// can plant an entry other children would use), then renamed into place.
+// A child whose cache is made after that starts with a copy, and its
+// first `go test` links instead of compiling the standard library (2m19s
+// here without it, past run_shell's 60 s). stop cancels the build and
+// waits for it.
+func warmGoSeed(ctx context.Context, dataDir string, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := firstCache(ctx, filepath.Join(dataDir, "sandbox", "cache")); err != nil {
+			if ctx.Err() == nil {
+				log.Warn("not building the Go build cache seed for children", "err", err)
+			}
+			return
+		}
+		start := time.Now()
+		built, err := buildGoSeed(ctx, dataDir)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("building the Go build cache seed for children failed: each child's first Go build compiles the standard library", "err", err)
+		case built != "":
+			log.Info("Go build cache seed ready: children's first Go builds start from it", "go", built, "path", goSeedDir(dataDir), "took", time.Since(start).Round(time.Millisecond))
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// buildGoSeed does warmGoSeed's work; it returns the Go it built the seed
+// with, "" when there was nothing to do.
+func buildGoSeed(ctx context.Context, dataDir string) (string, error) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		return "", nil // no Go, no seed
+	}
+	out, err := exec.CommandContext(ctx, gobin, "env", "GOVERSION", "GOOS", "GOARCH").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env: %w", err)
+	}
+	version := strings.Join(strings.Fields(string(out)), " ")
+	seed := goSeedDir(dataDir)
+	if b, err := os.ReadFile(goSeedVersion(dataDir)); err == nil && string(b) == version {
+		if _, err := os.Stat(seed); err == nil {
+			return "", nil
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(seed), 0o700); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(seed), ".go-build-")
+	if err != nil {
+		return "", err
+	}
+	defer removeAll(tmp)
+	cmd := exec.CommandContext(ctx, gobin, "build", "std")
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(), "GOCACHE="+filepath.Join(tmp, "cache"), "GOTMPDIR=", "GOFLAGS="+os.Getenv("GOFLAGS"))
+	// Its compilers go with it when the server stops.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build std: %w: %s", err, bytes.TrimSpace(out))
+	}
+	// The old seed (another Go) goes first; a child seeding from it at
+	// that moment gets no seed, not half of one.
+	_ = os.Remove(goSeedVersion(dataDir))
+	old := tmp + ".old"
+	if err := os.Rename(seed, old); err == nil {
+		defer removeAll(old)
+	}
+	if err := os.Rename(filepath.Join(tmp, "cache"), seed); err != nil {
+		return "", err
+	}
+	return version, os.WriteFile(goSeedVersion(dataDir), []byte(version), 0o600)
 }

@@ -52,6 +52,11 @@ type Policy struct {
 	// CacheDir holds the tool caches (GOCACHE, npm, pip, cargo, XDG) of
 	// the child, writable; see Env. Zero: the caches go in TempDir.
 	CacheDir string `json:"cache_dir,omitempty"`
+	// GoCacheSeed is a Go build cache the server filled (the standard
+	// library), copied into CacheDir's go-build (see SeedCache) by the
+	// caller when it makes CacheDir; zero or missing: none, the first
+	// build compiles it.
+	GoCacheSeed string `json:"go_cache_seed,omitempty"`
 	// ReadRoots are readable besides the defaults (e.g. inside Home).
 	ReadRoots []string `json:"read_roots,omitempty"`
 	// WriteRoots are writable besides the workspace (WorkspaceWrite only).
