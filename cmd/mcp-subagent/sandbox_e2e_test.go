@@ -187,8 +187,8 @@ func TestAChildsShellIsConfinedByDefaultEndToEnd(t *testing.T) {
 			// confined, it is not. Below ABI 9 it can connect (Landlock
 			// lets it), and the daemon refuses it as a sandboxed command's
 			// process and says so in its log.
-			if strings.Contains(got, "DAEMON-ANSWERED") == confined {
-				t.Errorf("shell=%q at ABI %d: the daemon answered=%v: result\n%s", mode, abi, !confined, got)
+			if answered := strings.Contains(got, "DAEMON-ANSWERED"); answered == confined {
+				t.Errorf("shell=%q at ABI %d: the daemon answered the command: %v, want %v: result\n%s", mode, abi, answered, !confined, got)
 			}
 			if confined && abi < 9 {
 				if !strings.Contains(got, "DAEMON-REFUSED") || !strings.Contains(got, "runs inside a sandboxed command") {

@@ -6,10 +6,11 @@
 //
 // In the confined modes (read-only, workspace-write), on Linux:
 //
-//   - No capabilities: the bounding set and every capability set of every
-//     thread are emptied, and no new privileges can be gained (set-user-ID
-//     binaries, file capabilities), so a server run as root gives its
-//     commands a root uid without root's powers.
+//   - No capabilities: the bounding set and every capability set are
+//     emptied, and no new privileges can be gained (set-user-ID binaries,
+//     file capabilities), so a server run as root gives its commands a
+//     root uid without root's powers. All of this, Landlock and seccomp
+//     apply to the calling thread, which starts the commands (see Apply).
 //   - Landlock (one ruleset, the newest preset, best effort): reads
 //     everywhere except the server user's home directory, where only the
 //     workspace, [Toolchains] and the read roots are readable, and except
@@ -21,7 +22,7 @@
 //     signals to processes outside the domain and connections to abstract
 //     unix sockets made outside it are refused; from ABI 9, connections to
 //     pathname unix sockets outside the writable trees; from ABI 10, UDP.
-//   - seccomp (on every thread): socket and socketpair fail with EPERM
+//   - seccomp: socket and socketpair fail with EPERM
 //     for any family but AF_UNIX (with the network also AF_INET, AF_INET6
 //     and AF_NETLINK), and so do io_uring, ptrace, process_vm_readv and
 //     writev, bpf, perf_event_open, userfaultfd, the key calls, module and
@@ -31,9 +32,9 @@
 //     fail with ENOSYS.
 //
 // Caveats: Landlock only restricts what it handles. Below ABI 9 a command
-// can connect to a pathname unix socket anywhere it can reach (the daemon's
-// own socket included); below ABI 6 it can signal the user's other
-// processes. Metadata changes (chmod, chown, utimes) of files the user owns
+// can connect to a pathname unix socket anywhere it can reach (the daemon
+// refuses it on its own socket: subreaper.InConfinedTree); below ABI 6 it
+// can signal the user's other processes. Metadata changes (chmod, chown, utimes) of files the user owns
 // are not file-system rights Landlock handles: a command can change the
 // mode of a file it cannot write. A tree reachable through a bind mount of
 // the home directory elsewhere is readable there. Directory listings of /
