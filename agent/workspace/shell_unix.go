@@ -85,7 +85,7 @@ func (w *workspace) command(line string) (cmd *exec.Cmd, supervised bool, cleanu
 	if err != nil {
 		return nil, false, nil, err
 	}
-	cleanup = func() { removeTree(tmp) }
+	cleanup = func() { _ = sandbox.RemoveAll(tmp) }
 	pol.TempDir = tmp
 	if cmd, err = subreaper.Confined(0, pol, "/bin/sh", "-c", line); err != nil {
 		cleanup()
@@ -93,21 +93,6 @@ func (w *workspace) command(line string) (cmd *exec.Cmd, supervised bool, cleanu
 	}
 	cmd.Env = pol.Env(shellEnv(os.Environ()))
 	return cmd, true, cleanup, nil
-}
-
-// removeTree removes dir, also where the command took away its own write
-// permission (chmod -w) from directories in it.
-func removeTree(dir string) {
-	if os.RemoveAll(dir) == nil {
-		return
-	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	_ = os.RemoveAll(dir)
 }
 
 func (w *workspace) runShell(ctx context.Context, a args) (string, error) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -167,27 +166,12 @@ func removeChildCaches(dataDir string, ids []string, log *slog.Logger) {
 		if _, err := os.Lstat(dir); err != nil {
 			continue
 		}
-		if err := removeAll(dir); err != nil {
+		if err := sandbox.RemoveAll(dir); err != nil {
 			log.Warn("removing a pruned child's tool caches failed", "agent_id", id, "path", dir, "err", err)
 			continue
 		}
 		log.Info("removed a pruned child's tool caches", "agent_id", id, "path", dir)
 	}
-}
-
-// removeAll is os.RemoveAll, also where a command took away the write
-// permission of directories in dir (Go's module cache is read-only).
-func removeAll(dir string) error {
-	if os.RemoveAll(dir) == nil {
-		return nil
-	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(dir)
 }
 
 // goSeedDir is where the server keeps dataDir's Go build cache seed (see
@@ -256,7 +240,7 @@ func buildGoSeed(ctx context.Context, dataDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer removeAll(tmp)
+	defer sandbox.RemoveAll(tmp)
 	cmd := exec.CommandContext(ctx, gobin, "build", "std")
 	cmd.Dir = tmp
 	cmd.Env = append(os.Environ(), "GOCACHE="+filepath.Join(tmp, "cache"), "GOTMPDIR=", "GOFLAGS="+os.Getenv("GOFLAGS"))
@@ -271,7 +255,7 @@ func buildGoSeed(ctx context.Context, dataDir string) (string, error) {
 	_ = os.Remove(goSeedVersion(dataDir))
 	old := tmp + ".old"
 	if err := os.Rename(seed, old); err == nil {
-		defer removeAll(old)
+		defer sandbox.RemoveAll(old)
 	}
 	if err := os.Rename(filepath.Join(tmp, "cache"), seed); err != nil {
 		return "", err

@@ -77,3 +77,19 @@ func cloneFile(to, from string) error {
 	_, err = io.Copy(out, in)
 	return errors.Join(err, out.Close())
 }
+
+// RemoveAll is os.RemoveAll, also where a command took away its own write
+// permission from directories in dir (chmod -w; Go's module cache is
+// read-only): a command's temp dir, a pruned child's caches.
+func RemoveAll(dir string) error {
+	if os.RemoveAll(dir) == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
