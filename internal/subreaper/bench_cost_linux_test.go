@@ -20,7 +20,8 @@ import (
 // of a generated module of 100 files with a warm build cache (shared by
 // both sides: the comparison is of the confinement, not of the cache).
 // Unconfined and confined (workspace-write with the real home) alternate
-// in one run, so that the machine's load weighs on both alike; it reports
+// in one run, each first in every other pair, so that the machine's load
+// weighs on both alike; it reports
 // each side's mean, the mean of the paired differences (added-ms/op) and
 // their ratio.
 //
@@ -55,39 +56,54 @@ func shellCost(b *testing.B, ws string, env []string, line string, cache ...stri
 	if env == nil {
 		env = []string{"PATH=/usr/bin:/bin"}
 	}
-	var plain, confined time.Duration
-	n := 0
-	for b.Loop() {
+	runPlain := func() time.Duration {
 		start := time.Now()
 		tmp, err := os.MkdirTemp("", "bench-shell-")
 		if err != nil {
 			b.Fatal(err)
 		}
+		defer os.RemoveAll(tmp)
 		cmd, _ := Command(time.Second, "/bin/sh", "-c", line)
 		cmd.Dir, cmd.Env = ws, append(env, "TMPDIR="+tmp)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("unconfined: %v: %s", err, out)
 		}
-		os.RemoveAll(tmp)
-		plain += time.Since(start)
-
-		start = time.Now()
-		if tmp, err = os.MkdirTemp("", "bench-shell-"); err != nil {
+		return time.Since(start)
+	}
+	runConfined := func() time.Duration {
+		start := time.Now()
+		tmp, err := os.MkdirTemp("", "bench-shell-")
+		if err != nil {
 			b.Fatal(err)
 		}
+		defer os.RemoveAll(tmp)
 		pol := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: ws, TempDir: tmp}
 		if len(cache) > 0 {
 			pol.CacheDir = cache[0]
 		}
-		if cmd, err = Confined(time.Second, pol, "/bin/sh", "-c", line); err != nil {
+		cmd, err := Confined(time.Second, pol, "/bin/sh", "-c", line)
+		if err != nil {
 			b.Fatal(err)
 		}
 		cmd.Dir, cmd.Env = ws, pol.Env(env)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("confined: %v: %s", err, out)
 		}
-		os.RemoveAll(tmp)
-		confined += time.Since(start)
+		return time.Since(start)
+	}
+	var plain, confined time.Duration
+	n := 0
+	for b.Loop() {
+		// Which side goes first alternates: the first of a pair can pay
+		// for the second (page cache, CPU frequency), and that must not
+		// count for either.
+		if n%2 == 0 {
+			plain += runPlain()
+			confined += runConfined()
+		} else {
+			confined += runConfined()
+			plain += runPlain()
+		}
 		n++
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(n) / 1e6 }
