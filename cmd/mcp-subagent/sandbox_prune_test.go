@@ -33,7 +33,10 @@ func TestAPrunedChildsSandboxCachesAreRemoved(t *testing.T) {
 	})
 	defer fake.Close()
 	defer hold.open()
-	s := start(t, fake, serverOpts{config: `{"shell": "workspace-write", "retention": {"settled_older_than": "1s", "every": "1s"}}`})
+	// No go on PATH: the server would build its Go cache seed once a
+	// child has a cache, minutes of CPU this test does not need.
+	s := start(t, fake, serverOpts{config: `{"shell": "workspace-write", "retention": {"settled_older_than": "1s", "every": "1s"}}`,
+		env: []string{"PATH=/usr/bin:/bin"}})
 	ctx := testCtx(t)
 	cache := func(id string) string { return filepath.Join(s.dataDir, "sandbox", "cache", id) }
 	running, _ := startBackground(t, s, ctx, "long work", "hold on")
