@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 )
 
@@ -65,6 +67,18 @@ func supervise(grace time.Duration, policy *sandbox.Policy, path string, args []
 	// the command starts inherits the domain, and the supervisor, inside
 	// the same one, can still signal it. Never a silent unconfined run.
 	if policy != nil {
+		// Not dumpable: only this thread is confined (see sandbox.Apply),
+		// and the command, in the same Landlock domain as this thread,
+		// could otherwise open /proc/<supervisor>/task/<this thread>/mem
+		// for writing (same uid, same domain) and so run code in the
+		// address space the unconfined threads execute. A process that
+		// is not dumpable can be ptrace-accessed only with
+		// CAP_SYS_PTRACE, which the command has not. exec makes the
+		// command dumpable again: this holds for the supervisor alone.
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			fmt.Fprintf(os.Stderr, "mcp-subagent supervisor: prctl(PR_SET_DUMPABLE): %v\n", err)
+			return 126
+		}
 		if _, err := sandbox.Apply(*policy); err != nil {
 			fmt.Fprintf(os.Stderr, "mcp-subagent supervisor: %v\n", err)
 			return 126
