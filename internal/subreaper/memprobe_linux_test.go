@@ -24,10 +24,9 @@ const memProbe = `for t in /proc/$PPID/task/*; do
   if ( exec 3<"$t/mem" ) 2>/dev/null; then echo "MEM-OPENED ro $t"; else echo "MEM-REFUSED ro $t"; fi
 done`
 
-// A confined command cannot open its supervisor's memory, to write or read,
-// through any of
-// its threads (the confined one included); under an unconfined
-// supervisor the same script can, so the probe works.
+// A confined command cannot open its supervisor's memory, to write or
+// read, through any of its threads (the confined one included); under an
+// unconfined supervisor the same script can, so the probe works.
 func TestAConfinedCommandCannotOpenItsSupervisorsMemory(t *testing.T) {
 	if abi, reason := sandbox.ABI(); abi < 1 {
 		t.Skip("needs Landlock: " + reason)
