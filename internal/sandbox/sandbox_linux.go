@@ -63,8 +63,12 @@ func ABI() (int, string) {
 // machine, most of the sandbox's cost. The other threads run only the
 // runtime and the supervisor's own code, never the command's; a confined
 // process cannot reach them: ptrace and process_vm_* are refused by the
-// filter, Landlock refuses ptrace-like access (/proc/PID/mem) from inside
-// a domain to a process outside it, and from ABI 6 signals.
+// filter, Landlock refuses ptrace-like access from inside a domain to a
+// thread outside it, and from ABI 6 signals. The calling thread is inside
+// the command's domain, and shares its memory with the others: the
+// caller must make the process not dumpable (PR_SET_DUMPABLE 0, as the
+// supervisor does), so that the command cannot open its /proc/PID/mem
+// (writing it is also refused by the file rules: /proc is read-only).
 func Apply(p Policy) (int, error) {
 	if err := p.Check(); err != nil {
 		return 0, err
