@@ -3,12 +3,8 @@
 package subreaper
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 )
@@ -32,26 +28,7 @@ func TestAConfinedCommandCannotOpenItsSupervisorsMemory(t *testing.T) {
 		t.Skip("needs Landlock: " + reason)
 	}
 	for _, confined := range []bool{true, false} {
-		base := t.TempDir()
-		ws, tmp := filepath.Join(base, "ws"), filepath.Join(base, "tmp")
-		for _, d := range []string{ws, tmp} {
-			if err := os.Mkdir(d, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-		var cmd *exec.Cmd
-		if confined {
-			pol := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: ws, TempDir: tmp, Home: base}
-			var err error
-			if cmd, err = Confined(time.Second, pol, "/bin/sh", "-c", memProbe); err != nil {
-				t.Fatal(err)
-			}
-			cmd.Env = pol.Env([]string{"PATH=/usr/bin:/bin"})
-		} else {
-			cmd, _ = Command(time.Second, "/bin/sh", "-c", memProbe)
-			cmd.Env = []string{"PATH=/usr/bin:/bin"}
-		}
-		cmd.Dir = ws
+		cmd := supervised(t, confined, memProbe)
 		b, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("confined=%v: %v\n%s", confined, err, b)

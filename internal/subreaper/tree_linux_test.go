@@ -29,29 +29,9 @@ func TestInConfinedTreeFindsAConfinedCommandsDescendants(t *testing.T) {
 		confined, track bool
 	}{{"confined and tracked", true, true}, {"confined, another process's", true, false}, {"unconfined", false, false}} {
 		t.Run(c.name, func(t *testing.T) {
-			base := t.TempDir()
-			ws, tmp := filepath.Join(base, "ws"), filepath.Join(base, "tmp")
-			for _, d := range []string{ws, tmp} {
-				if err := os.Mkdir(d, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
 			// A double fork out of the shell's session: the sleeper's
 			// parent exits, and it is re-parented to the supervisor.
-			script := `(setsid /bin/sleep 300 & echo $!); exec /bin/sleep 300`
-			var cmd *exec.Cmd
-			if c.confined {
-				pol := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: ws, TempDir: tmp, Home: base}
-				var err error
-				if cmd, err = Confined(time.Second, pol, "/bin/sh", "-c", script); err != nil {
-					t.Fatal(err)
-				}
-				cmd.Env = pol.Env([]string{"PATH=/usr/bin:/bin"})
-			} else {
-				cmd, _ = Command(time.Second, "/bin/sh", "-c", script)
-				cmd.Env = []string{"PATH=/usr/bin:/bin"}
-			}
-			cmd.Dir = ws
+			cmd := supervised(t, c.confined, `(setsid /bin/sleep 300 & echo $!); exec /bin/sleep 300`)
 			out, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -98,4 +78,30 @@ func TestInConfinedTreeRefusesAProcessThatIsGone(t *testing.T) {
 	if err == nil || errors.As(err, &tree) {
 		t.Errorf("InConfinedTree of an exited process = %v; want an error saying it cannot be read", err)
 	}
+}
+
+// supervised is script under a supervisor, confined (workspace-write in a
+// fresh workspace, the home a temporary directory) or not, with its Dir
+// and Env set.
+func supervised(t *testing.T, confined bool, script string) *exec.Cmd {
+	t.Helper()
+	base := t.TempDir()
+	ws, tmp := filepath.Join(base, "ws"), filepath.Join(base, "tmp")
+	for _, d := range []string{ws, tmp} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := []string{"PATH=/usr/bin:/bin"}
+	cmd, _ := Command(time.Second, "/bin/sh", "-c", script)
+	if confined {
+		pol := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: ws, TempDir: tmp, Home: base}
+		var err error
+		if cmd, err = Confined(time.Second, pol, "/bin/sh", "-c", script); err != nil {
+			t.Fatal(err)
+		}
+		env = pol.Env(env)
+	}
+	cmd.Dir, cmd.Env = ws, env
+	return cmd
 }
