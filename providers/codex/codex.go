@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
 )
 
 // TokenEnv is the environment variable through which a child's Codex gets
@@ -49,6 +52,13 @@ type Options struct {
 	// than the model settings do not reach a child; what it needs of them
 	// goes here.
 	Config []string
+	// Confine confines the agent's process and everything it starts
+	// (sandbox.Agent): Mode sandbox.WorkspaceWrite writes only in the
+	// child's cwd, a temp dir of its own and its state ($CODEX_HOME, else $HOME/.codex), reads
+	// nothing else of the home directory, with the network on. Zero Mode
+	// or sandbox.Unconfined: the agent runs with the server's authority.
+	// The provider adds the state directories to StateDirs.
+	Confine sandbox.Agent
 	// Timeout bounds one turn; when it passes, the whole process group is
 	// stopped and the turn ends with an error. Zero: no bound.
 	Timeout time.Duration
@@ -281,4 +291,20 @@ func tomlString(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// confinement is Options.Confine with Codex's state directory writable:
+// $CODEX_HOME, else $HOME/.codex (its sessions, which a resume reads,
+// logs and sign-in).
+func (p *Provider) confinement() sandbox.Agent {
+	c := p.opts.Confine
+	if !c.Confined() {
+		return c
+	}
+	dir := proc.Getenv(p.opts.Env, "CODEX_HOME")
+	if dir == "" {
+		dir = filepath.Join(proc.HomeDir(p.opts.Env), ".codex")
+	}
+	c.StateDirs = append([]string{dir}, c.StateDirs...)
+	return c
 }
