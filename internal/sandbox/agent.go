@@ -72,23 +72,20 @@ func (c Agent) Policy(path, resolved, dir, tmp string) (Policy, error) {
 	return p, p.Check()
 }
 
-// installRoots are the directories the agent's executable needs readable
-// when it lies in home, where nothing is readable by default: the
-// directories of the executable as given and as resolved, and, for an npm
-// package, its node_modules tree (a launcher script loads its package and a
-// native binary from a sibling package). Outside home everything is
-// readable already.
+// installRoots are the directories the agent's executable needs readable:
+// those of the executable as given and as resolved and, for an npm package,
+// its node_modules tree (a launcher script loads its package and a native
+// binary from a sibling package). They matter inside the home directory
+// and the other unreadable trees (/root), and are harmless elsewhere; the
+// home directory itself and / are never among them.
 func installRoots(home, path, resolved string) []string {
-	if home == "" {
-		return nil
-	}
 	home = filepath.Clean(home)
 	if real, err := filepath.EvalSymlinks(home); err == nil {
 		home = real
 	}
 	var out []string
 	add := func(d string) {
-		if d != home && strings.HasPrefix(d, home+"/") {
+		if d != "/" && d != home && d != "." {
 			out = append(out, d)
 		}
 	}
@@ -96,18 +93,22 @@ func installRoots(home, path, resolved string) []string {
 		if p == "" || !filepath.IsAbs(p) {
 			continue
 		}
-		if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
-			add(filepath.Dir(real))
-			if i := strings.Index(real, "/node_modules/"); i >= 0 {
-				add(real[:i+len("/node_modules")])
+		for _, q := range []string{p, evalOr(p)} {
+			add(filepath.Dir(q))
+			if i := strings.Index(q, "/node_modules/"); i >= 0 {
+				add(q[:i+len("/node_modules")])
 			}
-		}
-		add(filepath.Dir(p))
-		if i := strings.Index(p, "/node_modules/"); i >= 0 {
-			add(p[:i+len("/node_modules")])
 		}
 	}
 	return out
+}
+
+// evalOr is p with symbolic links resolved, else p.
+func evalOr(p string) string {
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		return real
+	}
+	return p
 }
 
 // AgentEnv is env with TMPDIR the per-process temp dir and the build

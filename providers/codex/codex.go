@@ -26,7 +26,7 @@ const TokenEnv = "MCP_SUBAGENT_TOKEN"
 const ServerName = "subagent"
 
 // DefaultSandbox is the sandbox a child's commands run in when
-// Options.Sandbox is zero.
+// Options.Sandbox is zero and Options.Confine does not confine.
 const DefaultSandbox = "workspace-write"
 
 // Options configures a provider. Zero values mean the defaults given.
@@ -44,7 +44,9 @@ type Options struct {
 	Env   []string
 	Model string // -m; zero: Codex's configured model
 	// Sandbox is the -s sandbox for the child's commands (read-only,
-	// workspace-write, danger-full-access); zero: DefaultSandbox.
+	// workspace-write, danger-full-access); zero: DefaultSandbox, or
+	// danger-full-access when Confine confines (Codex's sandbox cannot run
+	// inside ours, which confines its commands instead).
 	Sandbox string
 	// Config holds extra -c key=value overrides (value in TOML), applied
 	// after the provider's own, so an explicit setting here wins (for
@@ -85,12 +87,23 @@ func New(opts Options) *Provider {
 	if opts.Command == "" {
 		opts.Command = "codex"
 	}
-	if opts.Sandbox == "" {
-		opts.Sandbox = DefaultSandbox
-	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case opts.Confine.Confined() && opts.Sandbox == "":
+		// Confined, ours is the sandbox: Codex's own cannot run inside it
+		// (it runs bubblewrap, which needs the user namespaces our seccomp
+		// filter refuses; its legacy Landlock variant refuses to restrict
+		// the file system without bubblewrap), and every command Codex runs
+		// is confined with it anyway.
+		opts.Sandbox = "danger-full-access"
+	case opts.Confine.Confined() && opts.Sandbox != "danger-full-access":
+		log.Warn("codex's own sandbox cannot run inside the confinement: its commands will fail; leave sandbox unset or set it to danger-full-access",
+			"sandbox", opts.Sandbox)
+	case opts.Sandbox == "":
+		opts.Sandbox = DefaultSandbox
 	}
 	return &Provider{opts: opts, log: log}
 }
@@ -112,8 +125,12 @@ func (p *Provider) InheritsParentContext() bool { return false }
 
 // Description describes the provider for the subagent tool.
 func (p *Provider) Description() string {
-	return "the Codex CLI as a child agent in its cwd: it reads, edits and runs commands in Codex's sandbox (" +
-		p.opts.Sandbox + "), never waits for approval, and keeps its Codex thread across follow-ups"
+	where := "Codex's sandbox (" + p.opts.Sandbox + ")"
+	if p.opts.Confine.Confined() {
+		where = "this server's sandbox (writes only in its cwd, network on)"
+	}
+	return "the Codex CLI as a child agent in its cwd: it reads, edits and runs commands in " + where +
+		", never waits for approval, and keeps its Codex thread across follow-ups"
 }
 
 // command resolves the executable.

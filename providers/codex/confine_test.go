@@ -38,9 +38,9 @@ func shellCall(r fakeresponses.Request, command string) (fakeresponses.Call, boo
 // confinement and, with the same harness, unconfined: its shell writes in
 // the workspace either way, and tries to write outside it and read a
 // secret under $HOME, which only the unconfined run manages. Codex's own
-// sandbox is off (danger-full-access) in the probe, so that what stops the
-// command is ours; with Codex's default workspace-write sandbox nested
-// inside ours, a confined turn still completes and writes its workspace.
+// sandbox is off in the probe (the provider turns it off when it
+// confines: it cannot run inside ours), so that what stops the command is
+// ours. Codex keeps its session in its state directory, ~/.codex.
 func TestRealCodexRunsConfined(t *testing.T) {
 	bin := findCodex(t)
 	cases := []struct {
@@ -49,9 +49,11 @@ func TestRealCodexRunsConfined(t *testing.T) {
 		codexSandbox string
 		probe        bool
 	}{
-		{"confined, codex's own sandbox off", sandbox.WorkspaceWrite, "danger-full-access", true},
+		// Confined, the provider turns Codex's own sandbox off.
+		{"confined", sandbox.WorkspaceWrite, "", true},
 		{"unconfined, codex's own sandbox off", sandbox.Unconfined, "danger-full-access", true},
-		{"confined, codex's own sandbox on", sandbox.WorkspaceWrite, "", false},
+		// Unconfined, Codex's own sandbox is the default, and works.
+		{"unconfined, codex's own sandbox on", sandbox.Unconfined, "", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
