@@ -34,7 +34,8 @@ type preset struct {
 	// state are the agent's own state and config directories, relative
 	// to its HOME: writable when the agent runs confined (Options.Confine).
 	state []string
-	// stateFiles are single state files relative to HOME, likewise.
+	// stateFiles are single JSON state files relative to HOME, likewise;
+	// created holding {} when missing.
 	stateFiles []string
 }
 
@@ -117,6 +118,8 @@ func (p *Provider) confinement() sandbox.Agent {
 			dirs = append(dirs, filepath.Join(home, d))
 		}
 		for _, f := range pr.stateFiles {
+			// See proc.CreateIfMissing: the agent rewrites it in place.
+			proc.CreateIfMissing(filepath.Join(home, f), "{}\n")
 			files = append(files, filepath.Join(home, f))
 		}
 	}

@@ -193,8 +193,8 @@ func validate(o *schemas.Output, raw json.RawMessage) error {
 
 // confinement is Options.Confine with Claude Code's state writable:
 // $CLAUDE_CONFIG_DIR (which then also holds its .claude.json), else
-// ~/.claude and ~/.claude.json (sessions, which a resume reads, settings,
-// sign-in).
+// ~/.claude and ~/.claude.json, created holding {} when missing (sessions,
+// which a resume reads, settings, sign-in).
 func (p *Provider) confinement() sandbox.Agent {
 	c := p.opts.Confine
 	if !c.Confined() {
@@ -205,6 +205,9 @@ func (p *Provider) confinement() sandbox.Agent {
 		return c
 	}
 	home := proc.HomeDir(p.opts.Env)
+	// An empty configuration where there is none: Claude Code would create
+	// it by a rename in the home directory, which it cannot write.
+	proc.CreateIfMissing(filepath.Join(home, ".claude.json"), "{}\n")
 	c.StateDirs = append([]string{filepath.Join(home, ".claude")}, c.StateDirs...)
 	c.StateFiles = append([]string{filepath.Join(home, ".claude.json")}, c.StateFiles...)
 	return c
