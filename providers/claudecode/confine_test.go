@@ -3,11 +3,9 @@ package claudecode
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/internal/fakeanthropic"
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
@@ -27,20 +25,7 @@ func TestRealClaudeRunsConfined(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			confined := confinetest.Confined(t, mode)
 			probe := confinetest.New(t)
-			api := fakeanthropic.New(func(r fakeanthropic.Request) fakeanthropic.Reply {
-				if !r.IsAgentLoop() {
-					return fakeanthropic.Generic(r)
-				}
-				if strings.Contains(r.Text(), "second-turn-5521") {
-					return fakeanthropic.Reply{Text: "second turn done"}
-				}
-				if len(r.ResultsOf("Bash")) > 0 {
-					return fakeanthropic.Reply{Text: "probe done"}
-				}
-				return fakeanthropic.Reply{ToolUses: []fakeanthropic.ToolUse{{Name: "Bash",
-					Input: map[string]any{"command": probe.Command(), "description": "run the probe"}}}}
-			})
-			t.Cleanup(api.Close)
+			api := probe.Anthropic(t, "second-turn-5521")
 			opts := Options{Command: path, Model: "fake", PermissionMode: "bypassPermissions",
 				Confine: sandbox.Agent{Mode: mode},
 				Env: []string{
@@ -60,18 +45,13 @@ func TestRealClaudeRunsConfined(t *testing.T) {
 			if res.StopReason != agent.StopCompleted || res.Output != "probe done" {
 				t.Fatalf("turn: %s %q (%s)", res.StopReason, res.Output, res.Diagnostic)
 			}
-			var output string
-			for _, r := range api.Requests() {
-				for _, tr := range r.ResultsOf("Bash") {
-					output = tr.Text
-				}
-			}
+			output := confinetest.BashOutput(api)
 			probe.Check(t, f.cwd, confined, output)
 			if _, err := os.Stat(filepath.Join(probe.Home, ".claude", "projects")); err != nil {
 				t.Errorf("Claude Code kept no session in ~/.claude: %v", err)
 			}
 			_, res = followup(t, m, id, "second-turn-5521")
-			if res.StopReason != agent.StopCompleted || res.Output != "second turn done" {
+			if res.StopReason != agent.StopCompleted || res.Output != "followup done" {
 				t.Errorf("follow-up: %s %q (%s)", res.StopReason, res.Output, res.Diagnostic)
 			}
 		})

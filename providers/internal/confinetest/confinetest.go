@@ -6,10 +6,12 @@ package confinetest
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeanthropic"
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 )
 
@@ -94,4 +96,57 @@ func (p *Probe) Check(t *testing.T, workspace string, confined bool, output stri
 	if !leaked {
 		t.Errorf("unconfined, the probe failed to read %s: the probe is broken (tool output %q)", p.SecretPath, output)
 	}
+}
+
+// Anthropic starts a fake Anthropic Messages API whose model runs the
+// probe with Claude Code's Bash tool and then says "probe done"; a request
+// carrying followup gets "followup done". It is closed when the test ends.
+func (p *Probe) Anthropic(t *testing.T, followup string) *fakeanthropic.Server {
+	api := fakeanthropic.New(func(r fakeanthropic.Request) fakeanthropic.Reply {
+		switch {
+		case !r.IsAgentLoop():
+			return fakeanthropic.Generic(r)
+		case followup != "" && strings.Contains(r.Text(), followup):
+			return fakeanthropic.Reply{Text: "followup done"}
+		case len(r.ResultsOf("Bash")) > 0:
+			return fakeanthropic.Reply{Text: "probe done"}
+		}
+		return fakeanthropic.Reply{ToolUses: []fakeanthropic.ToolUse{{Name: "Bash",
+			Input: map[string]any{"command": p.Command(), "description": "run the probe"}}}}
+	})
+	t.Cleanup(api.Close)
+	return api
+}
+
+// BashOutput is the output of the last Bash call the fake API saw.
+func BashOutput(api *fakeanthropic.Server) string {
+	var out string
+	for _, r := range api.Requests() {
+		for _, tr := range r.ResultsOf("Bash") {
+			out = tr.Text
+		}
+	}
+	return out
+}
+
+// FindCLI finds an agent's executable on PATH or in the npm prefix CI
+// installs into ($MCP_SUBAGENT_NPM_PREFIX/bin); without one it skips, and
+// fails under CI=true.
+func FindCLI(t *testing.T, name, pkg string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	if prefix := os.Getenv("MCP_SUBAGENT_NPM_PREFIX"); prefix != "" {
+		p := filepath.Join(prefix, "bin", name)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	msg := name + " not installed; .ci/run installs " + pkg + " (looked on PATH and in $MCP_SUBAGENT_NPM_PREFIX/bin)"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg + " (CI=true: a missing CLI fails instead of skipping)")
+	}
+	t.Skip(msg)
+	return ""
 }
