@@ -56,6 +56,11 @@ func (c Agent) Policy(path, resolved, dir, tmp string) (Policy, error) {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return p, fmt.Errorf("the agent's state directory: %w", err)
 		}
+		// A state directory taken from the agent's environment
+		// (CODEX_HOME=$HOME) must not open the home directory or / to it.
+		if real := evalOr(filepath.Clean(d)); real == "/" || (home != "" && within(evalOr(filepath.Clean(home)), real)) {
+			return p, fmt.Errorf("the agent's state directory %s would make / or the home directory %s writable; point it (CODEX_HOME, CLAUDE_CONFIG_DIR, HOME) elsewhere", d, home)
+		}
 		p.WriteRoots = append(p.WriteRoots, d)
 	}
 	for _, f := range c.StateFiles {

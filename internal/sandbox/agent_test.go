@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -44,5 +45,15 @@ func TestAgentInstallInTheHomeDirectoryIsReadable(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(home, ".agent")); err != nil {
 		t.Errorf("the state directory was not created: %v", err)
+	}
+}
+
+func TestAStateDirectoryThatHoldsTheHomeDirectoryIsRefused(t *testing.T) {
+	home := t.TempDir()
+	for _, d := range []string{home, filepath.Dir(home), "/"} {
+		_, err := Agent{Mode: WorkspaceWrite, Home: home, StateDirs: []string{d}}.Policy("/bin/sh", "/bin/sh", t.TempDir(), t.TempDir())
+		if err == nil || !strings.Contains(err.Error(), "would make / or the home directory") {
+			t.Errorf("state dir %s: err = %v", d, err)
+		}
 	}
 }
