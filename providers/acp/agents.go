@@ -51,7 +51,7 @@ var presets = map[string]preset{
 	"opencode": {first: []string{"acp"}, env: []string{"OPENCODE_DISABLE_AUTOUPDATE=1"},
 		state: []string{".local/share/opencode", ".config/opencode", ".cache/opencode", ".local/state/opencode"}},
 	// copilot speaks ACP with --acp; a child must not update itself.
-	"copilot": {flags: []string{"--acp", "--no-auto-update"}, state: []string{".copilot"}},
+	"copilot": {flags: []string{"--acp", "--no-auto-update"}, state: []string{".copilot", ".cache/copilot"}},
 	// claude-code-acp (and its successor claude-agent-acp) run Claude Code
 	// with --dangerously-skip-permissions, which Claude Code refuses as root
 	// unless IS_SANDBOX=1 ("cannot be used with root/sudo privileges").

@@ -164,7 +164,8 @@
 // capabilities. A known agent's state directories, under its HOME (created
 // when missing): qwen ~/.qwen; gemini ~/.gemini; opencode
 // ~/.local/share/opencode, ~/.config/opencode, ~/.cache/opencode,
-// ~/.local/state/opencode; copilot ~/.copilot; claude-code-acp and
+// ~/.local/state/opencode; copilot ~/.copilot, ~/.cache/copilot (where
+// it unpacks its bundled package); claude-code-acp and
 // claude-agent-acp ~/.claude and ~/.claude.json when it exists (with
 // CLAUDE_CONFIG_DIR, that directory). An unknown agent's go in
 // Confine.WriteRoots (the config's confine.write_roots).
