@@ -13,7 +13,8 @@ import (
 // agent's own state directories writable. The zero value confines
 // nothing, as does Mode Unconfined.
 type Agent struct {
-	// Mode is WorkspaceWrite to confine, else nothing is applied.
+	// Mode is WorkspaceWrite to confine; Off, Unconfined and zero apply
+	// nothing, and ReadOnly is refused by Policy.
 	Mode Mode
 	// TempRoot is where the per-process temp dir ($TMPDIR, the tool
 	// caches) is made and removed once the process is gone; zero: the
@@ -44,8 +45,12 @@ func (c Agent) Confined() bool { return c.Mode.Confined() }
 // and as resolved) in dir, with the temp dir tmp (the caller makes and
 // removes it): workspace-write with the network open, the state
 // directories (created when missing) and WriteRoots writable, and the
-// agent's installation readable when it lies in the home directory.
+// agent's installation readable (it may lie in the home directory). Only
+// WorkspaceWrite is a mode for an agent: it must write its state.
 func (c Agent) Policy(path, resolved, dir, tmp string) (Policy, error) {
+	if c.Mode != WorkspaceWrite {
+		return Policy{}, fmt.Errorf("mode %q: an agent is confined in %q only", c.Mode, WorkspaceWrite)
+	}
 	home := c.Home
 	if home == "" {
 		home, _ = os.UserHomeDir()
