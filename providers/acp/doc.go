@@ -166,7 +166,7 @@
 // ~/.local/share/opencode, ~/.config/opencode, ~/.cache/opencode,
 // ~/.local/state/opencode; copilot ~/.copilot, ~/.cache/copilot (where
 // it unpacks its bundled package); claude-code-acp and
-// claude-agent-acp ~/.claude and ~/.claude.json when it exists (with
+// claude-agent-acp ~/.claude and ~/.claude.json, created holding {} (with
 // CLAUDE_CONFIG_DIR, that directory). An unknown agent's go in
 // Confine.WriteRoots (the config's confine.write_roots).
 //

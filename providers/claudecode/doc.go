@@ -54,9 +54,9 @@
 // everything it starts (its Bash tool's commands) run in this server's
 // sandbox: writes only in the child's cwd, a temp dir of the turn's
 // ($TMPDIR, removed after) and its state, $CLAUDE_CONFIG_DIR or else
-// ~/.claude (created when missing) and ~/.claude.json when it exists
-// (the CLI cannot create it there: it runs without it, as the tests show);
-// nothing else of the home directory readable but the toolchains and the
+// ~/.claude and ~/.claude.json (created when missing, the file holding {}:
+// the CLI would create it by a rename in the home directory, which it
+// cannot write, and then rewrites it in place); nothing else of the home directory readable but the toolchains and the
 // CLI's installation; the network on; no capabilities. Claude Code's own
 // sandbox is off by default and is not needed for this.
 // TestRealClaudeRunsConfined: a real claude's Bash command writes in the

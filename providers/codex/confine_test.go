@@ -40,7 +40,8 @@ func shellCall(r fakeresponses.Request, command string) (fakeresponses.Call, boo
 // secret under $HOME, which only the unconfined run manages. Codex's own
 // sandbox is off in the probe (the provider turns it off when it
 // confines: it cannot run inside ours), so that what stops the command is
-// ours. Codex keeps its session in its state directory, ~/.codex.
+// ours. Codex keeps its session in its state directory, ~/.codex, and a
+// follow-up resumes it from there.
 func TestRealCodexRunsConfined(t *testing.T) {
 	bin := findCodex(t)
 	cases := []struct {
@@ -96,7 +97,7 @@ func TestRealCodexRunsConfined(t *testing.T) {
 			f.parent = manager.ParentRef{Principal: "local", Cwd: f.cwd}
 			f.m = f.newManager()
 
-			_, res := f.start("run the probe", nil)
+			st, res := f.start("run the probe", nil)
 			if res.StopReason != agent.StopCompleted || res.Output != "probe done" {
 				t.Fatalf("turn: %s %q (%s)", res.StopReason, res.Output, res.Diagnostic)
 			}
@@ -113,6 +114,10 @@ func TestRealCodexRunsConfined(t *testing.T) {
 				return
 			}
 			probe.Check(t, f.cwd, confined, output)
+			// A follow-up resumes the thread from Codex's state directory.
+			if _, res := f.followup(f.m, st.ChildID, "again"); res.StopReason != agent.StopCompleted || res.Output != "probe done" {
+				t.Errorf("follow-up: %s %q (%s)", res.StopReason, res.Output, res.Diagnostic)
+			}
 			// Codex kept its session in its own state directory.
 			if sessions, _ := filepath.Glob(filepath.Join(codexHome, "sessions", "*")); len(sessions) == 0 {
 				b, _ := json.Marshal(sessions)
