@@ -12,6 +12,13 @@
 // Stdout reaches EOF and the stderr capture is complete by then. Without
 // the supervisor, only the process group is killed, and a process that
 // left it may survive and hold the pipes.
+//
+// With Spec.Confine in a confined mode, the supervisor confines itself
+// first (sandbox.Agent: the workspace-write file-system policy with the
+// network on and the agent's state directories writable), so the agent and
+// all it starts inherit it; Start never falls back to an unconfined run.
+// The process gets a temp dir of its own ($TMPDIR, the build tools'
+// caches), removed once the supervisor has exited.
 package proc
 
 import (
