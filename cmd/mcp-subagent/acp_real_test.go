@@ -30,6 +30,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeanthropic"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakegemini"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 )
 
 // acpTurnTimeout bounds one real agent's turn: CLIENTS.md measured 2–15 s,
@@ -367,6 +368,10 @@ func runRealACP(t *testing.T, name string) {
 		t.Errorf("the child's report did not reach its parent: %q\nserver log:\n%s", got, s.stderr)
 	case a.noCallback != "":
 		t.Logf("the report arrived (in some runs it does not: %s)", a.noCallback)
+	}
+	// It ran confined: the default where the kernel has Landlock.
+	if abi, _ := sandbox.ABI(); abi >= 1 && !strings.Contains(s.stderr.String(), `"msg":"external agent confined"`) {
+		t.Errorf("the agent did not run confined by default\nserver log:\n%s", s.stderr)
 	}
 	fg := structured(t, res)
 	for _, l := range strings.Split(s.stderr.String(), "\n") {

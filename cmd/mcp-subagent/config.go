@@ -200,6 +200,11 @@ func loadConfig(path string) (Config, error) {
 	if err := c.Shell.check(home); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
+	for i, pc := range c.Providers {
+		if err := pc.Confine.check(i, home); err != nil {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
 	if err := c.Retention.check(); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}

@@ -31,7 +31,9 @@ func fakeACPConfig(t *testing.T, extra string) (config, dir string) {
 	env := map[string]string{fakeacp.EnvFake: "1", fakeacp.EnvDir: dir, fakeacp.EnvHTTP: "1", fakeacp.EnvLoad: "1",
 		fakeacp.EnvProvider: "fake", "GORACE": "atexit_sleep_ms=0"}
 	envJSON, _ := json.Marshal(env)
-	config = fmt.Sprintf(`{%s"providers":[{"name":"fake","type":"acp","command":%q,"env":%s,"pass_env":[]}]}`, extra, self, envJSON)
+	// The fake records what it saw in dir: outside its workspace, so
+	// granted as a write root (the default confinement allows no more).
+	config = fmt.Sprintf(`{%s"providers":[{"name":"fake","type":"acp","command":%q,"env":%s,"pass_env":[],"confine":{"write_roots":[%q]}}]}`, extra, self, envJSON, dir)
 	return config, dir
 }
 

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/acp"
 	"github.com/mcp-subagent/mcp-subagent/providers/claudecode"
@@ -26,7 +27,10 @@ type ProviderConfig struct {
 	Permission     string            `json:"permission,omitempty"` // deny (default) or allow
 	PermissionMode string            `json:"permission_mode,omitempty"`
 	Sandbox        string            `json:"sandbox,omitempty"`
-	TimeoutSeconds float64           `json:"timeout_seconds,omitempty"`
+	// Confine is how the agent's process is confined (confine.go); nil:
+	// the default.
+	Confine        *ConfineConfig `json:"confine,omitempty"`
+	TimeoutSeconds float64        `json:"timeout_seconds,omitempty"`
 }
 
 // defaultPassEnv is what a child gets of the server's environment unless
@@ -69,27 +73,32 @@ func externalProviders(cfgs []ProviderConfig, log *slog.Logger) ([]manager.Provi
 		}
 	}
 	var out []manager.Provider
+	abi, reason := sandbox.ABI()
 	for i, pc := range cfgs {
 		if pc.Name == "spawn" || pc.Name == "fork" {
 			return nil, fmt.Errorf("config: providers[%d].name %q is taken by a built-in provider; choose another name", i, pc.Name)
 		}
 		timeout := time.Duration(pc.TimeoutSeconds * float64(time.Second))
 		plog := log.With("provider", pc.Name)
+		confine, err := resolveConfine(pc.Confine, i, abi, reason, plog)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
 		switch pc.Type {
 		case "codex":
-			sandbox := pc.Sandbox
-			if sandbox == "" && pc.Permission == "allow" {
-				sandbox = "danger-full-access"
+			codexSandbox := pc.Sandbox
+			if codexSandbox == "" && pc.Permission == "allow" {
+				codexSandbox = "danger-full-access"
 			}
 			out = append(out, codex.New(codex.Options{Name: pc.Name, Command: pc.Command, Args: pc.Args, Env: pc.childEnv(),
-				Model: pc.Model, Sandbox: sandbox, Timeout: timeout, Logger: plog}))
+				Model: pc.Model, Sandbox: codexSandbox, Confine: confine, Timeout: timeout, Logger: plog}))
 		case "claude-code":
 			mode := pc.PermissionMode
 			if mode == "" && pc.Permission == "allow" {
 				mode = "bypassPermissions"
 			}
 			out = append(out, claudecode.New(claudecode.Options{Name: pc.Name, Command: pc.Command, Args: pc.Args, Env: pc.childEnv(),
-				Model: pc.Model, PermissionMode: mode, Timeout: timeout, Logger: plog}))
+				Model: pc.Model, PermissionMode: mode, Confine: confine, Timeout: timeout, Logger: plog}))
 		case "acp":
 			if pc.Command == "" {
 				return nil, fmt.Errorf("config: providers[%d] (%s): an acp provider needs a command", i, pc.Name)
@@ -99,7 +108,7 @@ func externalProviders(cfgs []ProviderConfig, log *slog.Logger) ([]manager.Provi
 				perm = acp.PermissionAllow
 			}
 			p, err := acp.New(acp.Options{Name: pc.Name, Command: pc.Command, Args: pc.Args, Env: pc.childEnv(),
-				Permission: perm, Timeout: timeout, Logger: plog})
+				Permission: perm, Confine: confine, Timeout: timeout, Logger: plog})
 			if err != nil {
 				return nil, fmt.Errorf("config: providers[%d] (%s): %w", i, pc.Name, err)
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
@@ -35,6 +36,14 @@ type Options struct {
 	// Permission is the policy for the agent's permission requests:
 	// PermissionDeny (zero) or PermissionAllow.
 	Permission string
+	// Confine confines the agent's process and everything it starts
+	// (sandbox.Agent): Mode sandbox.WorkspaceWrite writes only in the
+	// child's cwd, a temp dir of its own and its state (for a known agent
+	// its directories under HOME, see the package doc), reads
+	// nothing else of the home directory, with the network on. Zero Mode
+	// or sandbox.Unconfined: the agent runs with the server's authority.
+	// The provider adds the state directories to StateDirs.
+	Confine sandbox.Agent
 	// Timeout bounds one turn, starting the agent included; a turn that
 	// runs longer is cancelled and ends with StopError. Zero: no bound
 	// (interrupt and shutdown still end it).

@@ -8,7 +8,9 @@ import (
 
 	acpsdk "github.com/coder/acp-go-sdk"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
 )
 
 // What real ACP agents need that the protocol does not say: the presets
@@ -29,25 +31,32 @@ type preset struct {
 	env []string
 	// rootEnv are variables set, when not set, when the server runs as root.
 	rootEnv []string
+	// state are the agent's own state and config directories, relative
+	// to its HOME: writable when the agent runs confined (Options.Confine).
+	state []string
+	// stateFiles are single JSON state files relative to HOME, likewise;
+	// created holding {} when missing.
+	stateFiles []string
 }
 
 var presets = map[string]preset{
 	// qwen-code speaks ACP only with --acp.
-	"qwen": {flags: []string{"--acp"}},
+	"qwen": {flags: []string{"--acp"}, state: []string{".qwen"}},
 	// gemini-cli speaks ACP with --acp; without --skip-trust a folder it
 	// does not trust gets none of the session's MCP servers, so the child
 	// could not call back ("Tool mcp_subagent_report not found").
-	"gemini": {flags: []string{"--acp", "--skip-trust"}},
+	"gemini": {flags: []string{"--acp", "--skip-trust"}, state: []string{".gemini"}},
 	// opencode speaks ACP as its "acp" subcommand; a child must not
 	// update itself.
-	"opencode": {first: []string{"acp"}, env: []string{"OPENCODE_DISABLE_AUTOUPDATE=1"}},
+	"opencode": {first: []string{"acp"}, env: []string{"OPENCODE_DISABLE_AUTOUPDATE=1"},
+		state: []string{".local/share/opencode", ".config/opencode", ".cache/opencode", ".local/state/opencode"}},
 	// copilot speaks ACP with --acp; a child must not update itself.
-	"copilot": {flags: []string{"--acp", "--no-auto-update"}},
+	"copilot": {flags: []string{"--acp", "--no-auto-update"}, state: []string{".copilot", ".cache/copilot"}},
 	// claude-code-acp (and its successor claude-agent-acp) run Claude Code
 	// with --dangerously-skip-permissions, which Claude Code refuses as root
 	// unless IS_SANDBOX=1 ("cannot be used with root/sudo privileges").
-	"claude-code-acp":  {rootEnv: []string{"IS_SANDBOX=1"}},
-	"claude-agent-acp": {rootEnv: []string{"IS_SANDBOX=1"}},
+	"claude-code-acp":  {rootEnv: []string{"IS_SANDBOX=1"}, state: []string{".claude"}, stateFiles: []string{".claude.json"}},
+	"claude-agent-acp": {rootEnv: []string{"IS_SANDBOX=1"}, state: []string{".claude"}, stateFiles: []string{".claude.json"}},
 }
 
 // presetFor is the preset of the agent at command (as configured) or path
@@ -88,6 +97,35 @@ func (pr preset) apply(args, env []string, root bool) ([]string, []string) {
 		add(pr.rootEnv)
 	}
 	return out, env
+}
+
+// confinement is Options.Confine with the state of the agent, when it is a
+// known one, writable: its preset's directories under the agent's HOME
+// (with CLAUDE_CONFIG_DIR, that directory for the claude agents). An
+// unknown agent's state goes in the provider's write_roots.
+func (p *Provider) confinement() sandbox.Agent {
+	c := p.opts.Confine
+	pr, ok := presetFor(p.opts.Command, p.path)
+	if !c.Confined() || !ok {
+		return c
+	}
+	home := proc.HomeDir(p.opts.Env)
+	var dirs, files []string
+	if dir := proc.Getenv(p.opts.Env, "CLAUDE_CONFIG_DIR"); dir != "" && slices.Contains(pr.state, ".claude") {
+		dirs = append(dirs, dir)
+	} else {
+		for _, d := range pr.state {
+			dirs = append(dirs, filepath.Join(home, d))
+		}
+		for _, f := range pr.stateFiles {
+			// See proc.CreateIfMissing: the agent rewrites it in place.
+			proc.CreateIfMissing(filepath.Join(home, f), "{}\n")
+			files = append(files, filepath.Join(home, f))
+		}
+	}
+	c.StateDirs = append(dirs, c.StateDirs...)
+	c.StateFiles = append(files, c.StateFiles...)
+	return c
 }
 
 func firstN(s []string, n int) []string {

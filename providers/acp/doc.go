@@ -153,6 +153,23 @@
 // records the new session id. Such a child is still resumable, but the
 // agent itself forgets what came before.
 //
+// # Confinement
+//
+// With Options.Confine in sandbox.WorkspaceWrite (the server's default
+// where the kernel has Landlock), the agent's process and everything it
+// starts run in this server's sandbox: writes only in the child's cwd, a
+// temp dir of the process's own ($TMPDIR, removed after) and the agent's
+// state directories, nothing else of the home directory readable but the
+// toolchains and the agent's installation, the network on, no
+// capabilities. A known agent's state directories, under its HOME (created
+// when missing): qwen ~/.qwen; gemini ~/.gemini; opencode
+// ~/.local/share/opencode, ~/.config/opencode, ~/.cache/opencode,
+// ~/.local/state/opencode; copilot ~/.copilot, ~/.cache/copilot (where
+// it unpacks its bundled package); claude-code-acp and
+// claude-agent-acp ~/.claude and ~/.claude.json, created holding {} (with
+// CLAUDE_CONFIG_DIR, that directory). An unknown agent's go in
+// Confine.WriteRoots (the config's confine.write_roots).
+//
 // # Caveats
 //
 // Cancelling the ctx of the SDK's Prompt call (v0.13.0) makes it return at

@@ -213,7 +213,7 @@ func stopReason(r acpsdk.StopReason) (agent.StopReason, string) {
 // child's session: session/load of the recorded one when the agent offers
 // it, else session/new.
 func (d *driver) connect(ctx context.Context, t *extturn.Turn) error {
-	pr, err := proc.Start(proc.Spec{Path: d.p.path, Args: d.p.opts.Args, Dir: d.cwd, Env: d.p.opts.Env, Grace: stopGrace})
+	pr, err := proc.Start(proc.Spec{Path: d.p.path, Args: d.p.opts.Args, Dir: d.cwd, Env: d.p.opts.Env, Grace: stopGrace, Confine: d.p.confinement()})
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
 	"github.com/mcp-subagent/mcp-subagent/schemas"
 )
 
@@ -37,6 +39,14 @@ type Options struct {
 	// denies every tool use not pre-approved, so no approval is ever left
 	// pending. Others: acceptEdits, bypassPermissions, default, plan, auto.
 	PermissionMode string
+	// Confine confines the agent's process and everything it starts
+	// (sandbox.Agent): Mode sandbox.WorkspaceWrite writes only in the
+	// child's cwd, a temp dir of its own and its state ($CLAUDE_CONFIG_DIR, else ~/.claude and
+	// ~/.claude.json), reads
+	// nothing else of the home directory, with the network on. Zero Mode
+	// or sandbox.Unconfined: the agent runs with the server's authority.
+	// The provider adds the state directories to StateDirs.
+	Confine sandbox.Agent
 	// Timeout bounds one turn; zero: none. A turn that runs out is stopped
 	// (its whole process group) and ends with StopError.
 	Timeout time.Duration
@@ -179,4 +189,26 @@ func compactJSON(raw json.RawMessage) (json.RawMessage, error) {
 func validate(o *schemas.Output, raw json.RawMessage) error {
 	_, err := o.ValidateJSON(raw)
 	return err
+}
+
+// confinement is Options.Confine with Claude Code's state writable:
+// $CLAUDE_CONFIG_DIR (which then also holds its .claude.json), else
+// ~/.claude and ~/.claude.json, created holding {} when missing (sessions,
+// which a resume reads, settings, sign-in).
+func (p *Provider) confinement() sandbox.Agent {
+	c := p.opts.Confine
+	if !c.Confined() {
+		return c
+	}
+	if dir := proc.Getenv(p.opts.Env, "CLAUDE_CONFIG_DIR"); dir != "" {
+		c.StateDirs = append([]string{dir}, c.StateDirs...)
+		return c
+	}
+	home := proc.HomeDir(p.opts.Env)
+	// An empty configuration where there is none: Claude Code would create
+	// it by a rename in the home directory, which it cannot write.
+	proc.CreateIfMissing(filepath.Join(home, ".claude.json"), "{}\n")
+	c.StateDirs = append([]string{filepath.Join(home, ".claude")}, c.StateDirs...)
+	c.StateFiles = append([]string{filepath.Join(home, ".claude.json")}, c.StateFiles...)
+	return c
 }

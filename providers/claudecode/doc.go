@@ -47,6 +47,22 @@
 // unless the tool filter removes them. --strict-mcp-config is passed
 // always (see Isolation).
 //
+// # Confinement
+//
+// With Options.Confine in sandbox.WorkspaceWrite (the server's default
+// where the kernel has Landlock), each turn's claude process and
+// everything it starts (its Bash tool's commands) run in this server's
+// sandbox: writes only in the child's cwd, a temp dir of the turn's
+// ($TMPDIR, removed after) and its state, $CLAUDE_CONFIG_DIR or else
+// ~/.claude and ~/.claude.json (created when missing, the file holding {}:
+// the CLI would create it by a rename in the home directory, which it
+// cannot write, and then rewrites it in place); nothing else of the home directory readable but the toolchains and the
+// CLI's installation; the network on; no capabilities. Claude Code's own
+// sandbox is off by default and is not needed for this.
+// TestRealClaudeRunsConfined: a real claude's Bash command writes in the
+// workspace but not outside it and cannot read a secret under $HOME, and
+// unconfined can; its session in ~/.claude resumes.
+//
 // # Isolation
 //
 // A child starts none of the user's own MCP servers and is unaffected by

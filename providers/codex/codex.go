@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
 )
 
 // TokenEnv is the environment variable through which a child's Codex gets
@@ -23,7 +26,7 @@ const TokenEnv = "MCP_SUBAGENT_TOKEN"
 const ServerName = "subagent"
 
 // DefaultSandbox is the sandbox a child's commands run in when
-// Options.Sandbox is zero.
+// Options.Sandbox is zero and Options.Confine does not confine.
 const DefaultSandbox = "workspace-write"
 
 // Options configures a provider. Zero values mean the defaults given.
@@ -41,7 +44,9 @@ type Options struct {
 	Env   []string
 	Model string // -m; zero: Codex's configured model
 	// Sandbox is the -s sandbox for the child's commands (read-only,
-	// workspace-write, danger-full-access); zero: DefaultSandbox.
+	// workspace-write, danger-full-access); zero: DefaultSandbox, or
+	// danger-full-access when Confine confines (Codex's sandbox cannot run
+	// inside ours, which confines its commands instead).
 	Sandbox string
 	// Config holds extra -c key=value overrides (value in TOML), applied
 	// after the provider's own, so an explicit setting here wins (for
@@ -49,6 +54,13 @@ type Options struct {
 	// than the model settings do not reach a child; what it needs of them
 	// goes here.
 	Config []string
+	// Confine confines the agent's process and everything it starts
+	// (sandbox.Agent): Mode sandbox.WorkspaceWrite writes only in the
+	// child's cwd, a temp dir of its own and its state ($CODEX_HOME, else $HOME/.codex), reads
+	// nothing else of the home directory, with the network on. Zero Mode
+	// or sandbox.Unconfined: the agent runs with the server's authority.
+	// The provider adds the state directories to StateDirs.
+	Confine sandbox.Agent
 	// Timeout bounds one turn; when it passes, the whole process group is
 	// stopped and the turn ends with an error. Zero: no bound.
 	Timeout time.Duration
@@ -75,12 +87,23 @@ func New(opts Options) *Provider {
 	if opts.Command == "" {
 		opts.Command = "codex"
 	}
-	if opts.Sandbox == "" {
-		opts.Sandbox = DefaultSandbox
-	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case opts.Confine.Confined() && opts.Sandbox == "":
+		// Confined, ours is the sandbox: Codex's own cannot run inside it
+		// (it runs bubblewrap, which needs the user namespaces our seccomp
+		// filter refuses; its legacy Landlock variant refuses to restrict
+		// the file system without bubblewrap), and every command Codex runs
+		// is confined with it anyway.
+		opts.Sandbox = "danger-full-access"
+	case opts.Confine.Confined() && opts.Sandbox != "danger-full-access":
+		log.Warn("codex's own sandbox cannot run inside the confinement: its commands will fail; leave sandbox unset or set it to danger-full-access",
+			"sandbox", opts.Sandbox)
+	case opts.Sandbox == "":
+		opts.Sandbox = DefaultSandbox
 	}
 	return &Provider{opts: opts, log: log}
 }
@@ -102,8 +125,12 @@ func (p *Provider) InheritsParentContext() bool { return false }
 
 // Description describes the provider for the subagent tool.
 func (p *Provider) Description() string {
-	return "the Codex CLI as a child agent in its cwd: it reads, edits and runs commands in Codex's sandbox (" +
-		p.opts.Sandbox + "), never waits for approval, and keeps its Codex thread across follow-ups"
+	where := "Codex's sandbox (" + p.opts.Sandbox + ")"
+	if p.opts.Confine.Confined() {
+		where = "this server's sandbox (writes only in its cwd, network on)"
+	}
+	return "the Codex CLI as a child agent in its cwd: it reads, edits and runs commands in " + where +
+		", never waits for approval, and keeps its Codex thread across follow-ups"
 }
 
 // command resolves the executable.
@@ -281,4 +308,20 @@ func tomlString(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// confinement is Options.Confine with Codex's state directory writable:
+// $CODEX_HOME, else $HOME/.codex (its sessions, which a resume reads,
+// logs and sign-in).
+func (p *Provider) confinement() sandbox.Agent {
+	c := p.opts.Confine
+	if !c.Confined() {
+		return c
+	}
+	dir := proc.Getenv(p.opts.Env, "CODEX_HOME")
+	if dir == "" {
+		dir = filepath.Join(proc.HomeDir(p.opts.Env), ".codex")
+	}
+	c.StateDirs = append([]string{dir}, c.StateDirs...)
+	return c
 }

@@ -32,6 +32,23 @@
 // since a call's own choice is the most specific. MODEL is the call's model
 // (Descriptor.Model: Codex's own model id), else Options.Model.
 //
+// # Confinement
+//
+// With Options.Confine in sandbox.WorkspaceWrite (the server's default
+// where the kernel has Landlock), each turn's Codex process and everything
+// it starts run in this server's sandbox (package sandbox, applied by the
+// subreaper supervisor): writes only in the child's cwd, a temp dir of the
+// turn's ($TMPDIR, removed after) and $CODEX_HOME (else ~/.codex, created
+// when missing); nothing else of the home directory readable but the
+// toolchains and Codex's own installation; the network on (Codex needs its
+// API); no capabilities. Codex's own sandbox cannot run inside it (its
+// bubblewrap needs the user namespaces the seccomp filter refuses; its
+// legacy Landlock variant refuses to restrict files without bubblewrap),
+// so a confined child runs -s danger-full-access unless Options.Sandbox
+// says otherwise: its commands are confined by ours, network included
+// (TestRealCodexRunsConfined: a real Codex's command cannot write outside
+// its workspace or read a secret under $HOME, and can unconfined).
+//
 // # Isolation
 //
 // A child starts none of the user's own MCP servers and is unaffected by

@@ -12,11 +12,19 @@
 // Stdout reaches EOF and the stderr capture is complete by then. Without
 // the supervisor, only the process group is killed, and a process that
 // left it may survive and hold the pipes.
+//
+// With Spec.Confine in a confined mode, the supervisor confines itself
+// first (sandbox.Agent: the workspace-write file-system policy with the
+// network on and the agent's state directories writable), so the agent and
+// all it starts inherit it; Start never falls back to an unconfined run.
+// The process gets a temp dir of its own ($TMPDIR, the build tools'
+// caches), removed once the supervisor has exited.
 package proc
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -24,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
 )
 
@@ -49,6 +58,10 @@ type Spec struct {
 	StderrLimit int
 	// Grace is how long a stop waits after SIGTERM before SIGKILL; zero: 2s.
 	Grace time.Duration
+	// Confine, in a confined mode, runs the process and everything it
+	// starts under the sandbox (Landlock, seccomp, no capabilities; see
+	// sandbox.Agent): Start fails rather than run it unconfined. Zero: none.
+	Confine sandbox.Agent
 }
 
 // Process is a started process group.
@@ -77,9 +90,20 @@ func Start(s Spec) (*Process, error) {
 	if grace <= 0 {
 		grace = 2 * time.Second
 	}
-	cmd, supervised := subreaper.Command(grace, s.Path, s.Args...)
+	var cmd *exec.Cmd
+	supervised := true
+	tmp := "" // the confined process's temp dir, removed once it is gone
+	env := s.Env
+	if s.Confine.Confined() {
+		var err error
+		if cmd, tmp, env, err = confinedCommand(s, grace); err != nil {
+			return nil, err
+		}
+	} else {
+		cmd, supervised = subreaper.Command(grace, s.Path, s.Args...)
+	}
 	cmd.Dir = s.Dir
-	cmd.Env = s.Env
+	cmd.Env = env
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
@@ -97,7 +121,13 @@ func Start(s Spec) (*Process, error) {
 	// end: the capture is complete once done is closed, not before.
 	cmd.Stderr = p.stderr
 	var err error
+	cleanup := func() {
+		if tmp != "" {
+			_ = os.RemoveAll(tmp)
+		}
+	}
 	if p.Stdin, err = cmd.StdinPipe(); err != nil {
+		cleanup()
 		return nil, err
 	}
 	// Our own pipe, not cmd.StdoutPipe: Wait closes that one as soon as the
@@ -106,6 +136,7 @@ func Start(s Spec) (*Process, error) {
 	// everything up to EOF.
 	r, w, err := os.Pipe()
 	if err != nil {
+		cleanup()
 		return nil, err
 	}
 	cmd.Stdout = w
@@ -113,14 +144,38 @@ func Start(s Spec) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		r.Close()
 		w.Close()
+		cleanup()
 		return nil, err
 	}
 	w.Close() // the child holds the write end now
 	go func() {
 		p.err = cmd.Wait()
+		cleanup() // the supervisor exited: nothing of the tree is left to write there
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// confinedCommand is the supervisor command that runs s confined, its
+// fresh temp dir and the process's environment.
+func confinedCommand(s Spec, grace time.Duration) (*exec.Cmd, string, []string, error) {
+	resolved, err := exec.LookPath(s.Path)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	tmp, err := os.MkdirTemp(s.Confine.TempRoot, "mcp-subagent-agent-")
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("the confined agent's temp dir: %w", err)
+	}
+	pol, err := s.Confine.Policy(s.Path, resolved, s.Dir, tmp)
+	if err == nil {
+		var cmd *exec.Cmd
+		if cmd, err = subreaper.Confined(grace, pol, resolved, s.Args...); err == nil {
+			return cmd, tmp, sandbox.AgentEnv(pol, s.Env), nil
+		}
+	}
+	_ = os.RemoveAll(tmp)
+	return nil, "", nil, fmt.Errorf("confining the agent: %w", err)
 }
 
 // PID returns the id of the process started: the supervisor's when
