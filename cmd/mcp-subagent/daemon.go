@@ -107,6 +107,7 @@ func serveSocket(ctx context.Context, o serveOptions, cfg Config, l *daemon.List
 		Admin:           a.admin,
 		MaxMessageBytes: cfg.MaxMessageBytes,
 		Intercept:       a.intercept(),
+		Config:          absConfig(o.configPath),
 		Session: func(ctx context.Context, info daemon.SessionInfo) (context.Context, func()) {
 			p := info.Principal
 			if p == "" {
@@ -118,8 +119,9 @@ func serveSocket(ctx context.Context, o serveOptions, cfg Config, l *daemon.List
 					cwd = real
 				}
 			}
-			end := a.ts.OpenSession(tools.SessionInfo{ID: info.ID, Principal: p, Cwd: cwd})
-			return tools.WithPrincipal(ctx, p), end
+			settings, forget := a.settings.opened(info.ID, p, info.Settings)
+			end := a.ts.OpenSession(tools.SessionInfo{ID: info.ID, Principal: p, Cwd: cwd, Settings: settings})
+			return tools.WithPrincipal(ctx, p), func() { end(); forget() }
 		},
 	})
 	log.Info("daemon stopping", "reason", reason)
@@ -135,10 +137,11 @@ func relay(ctx context.Context, o serveOptions, cfg Config, stdin io.Reader, std
 		return err
 	}
 	cwd, _ := os.Getwd()
+	settings := relaySettings(cfg, o.configPath, os.LookupEnv)
 	connect := func(ctx context.Context, start bool) (*daemon.Conn, error) {
 		co := daemon.ConnectOptions{
 			DataDir:  dataDir,
-			Hello:    daemon.Hello{Version: version, Cwd: cwd, Principal: o.principal, PID: os.Getpid()},
+			Hello:    daemon.Hello{Version: version, Cwd: cwd, Principal: o.principal, PID: os.Getpid(), Settings: settings},
 			Takeover: func(v string) bool { return daemon.Newer(version, v) },
 			Await:    !start,
 		}
