@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
@@ -232,6 +233,17 @@ func daemonControl(ctx context.Context, op string, o serveOptions, stdout io.Wri
 		fmt.Fprintf(stdout, "daemon pid %d, version %s, %d sessions, socket %s, log %s\n", w.PID, w.Version, w.Sessions, daemon.SocketPath(dataDir), daemon.LogPath(dataDir))
 		if w.Shell != "" {
 			fmt.Fprintf(stdout, "shell: %s\n", w.Shell)
+		}
+		// Names only, never values: a value may be a key.
+		for _, d := range w.Differing {
+			what := []string{}
+			if len(d.Vars) > 0 {
+				what = append(what, strings.Join(d.Vars, ", "))
+			}
+			if d.Config {
+				what = append(what, "its config file")
+			}
+			fmt.Fprintf(stdout, "session %s (client pid %d) has settings of its own, which its children use: %s differ from the daemon's\n", d.Session, d.ClientPID, strings.Join(what, "; "))
 		}
 		return nil
 	}
