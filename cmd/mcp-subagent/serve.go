@@ -218,7 +218,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	pol.TempDir = tmpRoot
 	sopts := spawn.Options{Models: models, Persona: cfg.Persona, Shell: shell.On, Sandbox: pol, CacheRoot: cacheRoot,
 		MaxSteps: cfg.LLM.MaxSteps, DelegationTools: delegation, ModelsFor: a.modelsFor, Logger: log}
-	external, err := externalProviders(cfg.Providers, log.With("component", "provider"))
+	external, err := externalProviders(cfg.Providers, a.settings.lookup, log.With("component", "provider"))
 	if err != nil {
 		return nil, err
 	}

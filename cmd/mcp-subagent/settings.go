@@ -195,6 +195,7 @@ func (r *sessionSettings) secret(principal string, s *manager.Settings, name str
 // other from the daemon's environment. from says where each secret was
 // found (or looked for).
 func (r *sessionSettings) env(principal string, s *manager.Settings) (getenv func(string) string, from func(string) string) {
+	look := r.lookup(principal, s)
 	froms := map[string]string{}
 	getenv = func(name string) string {
 		if slices.Contains(s.Secrets, name) {
@@ -202,13 +203,8 @@ func (r *sessionSettings) env(principal string, s *manager.Settings) (getenv fun
 			froms[name] = f
 			return v
 		}
-		if slices.Contains(s.Names, name) {
-			if _, ok := froms[name]; !ok {
-				froms[name] = "from session " + s.Session + ", which does not set it"
-			}
-			return s.Env[name]
-		}
-		return os.Getenv(name)
+		v, _ := look(name)
+		return v
 	}
 	from = func(name string) string {
 		if f, ok := froms[name]; ok {
@@ -220,6 +216,22 @@ func (r *sessionSettings) env(principal string, s *manager.Settings) (getenv fun
 		return ""
 	}
 	return getenv, from
+}
+
+// lookup is how a child under settings s reads a variable, as
+// os.LookupEnv does (see env); external providers pass it on to the CLI.
+func (r *sessionSettings) lookup(principal string, s *manager.Settings) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		if slices.Contains(s.Secrets, name) {
+			v, _, ok := r.secret(principal, s, name)
+			return v, ok
+		}
+		if slices.Contains(s.Names, name) {
+			v, ok := s.Env[name]
+			return v, ok
+		}
+		return os.LookupEnv(name)
+	}
 }
 
 // modelsFor are the models of children under a session's settings: the
