@@ -110,7 +110,7 @@ func externalProviders(cfgs []ProviderConfig, envFor func(principal string, s *m
 			if pc.Permission == "allow" {
 				perm = acp.PermissionAllow
 			}
-			p, err := acp.New(acp.Options{Name: pc.Name, Command: pc.Command, Args: pc.Args, Env: pc.childEnv(),
+			p, err := acp.New(acp.Options{Name: pc.Name, Command: pc.Command, Args: pc.Args, Env: pc.childEnv(), EnvFor: childEnvFor,
 				Permission: perm, Timeout: timeout, Logger: plog})
 			if err != nil {
 				return nil, fmt.Errorf("config: providers[%d] (%s): %w", i, pc.Name, err)
