@@ -119,3 +119,29 @@ func TestEachSessionsChildrenRunWithItsOwnSettings(t *testing.T) {
 		t.Errorf("the data directory holds session B's API key")
 	}
 }
+
+// An external child runs with the variables its session passes (pass_env),
+// not those of the session that started the daemon.
+func TestAnExternalChildRunsWithItsSessionsVariables(t *testing.T) {
+	cfg, dir := fakeACPConfig(t, "")
+	cfg = strings.Replace(cfg, `"pass_env":[]`, `"pass_env":["SETTINGS_MARK"]`, 1)
+	ctx := testCtx(t)
+	sA := start(t, nil, serverOpts{config: cfg, env: []string{"SETTINGS_MARK=from-a"}})
+	sB := start(t, nil, serverOpts{config: cfg, dataDir: sA.dataDir, workspace: sA.workspace, env: []string{"SETTINGS_MARK=from-b"}})
+	for _, s := range []*instance{sA, sB} {
+		if res := s.call(t, ctx, "subagent", map[string]any{"description": "external child", "prompt": "hello", "provider": "fake"}); res.IsError {
+			t.Fatalf("external child: %s", text(res))
+		}
+	}
+	var marks []string
+	for _, r := range acpCalls(t, dir, "start") {
+		for _, kv := range r.Env {
+			if v, ok := strings.CutPrefix(kv, "SETTINGS_MARK="); ok {
+				marks = append(marks, v)
+			}
+		}
+	}
+	if len(marks) != 2 || marks[0] == marks[1] || !strings.Contains(strings.Join(marks, " "), "from-b") {
+		t.Errorf("the external children ran with SETTINGS_MARK %q; want one with each session's value", marks)
+	}
+}
