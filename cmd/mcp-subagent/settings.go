@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -235,31 +234,25 @@ func (r *sessionSettings) lookup(principal string, s *manager.Settings) func(str
 }
 
 // modelsFor are the models of children under a session's settings: the
-// session's config's models (the daemon's config when it names the same
-// file, re-read either way) resolved with the session's variables. Models
+// session's config's models (re-read, so an edited file counts; none when
+// it named no config file) resolved with the session's variables. Models
 // built from the same inputs are shared.
 func (a *app) modelsFor(principal string, s *manager.Settings) ([]spawn.Model, error) {
 	getenv, from := a.settings.env(principal, s)
-	cfg := a.cfg
 	var raw []byte
 	if s.Config != "" {
 		var err error
 		if raw, err = os.ReadFile(s.Config); err != nil {
 			return nil, fmt.Errorf("the config file of the session that started this child: %v; restore it, or start the child from a session with another --config", err)
 		}
-		if cfg, err = loadConfigEnv(s.Config, getenv); err != nil {
-			return nil, fmt.Errorf("the config file of the session that started this child: %v", err)
-		}
 	}
-	resolved := resolveModelsEnv(cfg, getenv)
-	// The cache key covers every input, key values included (hashed, in
-	// memory only).
+	// The key covers every input: the config's bytes and the variables,
+	// key values included (hashed, in memory only), so the config is
+	// parsed and the clients built only for settings not seen yet.
 	h := sha256.New()
 	h.Write(raw)
-	for _, m := range resolved {
-		b, _ := json.Marshal(m)
-		h.Write(b)
-		fmt.Fprintf(h, "\x00%s\x00%s\x00%s\x00%s\x00", m.from, m.APIKeyEnv, getenv(m.APIKeyEnv), from(m.APIKeyEnv))
+	for _, name := range s.Names {
+		fmt.Fprintf(h, "\x00%s=%s\x00%s", name, getenv(name), from(name))
 	}
 	key := hex.EncodeToString(h.Sum(nil))
 	r := &a.settings
@@ -269,7 +262,14 @@ func (a *app) modelsFor(principal string, s *manager.Settings) ([]spawn.Model, e
 	if ok {
 		return ms, nil
 	}
-	ms = buildModelsEnv(resolved, cfg.LLM, getenv, from, a.log.With("component", "llm", "session", s.Session))
+	var cfg Config // a session that names no config file has none, whatever the daemon's
+	if s.Config != "" {
+		var err error
+		if cfg, err = loadConfigEnv(s.Config, getenv); err != nil {
+			return nil, fmt.Errorf("the config file of the session that started this child: %v", err)
+		}
+	}
+	ms = buildModelsEnv(resolveModelsEnv(cfg, getenv), cfg.LLM, getenv, from, a.log.With("component", "llm", "session", s.Session))
 	r.mu.Lock()
 	if r.models == nil || len(r.models) >= maxModelSets {
 		r.models = map[string][]spawn.Model{}
