@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -31,6 +33,9 @@ type Hello struct {
 	PID       int    `json:"pid,omitempty"`
 	// Args are an admin operation's arguments.
 	Args json.RawMessage `json:"args,omitempty"`
+	// Settings are a session's settings (settings.go); nil: a client from
+	// before they were sent, whose children run on the daemon's own.
+	Settings *Settings `json:"settings,omitempty"`
 }
 
 // Welcome is the daemon's answer.
@@ -41,7 +46,10 @@ type Welcome struct {
 	Sessions int    `json:"sessions"`
 	// Shell is the daemon's run_shell mode and why (Options.Shell).
 	Shell string `json:"shell,omitempty"`
-	Error string `json:"error,omitempty"`
+	// Differing are the connected sessions whose settings differ from the
+	// daemon's own (names only); sent to a "status" hello.
+	Differing []SettingsDiff `json:"differing,omitempty"`
+	Error     string         `json:"error,omitempty"`
 }
 
 // ErrBusy means another daemon holds the data directory's lock.
@@ -133,6 +141,12 @@ type Options struct {
 	// with it (subreaper.InConfinedTree): below Landlock ABI 9 they can
 	// connect to this socket.
 	Peer func(pid int) error
+	// Config is the daemon's own config file, which a session's
+	// (Settings.Config) is compared with; empty: none.
+	Config string
+	// LookupEnv reads the daemon's own environment, which a session's
+	// settings are compared with; nil: os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 }
 
 // SessionInfo is what a session tells of itself.
@@ -140,6 +154,9 @@ type SessionInfo struct {
 	ID        string
 	Cwd       string
 	Principal string
+	// Settings are the session's settings (Hello.Settings); nil: the
+	// daemon's own.
+	Settings *Settings
 }
 
 // Reason says why Serve returned.
@@ -172,6 +189,7 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 		held     bool         // said that live children keep it up, this idle stretch
 		reason   Reason
 		wg       sync.WaitGroup
+		differ   = map[string]SettingsDiff{} // connected sessions whose settings differ, by id
 	)
 	finish := func(r Reason) {
 		mu.Lock()
@@ -251,6 +269,12 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 				finish(map[string]Reason{"stop": ReasonStop, "takeover": ReasonTakeover}[hello.Op])
 				return
 			case "status":
+				mu.Lock()
+				for _, d := range differ {
+					welcome.Differing = append(welcome.Differing, d)
+				}
+				mu.Unlock()
+				slices.SortFunc(welcome.Differing, func(a, b SettingsDiff) int { return strings.Compare(a.Session, b.Session) })
 				_ = writeLine(c, welcome)
 				_ = c.Close()
 				return
@@ -285,7 +309,21 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 				serveAdmin(sctx, o, log, c, hello)
 				return
 			}
-			l.serveSession(sctx, o, log, c, r, hello)
+			id := newSessionID()
+			if vars, cfg := hello.Settings.Differs(o.LookupEnv, o.Config); len(vars) > 0 || cfg {
+				// Names only: a value may be a key.
+				log.Info("this session's settings differ from the daemon's own; its children run with the session's",
+					"session", id, "client_pid", hello.PID, "vars", vars, "config_differs", cfg, "config", hello.Settings.Config)
+				mu.Lock()
+				differ[id] = SettingsDiff{Session: id, Principal: hello.Principal, ClientPID: hello.PID, Vars: vars, Config: cfg}
+				mu.Unlock()
+				defer func() {
+					mu.Lock()
+					delete(differ, id)
+					mu.Unlock()
+				}()
+			}
+			l.serveSession(sctx, o, log, c, r, hello, id)
 		})
 	}
 	wg.Wait()
@@ -343,10 +381,13 @@ func (l *Listener) handshake(c *net.UnixConn, peer func(pid int) error) (Hello, 
 	return h, r, nil
 }
 
-func (l *Listener) serveSession(ctx context.Context, o Options, log *slog.Logger, c *net.UnixConn, r *bufio.Reader, hello Hello) {
+func newSessionID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	id := "sock-" + hex.EncodeToString(b[:])
+	return "sock-" + hex.EncodeToString(b[:])
+}
+
+func (l *Listener) serveSession(ctx context.Context, o Options, log *slog.Logger, c *net.UnixConn, r *bufio.Reader, hello Hello, id string) {
 	s := newSession(id, c, func() { _ = c.Close() }, o.MaxMessageBytes, log)
 	s.intercept = o.Intercept
 	s.setWriteDeadline = c.SetWriteDeadline
@@ -368,7 +409,7 @@ func (l *Listener) serveSession(ctx context.Context, o Options, log *slog.Logger
 	defer o.MCP.UnregisterSession(ctx, id)
 	if o.Session != nil {
 		var end func()
-		ctx, end = o.Session(ctx, SessionInfo{ID: id, Cwd: hello.Cwd, Principal: hello.Principal})
+		ctx, end = o.Session(ctx, SessionInfo{ID: id, Cwd: hello.Cwd, Principal: hello.Principal, Settings: hello.Settings})
 		defer end()
 	}
 	log.Info("session started", "session", id, "cwd", hello.Cwd, "client_pid", hello.PID, "client_version", hello.Version)

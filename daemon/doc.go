@@ -47,6 +47,19 @@
 // answers the web view's URL for the hello's principal; worktree-rm
 // removes the worktree of one of the hello's principal's children.
 //
+// # Settings
+//
+// A session's hello carries its settings (Settings: the variables that
+// shape children, the config file it names), because the daemon's own
+// environment is only that of the session that happened to start it. The
+// daemon hands them to Options.Session, which runs the session's children
+// with them; a session whose settings differ from the daemon's own is
+// said once in the log at its hello and listed by `daemon status`
+// (Welcome.Differing) while connected, by variable names, never values.
+// Values, secrets included, cross only the user's own socket and stay in
+// memory; what a child records of them, and where a resumed child's key
+// comes from, is the server's (cmd/mcp-subagent, settings.go).
+//
 // # Starting
 //
 // Connect dials the socket; when nothing answers it starts `<self> daemon`

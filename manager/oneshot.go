@@ -173,7 +173,8 @@ func (m *Manager) build(ctx context.Context, p Provider, name string, req StartR
 		hdr.Session = req.Parent.Session
 	}
 	desc := Descriptor{Version: DescriptorVersion, Mode: mode, Provider: name, Label: req.Label,
-		Model: in.Model, Effort: in.Effort, Persona: req.Persona, ToolFilter: req.ToolFilter, OutputSchema: req.OutputSchema, Session: in.Session}
+		Model: in.Model, Effort: in.Effort, Persona: req.Persona, ToolFilter: req.ToolFilter, OutputSchema: req.OutputSchema, Session: in.Session,
+		Settings: req.Parent.Settings}
 	self := selfOf(hdr, desc, journal)
 	cb, revoke := m.callback(self)
 	gate := &recordGate{}

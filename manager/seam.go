@@ -61,6 +61,10 @@ type ParentRef struct {
 	// configured name for an in-process agent); empty for a root caller.
 	// Fork children run on it unless the request names another.
 	Model string
+	// Settings are the root session's settings the caller's children run
+	// with (Descriptor.Settings): a root caller's session's, an agent's
+	// own descriptor's; nil: the deployment's own.
+	Settings *Settings
 	// CompletedTurns returns the calling agent's journal up to and
 	// including its last completed turn (the fork seed); nil for a root
 	// caller and for an external child. It is a read-only view: nothing
@@ -117,7 +121,7 @@ type CallbackFunc func(self ParentRef) (cb Callback, revoke func())
 // selfOf is the ParentRef a child uses for its own delegations.
 func selfOf(hdr Header, desc Descriptor, journal *agent.Journal) ParentRef {
 	return ParentRef{Principal: hdr.Principal, AgentID: hdr.ID, Depth: hdr.Depth, DepthCap: hdr.DepthCap,
-		Cwd: hdr.Cwd, Model: desc.Model, CompletedTurns: journal.CompletedPrefix}
+		Cwd: hdr.Cwd, Model: desc.Model, Settings: desc.Settings, CompletedTurns: journal.CompletedPrefix}
 }
 
 // Budget is a spending limit; a zero field is no limit of that kind.

@@ -74,6 +74,36 @@ type Descriptor struct {
 	// Claude Code session id, an ACP session id); empty for in-process
 	// children.
 	Session string `json:"session,omitempty"`
+	// Settings are the root session's settings the child runs with (see
+	// Settings); nil: the deployment's own.
+	Settings *Settings `json:"settings,omitempty"`
+}
+
+// Settings are the settings of the root session a lineage was started
+// from — the model API variables, PATH, the config file it names — which
+// its children run with instead of the deployment's own (one daemon hosts
+// the sessions of clients started with different environments). A child
+// records them in its descriptor and passes them to its own children, so
+// a follow-up from another session, or a cold resume after a restart,
+// runs with them too. The manager only carries them; providers read them.
+//
+// Secret variables are recorded by name only: their values are never in
+// Settings, hence never in the store. Where a secret's value is looked up
+// is the deployment's choice (the daemon's: the session that started the
+// child while it is connected, else the most recent connected session of
+// the same principal that sets it, else the daemon's own environment).
+type Settings struct {
+	// Env are the session's non-secret variables, by name; a name of
+	// Names absent from Env was unset in the session.
+	Env map[string]string `json:"env,omitempty"`
+	// Names are every variable the session's settings cover, set or not.
+	Names []string `json:"names,omitempty"`
+	// Secrets name the variables whose values are looked up when needed.
+	Secrets []string `json:"secrets,omitempty"`
+	// Config is the config file the session named (absolute); empty: none.
+	Config string `json:"config,omitempty"`
+	// Session is the session the settings came from.
+	Session string `json:"session,omitempty"`
 }
 
 // Checkpoint is a cached projection of a child for listing: valid while

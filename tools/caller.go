@@ -80,8 +80,11 @@ func (s *Server) rootCaller(ctx context.Context, p string) manager.ParentRef {
 	}
 	if cs := server.ClientSessionFromContext(ctx); cs != nil {
 		ref.Session = cs.SessionID()
-		if si := s.session(ref.Session); si != nil && si.Cwd != "" {
-			ref.Cwd = si.Cwd
+		if si := s.session(ref.Session); si != nil {
+			if si.Cwd != "" {
+				ref.Cwd = si.Cwd
+			}
+			ref.Settings = si.Settings
 		}
 	}
 	return ref

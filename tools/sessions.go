@@ -6,6 +6,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
 // SessionInfo describes one session of a root principal: one connection of
@@ -18,6 +20,9 @@ type SessionInfo struct {
 	// (the daemon's socket relay does): the session's project, the default
 	// cwd of its children and one of its allowed roots.
 	Cwd string
+	// Settings are the session's settings its children run with (the
+	// daemon's relay sends them); nil: the deployment's own.
+	Settings *manager.Settings
 }
 
 // session is a known session and how it is connected.
@@ -41,8 +46,13 @@ func (s *Server) OpenSession(info SessionInfo) (end func()) {
 	if se == nil {
 		se = &session{SessionInfo: info}
 		s.sessionsByID[info.ID] = se
-	} else if info.Cwd != "" {
-		se.Cwd = info.Cwd
+	} else {
+		if info.Cwd != "" {
+			se.Cwd = info.Cwd
+		}
+		if info.Settings != nil {
+			se.Settings = info.Settings
+		}
 	}
 	se.open++
 	s.mu.Unlock()

@@ -168,7 +168,11 @@ type TokenConfig struct {
 
 // loadConfig reads and validates the config file; an empty path gives the
 // zero Config.
-func loadConfig(path string) (Config, error) {
+func loadConfig(path string) (Config, error) { return loadConfigEnv(path, os.Getenv) }
+
+// loadConfigEnv is loadConfig reading http.tokens' token_env with getenv
+// (a session's settings).
+func loadConfigEnv(path string, getenv func(string) string) (Config, error) {
 	var c Config
 	if path == "" {
 		return c, nil
@@ -213,7 +217,7 @@ func loadConfig(path string) (Config, error) {
 			return c, fmt.Errorf("config %s: http.tokens[%d] needs exactly one of token or token_env", path, i)
 		}
 		if t.TokenEnv != "" {
-			v := os.Getenv(t.TokenEnv)
+			v := getenv(t.TokenEnv)
 			if len(v) < 16 {
 				return c, fmt.Errorf("config %s: http.tokens[%d].token_env: environment variable %s must hold a token of at least 16 characters", path, i, t.TokenEnv)
 			}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
@@ -111,7 +112,8 @@ func serveSocket(ctx context.Context, o serveOptions, cfg Config, l *daemon.List
 		// A confined command's tree is refused whatever the ABI: below 9
 		// Landlock lets it reach this socket, and from 9 this costs a few
 		// reads of /proc per connection.
-		Peer: subreaper.InConfinedTree,
+		Peer:   subreaper.InConfinedTree,
+		Config: absConfig(o.configPath),
 		Session: func(ctx context.Context, info daemon.SessionInfo) (context.Context, func()) {
 			p := info.Principal
 			if p == "" {
@@ -123,8 +125,9 @@ func serveSocket(ctx context.Context, o serveOptions, cfg Config, l *daemon.List
 					cwd = real
 				}
 			}
-			end := a.ts.OpenSession(tools.SessionInfo{ID: info.ID, Principal: p, Cwd: cwd})
-			return tools.WithPrincipal(ctx, p), end
+			settings, forget := a.settings.opened(info.ID, p, info.Settings)
+			end := a.ts.OpenSession(tools.SessionInfo{ID: info.ID, Principal: p, Cwd: cwd, Settings: settings})
+			return tools.WithPrincipal(ctx, p), func() { end(); forget() }
 		},
 	})
 	log.Info("daemon stopping", "reason", reason)
@@ -140,10 +143,11 @@ func relay(ctx context.Context, o serveOptions, cfg Config, stdin io.Reader, std
 		return err
 	}
 	cwd, _ := os.Getwd()
+	settings := relaySettings(cfg, o.configPath, os.LookupEnv)
 	connect := func(ctx context.Context, start bool) (*daemon.Conn, error) {
 		co := daemon.ConnectOptions{
 			DataDir:  dataDir,
-			Hello:    daemon.Hello{Version: version, Cwd: cwd, Principal: o.principal, PID: os.Getpid()},
+			Hello:    daemon.Hello{Version: version, Cwd: cwd, Principal: o.principal, PID: os.Getpid(), Settings: settings},
 			Takeover: func(v string) bool { return daemon.Newer(version, v) },
 			Await:    !start,
 		}
@@ -234,6 +238,17 @@ func daemonControl(ctx context.Context, op string, o serveOptions, stdout io.Wri
 		fmt.Fprintf(stdout, "daemon pid %d, version %s, %d sessions, socket %s, log %s\n", w.PID, w.Version, w.Sessions, daemon.SocketPath(dataDir), daemon.LogPath(dataDir))
 		if w.Shell != "" {
 			fmt.Fprintf(stdout, "shell: %s\n", w.Shell)
+		}
+		// Names only, never values: a value may be a key.
+		for _, d := range w.Differing {
+			what := []string{}
+			if len(d.Vars) > 0 {
+				what = append(what, strings.Join(d.Vars, ", "))
+			}
+			if d.Config {
+				what = append(what, "its config file")
+			}
+			fmt.Fprintf(stdout, "session %s (client pid %d) has settings of its own, which its children use: %s differ from the daemon's\n", d.Session, d.ClientPID, strings.Join(what, "; "))
 		}
 		return nil
 	}

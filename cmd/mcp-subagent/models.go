@@ -100,7 +100,11 @@ func checkModels(models []ModelConfig) error {
 // without them one model named "default" from the llm block and the
 // environment (see llmModel), or, when ANTHROPIC_API_KEY is the only key
 // set and the llm block names no endpoint, a native Anthropic default.
-func resolveModels(c Config) []ModelConfig {
+func resolveModels(c Config) []ModelConfig { return resolveModelsEnv(c, os.Getenv) }
+
+// resolveModelsEnv is resolveModels reading the variables with getenv (a
+// session's settings).
+func resolveModelsEnv(c Config, getenv func(string) string) []ModelConfig {
 	if len(c.Models) > 0 {
 		out := slices.Clone(c.Models)
 		for i := range out {
@@ -116,24 +120,24 @@ func resolveModels(c Config) []ModelConfig {
 		return out
 	}
 	l := c.LLM
-	anthropic := os.Getenv("ANTHROPIC_API_KEY") != "" && l.BaseURL == "" && l.APIKeyEnv == "" &&
-		os.Getenv("OPENAI_API_KEY") == "" && os.Getenv("DEEPSEEK_API_KEY") == "" && os.Getenv("OPENAI_BASE_URL") == ""
+	anthropic := getenv("ANTHROPIC_API_KEY") != "" && l.BaseURL == "" && l.APIKeyEnv == "" &&
+		getenv("OPENAI_API_KEY") == "" && getenv("DEEPSEEK_API_KEY") == "" && getenv("OPENAI_BASE_URL") == ""
 	if anthropic {
-		m := ModelConfig{Name: spawn.DefaultModel, API: apiAnthropic, BaseURL: os.Getenv("ANTHROPIC_BASE_URL"),
+		m := ModelConfig{Name: spawn.DefaultModel, API: apiAnthropic, BaseURL: getenv("ANTHROPIC_BASE_URL"),
 			APIKeyEnv: "ANTHROPIC_API_KEY", Model: l.Model, MaxTokens: l.MaxTokens,
 			from: modelSources{baseURL: "ANTHROPIC_BASE_URL", key: "ANTHROPIC_API_KEY", model: "llm.model"}}
 		if m.BaseURL == "" {
 			m.from.baseURL = "the default, ANTHROPIC_BASE_URL being unset"
 		}
 		if m.Model == "" {
-			m.Model, m.from.model = os.Getenv("MCP_SUBAGENT_MODEL"), "MCP_SUBAGENT_MODEL"
+			m.Model, m.from.model = getenv("MCP_SUBAGENT_MODEL"), "MCP_SUBAGENT_MODEL"
 		}
 		if m.Model == "" {
 			m.Model, m.from.model = defaultAnthropicModel, "the default, MCP_SUBAGENT_MODEL being unset"
 		}
 		return []ModelConfig{m}
 	}
-	return []ModelConfig{llmModel(l)}
+	return []ModelConfig{llmModelEnv(l, getenv)}
 }
 
 // buildModels makes a client for each model: openai-go or the Anthropic
@@ -142,6 +146,13 @@ func resolveModels(c Config) []ModelConfig {
 // idle timeout, the output bound). A model whose key variable is empty is
 // built anyway (its children fail with the API's answer) and warned about.
 func buildModels(ms []ModelConfig, all LLMConfig, log *slog.Logger) []spawn.Model {
+	return buildModelsEnv(ms, all, os.Getenv, nil, log)
+}
+
+// buildModelsEnv is buildModels reading the key variables with getenv (a
+// session's settings); keyFrom, when set, says where a key variable's
+// value was looked up, for the error of a model call without one.
+func buildModelsEnv(ms []ModelConfig, all LLMConfig, getenv func(string) string, keyFrom func(name string) string, log *slog.Logger) []spawn.Model {
 	out := make([]spawn.Model, 0, len(ms))
 	for _, m := range ms {
 		cfg := llm.Config{BaseURL: m.BaseURL, Model: m.Model, Logger: log.With("model", m.Name),
@@ -151,7 +162,7 @@ func buildModels(ms []ModelConfig, all LLMConfig, log *slog.Logger) []spawn.Mode
 			cfg.MaxRetries = *all.MaxRetries
 		}
 		if m.APIKeyEnv != "" {
-			cfg.APIKey = os.Getenv(m.APIKeyEnv)
+			cfg.APIKey = getenv(m.APIKeyEnv)
 		}
 		if cfg.APIKey == "" && m.APIKeyEnv != "" {
 			log.Warn("no API key for a model: its key variable is empty; in-process children on it will fail until it is set (without a config: OPENAI_API_KEY, DEEPSEEK_API_KEY or ANTHROPIC_API_KEY)",
@@ -169,7 +180,11 @@ func buildModels(ms []ModelConfig, all LLMConfig, log *slog.Logger) []spawn.Mode
 		if m.Price != nil {
 			client = llm.Priced{Client: client, Price: *m.Price}
 		}
-		client = sourced{Client: client, m: m, base: cfg.BaseURL, noKey: cfg.APIKey == "" && m.APIKeyEnv != ""}
+		src := sourced{Client: client, m: m, base: cfg.BaseURL, noKey: cfg.APIKey == "" && m.APIKeyEnv != ""}
+		if keyFrom != nil && m.APIKeyEnv != "" {
+			src.keyFrom = keyFrom(m.APIKeyEnv)
+		}
+		client = src
 		out = append(out, spawn.Model{Name: m.Name, Client: client, ID: m.Model, MaxTokens: m.MaxTokens, Effort: m.Effort})
 	}
 	return out
@@ -183,6 +198,9 @@ type sourced struct {
 	m     ModelConfig
 	base  string // the address called (the API's default when m.BaseURL is empty)
 	noKey bool   // the key variable is empty
+	// keyFrom says where the key variable's value was looked up (a
+	// session's settings); empty: the server's environment.
+	keyFrom string
 }
 
 func (s sourced) Complete(ctx context.Context, req llm.Request, onDelta func(string)) (llm.Response, error) {
@@ -205,6 +223,8 @@ func (s sourced) where() string {
 	switch {
 	case s.m.APIKeyEnv == "":
 		b.WriteString("no key configured")
+	case s.noKey && s.keyFrom != "":
+		fmt.Fprintf(&b, "no key is set: %s (%s; named by %s)", s.m.APIKeyEnv, s.keyFrom, from.key)
 	case s.noKey:
 		fmt.Fprintf(&b, "no key is set: %s is empty (named by %s)", s.m.APIKeyEnv, from.key)
 	case from.key == s.m.APIKeyEnv:

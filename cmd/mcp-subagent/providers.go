@@ -39,14 +39,18 @@ var defaultPassEnv = []string{"PATH", "HOME"}
 
 // childEnv builds a child's whole environment: the passed names, then the
 // configured values.
-func (pc ProviderConfig) childEnv() []string {
+func (pc ProviderConfig) childEnv() []string { return pc.childEnvWith(os.LookupEnv) }
+
+// childEnvWith is childEnv reading the passed names with lookup (a
+// session's settings).
+func (pc ProviderConfig) childEnvWith(lookup func(string) (string, bool)) []string {
 	pass := defaultPassEnv
 	if pc.PassEnv != nil {
 		pass = *pc.PassEnv
 	}
 	var env []string
 	for _, name := range pass {
-		if v, ok := os.LookupEnv(name); ok {
+		if v, ok := lookup(name); ok {
 			env = append(env, name+"="+v)
 		}
 	}
@@ -63,7 +67,11 @@ func (pc ProviderConfig) childEnv() []string {
 
 // externalProviders builds the configured external providers; with none
 // configured, codex and claude-code when their commands are on PATH.
-func externalProviders(cfgs []ProviderConfig, log *slog.Logger) ([]manager.Provider, error) {
+//
+// envFor, when set, reads a variable for a child started under a
+// session's settings, so its passed variables (PATH, HOME, keys) are the
+// session's.
+func externalProviders(cfgs []ProviderConfig, envFor func(principal string, s *manager.Settings) func(string) (string, bool), log *slog.Logger) ([]manager.Provider, error) {
 	if cfgs == nil {
 		for _, c := range []ProviderConfig{{Name: "codex", Type: "codex"}, {Name: "claude-code", Type: "claude-code"}} {
 			cmd := map[string]string{"codex": "codex", "claude-code": "claude"}[c.Type]
@@ -79,6 +87,10 @@ func externalProviders(cfgs []ProviderConfig, log *slog.Logger) ([]manager.Provi
 			return nil, fmt.Errorf("config: providers[%d].name %q is taken by a built-in provider; choose another name", i, pc.Name)
 		}
 		timeout := time.Duration(pc.TimeoutSeconds * float64(time.Second))
+		var childEnvFor func(string, *manager.Settings) []string
+		if envFor != nil {
+			childEnvFor = func(principal string, s *manager.Settings) []string { return pc.childEnvWith(envFor(principal, s)) }
+		}
 		plog := log.With("provider", pc.Name)
 		confine, err := resolveConfine(pc.Confine, i, abi, reason, plog)
 		if err != nil {
@@ -90,14 +102,14 @@ func externalProviders(cfgs []ProviderConfig, log *slog.Logger) ([]manager.Provi
 			if codexSandbox == "" && pc.Permission == "allow" {
 				codexSandbox = "danger-full-access"
 			}
-			out = append(out, codex.New(codex.Options{Name: pc.Name, Command: pc.Command, Args: pc.Args, Env: pc.childEnv(),
+			out = append(out, codex.New(codex.Options{Name: pc.Name, Command: pc.Command, Args: pc.Args, Env: pc.childEnv(), EnvFor: childEnvFor,
 				Model: pc.Model, Sandbox: codexSandbox, Confine: confine, Timeout: timeout, Logger: plog}))
 		case "claude-code":
 			mode := pc.PermissionMode
 			if mode == "" && pc.Permission == "allow" {
 				mode = "bypassPermissions"
 			}
-			out = append(out, claudecode.New(claudecode.Options{Name: pc.Name, Command: pc.Command, Args: pc.Args, Env: pc.childEnv(),
+			out = append(out, claudecode.New(claudecode.Options{Name: pc.Name, Command: pc.Command, Args: pc.Args, Env: pc.childEnv(), EnvFor: childEnvFor,
 				Model: pc.Model, PermissionMode: mode, Confine: confine, Timeout: timeout, Logger: plog}))
 		case "acp":
 			if pc.Command == "" {
@@ -107,7 +119,7 @@ func externalProviders(cfgs []ProviderConfig, log *slog.Logger) ([]manager.Provi
 			if pc.Permission == "allow" {
 				perm = acp.PermissionAllow
 			}
-			p, err := acp.New(acp.Options{Name: pc.Name, Command: pc.Command, Args: pc.Args, Env: pc.childEnv(),
+			p, err := acp.New(acp.Options{Name: pc.Name, Command: pc.Command, Args: pc.Args, Env: pc.childEnv(), EnvFor: childEnvFor,
 				Permission: perm, Confine: confine, Timeout: timeout, Logger: plog})
 			if err != nil {
 				return nil, fmt.Errorf("config: providers[%d] (%s): %w", i, pc.Name, err)

@@ -54,10 +54,13 @@ func defaultDataDir() (string, error) {
 // list): the config first, then OPENAI_BASE_URL / OPENAI_API_KEY /
 // MCP_SUBAGENT_MODEL, then DeepSeek's endpoint when only DEEPSEEK_API_KEY
 // is set, then OpenAI's.
-func llmModel(c LLMConfig) ModelConfig {
+func llmModel(c LLMConfig) ModelConfig { return llmModelEnv(c, os.Getenv) }
+
+// llmModelEnv is llmModel reading the variables with getenv.
+func llmModelEnv(c LLMConfig, getenv func(string) string) ModelConfig {
 	m := ModelConfig{Name: spawn.DefaultModel, API: apiOpenAI, BaseURL: c.BaseURL, APIKeyEnv: c.APIKeyEnv, Model: c.Model, MaxTokens: c.MaxTokens,
 		from: modelSources{baseURL: "llm.base_url", key: "llm.api_key_env", model: "llm.model"}}
-	deepseek := os.Getenv("OPENAI_API_KEY") == "" && os.Getenv("DEEPSEEK_API_KEY") != ""
+	deepseek := getenv("OPENAI_API_KEY") == "" && getenv("DEEPSEEK_API_KEY") != ""
 	if m.APIKeyEnv == "" {
 		m.APIKeyEnv = "OPENAI_API_KEY"
 		if deepseek {
@@ -66,7 +69,7 @@ func llmModel(c LLMConfig) ModelConfig {
 		m.from.key = m.APIKeyEnv
 	}
 	if m.BaseURL == "" {
-		m.BaseURL, m.from.baseURL = os.Getenv("OPENAI_BASE_URL"), "OPENAI_BASE_URL"
+		m.BaseURL, m.from.baseURL = getenv("OPENAI_BASE_URL"), "OPENAI_BASE_URL"
 		if m.BaseURL == "" && deepseek {
 			m.BaseURL, m.from.baseURL = "https://api.deepseek.com/v1", "DeepSeek's default, DEEPSEEK_API_KEY being set"
 		}
@@ -75,7 +78,7 @@ func llmModel(c LLMConfig) ModelConfig {
 		}
 	}
 	if m.Model == "" {
-		m.Model, m.from.model = os.Getenv("MCP_SUBAGENT_MODEL"), "MCP_SUBAGENT_MODEL"
+		m.Model, m.from.model = getenv("MCP_SUBAGENT_MODEL"), "MCP_SUBAGENT_MODEL"
 		if m.Model == "" && deepseek {
 			m.Model, m.from.model = "deepseek-chat", "DeepSeek's default, DEEPSEEK_API_KEY being set"
 		}
@@ -98,8 +101,11 @@ type app struct {
 	web     *webView     // the web view, its loopback listener started by the first ui op
 	tasks   *tasks.Layer // durable MCP tasks; nil with --ephemeral
 	log     *slog.Logger
-	shell   shellSetting // run_shell's mode, for the log and daemon status
-	closers []func()     // run in reverse by close
+	// settings are the connected sessions' (settings.go), which their
+	// children run with.
+	settings sessionSettings
+	shell    shellSetting // run_shell's mode, for the log and daemon status
+	closers  []func()     // run in reverse by close
 	// insecure turns protections off, for the tests that prove their
 	// probes reach what the protections guard; zero keeps every one.
 	insecure insecureHooks
@@ -216,8 +222,8 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		a.closers = append(a.closers, warmGoSeed(ctx, dataDir, log.With("component", "shell")))
 	}
 	sopts := spawn.Options{Models: models, Persona: cfg.Persona, Shell: shell.On, Sandbox: pol, CacheRoot: cacheRoot,
-		MaxSteps: cfg.LLM.MaxSteps, DelegationTools: delegation, Logger: log}
-	external, err := externalProviders(cfg.Providers, log.With("component", "provider"))
+		MaxSteps: cfg.LLM.MaxSteps, DelegationTools: delegation, ModelsFor: a.modelsFor, Logger: log}
+	external, err := externalProviders(cfg.Providers, a.settings.lookup, log.With("component", "provider"))
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,12 @@ type Options struct {
 	// server's own environment leaks into the child. Zero: an empty
 	// environment (real agents usually need at least HOME and PATH).
 	Env []string
+	// EnvFor, when set, is the environment of a child started under a root
+	// session's settings (manager.Settings: its PATH, its keys), for
+	// principal; it replaces Env for that child (the preset's variables
+	// are added to it as to Env). Nil: Env for every child. The command
+	// itself is resolved once, on the server's PATH.
+	EnvFor func(principal string, s *manager.Settings) []string
 	// Permission is the policy for the agent's permission requests:
 	// PermissionDeny (zero) or PermissionAllow.
 	Permission string
@@ -58,9 +64,10 @@ type Options struct {
 
 // Provider runs children as Agent Client Protocol agents over stdio.
 type Provider struct {
-	opts Options
-	path string // the resolved Command
-	log  *slog.Logger
+	opts   Options
+	path   string // the resolved Command
+	preset *preset
+	log    *slog.Logger
 }
 
 var (
@@ -101,10 +108,12 @@ func New(opts Options) (*Provider, error) {
 	}
 	opts.Args = append([]string(nil), opts.Args...)
 	opts.Env = append([]string(nil), opts.Env...)
+	p := &Provider{opts: opts, path: path, log: log.With("provider", opts.Name)}
 	if pr, ok := presetFor(opts.Command, path); ok && !opts.NoPreset {
-		opts.Args, opts.Env = pr.apply(opts.Args, opts.Env, runningAsRoot)
+		p.opts.Args, p.opts.Env = pr.apply(opts.Args, opts.Env, runningAsRoot)
+		p.preset = &pr
 	}
-	return &Provider{opts: opts, path: path, log: log.With("provider", opts.Name)}, nil
+	return p, nil
 }
 
 // Name returns the provider's registry name.
@@ -150,7 +159,17 @@ func (p *Provider) Continuable() {}
 // that needs it, and Close (when the run is disposed, or the activation
 // settles) stops it.
 func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
-	return p.newDriver(req.Header.ID, req.Header.Cwd, req.Descriptor.Session, req.Journal, req.Callback)
+	d, err := p.newDriver(req.Header.ID, req.Header.Cwd, req.Descriptor.Session, req.Journal, req.Callback)
+	if err != nil {
+		return nil, err
+	}
+	if req.Descriptor.Settings != nil && p.opts.EnvFor != nil {
+		d.env = p.opts.EnvFor(req.Header.Principal, req.Descriptor.Settings)
+		if p.preset != nil {
+			_, d.env = p.preset.apply(nil, d.env, runningAsRoot)
+		}
+	}
+	return d, nil
 }
 
 func (p *Provider) newDriver(id, cwd, session string, journal *agent.Journal, cb manager.Callback) (*driver, error) {
@@ -159,7 +178,7 @@ func (p *Provider) newDriver(id, cwd, session string, journal *agent.Journal, cb
 		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
 	}
 	return &driver{p: p, id: id, cwd: abs, descSession: session, journal: journal, callback: cb,
-		log: p.log.With("agent_id", id)}, nil
+		env: p.opts.Env, log: p.log.With("agent_id", id)}, nil
 }
 
 // absCwd makes a child's working directory absolute, as session/new

@@ -41,6 +41,7 @@ var errTurnTimeout = errors.New("turn timed out")
 // goroutine at a time (the manager's activation or one-shot run).
 type driver struct {
 	p           *Provider
+	env         []string // the agent's environment (Options.Env, or EnvFor's)
 	id          string
 	cwd         string // absolute
 	descSession string // the descriptor's session handle, if any
@@ -213,7 +214,7 @@ func stopReason(r acpsdk.StopReason) (agent.StopReason, string) {
 // child's session: session/load of the recorded one when the agent offers
 // it, else session/new.
 func (d *driver) connect(ctx context.Context, t *extturn.Turn) error {
-	pr, err := proc.Start(proc.Spec{Path: d.p.path, Args: d.p.opts.Args, Dir: d.cwd, Env: d.p.opts.Env, Grace: stopGrace, Confine: d.p.confinement()})
+	pr, err := proc.Start(proc.Spec{Path: d.p.path, Args: d.p.opts.Args, Dir: d.cwd, Env: d.env, Grace: stopGrace, Confine: d.p.confinement()})
 	if err != nil {
 		return err
 	}

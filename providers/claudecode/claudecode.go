@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
 	"github.com/mcp-subagent/mcp-subagent/schemas"
 )
@@ -33,8 +33,12 @@ type Options struct {
 	// environment reaches the CLI unless it is listed here, and the provider
 	// adds nothing. The CLI needs at least HOME (or CLAUDE_CONFIG_DIR, where
 	// it keeps sessions) and its credentials (ANTHROPIC_API_KEY, …).
-	Env   []string
-	Model string // zero: the CLI's default; passed as --model
+	Env []string
+	// EnvFor, when set, is the environment of a child started under a root
+	// session's settings (manager.Settings: its PATH, its keys), for
+	// principal; it replaces Env for that child. Nil: Env for every child.
+	EnvFor func(principal string, s *manager.Settings) []string
+	Model  string // zero: the CLI's default; passed as --model
 	// PermissionMode is passed as --permission-mode; zero: "dontAsk", which
 	// denies every tool use not pre-approved, so no approval is ever left
 	// pending. Others: acceptEdits, bypassPermissions, default, plan, auto.
@@ -131,7 +135,16 @@ func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (ma
 		model = p.opts.Model
 	}
 	return p.newDriver(turnConfig{cwd: req.Header.Cwd, model: model, effort: d.Effort, persona: d.Persona, filter: d.ToolFilter,
-		schema: d.OutputSchema, callback: req.Callback, session: d.Session, ephemeral: req.OneShot()}, req.Journal)
+		schema: d.OutputSchema, callback: req.Callback, session: d.Session, ephemeral: req.OneShot(),
+		env: p.envFor(req.Header.Principal, d.Settings)}, req.Journal)
+}
+
+// envFor is the environment of a child under settings s.
+func (p *Provider) envFor(principal string, s *manager.Settings) []string {
+	if s == nil || p.opts.EnvFor == nil {
+		return p.opts.Env
+	}
+	return p.opts.EnvFor(principal, s)
 }
 
 // turnConfig is what every turn of one child is run with.
@@ -143,12 +156,13 @@ type turnConfig struct {
 	filter    *manager.ToolFilter
 	schema    json.RawMessage
 	callback  manager.Callback
-	session   string // the descriptor's session, used when the journal has none
-	ephemeral bool   // one-shot: no session kept
+	session   string   // the descriptor's session, used when the journal has none
+	ephemeral bool     // one-shot: no session kept
+	env       []string // the child's environment (Options.Env, or EnvFor's)
 }
 
 func (p *Provider) newDriver(cfg turnConfig, journal *agent.Journal) (*driver, error) {
-	path, err := exec.LookPath(p.opts.Command)
+	path, err := extturn.LookPath(p.opts.Command, cfg.env)
 	if err == nil {
 		// The process runs in the child's cwd, where a relative path would
 		// name another file.

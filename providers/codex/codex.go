@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
 )
 
@@ -41,8 +41,12 @@ type Options struct {
 	// of the user's config.toml; the provider reads its model settings from
 	// $CODEX_HOME (else $HOME/.codex) as set here and passes them on (see
 	// the package documentation, Isolation).
-	Env   []string
-	Model string // -m; zero: Codex's configured model
+	Env []string
+	// EnvFor, when set, is the environment of a child started under a root
+	// session's settings (manager.Settings: its PATH, its keys), for
+	// principal; it replaces Env for that child. Nil: Env for every child.
+	EnvFor func(principal string, s *manager.Settings) []string
+	Model  string // -m; zero: Codex's configured model
 	// Sandbox is the -s sandbox for the child's commands (read-only,
 	// workspace-write, danger-full-access); zero: DefaultSandbox, or
 	// danger-full-access when Confine confines (Codex's sandbox cannot run
@@ -133,9 +137,17 @@ func (p *Provider) Description() string {
 		", never waits for approval, and keeps its Codex thread across follow-ups"
 }
 
-// command resolves the executable.
-func (p *Provider) command() (string, error) {
-	path, err := exec.LookPath(p.opts.Command)
+// envFor is the environment of a child under settings s.
+func (p *Provider) envFor(principal string, s *manager.Settings) []string {
+	if s == nil || p.opts.EnvFor == nil {
+		return p.opts.Env
+	}
+	return p.opts.EnvFor(principal, s)
+}
+
+// command resolves the executable on the PATH of env, the child's.
+func (p *Provider) command(env []string) (string, error) {
+	path, err := extturn.LookPath(p.opts.Command, env)
 	if err != nil {
 		return "", &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
 			Message: fmt.Sprintf("the codex command %q was not found; install @openai/codex or configure its path", p.opts.Command), Err: err}
@@ -148,7 +160,7 @@ func (p *Provider) command() (string, error) {
 // thread id is not known until the first turn starts; the driver records
 // it in the journal as a session event.
 func (p *Provider) Prepare(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
-	if _, err := p.command(); err != nil {
+	if _, err := p.command(p.envFor(req.Parent.Principal, req.Parent.Settings)); err != nil {
 		return manager.CreationInputs{}, err
 	}
 	model := req.Model
@@ -176,7 +188,7 @@ func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (ma
 	}
 	return &driver{p: p, cwd: req.Header.Cwd, journal: req.Journal, callback: req.Callback, ephemeral: req.OneShot(),
 		model: model, effort: req.Descriptor.Effort, persona: req.Descriptor.Persona, schema: req.Descriptor.OutputSchema,
-		session: req.Descriptor.Session}, nil
+		session: req.Descriptor.Session, base: p.envFor(req.Header.Principal, req.Descriptor.Settings)}, nil
 }
 
 // args builds the command line of one turn. The exec-level options come
@@ -260,7 +272,7 @@ func (d *driver) carried() ([]string, error) {
 	if d.p.ignoresUserConfig() {
 		return nil, nil
 	}
-	path := userConfigPath(d.p.opts.Env, d.cwd)
+	path := userConfigPath(d.base, d.cwd)
 	kv, err := carriedSettings(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading the user's Codex config %s failed: %w", path, err)
@@ -271,8 +283,8 @@ func (d *driver) carried() ([]string, error) {
 // env is the child's whole environment: the configured one, plus the
 // callback token when there is an endpoint.
 func (d *driver) env() []string {
-	env := make([]string, 0, len(d.p.opts.Env)+1)
-	for _, kv := range d.p.opts.Env {
+	env := make([]string, 0, len(d.base)+1)
+	for _, kv := range d.base {
 		if strings.HasPrefix(kv, TokenEnv+"=") {
 			continue
 		}

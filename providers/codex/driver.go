@@ -56,7 +56,8 @@ type driver struct {
 	effort    llm.Effort // -c model_reasoning_effort; empty: Codex's own setting
 	persona   string
 	schema    json.RawMessage
-	session   string // the descriptor's session, if the journal has none
+	session   string   // the descriptor's session, if the journal has none
+	base      []string // the child's environment (Options.Env, or EnvFor's)
 
 	mu sync.Mutex // one turn at a time
 }
@@ -154,7 +155,7 @@ func (tr *turn) run(ctx context.Context, prompt, session string) agent.TurnResul
 	if err := ctx.Err(); err != nil {
 		return tr.end(agent.StopAborted, "interrupted before Codex started", "")
 	}
-	path, err := d.p.command()
+	path, err := d.p.command(d.base)
 	if err != nil {
 		return tr.end(agent.StopError, err.Error(), "")
 	}

@@ -18,6 +18,11 @@
 // descriptor written before models had names recorded the model id; it is
 // matched against the configured ids.
 //
+// A child started under a root session's settings (Descriptor.Settings)
+// runs on that session's models instead (Options.ModelsFor: its model
+// address, key and model, its config's models), on a fresh start, a
+// follow-up and a cold resume alike.
+//
 // A provider contributes the seed (fork's: the caller's completed turns,
 // read through ParentRef.CompletedTurns) and the agent loop as the driver;
 // the manager runs every child, one-shot or continuable, from it.
@@ -75,7 +80,12 @@ type Options struct {
 	// DelegationTools returns the delegation tools for a child, which calls
 	// them as self. Nil: children cannot delegate.
 	DelegationTools func(self manager.ParentRef) []agent.Tool
-	Logger          *slog.Logger
+	// ModelsFor returns the models of the children started under a root
+	// session's settings (manager.Settings: its model address, key and
+	// model, its config's models), for principal; nil: Models for all.
+	// It is asked only when a child has settings.
+	ModelsFor func(principal string, s *manager.Settings) ([]Model, error)
+	Logger    *slog.Logger
 }
 
 // Provider runs in-process children.
@@ -130,25 +140,36 @@ func (p *Provider) Description() string {
 	return "a fresh in-process agent with workspace tools in its cwd"
 }
 
-// Models lists the model names a request may choose, the default first.
-func (p *Provider) Models() []string {
-	names := make([]string, len(p.opts.Models))
-	for i, m := range p.opts.Models {
-		names[i] = m.Name
+// Models lists the model names a request may choose, the default first
+// (the deployment's; a session's config may name others).
+func (p *Provider) Models() []string { return names(p.opts.Models) }
+
+// models are the models of children under settings s of principal: the
+// session's (Options.ModelsFor) when s is set, else the deployment's.
+func (p *Provider) models(principal string, s *manager.Settings) ([]Model, error) {
+	if s == nil || p.opts.ModelsFor == nil {
+		return p.opts.Models, nil
 	}
-	return names
+	ms, err := p.opts.ModelsFor(principal, s)
+	if err != nil {
+		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: err.Error()}
+	}
+	if len(ms) == 0 {
+		return p.opts.Models, nil
+	}
+	return ms, nil
 }
 
 // model finds a configured model by name; a name that matches none is
 // tried as a model id, which is what descriptors recorded before models
 // had names.
-func (p *Provider) model(name string) (Model, bool) {
-	for _, m := range p.opts.Models {
+func model(models []Model, name string) (Model, bool) {
+	for _, m := range models {
 		if m.Name == name {
 			return m, true
 		}
 	}
-	for _, m := range p.opts.Models {
+	for _, m := range models {
 		if m.ID != "" && m.ID == name {
 			return m, true
 		}
@@ -159,19 +180,31 @@ func (p *Provider) model(name string) (Model, bool) {
 // choose resolves a new child's model: the one the request names, else
 // (fork) its parent's, else the default.
 func (p *Provider) choose(req manager.StartRequest) (Model, error) {
+	models, err := p.models(req.Parent.Principal, req.Parent.Settings)
+	if err != nil {
+		return Model{}, err
+	}
 	if req.Model != "" {
-		if m, ok := p.model(req.Model); ok && m.Name == req.Model {
+		if m, ok := model(models, req.Model); ok && m.Name == req.Model {
 			return m, nil
 		}
 		return Model{}, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
-			Message: fmt.Sprintf("field \"model\": no model named %q is configured; choose one of: %s", req.Model, strings.Join(p.Models(), ", "))}
+			Message: fmt.Sprintf("field \"model\": no model named %q is configured; choose one of: %s", req.Model, strings.Join(names(models), ", "))}
 	}
 	if p.fork && req.Parent.Model != "" {
-		if m, ok := p.model(req.Parent.Model); ok {
+		if m, ok := model(models, req.Parent.Model); ok {
 			return m, nil
 		}
 	}
-	return p.opts.Models[0], nil
+	return models[0], nil
+}
+
+func names(models []Model) []string {
+	out := make([]string, len(models))
+	for i, m := range models {
+		out[i] = m.Name
+	}
+	return out
 }
 
 // ToolNames lists every tool a child of this provider can have.
@@ -192,13 +225,17 @@ const basePrompt = "You are a delegated subagent. Your parent gave you a task; d
 // build assembles a child agent: workspace tools in cwd, delegation tools
 // for self, the filter over all of them, the persona over the deployment's.
 func (p *Provider) build(d manager.Descriptor, cwd string, journal *agent.Journal, self manager.ParentRef, budget func(bool) error) (*agent.Agent, error) {
-	m, ok := p.model(d.Model)
+	models, err := p.models(self.Principal, d.Settings)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := model(models, d.Model)
 	if d.Model == "" {
-		m, ok = p.opts.Models[0], true // a descriptor from before models were recorded
+		m, ok = models[0], true // a descriptor from before models were recorded
 	}
 	if !ok {
 		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
-			Message: fmt.Sprintf("its model %q is no longer configured (configured: %s); it is not moved to another model: start a new child", d.Model, strings.Join(p.Models(), ", "))}
+			Message: fmt.Sprintf("its model %q is no longer configured (configured: %s); it is not moved to another model: start a new child", d.Model, strings.Join(names(models), ", "))}
 	}
 	filter, persona := d.ToolFilter, d.Persona
 	pol := p.opts.Sandbox
