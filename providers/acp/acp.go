@@ -51,7 +51,9 @@ type Options struct {
 type Provider struct {
 	opts Options
 	path string // the resolved Command
-	log  *slog.Logger
+	// warmUp: open a throwaway session first (the preset's warmUp).
+	warmUp bool
+	log    *slog.Logger
 }
 
 var (
@@ -92,10 +94,12 @@ func New(opts Options) (*Provider, error) {
 	}
 	opts.Args = append([]string(nil), opts.Args...)
 	opts.Env = append([]string(nil), opts.Env...)
+	warmUp := false
 	if pr, ok := presetFor(opts.Command, path); ok && !opts.NoPreset {
 		opts.Args, opts.Env = pr.apply(opts.Args, opts.Env, runningAsRoot)
+		warmUp = pr.warmUp
 	}
-	return &Provider{opts: opts, path: path, log: log.With("provider", opts.Name)}, nil
+	return &Provider{opts: opts, path: path, warmUp: warmUp, log: log.With("provider", opts.Name)}, nil
 }
 
 // Name returns the provider's registry name.

@@ -239,6 +239,15 @@ func (d *driver) connect(ctx context.Context, t *extturn.Turn) error {
 	d.caps = ir.AgentCapabilities
 	servers := d.mcpServers()
 	cl.offerCallbacks(len(servers) > 0)
+	if d.p.warmUp && len(servers) > 0 {
+		// The agent's first session/new is slow and races the connection
+		// to our callback server (qwen's preset): let a throwaway session
+		// take it, so the child's own session connects in a warm process.
+		if _, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: d.cwd, McpServers: []acpsdk.McpServer{}}); err != nil {
+			return fmt.Errorf("session/new (warm-up, no MCP servers): %w", err)
+		}
+		cl.take()
+	}
 
 	known := t.Session()
 	if known == "" {
