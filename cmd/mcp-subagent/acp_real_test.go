@@ -5,8 +5,8 @@ package main
 // internal/fakeanthropic. The config names only the command (and the
 // model wiring in env): the provider's presets add the rest. Each test:
 // a delegation completes; under the default permission policy the
-// child's report reaches its parent; list_agents shows non-zero usage
-// (where the agent reports it); an interrupt stops a long turn and leaves
+// child's report reaches its parent; list_agents shows non-zero usage;
+// an interrupt stops a long turn and leaves
 // no process of the agent.
 //
 // The CLIs come from npm (.ci/run installs them into
@@ -42,19 +42,17 @@ type realACP struct {
 	// env is the child's environment besides PATH: HOME and the model
 	// wiring, given the fake model's URL.
 	env       func(t *testing.T, home, url string) map[string]string
-	anthropic bool // the agent speaks the Anthropic API
-	gemini    bool // the agent speaks the Gemini API (else chat completions)
-	// usage is false for an agent that reports no token usage at all.
-	usage bool
-	args  []string // beyond what the preset adds
+	anthropic bool     // the agent speaks the Anthropic API
+	gemini    bool     // the agent speaks the Gemini API (else chat completions)
+	args      []string // beyond what the preset adds
 }
 
 var realACPAgents = map[string]realACP{
-	"qwen": {cli: "qwen", usage: true,
+	"qwen": {cli: "qwen",
 		env: func(t *testing.T, home, url string) map[string]string {
 			return map[string]string{"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "test-key", "OPENAI_MODEL": "fake-model"}
 		}},
-	"opencode": {cli: "opencode", usage: true, env: func(t *testing.T, home, url string) map[string]string {
+	"opencode": {cli: "opencode", env: func(t *testing.T, home, url string) map[string]string {
 		cfg := map[string]any{"model": "fake/fake-model", "small_model": "fake/fake-model", "autoupdate": false, "share": "disabled",
 			"provider": map[string]any{"fake": map[string]any{"npm": "@ai-sdk/openai-compatible", "name": "Fake",
 				"options": map[string]any{"baseURL": url, "apiKey": "test-key"},
@@ -69,14 +67,14 @@ var realACPAgents = map[string]realACP{
 		}
 		return map[string]string{"OPENCODE_DISABLE_MODELS_FETCH": "1"}
 	}},
-	"copilot": {cli: "copilot", usage: true, env: func(t *testing.T, home, url string) map[string]string {
+	"copilot": {cli: "copilot", env: func(t *testing.T, home, url string) map[string]string {
 		return map[string]string{"COPILOT_OFFLINE": "true", "COPILOT_PROVIDER_BASE_URL": url,
 			"COPILOT_PROVIDER_API_KEY": "test-key", "COPILOT_MODEL": "fake-model"}
 	}},
-	"gemini": {cli: "gemini", gemini: true, usage: true, args: []string{"-m", "fake-model"}, env: func(t *testing.T, home, url string) map[string]string {
+	"gemini": {cli: "gemini", gemini: true, args: []string{"-m", "fake-model"}, env: func(t *testing.T, home, url string) map[string]string {
 		return map[string]string{"GEMINI_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": url}
 	}},
-	"claude-code-acp": {cli: "claude-code-acp", anthropic: true, usage: false, env: func(t *testing.T, home, url string) map[string]string {
+	"claude-code-acp": {cli: "claude-code-acp", anthropic: true, env: func(t *testing.T, home, url string) map[string]string {
 		return map[string]string{"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "test-key",
 			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CONFIG_DIR": filepath.Join(home, ".claude")}
 	}},
@@ -360,7 +358,7 @@ func runRealACP(t *testing.T, name string) {
 			line = l
 		}
 	}
-	if mm := tokensRE.FindStringSubmatch(line); a.usage && (mm == nil || mm[1]+mm[2] == "00") {
+	if mm := tokensRE.FindStringSubmatch(line); mm == nil || mm[1]+mm[2] == "00" {
 		t.Errorf("list_agents shows no usage for %s: %q (all rows: %q)", fg.AgentID, line, rows)
 	} else {
 		t.Logf("list_agents: %s", line)

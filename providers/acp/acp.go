@@ -51,9 +51,9 @@ type Options struct {
 type Provider struct {
 	opts Options
 	path string // the resolved Command
-	// warmUp: open a throwaway session first (the preset's warmUp).
-	warmUp bool
-	log    *slog.Logger
+	// warmUp, transcriptUsage: the preset's.
+	warmUp, transcriptUsage bool
+	log                     *slog.Logger
 }
 
 var (
@@ -94,12 +94,13 @@ func New(opts Options) (*Provider, error) {
 	}
 	opts.Args = append([]string(nil), opts.Args...)
 	opts.Env = append([]string(nil), opts.Env...)
-	warmUp := false
-	if pr, ok := presetFor(opts.Command, path); ok && !opts.NoPreset {
+	var pr preset
+	if known, ok := presetFor(opts.Command, path); ok && !opts.NoPreset {
+		pr = known
 		opts.Args, opts.Env = pr.apply(opts.Args, opts.Env, runningAsRoot)
-		warmUp = pr.warmUp
 	}
-	return &Provider{opts: opts, path: path, warmUp: warmUp, log: log.With("provider", opts.Name)}, nil
+	return &Provider{opts: opts, path: path, warmUp: pr.warmUp, transcriptUsage: pr.transcriptUsage,
+		log: log.With("provider", opts.Name)}, nil
 }
 
 // Name returns the provider's registry name.

@@ -33,6 +33,9 @@ type preset struct {
 	// child's own, for an agent whose first session/new is slow and
 	// bounds the connection to the session's MCP servers while it runs.
 	warmUp bool
+	// transcriptUsage reads the token usage the agent does not report from
+	// Claude Code's session transcript (transcript.go).
+	transcriptUsage bool
 }
 
 var presets = map[string]preset{
@@ -58,7 +61,8 @@ var presets = map[string]preset{
 	// claude-code-acp (and its successor claude-agent-acp) run Claude Code
 	// with --dangerously-skip-permissions, which Claude Code refuses as root
 	// unless IS_SANDBOX=1 ("cannot be used with root/sudo privileges").
-	"claude-code-acp":  {rootEnv: []string{"IS_SANDBOX=1"}},
+	// claude-code-acp 0.16.2 reports no usage over ACP.
+	"claude-code-acp":  {rootEnv: []string{"IS_SANDBOX=1"}, transcriptUsage: true},
 	"claude-agent-acp": {rootEnv: []string{"IS_SANDBOX=1"}},
 }
 

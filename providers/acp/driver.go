@@ -99,6 +99,11 @@ func (d *driver) turn(ctx context.Context, t *extturn.Turn, text string) agent.S
 	}
 	cl, conn, session := d.client, d.conn, d.session
 	cl.beginTurn()
+	var tr *transcript
+	if d.p.transcriptUsage {
+		tr = &transcript{dir: transcriptDir(d.p.opts.Env), session: string(session)}
+		tr.begin()
+	}
 
 	type answer struct {
 		resp acpsdk.PromptResponse
@@ -153,11 +158,20 @@ func (d *driver) turn(ctx context.Context, t *extturn.Turn, text string) agent.S
 			}
 			// One source of tokens per turn, the first that has them:
 			// the answer's (standard, or gemini's _meta.quota), else the
-			// sum of qwen's per-call chunk usage.
+			// sum of qwen's per-call chunk usage, else Claude Code's
+			// transcript (claude-code-acp).
 			if u, ok := promptUsage(a.resp); ok {
 				t.AddUsage(u)
 			} else if rec.chunkUsage != (llm.Usage{}) {
 				t.AddUsage(rec.chunkUsage)
+			} else if tr != nil {
+				final := t.Output()
+				if cancelled || a.err != nil {
+					final = "" // no last message to wait for
+				}
+				if u, ok := tr.usage(final); ok {
+					t.AddUsage(u)
+				}
 			}
 			switch {
 			case killed:
