@@ -175,7 +175,7 @@ func (m *acpModel) openai(n int, req fakeopenai.Request) fakeopenai.Reply {
 		m.mu.Unlock()
 		// qwen offers MCP tools deferred: its model looks one up with
 		// tool_search, then calls it through tool_call.
-		if lastToolCall(req) == "tool_search" && strings.Contains(res, "mcp__subagent__report") {
+		if lastToolCall(req) == "tool_search" && strings.Contains(res, `"name":"mcp__subagent__report"`) {
 			b, _ := json.Marshal(map[string]any{"name": "mcp__subagent__report", "arguments": args})
 			return fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{Name: "tool_call", Arguments: string(b)}}}
 		}

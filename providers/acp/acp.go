@@ -51,9 +51,9 @@ type Options struct {
 type Provider struct {
 	opts Options
 	path string // the resolved Command
-	// warmUp, transcriptUsage: the preset's.
-	warmUp, transcriptUsage bool
-	log                     *slog.Logger
+	// awaitTools, transcriptUsage: the preset's.
+	awaitTools, transcriptUsage bool
+	log                         *slog.Logger
 }
 
 var (
@@ -99,7 +99,7 @@ func New(opts Options) (*Provider, error) {
 		pr = known
 		opts.Args, opts.Env = pr.apply(opts.Args, opts.Env, runningAsRoot)
 	}
-	return &Provider{opts: opts, path: path, warmUp: pr.warmUp, transcriptUsage: pr.transcriptUsage,
+	return &Provider{opts: opts, path: path, awaitTools: pr.awaitTools, transcriptUsage: pr.transcriptUsage,
 		log: log.With("provider", opts.Name)}, nil
 }
 

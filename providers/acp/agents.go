@@ -29,10 +29,10 @@ type preset struct {
 	env []string
 	// rootEnv are variables set, when not set, when the server runs as root.
 	rootEnv []string
-	// warmUp opens a throwaway session (with no MCP servers) before the
-	// child's own, for an agent whose first session/new is slow and
-	// bounds the connection to the session's MCP servers while it runs.
-	warmUp bool
+	// awaitTools holds the first prompt until the agent has listed our
+	// callback tools, and opens another session when it does not
+	// (listwatch.go).
+	awaitTools bool
 	// transcriptUsage reads the token usage the agent does not report from
 	// Claude Code's session transcript (transcript.go).
 	transcriptUsage bool
@@ -40,15 +40,15 @@ type preset struct {
 
 var presets = map[string]preset{
 	// qwen-code speaks ACP only with --acp. It connects a session's MCP
-	// servers in the background and drops an HTTP one that has not
-	// answered initialize and the lists within 5 s (REMOTE_DEFAULT_TIMEOUT_MS;
-	// ACP cannot set its discoveryTimeoutMs), counted while its first
-	// session/new loads the rest of qwen, which takes 8–18 s on a busy
-	// machine: our callback server missed the window in some runs, and the
-	// child could never report ("Deferred tool mcp__subagent__report is not
-	// registered in this session"). A second session/new takes 1–2 s, so
-	// the child's session is the second.
-	"qwen": {flags: []string{"--acp"}, warmUp: true},
+	// servers in the background: session/new answers before it has them,
+	// its first model call does not wait for them, and it drops an HTTP
+	// server that has not answered initialize and the lists within 5 s
+	// (REMOTE_DEFAULT_TIMEOUT_MS; ACP cannot set its discoveryTimeoutMs),
+	// counted while its first session/new loads the rest of qwen (8–18 s
+	// on a busy machine). Either way the child's report was refused in
+	// some runs ("Deferred tool mcp__subagent__report is not registered in
+	// this session").
+	"qwen": {flags: []string{"--acp"}, awaitTools: true},
 	// gemini-cli speaks ACP with --acp; without --skip-trust a folder it
 	// does not trust gets none of the session's MCP servers, so the child
 	// could not call back ("Tool mcp_subagent_report not found").
