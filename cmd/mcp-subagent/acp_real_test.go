@@ -309,11 +309,9 @@ func runRealACP(t *testing.T, name string) {
 	env := a.env(t, home, url)
 	env["HOME"], env["PATH"] = home, cliPATH(bin)
 	env["MCP_SUBAGENT_ACP_TEST"] = nonce
-	pc := map[string]any{"name": name, "type": "acp", "command": bin, "env": env, "pass_env": []string{},
-		"timeout_seconds": acpTurnTimeout.Seconds()}
-	if a.args != nil {
-		pc["args"] = a.args
-	}
+	// The config form: kind, and the command as an array.
+	pc := map[string]any{"name": name, "kind": "acp", "command": append([]string{bin}, a.args...), "env": env,
+		"pass_env": []string{}, "timeout_seconds": acpTurnTimeout.Seconds()}
 	cfg, _ := json.Marshal(map[string]any{"providers": []any{pc}})
 	s := start(t, nil, serverOpts{config: string(cfg)})
 	t.Cleanup(func() {
