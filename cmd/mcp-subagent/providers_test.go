@@ -54,9 +54,9 @@ func TestProviderConfigConflictsAreRefused(t *testing.T) {
 		{"a command array and args", `{"name":"q","kind":"acp","command":["qwen","--acp"],"args":["-y"]}`,
 			`providers[0] (q): command is an array and args is set too; put the arguments in the command array after the program, and remove args`},
 		{"no kind", `{"name":"q","command":"qwen"}`, `providers[0] (q): kind is missing; set "kind" to codex, claude-code or acp`},
-		{"an empty command array", `{"name":"q","kind":"acp","command":[]}`, `command`},
-		{"a command of another type", `{"name":"q","kind":"acp","command":7}`, `command`},
-		{"an unknown kind", `{"name":"q","kind":"acpx","command":"qwen"}`, `kind`},
+		{"an empty command array", `{"name":"q","kind":"acp","command":[]}`, `field "providers[].command" minItems`},
+		{"a command of another type", `{"name":"q","kind":"acp","command":7}`, `field "providers[].command" must be of type one of string, array`},
+		{"an unknown kind", `{"name":"q","kind":"acpx","command":"qwen"}`, `field "providers[].kind" must be one of`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := loadConfig(writeConfig(t, `{"providers":[`+c.entry+`]}`))
