@@ -200,6 +200,11 @@ func loadConfigEnv(path string, getenv func(string) string) (Config, error) {
 	if err := checkLLMBesideModels(c); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
+	for i := range c.Providers {
+		if err := c.Providers[i].normalize(i); err != nil {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
 	home, _ := os.UserHomeDir()
 	if err := c.Shell.check(home); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,11 +17,17 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/providers/codex"
 )
 
-// ProviderConfig is one external provider in the config file.
+// ProviderConfig is one external provider in the config file. After
+// normalize, Kind holds the kind whichever spelling gave it, and Command
+// the program with Args its arguments whichever form gave them.
 type ProviderConfig struct {
-	Name           string            `json:"name"`
-	Type           string            `json:"type"` // codex, claude-code, acp
-	Command        string            `json:"command,omitempty"`
+	Name string `json:"name"`
+	Kind string `json:"kind,omitempty"` // codex, claude-code, acp
+	// Type is kind's older spelling, still accepted.
+	Type string `json:"type,omitempty"`
+	// Command is a string (the program; its arguments in Args) or an
+	// array (the program, then its arguments).
+	Command        commandLine       `json:"command,omitempty"`
 	Args           []string          `json:"args,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
 	PassEnv        *[]string         `json:"pass_env,omitempty"`
@@ -31,6 +39,64 @@ type ProviderConfig struct {
 	// the default.
 	Confine        *ConfineConfig `json:"confine,omitempty"`
 	TimeoutSeconds float64        `json:"timeout_seconds,omitempty"`
+}
+
+// commandLine is a provider's command as the config gives it: a string,
+// or an array whose first element is the program and the rest its
+// arguments.
+type commandLine struct {
+	words []string
+	array bool
+}
+
+func (c *commandLine) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*c = commandLine{words: []string{s}}
+		return nil
+	}
+	var a []string
+	if err := json.Unmarshal(b, &a); err != nil {
+		return errors.New("command must be a string or an array of strings")
+	}
+	*c = commandLine{words: a, array: true}
+	return nil
+}
+
+// program is the executable the command names; "" when none is given.
+func (c commandLine) program() string {
+	if len(c.words) == 0 {
+		return ""
+	}
+	return c.words[0]
+}
+
+// normalize settles the spellings a provider entry may use: kind or its
+// older spelling type (both given, they must agree), and command as an
+// array or as a string beside args (not an array and args both). i is the
+// entry's index, for the errors.
+func (pc *ProviderConfig) normalize(i int) error {
+	at := fmt.Sprintf("providers[%d]", i)
+	if pc.Name != "" {
+		at += " (" + pc.Name + ")"
+	}
+	switch {
+	case pc.Kind != "" && pc.Type != "" && pc.Kind != pc.Type:
+		return fmt.Errorf("%s: kind %q and type %q disagree; type is the older spelling of kind: keep kind and remove type", at, pc.Kind, pc.Type)
+	case pc.Kind == "" && pc.Type == "":
+		return fmt.Errorf("%s: kind is missing; set \"kind\" to codex, claude-code or acp", at)
+	case pc.Kind == "":
+		pc.Kind = pc.Type
+	}
+	pc.Type = ""
+	if pc.Command.array {
+		if len(pc.Args) > 0 {
+			return fmt.Errorf("%s: command is an array and args is set too; put the arguments in the command array after the program, and remove args", at)
+		}
+		pc.Args = append([]string(nil), pc.Command.words[1:]...)
+		pc.Command = commandLine{words: pc.Command.words[:1]}
+	}
+	return nil
 }
 
 // defaultPassEnv is what a child gets of the server's environment unless
@@ -73,8 +139,8 @@ func (pc ProviderConfig) childEnvWith(lookup func(string) (string, bool)) []stri
 // session's.
 func externalProviders(cfgs []ProviderConfig, envFor func(principal string, s *manager.Settings) func(string) (string, bool), log *slog.Logger) ([]manager.Provider, error) {
 	if cfgs == nil {
-		for _, c := range []ProviderConfig{{Name: "codex", Type: "codex"}, {Name: "claude-code", Type: "claude-code"}} {
-			cmd := map[string]string{"codex": "codex", "claude-code": "claude"}[c.Type]
+		for _, c := range []ProviderConfig{{Name: "codex", Kind: "codex"}, {Name: "claude-code", Kind: "claude-code"}} {
+			cmd := map[string]string{"codex": "codex", "claude-code": "claude"}[c.Kind]
 			if _, err := exec.LookPath(cmd); err == nil {
 				cfgs = append(cfgs, c)
 			}
@@ -86,6 +152,9 @@ func externalProviders(cfgs []ProviderConfig, envFor func(principal string, s *m
 		if pc.Name == "spawn" || pc.Name == "fork" {
 			return nil, fmt.Errorf("config: providers[%d].name %q is taken by a built-in provider; choose another name", i, pc.Name)
 		}
+		if err := pc.normalize(i); err != nil { // done by loadConfig for a file's entries
+			return nil, fmt.Errorf("config: %w", err)
+		}
 		timeout := time.Duration(pc.TimeoutSeconds * float64(time.Second))
 		var childEnvFor func(string, *manager.Settings) []string
 		if envFor != nil {
@@ -96,37 +165,37 @@ func externalProviders(cfgs []ProviderConfig, envFor func(principal string, s *m
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		switch pc.Type {
+		switch pc.Kind {
 		case "codex":
 			codexSandbox := pc.Sandbox
 			if codexSandbox == "" && pc.Permission == "allow" {
 				codexSandbox = "danger-full-access"
 			}
-			out = append(out, codex.New(codex.Options{Name: pc.Name, Command: pc.Command, Args: pc.Args, Env: pc.childEnv(), EnvFor: childEnvFor,
+			out = append(out, codex.New(codex.Options{Name: pc.Name, Command: pc.Command.program(), Args: pc.Args, Env: pc.childEnv(), EnvFor: childEnvFor,
 				Model: pc.Model, Sandbox: codexSandbox, Confine: confine, Timeout: timeout, Logger: plog}))
 		case "claude-code":
 			mode := pc.PermissionMode
 			if mode == "" && pc.Permission == "allow" {
 				mode = "bypassPermissions"
 			}
-			out = append(out, claudecode.New(claudecode.Options{Name: pc.Name, Command: pc.Command, Args: pc.Args, Env: pc.childEnv(), EnvFor: childEnvFor,
+			out = append(out, claudecode.New(claudecode.Options{Name: pc.Name, Command: pc.Command.program(), Args: pc.Args, Env: pc.childEnv(), EnvFor: childEnvFor,
 				Model: pc.Model, PermissionMode: mode, Confine: confine, Timeout: timeout, Logger: plog}))
 		case "acp":
-			if pc.Command == "" {
-				return nil, fmt.Errorf("config: providers[%d] (%s): an acp provider needs a command", i, pc.Name)
+			if pc.Command.program() == "" {
+				return nil, fmt.Errorf("config: providers[%d] (%s): an acp provider needs a command, e.g. \"command\": [\"qwen\", \"--acp\"]", i, pc.Name)
 			}
 			perm := acp.PermissionDeny
 			if pc.Permission == "allow" {
 				perm = acp.PermissionAllow
 			}
-			p, err := acp.New(acp.Options{Name: pc.Name, Command: pc.Command, Args: pc.Args, Env: pc.childEnv(), EnvFor: childEnvFor,
+			p, err := acp.New(acp.Options{Name: pc.Name, Command: pc.Command.program(), Args: pc.Args, Env: pc.childEnv(), EnvFor: childEnvFor,
 				Permission: perm, Confine: confine, Timeout: timeout, Logger: plog})
 			if err != nil {
 				return nil, fmt.Errorf("config: providers[%d] (%s): %w", i, pc.Name, err)
 			}
 			out = append(out, p)
 		default:
-			return nil, fmt.Errorf("config: providers[%d].type %q: use codex, claude-code or acp", i, pc.Type)
+			return nil, fmt.Errorf("config: providers[%d].kind %q: use codex, claude-code or acp", i, pc.Kind)
 		}
 	}
 	return out, nil

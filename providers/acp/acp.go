@@ -67,7 +67,9 @@ type Provider struct {
 	opts   Options
 	path   string // the resolved Command
 	preset *preset
-	log    *slog.Logger
+	// awaitTools, transcriptUsage: the preset's.
+	awaitTools, transcriptUsage bool
+	log                         *slog.Logger
 }
 
 var (
@@ -112,6 +114,7 @@ func New(opts Options) (*Provider, error) {
 	if pr, ok := presetFor(opts.Command, path); ok && !opts.NoPreset {
 		p.opts.Args, p.opts.Env = pr.apply(opts.Args, opts.Env, runningAsRoot)
 		p.preset = &pr
+		p.awaitTools, p.transcriptUsage = pr.awaitTools, pr.transcriptUsage
 	}
 	return p, nil
 }

@@ -37,11 +37,26 @@ type preset struct {
 	// stateFiles are single JSON state files relative to HOME, likewise;
 	// created holding {} when missing.
 	stateFiles []string
+	// awaitTools holds the first prompt until the agent has listed our
+	// callback tools, and opens another session when it does not
+	// (listwatch.go).
+	awaitTools bool
+	// transcriptUsage reads the token usage the agent does not report from
+	// Claude Code's session transcript (transcript.go).
+	transcriptUsage bool
 }
 
 var presets = map[string]preset{
-	// qwen-code speaks ACP only with --acp.
-	"qwen": {flags: []string{"--acp"}, state: []string{".qwen"}},
+	// qwen-code speaks ACP only with --acp. It connects a session's MCP
+	// servers in the background: session/new answers before it has them,
+	// its first model call does not wait for them, and it drops an HTTP
+	// server that has not answered initialize and the lists within 5 s
+	// (REMOTE_DEFAULT_TIMEOUT_MS; ACP cannot set its discoveryTimeoutMs),
+	// counted while its first session/new loads the rest of qwen (8–18 s
+	// on a busy machine). Either way the child's report was refused in
+	// some runs ("Deferred tool mcp__subagent__report is not registered in
+	// this session").
+	"qwen": {flags: []string{"--acp"}, awaitTools: true, state: []string{".qwen"}},
 	// gemini-cli speaks ACP with --acp; without --skip-trust a folder it
 	// does not trust gets none of the session's MCP servers, so the child
 	// could not call back ("Tool mcp_subagent_report not found").
@@ -55,7 +70,8 @@ var presets = map[string]preset{
 	// claude-code-acp (and its successor claude-agent-acp) run Claude Code
 	// with --dangerously-skip-permissions, which Claude Code refuses as root
 	// unless IS_SANDBOX=1 ("cannot be used with root/sudo privileges").
-	"claude-code-acp":  {rootEnv: []string{"IS_SANDBOX=1"}, state: []string{".claude"}, stateFiles: []string{".claude.json"}},
+	// claude-code-acp 0.16.2 reports no usage over ACP.
+	"claude-code-acp":  {rootEnv: []string{"IS_SANDBOX=1"}, state: []string{".claude"}, stateFiles: []string{".claude.json"}, transcriptUsage: true},
 	"claude-agent-acp": {rootEnv: []string{"IS_SANDBOX=1"}, state: []string{".claude"}, stateFiles: []string{".claude.json"}},
 }
 

@@ -101,7 +101,12 @@
 // lack them (Options.NoPreset turns this off), what these agents need as
 // headless children (verified with the versions given):
 //
-//	qwen             --acp                       (@qwen-code/qwen-code 0.24.4)
+//	qwen             --acp; the first prompt waits (10 s at most) until qwen has
+//	                 listed the callback tools, through a loopback watch in front of
+//	                 the callback server, and another session is opened (3 in all)
+//	                 when it has not: qwen connects MCP servers in the background,
+//	                 calls its model without waiting for them, and drops an HTTP
+//	                 one that took 5 s (@qwen-code/qwen-code 0.24.4)
 //	gemini           --acp --skip-trust          (@google/gemini-cli 0.61.0; without
 //	                                              --skip-trust an untrusted folder gets
 //	                                              no MCP servers, so no callback)
@@ -118,8 +123,10 @@
 // the prompt answer's standard usage (opencode, copilot, claude-agent-acp),
 // else its _meta.quota.token_count {input_tokens, output_tokens} (gemini),
 // else the sum of _meta.usage {inputTokens, outputTokens} on the turn's
-// agent_message_chunk updates (qwen, one per model call).
-// claude-code-acp 0.16.2 reports none: its children show 0 tokens.
+// agent_message_chunk updates (qwen, one per model call), else, for
+// claude-code-acp 0.16.2 (which reports none over ACP), what Claude Code's
+// transcript of the session (<CLAUDE_CONFIG_DIR or ~/.claude>/projects/
+// */<session>.jsonl) gained during the turn, each assistant message once.
 //
 // Agents add text of their own to the answer (claude-agent-acp 0.101
 // streams a warning chunk after it); it is kept as part of the output.

@@ -51,6 +51,7 @@ type driver struct {
 
 	// The live agent, nil between processes.
 	proc    *proc.Process
+	watch   *listWatch // between the agent and the callback server (awaitTools)
 	conn    *acpsdk.ClientSideConnection
 	client  *client
 	caps    acpsdk.AgentCapabilities
@@ -100,6 +101,11 @@ func (d *driver) turn(ctx context.Context, t *extturn.Turn, text string) agent.S
 	}
 	cl, conn, session := d.client, d.conn, d.session
 	cl.beginTurn()
+	var tr *transcript
+	if d.p.transcriptUsage {
+		tr = &transcript{dir: transcriptDir(d.p.opts.Env), session: string(session)}
+		tr.begin()
+	}
 
 	type answer struct {
 		resp acpsdk.PromptResponse
@@ -154,11 +160,20 @@ func (d *driver) turn(ctx context.Context, t *extturn.Turn, text string) agent.S
 			}
 			// One source of tokens per turn, the first that has them:
 			// the answer's (standard, or gemini's _meta.quota), else the
-			// sum of qwen's per-call chunk usage.
+			// sum of qwen's per-call chunk usage, else Claude Code's
+			// transcript (claude-code-acp).
 			if u, ok := promptUsage(a.resp); ok {
 				t.AddUsage(u)
 			} else if rec.chunkUsage != (llm.Usage{}) {
 				t.AddUsage(rec.chunkUsage)
+			} else if tr != nil {
+				final := t.Output()
+				if cancelled || a.err != nil {
+					final = "" // no last message to wait for
+				}
+				if u, ok := tr.usage(final); ok {
+					t.AddUsage(u)
+				}
 			}
 			switch {
 			case killed:
@@ -238,9 +253,13 @@ func (d *driver) connect(ctx context.Context, t *extturn.Turn) error {
 		return fmt.Errorf("the agent speaks ACP protocol version %d; this server speaks %d", ir.ProtocolVersion, acpsdk.ProtocolVersionNumber)
 	}
 	d.caps = ir.AgentCapabilities
+	if d.p.awaitTools && d.callback.URL != "" && d.caps.McpCapabilities.Http {
+		if d.watch, err = watchListing(d.callback.URL); err != nil {
+			return fmt.Errorf("watching the agent list the callback tools: %w", err)
+		}
+	}
 	servers := d.mcpServers()
 	cl.offerCallbacks(len(servers) > 0)
-
 	known := t.Session()
 	if known == "" {
 		known = d.descSession
@@ -253,6 +272,12 @@ func (d *driver) connect(ctx context.Context, t *extturn.Turn) error {
 				cl.take()
 				d.session = acpsdk.SessionId(known)
 				d.costSeen = costSince(d.journal.Events(), known)
+				if d.watch != nil && !d.toolsListed(ctx) {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					d.log.Warn("the ACP agent did not list the callback tools after session/load; the child may not be able to report", "wait", toolsWait)
+				}
 				return nil
 			}
 			if ctx.Err() != nil {
@@ -263,20 +288,58 @@ func (d *driver) connect(ctx context.Context, t *extturn.Turn) error {
 			t.Note(fmt.Sprintf("the agent cannot load sessions; continuing in a new session without the earlier conversation of session %s", known))
 		}
 	}
-	ns, err := conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: d.cwd, McpServers: servers})
-	if err != nil {
-		if len(ir.AuthMethods) > 0 {
-			return fmt.Errorf("session/new: %w (the agent offers authentication, which a headless child cannot do: configure its credentials in Env)", err)
+	var ns acpsdk.NewSessionResponse
+	for attempt := 1; ; attempt++ {
+		ns, err = conn.NewSession(ctx, acpsdk.NewSessionRequest{Cwd: d.cwd, McpServers: servers})
+		if err != nil {
+			if len(ir.AuthMethods) > 0 {
+				return fmt.Errorf("session/new: %w (the agent offers authentication, which a headless child cannot do: configure its credentials in Env)", err)
+			}
+			return fmt.Errorf("session/new: %w", err)
 		}
-		return fmt.Errorf("session/new: %w", err)
-	}
-	if ns.SessionId == "" {
-		return errors.New("session/new returned no session id")
+		if ns.SessionId == "" {
+			return errors.New("session/new returned no session id")
+		}
+		if d.watch == nil || d.toolsListed(ctx) {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if attempt == toolsAttempts {
+			d.log.Warn("the ACP agent never listed the callback tools; the child cannot report", "sessions", attempt, "wait", toolsWait)
+			break
+		}
+		// The agent gave up on our server (qwen's 5 s bound); a session
+		// opened in the now warm process connects it again, quickly.
+		d.log.Warn("the ACP agent did not list the callback tools; opening another session", "session", ns.SessionId, "wait", toolsWait)
 	}
 	cl.take()
 	d.session, d.costSeen = ns.SessionId, 0
 	t.SetSession(string(ns.SessionId))
 	return nil
+}
+
+// toolsWait bounds the wait for the agent to list the callback tools after
+// session/new or session/load (qwen gives up on a server after 5 s), and
+// toolsAttempts the sessions opened for it.
+const (
+	toolsWait     = 10 * time.Second
+	toolsAttempts = 3
+)
+
+// toolsListed waits until the agent has listed the callback tools, up to
+// toolsWait or the end of ctx.
+func (d *driver) toolsListed(ctx context.Context) bool {
+	timer := time.NewTimer(toolsWait)
+	defer timer.Stop()
+	select {
+	case <-d.watch.listed:
+		return true
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+	return false
 }
 
 // mcpServers is this server as an HTTP MCP server for the agent to call
@@ -291,8 +354,12 @@ func (d *driver) mcpServers() []acpsdk.McpServer {
 		d.log.Warn("the ACP agent does not accept HTTP MCP servers, so it cannot call this server back (report, list_agents, subagent)")
 		return servers
 	}
+	url := d.callback.URL
+	if d.watch != nil {
+		url = d.watch.url
+	}
 	return append(servers, acpsdk.McpServer{Http: &acpsdk.McpServerHttpInline{
-		Type: "http", Name: callbackServer, Url: d.callback.URL,
+		Type: "http", Name: callbackServer, Url: url,
 		Headers: []acpsdk.HttpHeader{{Name: "Authorization", Value: "Bearer " + d.callback.Token}},
 	}})
 }
@@ -325,7 +392,10 @@ func (d *driver) stop() string {
 	case <-d.conn.Done():
 	case <-time.After(time.Second):
 	}
-	d.proc, d.conn, d.client, d.session = nil, nil, nil, ""
+	if d.watch != nil {
+		d.watch.close()
+	}
+	d.proc, d.conn, d.client, d.session, d.watch = nil, nil, nil, "", nil
 	return stderr
 }
 
