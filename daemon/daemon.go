@@ -41,6 +41,8 @@ type Welcome struct {
 	Sessions int    `json:"sessions"`
 	// Shell is the daemon's run_shell mode and why (Options.Shell).
 	Shell string `json:"shell,omitempty"`
+	// Store is where the daemon's session store lives (Options.Store).
+	Store string `json:"store,omitempty"`
 	Error string `json:"error,omitempty"`
 }
 
@@ -107,7 +109,10 @@ type Options struct {
 	Version string
 	// Shell says children's run_shell mode in a line for `daemon status`
 	// (e.g. why it is off); zero: not said.
-	Shell  string
+	Shell string
+	// Store says where the session store lives, for `daemon status` (a
+	// URL's password redacted); zero: not said.
+	Store  string
 	Logger *slog.Logger
 	// IdleTimeout: exit after this long with no session and nothing Busy;
 	// zero: never.
@@ -233,7 +238,7 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 			mu.Lock()
 			n := sessions
 			mu.Unlock()
-			welcome := Welcome{Protocol: ProtocolVersion, Version: o.Version, PID: os.Getpid(), Sessions: n, Shell: o.Shell}
+			welcome := Welcome{Protocol: ProtocolVersion, Version: o.Version, PID: os.Getpid(), Sessions: n, Shell: o.Shell, Store: o.Store}
 			switch hello.Op {
 			case "stop", "takeover":
 				_ = writeLine(c, welcome)

@@ -142,7 +142,9 @@ type Notice struct {
 // child is unclaimed, settled, or held, expired, by another owner) gets
 // the child's last epoch plus one, so a new child's first claim is epoch
 // 1; the holder claiming again keeps its epoch; a settlement revokes the
-// claim and keeps the number. A write carrying a Fence is its claim
+// claim and keeps the number (a store may leave unnumbered a tenure that
+// a create began and a settlement ended in one write: no other write can
+// carry its fence). A write carrying a Fence is its claim
 // holder's: it is refused whole with an error wrapping ErrOwned unless
 // the child's claim is held by Fence.Owner at Fence.Epoch when the write
 // begins, so after a takeover a paused or partitioned former owner stores

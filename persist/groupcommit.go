@@ -198,7 +198,10 @@ func applyWrite(tx *bolt.Tx, r *writeReq) error {
 			return err
 		}
 	}
-	if w.Claim != nil {
+	// A tenure that begins and ends in this one write (a whole short
+	// life) is not numbered: no other write can carry its fence, and a
+	// short life's commit stays free of claim pages.
+	if w.Claim != nil && !(w.Create != nil && w.Settle != nil) {
 		if err := grantClaim(tx, r.id, *w.Claim); err != nil {
 			return err
 		}

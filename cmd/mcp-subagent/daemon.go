@@ -102,7 +102,7 @@ func serveSocket(ctx context.Context, o serveOptions, cfg Config, l *daemon.List
 	idle := idleTimeout(o, cfg, foreground)
 	log.Info("daemon serving", "version", version, "pid", os.Getpid(), "data_dir", a.dataDir, "socket", l.Path(), "idle_timeout", idle)
 	reason := l.Serve(ctx, daemon.Options{
-		MCP: a.ms, Version: version, Shell: a.shell.Status, Logger: log.With("component", "daemon"), IdleTimeout: idle,
+		MCP: a.ms, Version: version, Shell: a.shell.Status, Store: a.storeStatus, Logger: log.With("component", "daemon"), IdleTimeout: idle,
 		Busy:            func() bool { return a.mgr.Live() > 0 },
 		Admin:           a.admin,
 		MaxMessageBytes: cfg.MaxMessageBytes,
@@ -192,6 +192,11 @@ func daemonCommand(o serveOptions, dataDir string) *exec.Cmd {
 	cmd := exec.Command(self, args...)
 	cmd.Dir = "/"
 	cmd.Env = append(os.Environ(), detachEnv+"=1")
+	if o.store != "" {
+		// In the environment, not the arguments: ps shows arguments, and
+		// the URL may hold a password.
+		cmd.Env = append(cmd.Env, storeEnv+"="+o.store)
+	}
 	if err := os.MkdirAll(dataDir, 0o700); err == nil {
 		if f, err := os.OpenFile(daemon.LogPath(dataDir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
 			cmd.Stdout, cmd.Stderr = f, f
@@ -229,6 +234,9 @@ func daemonControl(ctx context.Context, op string, o serveOptions, stdout io.Wri
 		fmt.Fprintf(stdout, "daemon pid %d, version %s, %d sessions, socket %s, log %s\n", w.PID, w.Version, w.Sessions, daemon.SocketPath(dataDir), daemon.LogPath(dataDir))
 		if w.Shell != "" {
 			fmt.Fprintf(stdout, "shell: %s\n", w.Shell)
+		}
+		if w.Store != "" {
+			fmt.Fprintf(stdout, "store: %s\n", w.Store)
 		}
 		return nil
 	}

@@ -104,7 +104,7 @@ func (s *Store) Close() error {
 // Redact returns dsn with its password, if any, replaced by "xxxxx": what
 // errors, logs and status show.
 func Redact(dsn string) string {
-	if IsURL(dsn) {
+	if strings.Contains(dsn, "://") { // any URL, also a mistyped scheme
 		u, err := url.Parse(dsn)
 		if err != nil {
 			if pw := password(dsn); pw != "" {
@@ -126,7 +126,7 @@ var kvPassword = regexp.MustCompile(`(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)`)
 
 // password is dsn's password, "" when it has none.
 func password(dsn string) string {
-	if IsURL(dsn) {
+	if strings.Contains(dsn, "://") {
 		u, err := url.Parse(dsn)
 		if err != nil {
 			// Scrub what could be the userinfo's password by hand.

@@ -19,6 +19,9 @@ func TestScrub(t *testing.T) {
 	if strings.Contains(got.Error(), "hunter22") || !errors.Is(got, context.DeadlineExceeded) {
 		t.Errorf("scrub = %v (wraps the deadline: %v)", got, errors.Is(got, context.DeadlineExceeded))
 	}
+	if r := Redact("postgre://u:typo@h/db"); strings.Contains(r, "typo") {
+		t.Errorf("Redact of a mistyped scheme shows the password: %s", r)
+	}
 	for dsn, want := range map[string]string{
 		"postgres://u:pw@h/db":                "pw",
 		"postgresql://u@h/db?password=pw2":    "pw2",
@@ -26,6 +29,7 @@ func TestScrub(t *testing.T) {
 		"host=h password='p w4'":              "p w4",
 		"postgres://u@h/db":                   "",
 		"postgres://u:bad%zz@h/db":            "bad%zz",
+		"postgre://u:typo@h/db":               "typo",
 	} {
 		if got := password(dsn); got != want {
 			t.Errorf("password(%q) = %q, want %q", dsn, got, want)
