@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/persist/storetest"
 	"github.com/mcp-subagent/mcp-subagent/tasks"
 )
 
@@ -34,20 +35,5 @@ func TestTaskRecords(t *testing.T) {
 	if got, err := s.Task(ctx, a.ID); err != nil || !reflect.DeepEqual(got, a) {
 		t.Fatalf("read back %+v, %v\nwant %+v", got, err, a)
 	}
-	w.Status, w.SettledAt = tasks.StatusCancelled, t0.Add(time.Minute)
-	if err := s.PutTask(ctx, w); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := s.Task(ctx, w.ID); got.Status != tasks.StatusCancelled {
-		t.Fatalf("a replaced record reads %v", got.Status)
-	}
-	if err := s.DeleteTask(ctx, a.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DeleteTask(ctx, "task-none"); err != nil {
-		t.Fatalf("deleting an unknown task: %v", err)
-	}
-	if all, err := s.Tasks(ctx); err != nil || len(all) != 1 || all[0].ID != w.ID {
-		t.Fatalf("after a delete the store lists %v (%v), want task-w", all, err)
-	}
+	storetest.TaskReplaceDelete(t, s, w, a, 2)
 }
