@@ -49,7 +49,9 @@ type Welcome struct {
 	// Differing are the connected sessions whose settings differ from the
 	// daemon's own (names only); sent to a "status" hello.
 	Differing []SettingsDiff `json:"differing,omitempty"`
-	Error     string         `json:"error,omitempty"`
+	// Store is where the daemon's session store lives (Options.Store).
+	Store string `json:"store,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // ErrBusy means another daemon holds the data directory's lock.
@@ -115,7 +117,10 @@ type Options struct {
 	Version string
 	// Shell says children's run_shell mode in a line for `daemon status`
 	// (e.g. why it is off); zero: not said.
-	Shell  string
+	Shell string
+	// Store says where the session store lives, for `daemon status` (a
+	// URL's password redacted); zero: not said.
+	Store  string
 	Logger *slog.Logger
 	// IdleTimeout: exit after this long with no session and nothing Busy;
 	// zero: never.
@@ -258,7 +263,7 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 			mu.Lock()
 			n := sessions
 			mu.Unlock()
-			welcome := Welcome{Protocol: ProtocolVersion, Version: o.Version, PID: os.Getpid(), Sessions: n, Shell: o.Shell}
+			welcome := Welcome{Protocol: ProtocolVersion, Version: o.Version, PID: os.Getpid(), Sessions: n, Shell: o.Shell, Store: o.Store}
 			switch hello.Op {
 			case "stop", "takeover":
 				_ = writeLine(c, welcome)

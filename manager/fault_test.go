@@ -56,6 +56,12 @@ func (f *faultStore) Descriptor(ctx context.Context, id string) (manager.Descrip
 func (f *faultStore) Events(ctx context.Context, id string) ([]agent.Event, error) {
 	return f.inner.Events(ctx, id)
 }
+func (f *faultStore) EventsFrom(ctx context.Context, id string, from int64) ([]agent.Event, error) {
+	return f.inner.EventsFrom(ctx, id, from)
+}
+func (f *faultStore) ClaimOf(ctx context.Context, id string) (manager.Claim, bool, error) {
+	return f.inner.ClaimOf(ctx, id)
+}
 func (f *faultStore) JournalLen(ctx context.Context, id string) (int64, error) {
 	return f.inner.JournalLen(ctx, id)
 }

@@ -167,6 +167,20 @@ type Notice struct {
 // them, which is how the next start finds the epochs it must close and
 // announce.
 //
+// A claim carries an epoch (Claim.Epoch) that goes up on every takeover:
+// a claim granted to an owner that does not hold the child's claim (the
+// child is unclaimed, settled, or held, expired, by another owner) gets
+// the child's last epoch plus one, so a new child's first claim is epoch
+// 1; the holder claiming again keeps its epoch; a settlement revokes the
+// claim and keeps the number (a store may leave unnumbered a tenure that
+// a create began and a settlement ended in one write: no other write can
+// carry its fence). A write carrying a Fence is its claim
+// holder's: it is refused whole with an error wrapping ErrOwned unless
+// the child's claim is held by Fence.Owner at Fence.Epoch when the write
+// begins, so after a takeover a paused or partitioned former owner stores
+// nothing. The fence does not judge expiry: an owner whose lease ran out
+// and was not taken over still writes.
+//
 // A store that only one process can open at a time (bbolt holds an
 // exclusive lock; an in-memory store lives in one process) knows that an
 // owner who has not claimed or renewed through the current opening is
@@ -183,6 +197,11 @@ type Store interface {
 	Header(ctx context.Context, childID string) (Header, error)
 	Descriptor(ctx context.Context, childID string) (Descriptor, error)
 	Events(ctx context.Context, childID string) ([]agent.Event, error)
+	// EventsFrom returns the journal's events from sequence number from
+	// on (Events is EventsFrom(ctx, id, 0)); none for from at or past the
+	// journal's length; an error for a negative from. A store reads only
+	// those events.
+	EventsFrom(ctx context.Context, childID string, from int64) ([]agent.Event, error)
 	// JournalLen returns the number of stored events without reading them.
 	JournalLen(ctx context.Context, childID string) (int64, error)
 	// Queued returns the child's stored inbox (what WriteChild's Enqueue
@@ -223,6 +242,10 @@ type Store interface {
 	Renew(ctx context.Context, owner Owner) error
 	// Residents lists every claim, by child id.
 	Residents(ctx context.Context) ([]Claim, error)
+	// ClaimOf returns the child's claim (its owner, expiry as Residents
+	// reports it, and epoch); false when the child is not claimed. It is
+	// how a claimer learns the epoch to fence its writes with.
+	ClaimOf(ctx context.Context, childID string) (Claim, bool, error)
 	// Delete removes a child and all its descendants in one commit: their
 	// headers, descriptors, journals, inboxes, checkpoints, index entries
 	// and the notices queued under their addresses. It refuses, removing
@@ -249,6 +272,16 @@ type Owner struct {
 type Claim struct {
 	ChildID string
 	Owner   Owner
+	// Epoch numbers the claim's tenure: it goes up on every takeover
+	// (see Store's Residency); 0 in claims an older build wrote.
+	Epoch int64
+}
+
+// Fence makes a ChildWrite conditional on its writer still holding the
+// child: the child's claim must be Owner's at Epoch.
+type Fence struct {
+	Owner string
+	Epoch int64
 }
 
 // ErrOwned marks a claim refused because another owner holds the child
@@ -318,10 +351,15 @@ type Listing struct {
 // claim revoked) and the settlement's notice to the parent. A write that
 // fails a check stores nothing: a Create of an id already stored, a write
 // (other than Create) to an unknown id, a Claim an unexpired claim of
-// another owner holds (ErrOwned), events whose Seq does not continue the
-// journal, a Notify without Settle or to an inbox of an unknown child.
+// another owner holds (ErrOwned), a Fence the child's claim does not
+// match (ErrOwned; checked before the Claim), events whose Seq does not
+// continue the journal, a Notify without Settle or to an inbox of an
+// unknown child.
 type ChildWrite struct {
-	Create  *NewChild
+	Create *NewChild
+	// Fence, when set, refuses the whole write (ErrOwned) unless the
+	// child is claimed by Fence.Owner at Fence.Epoch.
+	Fence   *Fence
 	Claim   *Owner          // claim (or keep claiming) the child for this owner
 	Enqueue []QueuedMessage // messages admitted to the inbox
 	Dequeue []string        // ids of messages a turn has claimed

@@ -80,6 +80,69 @@ func (s *Store) checkClaim(tx *bolt.Tx, id string, owner manager.Owner) error {
 	return fmt.Errorf("persist: child %q is claimed by owner %q until %s: %w", id, held.ID, held.Expires.UTC().Format(time.RFC3339), manager.ErrOwned)
 }
 
+// bucketEpochs holds each child's last claim epoch (child id → 8-byte
+// big-endian), which outlives the claim. It is made by the first claim
+// granted, so a store from before epochs opens unchanged (it is not one of
+// topBuckets, which checkLayout requires); a child it lacks is at epoch 0.
+var bucketEpochs = []byte("epochs")
+
+// epochOf is the child's last claim epoch.
+func epochOf(tx *bolt.Tx, id string) int64 {
+	if b := tx.Bucket(bucketEpochs); b != nil {
+		if v := b.Get([]byte(id)); len(v) == 8 {
+			return int64(binary.BigEndian.Uint64(v))
+		}
+	}
+	return 0
+}
+
+// heldBy returns the owner id of the child's claim, "" when unclaimed or
+// the record does not decode.
+func heldBy(tx *bolt.Tx, id string) (string, error) {
+	marks, err := top(tx, bucketActive)
+	if err != nil {
+		return "", err
+	}
+	v := marks.Get([]byte(id))
+	if v == nil {
+		return "", nil
+	}
+	o, err := decodeClaim(v)
+	if err != nil {
+		return "", nil
+	}
+	return o.ID, nil
+}
+
+// checkFence refuses a write whose writer no longer holds the child's
+// claim at its epoch.
+func checkFence(tx *bolt.Tx, id string, f manager.Fence) error {
+	holder, err := heldBy(tx, id)
+	if err != nil {
+		return err
+	}
+	epoch := epochOf(tx, id)
+	if holder != "" && holder == f.Owner && epoch == f.Epoch {
+		return nil
+	}
+	return fmt.Errorf("persist: child %q: the write is fenced to owner %q at epoch %d, and the child's claim is no longer that (owner %q, epoch %d): %w",
+		id, f.Owner, f.Epoch, holder, epoch, manager.ErrOwned)
+}
+
+// grantClaim starts a new epoch when the claim changes hands (or the
+// child was unclaimed); the holder claiming again keeps its epoch.
+func grantClaim(tx *bolt.Tx, id string, owner manager.Owner) error {
+	holder, err := heldBy(tx, id)
+	if err != nil || holder == owner.ID {
+		return err
+	}
+	b, err := tx.CreateBucketIfNotExists(bucketEpochs)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(id), binary.BigEndian.AppendUint64(nil, uint64(epochOf(tx, id)+1)))
+}
+
 func putClaim(tx *bolt.Tx, id string, owner manager.Owner) error {
 	marks, err := top(tx, bucketActive)
 	if err != nil {
@@ -169,7 +232,7 @@ func (s *Store) Residents(ctx context.Context) ([]manager.Claim, error) {
 			if !s.known(o.ID) {
 				o.Expires = time.Time{}
 			}
-			out = append(out, manager.Claim{ChildID: string(k), Owner: o})
+			out = append(out, manager.Claim{ChildID: string(k), Owner: o, Epoch: epochOf(tx, string(k))})
 			return nil
 		})
 	})
@@ -177,4 +240,38 @@ func (s *Store) Residents(ctx context.Context) ([]manager.Claim, error) {
 		return nil, err
 	}
 	return out, nil // bbolt's key order is the ids' order
+}
+
+// ClaimOf returns the child's claim, as Residents reports it, if it is
+// claimed.
+func (s *Store) ClaimOf(ctx context.Context, childID string) (manager.Claim, bool, error) {
+	if err := ctxErr(ctx); err != nil {
+		return manager.Claim{}, false, err
+	}
+	var cl manager.Claim
+	var ok bool
+	err := s.view(func(tx *bolt.Tx) error {
+		if err := requireChild(tx, childID); err != nil {
+			return err
+		}
+		marks, err := top(tx, bucketActive)
+		if err != nil {
+			return err
+		}
+		v := marks.Get([]byte(childID))
+		if v == nil {
+			return nil
+		}
+		o, err := decodeClaim(v)
+		if err != nil {
+			s.log.Warn("a claim does not decode; reporting it as stale", "child", childID)
+			o = manager.Owner{}
+		}
+		if !s.known(o.ID) {
+			o.Expires = time.Time{}
+		}
+		cl, ok = manager.Claim{ChildID: childID, Owner: o, Epoch: epochOf(tx, childID)}, true
+		return nil
+	})
+	return cl, ok, err
 }

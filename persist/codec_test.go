@@ -20,7 +20,7 @@ func TestJournalRecordsALaterBuildWroteAreNotCorrupt(t *testing.T) {
 		[]byte(`{"v":2,"seq":2,"kind":"message","time":"2025-06-01T12:00:00Z","parts":[{"text":"x"}]}`),
 		[]byte(`{"seq":3,"kind":"turn/end","time":"2025-06-01T12:00:00Z","turn":1,"stop_reason":"completed"}`),
 	}
-	events, err := decodeEvents("c", raw)
+	events, err := decodeEvents("c", raw, 0)
 	if err != nil {
 		t.Fatalf("decodeEvents: %v", err)
 	}
@@ -40,7 +40,7 @@ func TestJournalRecordsALaterBuildWroteAreNotCorrupt(t *testing.T) {
 	for _, bad := range []string{"\x00\xff{not json", `{"seq":1,"kind":"message","time":"yesterday"}`, `{"seq":1}`} {
 		damaged := append([][]byte(nil), raw...)
 		damaged[1] = []byte(bad)
-		if _, err := decodeEvents("c", damaged); !errors.Is(err, manager.ErrCorrupt) {
+		if _, err := decodeEvents("c", damaged, 0); !errors.Is(err, manager.ErrCorrupt) {
 			t.Errorf("decodeEvents over %q = %v, want ErrCorrupt", bad, err)
 		}
 	}

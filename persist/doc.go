@@ -65,7 +65,10 @@
 // opening can be alive: the store remembers them (in memory) and treats a
 // claim of any other owner as expired, whatever its expiry says, and
 // Residents reports it with a zero Expires. So a server started after
-// kill -9 recovers the dead server's children at once.
+// kill -9 recovers the dead server's children at once. Each child's last
+// claim epoch is kept in the epochs bucket (made by the first claim, so an
+// older file opens unchanged; a child it lacks is at epoch 0); a fenced
+// write is checked against it and the claim in the write's transaction.
 //
 // # Guarantees
 //

@@ -148,6 +148,9 @@ func (s *Store) checkWrite(tx *bolt.Tx, r *writeReq) error {
 		if children.Get([]byte(r.id)) != nil {
 			return fmt.Errorf("persist: child %q: %w", r.id, ErrExists)
 		}
+		if f := r.w.Fence; f != nil {
+			return checkFence(tx, r.id, *f) // nobody holds a child not yet created
+		}
 	} else {
 		if err := requireChild(tx, r.id); err != nil {
 			return err
@@ -160,6 +163,11 @@ func (s *Store) checkWrite(tx *bolt.Tx, r *writeReq) error {
 			if next, err = journalLen(r.id, j); err != nil {
 				return err
 			}
+		}
+	}
+	if f := r.w.Fence; f != nil && r.w.Create == nil {
+		if err := checkFence(tx, r.id, *f); err != nil {
+			return err
 		}
 	}
 	if c := r.w.Claim; c != nil {
@@ -187,6 +195,14 @@ func applyWrite(tx *bolt.Tx, r *writeReq) error {
 	w := r.w
 	if w.Create != nil {
 		if err := putChild(tx, w.Create.Header, r.hb, r.db); err != nil {
+			return err
+		}
+	}
+	// A tenure that begins and ends in this one write (a whole short
+	// life) is not numbered: no other write can carry its fence, and a
+	// short life's commit stays free of claim pages.
+	if w.Claim != nil && !(w.Create != nil && w.Settle != nil) {
+		if err := grantClaim(tx, r.id, *w.Claim); err != nil {
 			return err
 		}
 	}

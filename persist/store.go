@@ -501,8 +501,17 @@ func (s *Store) Descriptor(ctx context.Context, childID string) (manager.Descrip
 // Events returns the child's whole journal. A key that is not the next
 // sequence, or an event whose Seq differs from its key, makes it corrupt.
 func (s *Store) Events(ctx context.Context, childID string) ([]agent.Event, error) {
+	return s.EventsFrom(ctx, childID, 0)
+}
+
+// EventsFrom returns the journal from sequence number from on, reading
+// only those events (a cursor seek), checked as Events checks them.
+func (s *Store) EventsFrom(ctx context.Context, childID string, from int64) ([]agent.Event, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
+	}
+	if from < 0 {
+		return nil, fmt.Errorf("persist: child %q: events from %d: the sequence must not be negative", childID, from)
 	}
 	// The bytes are copied out in the transaction and decoded after it, on
 	// every core: decoding is nearly all of a cold resume's cost.
@@ -516,10 +525,13 @@ func (s *Store) Events(ctx context.Context, childID string) ([]agent.Event, erro
 		if err != nil {
 			return err
 		}
-		raw = make([][]byte, 0, n)
+		if from >= n {
+			return nil
+		}
+		raw = make([][]byte, 0, n-from)
 		c := j.Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			want := int64(len(raw))
+		for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, uint64(from))); k != nil; k, v = c.Next() {
+			want := from + int64(len(raw))
 			if len(k) != 8 || int64(binary.BigEndian.Uint64(k)) != want {
 				return corrupt(childID, "journal", fmt.Errorf("expected sequence %d, found key %x", want, k))
 			}
@@ -533,12 +545,13 @@ func (s *Store) Events(ctx context.Context, childID string) ([]agent.Event, erro
 	if err != nil {
 		return nil, err
 	}
-	return decodeEvents(childID, raw)
+	return decodeEvents(childID, raw, from)
 }
 
 // decodeEvents decodes a journal's events in parallel chunks and checks
 // each holds its own sequence number.
-func decodeEvents(childID string, raw [][]byte) ([]agent.Event, error) {
+// raw[0] is the event of sequence from.
+func decodeEvents(childID string, raw [][]byte, from int64) ([]agent.Event, error) {
 	events := make([]agent.Event, len(raw))
 	workers := runtime.GOMAXPROCS(0)
 	if len(raw) < 256 {
@@ -558,11 +571,11 @@ func decodeEvents(childID string, raw [][]byte) ([]agent.Event, error) {
 			for i := lo; i < hi; i++ {
 				e, err := decodeEvent(raw[i])
 				if err != nil {
-					errs[w] = corrupt(childID, fmt.Sprintf("journal event %d", i), err)
+					errs[w] = corrupt(childID, fmt.Sprintf("journal event %d", from+int64(i)), err)
 					return
 				}
-				if e.Seq != int64(i) {
-					errs[w] = corrupt(childID, "journal", fmt.Errorf("key %d holds event with sequence %d", i, e.Seq))
+				if e.Seq != from+int64(i) {
+					errs[w] = corrupt(childID, "journal", fmt.Errorf("key %d holds event with sequence %d", from+int64(i), e.Seq))
 					return
 				}
 				events[i] = e

@@ -164,7 +164,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 	// The claims survive the reopen, but their owner held the lock of an
 	// earlier opening: they read as stale (zero Expires), and another
 	// owner takes one over at once though its lease has an hour to run.
-	want := []manager.Claim{{ChildID: "c1", Owner: manager.Owner{ID: "o1"}}, {ChildID: "c2", Owner: manager.Owner{ID: "o1"}}}
+	want := []manager.Claim{{ChildID: "c1", Owner: manager.Owner{ID: "o1"}, Epoch: 1}, {ChildID: "c2", Owner: manager.Owner{ID: "o1"}, Epoch: 1}}
 	if cs, err := r.Residents(ctx); err != nil || !reflect.DeepEqual(cs, want) {
 		t.Errorf("Residents after reopen = %+v, %v; want %+v", cs, err, want)
 	}

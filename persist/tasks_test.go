@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/persist/storetest"
 	"github.com/mcp-subagent/mcp-subagent/tasks"
 )
 
@@ -56,23 +57,7 @@ func TestTaskRecords(t *testing.T) {
 			t.Fatalf("read back %+v\nwant %+v", got, want)
 		}
 	}
-	w.Status, w.SettledAt = tasks.StatusCancelled, t0.Add(time.Minute)
-	if err := s.PutTask(ctx, w); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := s.Task(ctx, w.ID); got.Status != tasks.StatusCancelled {
-		t.Fatalf("a replaced record reads %v", got.Status)
-	}
-	if err := s.DeleteTask(ctx, a.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DeleteTask(ctx, "task-none"); err != nil {
-		t.Fatalf("deleting an unknown task: %v", err)
-	}
-	all, err := s.Tasks(ctx)
-	if err != nil || len(all) != 2 {
-		t.Fatalf("after a delete the store lists %d tasks (%v), want 2", len(all), err)
-	}
+	storetest.TaskReplaceDelete(t, s, w, a, 3)
 }
 
 // A store from before task records (the golden one) opens and reads

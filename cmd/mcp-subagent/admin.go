@@ -73,6 +73,9 @@ func (a *app) admin(ctx context.Context, req daemon.AdminRequest) (any, error) {
 		return a.mgr.Prune(ctx, manager.PruneRequest{Principals: []string{req.Principal},
 			Before: time.Now().Add(-args.OlderThan), DryRun: args.DryRun})
 	case daemon.OpCompact:
+		if a.store == nil && a.storeStatus != "" {
+			return nil, fmt.Errorf("PERSISTENCE_UNAVAILABLE: the session store is %s, which compacts itself (VACUUM); compact applies to a bbolt store", a.storeStatus)
+		}
 		if a.store == nil {
 			return nil, fmt.Errorf("PERSISTENCE_UNAVAILABLE: this daemon has no session store to compact")
 		}

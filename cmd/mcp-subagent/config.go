@@ -19,9 +19,12 @@ type Config struct {
 	Roots           []string `json:"roots,omitempty"`
 	DefaultProvider string   `json:"default_provider,omitempty"`
 	// Shell is run_shell's mode and sandbox (shell.go); nil: the default.
-	Shell       *ShellConfig `json:"shell,omitempty"`
-	DataDir     string       `json:"data_dir,omitempty"`
-	WaitSeconds float64      `json:"wait_seconds,omitempty"`
+	Shell   *ShellConfig `json:"shell,omitempty"`
+	DataDir string       `json:"data_dir,omitempty"`
+	// Store is a PostgreSQL URL to keep the session store in (store.go);
+	// empty: the bbolt file in the data directory.
+	Store       string  `json:"store,omitempty"`
+	WaitSeconds float64 `json:"wait_seconds,omitempty"`
 	// MaxMessageBytes bounds one MCP message a client sends over stdio (a
 	// line, in process or relayed); zero: 8 MiB. HTTP bodies have
 	// http.max_body_bytes.

@@ -104,7 +104,7 @@ func serveSocket(ctx context.Context, o serveOptions, cfg Config, l *daemon.List
 	idle := idleTimeout(o, cfg, foreground)
 	log.Info("daemon serving", "version", version, "pid", os.Getpid(), "data_dir", a.dataDir, "socket", l.Path(), "idle_timeout", idle)
 	reason := l.Serve(ctx, daemon.Options{
-		MCP: a.ms, Version: version, Shell: a.shell.Status, Logger: log.With("component", "daemon"), IdleTimeout: idle,
+		MCP: a.ms, Version: version, Shell: a.shell.Status, Store: a.storeStatus, Logger: log.With("component", "daemon"), IdleTimeout: idle,
 		Busy:            func() bool { return a.mgr.Live() > 0 },
 		Admin:           a.admin,
 		MaxMessageBytes: cfg.MaxMessageBytes,
@@ -201,6 +201,11 @@ func daemonCommand(o serveOptions, dataDir string) *exec.Cmd {
 	cmd := exec.Command(self, args...)
 	cmd.Dir = "/"
 	cmd.Env = append(os.Environ(), detachEnv+"=1")
+	if o.store != "" {
+		// In the environment, not the arguments: ps shows arguments, and
+		// the URL may hold a password.
+		cmd.Env = append(cmd.Env, storeEnv+"="+o.store)
+	}
 	if err := os.MkdirAll(dataDir, 0o700); err == nil {
 		if f, err := os.OpenFile(daemon.LogPath(dataDir), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
 			cmd.Stdout, cmd.Stderr = f, f
@@ -249,6 +254,9 @@ func daemonControl(ctx context.Context, op string, o serveOptions, stdout io.Wri
 				what = append(what, "its config file")
 			}
 			fmt.Fprintf(stdout, "session %s (client pid %d) has settings of its own, which its children use: %s differ from the daemon's\n", d.Session, d.ClientPID, strings.Join(what, "; "))
+		}
+		if w.Store != "" {
+			fmt.Fprintf(stdout, "store: %s\n", w.Store)
 		}
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/mcp-subagent/mcp-subagent/persist"
+	"github.com/mcp-subagent/mcp-subagent/persist/pgstore"
 )
 
 // runDoctor is `mcp-subagent doctor`: it copies every readable child of
@@ -40,6 +41,15 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "mcp-subagent doctor:", err)
 		return 2
+	}
+	if url, err := resolveStore(o, cfg); err != nil || url != "" {
+		if err != nil {
+			fmt.Fprintln(stderr, "mcp-subagent doctor:", err)
+			return 2
+		}
+		// PostgreSQL keeps its own data whole; doctor repairs bbolt files.
+		fmt.Fprintf(stdout, "the session store is the PostgreSQL database %s: nothing to repair here\n", pgstore.Redact(url))
+		return 0
 	}
 	if _, err := os.Stat(filepath.Join(dir, persist.FileName)); err != nil {
 		fmt.Fprintf(stderr, "mcp-subagent doctor: no session store in %s (%v)\n", dir, err)

@@ -84,6 +84,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.httpAddr, "http", "", "serve streamable HTTP at `ADDR`/mcp instead of stdio (loopback unless tokens are configured)")
 	fs.StringVar(&o.configPath, "config", "", "JSON config `FILE` (schema: schemas/config.json)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "`DIR` for the session store (default $XDG_STATE_HOME/mcp-subagent)")
+	fs.StringVar(&o.store, "store", "", "keep the session store in the PostgreSQL database at `URL` (postgres://...) instead of the data directory (also MCP_SUBAGENT_STORE, config \"store\")")
 	fs.BoolVar(&o.ephemeral, "ephemeral", false, "run without a session store: foreground one-shot children only; send_message, interrupt_agent, list_agents and background children are unavailable")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "auto", "log format: auto (tint on a terminal, JSON otherwise), text, json")

@@ -23,6 +23,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
+	"github.com/mcp-subagent/mcp-subagent/persist/pgstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
 	"github.com/mcp-subagent/mcp-subagent/tasks"
 	"github.com/mcp-subagent/mcp-subagent/tools"
@@ -30,6 +31,7 @@ import (
 
 type serveOptions struct {
 	httpAddr, configPath, dataDir, logLevel, logFormat, principal string
+	store                                                         string // --store
 	ephemeral, noDaemon                                           bool
 	idle                                                          time.Duration
 	// terminal, set when a person started serve on a terminal, gets one
@@ -95,7 +97,7 @@ type app struct {
 	cfg     Config
 	dataDir string // "" with --ephemeral
 	mgr     *manager.Manager
-	store   *persist.Store // nil with --ephemeral
+	store   *persist.Store // nil with --ephemeral or a PostgreSQL store
 	ts      *tools.Server
 	ms      *server.MCPServer
 	web     *webView     // the web view, its loopback listener started by the first ui op
@@ -105,7 +107,10 @@ type app struct {
 	// children run with.
 	settings sessionSettings
 	shell    shellSetting // run_shell's mode, for the log and daemon status
-	closers  []func()     // run in reverse by close
+	// storeStatus says where the session store lives, its password
+	// redacted, for daemon status.
+	storeStatus string
+	closers     []func() // run in reverse by close
 	// insecure turns protections off, for the tests that prove their
 	// probes reach what the protections guard; zero keeps every one.
 	insecure insecureHooks
@@ -159,7 +164,8 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	// The session store keeps continuable children; --ephemeral runs
 	// without one: foreground one-shot children only, control tools hidden.
 	var store manager.Store
-	var worktrees string // isolation "worktree": refused with --ephemeral (no data directory)
+	var taskStore tasks.Store // the store's task records; nil with --ephemeral
+	var worktrees string      // isolation "worktree": refused with --ephemeral (no data directory)
 	if dataDir != "" {
 		worktrees = filepath.Join(dataDir, "worktrees")
 		// For benchmarks only: what the durable path costs without the
@@ -168,12 +174,27 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		if noSync {
 			log.Warn("MCP_SUBAGENT_UNSAFE_NO_FSYNC=1: the store commits without fsync; a machine crash can lose or damage it", "dir", dataDir)
 		}
-		st, err := persist.Open(dataDir, persist.Options{Logger: log.With("component", "persist"), UnsafeNoSync: noSync})
+		url, err := resolveStore(o, cfg)
 		if err != nil {
 			return nil, err
 		}
-		a.closers = append(a.closers, func() { _ = st.Close() })
-		store, a.store = st, st
+		if url != "" {
+			st, err := pgstore.Open(ctx, url, log.With("component", "pgstore"))
+			if err != nil {
+				return nil, err
+			}
+			a.closers = append(a.closers, func() { _ = st.Close() })
+			store, taskStore = st, st
+			a.storeStatus = "PostgreSQL " + pgstore.Redact(url)
+		} else {
+			st, err := persist.Open(dataDir, persist.Options{Logger: log.With("component", "persist"), UnsafeNoSync: noSync})
+			if err != nil {
+				return nil, err
+			}
+			a.closers = append(a.closers, func() { _ = st.Close() })
+			store, taskStore, a.store = st, st, st
+			a.storeStatus = "bbolt " + filepath.Join(dataDir, persist.FileName)
+		}
 	}
 	var ts *tools.Server
 	mgr := manager.New(manager.Options{MaxDepth: cfg.MaxDepth, Budget: cfg.Limits.Budget.limits(), Logger: log.With("component", "manager"), Store: store,
@@ -242,8 +263,8 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	// Durable MCP tasks need the store: a task's record lives beside its
 	// child. The layer's hook sees the children task calls start.
 	var tm tools.Manager = mgr
-	if a.store != nil {
-		a.tasks = tasks.New(tasks.Options{Store: a.store, Manager: mgr, Logger: log.With("component", "tasks")})
+	if taskStore != nil {
+		a.tasks = tasks.New(tasks.Options{Store: taskStore, Manager: mgr, Logger: log.With("component", "tasks")})
 		a.closers = append(a.closers, a.tasks.Close) // before the manager's Close: closers run in reverse
 		tm = a.tasks.Hook(mgr)
 	}

@@ -81,6 +81,8 @@ type Store struct {
 	byAncestor map[string][]indexEntry
 	notices    map[string]*queue
 	claims     map[string]manager.Owner // child id → its owner
+	// epochs is each child's last claim epoch; it outlives the claim.
+	epochs map[string]int64
 }
 
 // New returns an empty store.
@@ -91,6 +93,7 @@ func New() *Store {
 		byAncestor: map[string][]indexEntry{},
 		notices:    map[string]*queue{},
 		claims:     map[string]manager.Owner{},
+		epochs:     map[string]int64{},
 	}
 }
 
@@ -220,9 +223,21 @@ func (s *Store) Descriptor(ctx context.Context, childID string) (manager.Descrip
 
 // Events returns the child's whole journal.
 func (s *Store) Events(ctx context.Context, childID string) ([]agent.Event, error) {
+	return s.EventsFrom(ctx, childID, 0)
+}
+
+// EventsFrom returns the journal from sequence number from on.
+func (s *Store) EventsFrom(ctx context.Context, childID string, from int64) ([]agent.Event, error) {
+	if from < 0 {
+		return nil, fmt.Errorf("memstore: child %q: events from %d: the sequence must not be negative", childID, from)
+	}
 	var raw [][]byte
 	// The slice header is copied; the encoded events are never mutated.
-	if err := s.read(ctx, childID, func(c *child) { raw = c.events[:len(c.events):len(c.events)] }); err != nil {
+	if err := s.read(ctx, childID, func(c *child) {
+		if from < int64(len(c.events)) {
+			raw = c.events[from:len(c.events):len(c.events)]
+		}
+	}); err != nil {
 		return nil, err
 	}
 	events := make([]agent.Event, len(raw))
@@ -489,12 +504,20 @@ func (s *Store) WriteChild(ctx context.Context, childID string, w manager.ChildW
 		if _, ok := s.children[childID]; ok {
 			return fmt.Errorf("memstore: child %q: %w", childID, ErrExists)
 		}
+		if f := w.Fence; f != nil {
+			return s.checkFence(childID, *f) // nobody holds a child not yet created
+		}
 	} else {
 		var err error
 		if c, err = s.get(childID); err != nil {
 			return err
 		}
 		next = len(c.events)
+		if f := w.Fence; f != nil {
+			if err := s.checkFence(childID, *f); err != nil {
+				return err
+			}
+		}
 		if w.Claim != nil {
 			if err := s.checkClaim(childID, *w.Claim); err != nil {
 				return err
@@ -519,6 +542,9 @@ func (s *Store) WriteChild(ctx context.Context, childID string, w manager.ChildW
 		c = s.create(w.Create.Header, hb, db)
 	}
 	if w.Claim != nil {
+		if held, ok := s.claims[childID]; !ok || held.ID != w.Claim.ID {
+			s.epochs[childID]++ // a takeover, or a claim of an unclaimed child
+		}
 		s.claims[childID] = *w.Claim
 	}
 	c.inbox = append(c.inbox, queued...)
@@ -561,6 +587,30 @@ func (s *Store) checkClaim(id string, want manager.Owner) error {
 		return nil
 	}
 	return fmt.Errorf("memstore: child %q is claimed by owner %q until %s: %w", id, held.ID, held.Expires.UTC().Format(time.RFC3339), manager.ErrOwned)
+}
+
+// checkFence refuses a write whose writer no longer holds the child's
+// claim at its epoch.
+func (s *Store) checkFence(id string, f manager.Fence) error {
+	held, ok := s.claims[id]
+	if ok && held.ID == f.Owner && s.epochs[id] == f.Epoch {
+		return nil
+	}
+	return fmt.Errorf("memstore: child %q: the write is fenced to owner %q at epoch %d, and the child's claim is no longer that (owner %q, epoch %d): %w",
+		id, f.Owner, f.Epoch, held.ID, s.epochs[id], manager.ErrOwned)
+}
+
+// ClaimOf returns the child's claim, if it is claimed.
+func (s *Store) ClaimOf(ctx context.Context, childID string) (manager.Claim, bool, error) {
+	var cl manager.Claim
+	var ok bool
+	err := s.read(ctx, childID, func(*child) {
+		var o manager.Owner
+		if o, ok = s.claims[childID]; ok {
+			cl = manager.Claim{ChildID: childID, Owner: o, Epoch: s.epochs[childID]}
+		}
+	})
+	return cl, ok, err
 }
 
 // Queued returns a child's inbox in admission order.
@@ -613,7 +663,7 @@ func (s *Store) Residents(ctx context.Context) ([]manager.Claim, error) {
 	}
 	var out []manager.Claim
 	for id, o := range s.claims {
-		out = append(out, manager.Claim{ChildID: id, Owner: o})
+		out = append(out, manager.Claim{ChildID: id, Owner: o, Epoch: s.epochs[id]})
 	}
 	slices.SortFunc(out, func(a, b manager.Claim) int { return strings.Compare(a.ChildID, b.ChildID) })
 	return out, nil
@@ -625,7 +675,7 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	s.children, s.byParent, s.byAncestor, s.notices, s.claims = nil, nil, nil, nil, nil
+	s.children, s.byParent, s.byAncestor, s.notices, s.claims, s.epochs = nil, nil, nil, nil, nil, nil
 	return nil
 }
 
@@ -677,6 +727,7 @@ func (s *Store) Delete(ctx context.Context, childID string) ([]string, error) {
 		delete(s.byParent, id)
 		delete(s.byAncestor, id)
 		delete(s.notices, id)
+		delete(s.epochs, id)
 	}
 	return ids, nil
 }

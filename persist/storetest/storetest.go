@@ -19,7 +19,8 @@
 // Delete removes a child's subtree and refuses a claimed one;
 // owner claims are granted, refused to another owner while unexpired (an
 // error wrapping ErrOwned), taken over once expired, renewed, revoked by
-// the settlement and listed by Residents; a ctx already done is refused
+// the settlement and listed by Residents; their epoch goes up on every
+// takeover and a fenced write of a former owner stores nothing; a ctx already done is refused
 // before any work; and concurrent writers do not interfere (run it under
 // -race). Detecting corrupt bytes needs access to the bytes, so it is each
 // backend's own test, not part of this suite; so is what a store knows
@@ -78,6 +79,9 @@ func Run(t *testing.T, open func(t *testing.T) manager.Store) {
 		{"Renew extends all of an owner's claims and only those", testRenew},
 		{"the settlement revokes the claim; Residents lists the rest", testResidents},
 		{"concurrent claims of one child: one owner wins", testConcurrentClaims},
+		{"claims carry an epoch that goes up on every takeover", testClaimEpochs},
+		{"after a takeover the former owner's fenced writes store nothing", testFencedWrites},
+		{"a journal reads from an offset", testEventsFrom},
 		{"a deleted child is gone with its subtree and everything keyed by it", testDelete},
 		{"a claimed child, or one with a claimed descendant, is never deleted", testDeleteClaimed},
 		{"a ctx already done is refused before any work", testDoneContext},
@@ -371,6 +375,10 @@ func testUnknownChild(t *testing.T, s manager.Store) {
 	check("Descriptor", err)
 	_, err = s.Events(ctx, id)
 	check("Events", err)
+	_, err = s.EventsFrom(ctx, id, 0)
+	check("EventsFrom", err)
+	_, _, err = s.ClaimOf(ctx, id)
+	check("ClaimOf", err)
 	_, err = s.JournalLen(ctx, id)
 	check("JournalLen", err)
 	check("AppendEvents", appendEvents(s, id, turn(0, 1, "x")))

@@ -1,0 +1,29 @@
+package pgstore_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/pgtest"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/persist/pgstore"
+	"github.com/mcp-subagent/mcp-subagent/persist/storetest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// open opens a store on a fresh database of the package's server.
+func open(t *testing.T) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.Open(context.Background(), pgtest.Shared(t).DSN(t), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) manager.Store { return open(t) })
+}

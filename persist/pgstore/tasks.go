@@ -1,0 +1,83 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mcp-subagent/mcp-subagent/persist"
+	"github.com/mcp-subagent/mcp-subagent/tasks"
+)
+
+var _ tasks.Store = (*Store)(nil)
+
+// Task records are stored in the bbolt store's encoding (persist.EncodeTask),
+// so both read them alike.
+
+// PutTask creates or replaces a task record.
+func (s *Store) PutTask(ctx context.Context, r tasks.Record) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	b, err := persist.EncodeTask(r)
+	if err != nil {
+		return err
+	}
+	_, err = s.pool.Exec(ctx, `insert into tasks (id, body) values ($1, $2) on conflict (id) do update set body = excluded.body`, r.ID, b)
+	return s.fail("storing task "+r.ID, err)
+}
+
+// Task reads a task record: tasks.ErrNotFound for an unknown id.
+func (s *Store) Task(ctx context.Context, id string) (tasks.Record, error) {
+	if err := s.begin(ctx); err != nil {
+		return tasks.Record{}, err
+	}
+	var b []byte
+	err := s.pool.QueryRow(ctx, `select body from tasks where id = $1`, id).Scan(&b)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return tasks.Record{}, fmt.Errorf("pgstore: task %q: %w", id, tasks.ErrNotFound)
+	}
+	if err != nil {
+		return tasks.Record{}, s.fail("reading task "+id, err)
+	}
+	return persist.DecodeTask(b)
+}
+
+// DeleteTask removes a task record; an unknown id is not an error.
+func (s *Store) DeleteTask(ctx context.Context, id string) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	_, err := s.pool.Exec(ctx, `delete from tasks where id = $1`, id)
+	return s.fail("deleting task "+id, err)
+}
+
+// Tasks lists every task record; one that does not decode is skipped and
+// logged.
+func (s *Store) Tasks(ctx context.Context) ([]tasks.Record, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `select id, body from tasks order by id`)
+	if err != nil {
+		return nil, s.fail("listing tasks", err)
+	}
+	defer rows.Close()
+	var out []tasks.Record
+	for rows.Next() {
+		var id string
+		var b []byte
+		if err := rows.Scan(&id, &b); err != nil {
+			return nil, s.fail("listing tasks", err)
+		}
+		r, err := persist.DecodeTask(b)
+		if err != nil {
+			s.log.Error("a task record does not decode; skipping it", "task", id, "err", err)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, s.fail("listing tasks", rows.Err())
+}
