@@ -26,6 +26,8 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/internal/seed"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
@@ -66,7 +68,7 @@ var root = manager.ParentRef{Principal: "bench"}
 func fakeClient(tb testing.TB, h fakeopenai.Handler) (*fakeopenai.Server, llm.Client) {
 	fake := fakeopenai.New(h)
 	tb.Cleanup(fake.Close)
-	return fake, llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", Model: "fake-model", RetryBaseDelay: time.Millisecond})
+	return fake, openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", Model: "fake-model", RetryBaseDelay: time.Millisecond})
 }
 
 // BenchmarkListChildren10k lists 10,000 stored children of one parent:
@@ -341,7 +343,7 @@ func benchLiveChildMemory(b *testing.B, h2 bool) {
 func spawnOverFakeProcess(b *testing.B, mode string, h2 bool) (*countingStore, *manager.Manager, func()) {
 	st := openStore(b)
 	fakeURL, hc, stopFake := startFakeModel(b, mode, h2)
-	client := llm.NewOpenAI(llm.Config{BaseURL: fakeURL, APIKey: "k", Model: "fake-model", HTTPClient: hc})
+	client := openai.New(transport.Config{BaseURL: fakeURL, APIKey: "k", Model: "fake-model", HTTPClient: hc})
 	// No admission cap: these benchmarks measure children running at once.
 	m := manager.New(manager.Options{Store: st, MaxRunningChildren: -1})
 	if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "fake-model"})); err != nil {
@@ -429,7 +431,7 @@ func startFakeModel(tb testing.TB, mode string, h2 bool) (string, *http.Client, 
 	pool := x509.NewCertPool()
 	pool.AddCert(c)
 	// The client's own transport, trusting the fake's certificate.
-	t := llm.DefaultTransport(url)
+	t := transport.DefaultTransport(url)
 	t.TLSClientConfig = &tls.Config{RootCAs: pool}
 	return url, &http.Client{Transport: t}, stop
 }

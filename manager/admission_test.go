@@ -12,6 +12,8 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
@@ -66,7 +68,7 @@ func newHeldModel(t *testing.T, reply func(req fakeopenai.Request) (fakeopenai.R
 func holdAll(fakeopenai.Request) (fakeopenai.Reply, bool) { return fakeopenai.Reply{}, true }
 
 func (h *heldModel) client() llm.Client {
-	return llm.NewOpenAI(llm.Config{BaseURL: h.fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
+	return openai.New(transport.Config{BaseURL: h.fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
 }
 
 // next waits for the next held request and checks whose it is.

@@ -15,6 +15,8 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
@@ -29,7 +31,7 @@ func TestRecordsALaterBuildWroteAreSkippedOnResume(t *testing.T) {
 		return fakeopenai.Reply{Text: "done: " + req.LastUserText()}
 	})
 	defer fake.Close()
-	client := llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
+	client := openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
 	dir := t.TempDir()
 	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	ctx := context.Background()

@@ -17,7 +17,8 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/internal/gittest"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
@@ -63,7 +64,7 @@ func newWTManager(t testing.TB, fake *fakeopenai.Server, dir string) *wtManager 
 	}
 	m := &wtManager{Manager: manager.New(manager.Options{Store: st, Worktrees: filepath.Join(dir, "worktrees"), MaxRunningChildren: -1}),
 		ends: map[string]chan struct{}{}}
-	client := llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
+	client := openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
 	if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "m"})); err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +309,7 @@ func TestIsolationOutsideARepositoryIsRefusedNamingTheField(t *testing.T) {
 	// A deployment without a worktree directory refuses it too.
 	bare := manager.New(manager.Options{})
 	defer bare.Close(context.Background())
-	client := llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k"})
+	client := openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k"})
 	if err := bare.Register(spawn.New(spawn.Options{Client: client, Model: "m"})); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,8 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/internal/seed"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
@@ -63,7 +64,7 @@ func newRig(t *testing.T, o Options) *rig {
 	})
 	r.m = manager.New(manager.Options{Store: r.st})
 	if err := r.m.Register(spawn.New(spawn.Options{Model: "m",
-		Client: llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})})); err != nil {
+		Client: openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})})); err != nil {
 		t.Fatal(err)
 	}
 	r.v = New(r.m, o)

@@ -93,10 +93,10 @@ type LLMConfig struct {
 	MaxTokens  int64  `json:"max_tokens,omitempty"`
 	MaxSteps   int    `json:"max_steps,omitempty"`
 	// StreamIdleSeconds cuts a model stream with no event for this long
-	// (a retried broken stream); zero: llm.DefaultStreamIdleTimeout.
+	// (a retried broken stream); zero: transport.DefaultStreamIdleTimeout.
 	StreamIdleSeconds float64 `json:"stream_idle_seconds,omitempty"`
 	// MaxOutputBytes bounds one model answer (text and tool calls); zero:
-	// llm.DefaultMaxOutputBytes.
+	// transport.DefaultMaxOutputBytes.
 	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
 }
 

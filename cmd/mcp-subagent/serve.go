@@ -20,7 +20,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/daemon"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
@@ -71,7 +71,7 @@ func llmModel(c LLMConfig) ModelConfig {
 			m.BaseURL, m.from.baseURL = "https://api.deepseek.com/v1", "DeepSeek's default, DEEPSEEK_API_KEY being set"
 		}
 		if m.BaseURL == "" {
-			m.BaseURL, m.from.baseURL = llm.DefaultBaseURL, "the default, OPENAI_BASE_URL being unset"
+			m.BaseURL, m.from.baseURL = openai.DefaultBaseURL, "the default, OPENAI_BASE_URL being unset"
 		}
 	}
 	if m.Model == "" {

@@ -11,6 +11,8 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
@@ -26,7 +28,7 @@ func twoModels(t *testing.T, store manager.Store) (main, fast *fakeopenai.Server
 	t.Cleanup(main.Close)
 	t.Cleanup(fast.Close)
 	client := func(s *fakeopenai.Server) llm.Client {
-		return llm.NewOpenAI(llm.Config{BaseURL: s.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
+		return openai.New(transport.Config{BaseURL: s.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
 	}
 	opts := spawn.Options{Models: []spawn.Model{
 		{Name: "main", Client: client(main), ID: "main-id"},

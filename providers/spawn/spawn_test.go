@@ -12,6 +12,8 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
@@ -30,7 +32,7 @@ func newProviders(t *testing.T, h fakeopenai.Handler) (*fakeopenai.Server, *mana
 	t.Helper()
 	fake := fakeopenai.New(h)
 	t.Cleanup(fake.Close)
-	opts := spawn.Options{Client: llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond}),
+	opts := spawn.Options{Client: openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond}),
 		Model: "m", Persona: "DEPLOYMENT",
 		DelegationTools: func(manager.ParentRef) []agent.Tool { return []agent.Tool{delegate{}} }}
 	m := manager.New(manager.Options{Store: memstore.New()})
@@ -75,7 +77,7 @@ func TestForkSeedFilterAndPersona(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{Client: llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", Model: "m"}), Journal: parent})
+	a, err := agent.New(agent.Config{Client: openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", Model: "m"}), Journal: parent})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
@@ -37,7 +38,7 @@ func TestAStoredCyclicSchemaFailsTheFollowupCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := manager.New(manager.Options{Store: store})
-	if err := m.Register(spawn.New(spawn.Options{Client: llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k"}), Model: "m"})); err != nil {
+	if err := m.Register(spawn.New(spawn.Options{Client: openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k"}), Model: "m"})); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close(context.Background()) })
