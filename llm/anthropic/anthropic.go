@@ -103,7 +103,7 @@ func (c *Client) attempt(ctx context.Context, params anthropic.MessageNewParams,
 		err = nil
 	}
 
-	if f := x.HttpFailure(ctx, err); f != nil {
+	if f := x.HTTPFailure(ctx, err); f != nil {
 		return llm.Response{}, f
 	}
 	switch {

@@ -100,7 +100,7 @@ func (c *Client) attempt(ctx context.Context, body []byte, onDelta func(string))
 	if ctx.Err() == nil && w.Stalled() {
 		return llm.Response{}, w.Failure()
 	}
-	if f := x.HttpFailure(ctx, err); f != nil {
+	if f := x.HTTPFailure(ctx, err); f != nil {
 		return llm.Response{}, f
 	}
 	switch {

@@ -116,45 +116,45 @@ func NewStreamLimits(cfg Config) StreamLimits {
 // stream went quiet for too long.
 var errStreamIdle = errors.New("stream idle")
 
-// watchdog ends an attempt whose stream goes quiet: its context, which
+// Watchdog ends an attempt whose stream goes quiet: its context, which
 // the request runs under, is cancelled (with cause errStreamIdle) once d
 // passes without a tick. A cancelled request's body read fails at once,
 // on HTTP/1.1 and HTTP/2 alike, which closing the body from another
 // goroutine does not promise.
-type watchdog struct {
+type Watchdog struct {
 	Ctx    context.Context
 	cancel context.CancelCauseFunc
 	t      *time.Timer
 	d      time.Duration
 }
 
-func (l StreamLimits) Watch(ctx context.Context) *watchdog {
-	w := &watchdog{d: l.idle}
+func (l StreamLimits) Watch(ctx context.Context) *Watchdog {
+	w := &Watchdog{d: l.idle}
 	w.Ctx, w.cancel = context.WithCancelCause(ctx)
 	w.t = time.AfterFunc(w.d, func() { w.cancel(errStreamIdle) })
 	return w
 }
 
 // tick says an event came: the quiet time starts again.
-func (w *watchdog) Tick() { w.t.Reset(w.d) }
+func (w *Watchdog) Tick() { w.t.Reset(w.d) }
 
 // shorten makes the allowed quiet time d from now on (the answer is
 // complete, and only the end of the body is awaited).
-func (w *watchdog) Shorten(d time.Duration) {
+func (w *Watchdog) Shorten(d time.Duration) {
 	w.d = d
 	w.t.Reset(d)
 }
 
 // stalled reports whether the watchdog cut the attempt.
-func (w *watchdog) Stalled() bool { return errors.Is(context.Cause(w.Ctx), errStreamIdle) }
+func (w *Watchdog) Stalled() bool { return errors.Is(context.Cause(w.Ctx), errStreamIdle) }
 
 // failure is the stall as an attempt's failure: a broken stream, retried.
-func (w *watchdog) Failure() *Failure {
+func (w *Watchdog) Failure() *Failure {
 	return &Failure{Message: fmt.Sprintf("stream broken: no event from the server for %s (the stream idle timeout, llm.stream_idle_seconds)", w.d),
 		Retryable: true, Cause: errStreamIdle}
 }
 
-func (w *watchdog) Stop() {
+func (w *Watchdog) Stop() {
 	w.t.Stop()
 	w.cancel(nil)
 }
@@ -348,7 +348,7 @@ func (c *Retrier) Run(ctx context.Context, attempt func() (llm.Response, *Failur
 // an error status, a request never sent, a connection that failed. It is
 // nil when the exchange itself went through, and the caller judges the
 // stream.
-func (x *Exchange) HttpFailure(ctx context.Context, err error) *Failure {
+func (x *Exchange) HTTPFailure(ctx context.Context, err error) *Failure {
 	switch {
 	case ctx.Err() != nil:
 		return &Failure{Message: ctx.Err().Error(), Cause: ctx.Err()}
