@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/manager"
-	"github.com/mcp-subagent/mcp-subagent/tasks"
+	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 )
 
-func sampleTask(id string) tasks.Record {
-	return tasks.Record{ID: id, Principal: "alice", Tool: "subagent", AgentID: "agent-1", MessageID: "msg-1",
-		Status: tasks.StatusCompleted, StatusMessage: "answered", CreatedAt: t0, UpdatedAt: t0.Add(time.Second),
+func sampleTask(id string) taskstore.Record {
+	return taskstore.Record{ID: id, Principal: "alice", Tool: "subagent", AgentID: "agent-1", MessageID: "msg-1",
+		Status: taskstore.StatusCompleted, StatusMessage: "answered", CreatedAt: t0, UpdatedAt: t0.Add(time.Second),
 		SettledAt: t0.Add(2 * time.Second), TTL: time.Hour,
 		Result: json.RawMessage(`{"content":[{"type":"text","text":"done"}],"isError":false}`)}
 }
@@ -30,15 +30,15 @@ func TestTaskRecords(t *testing.T) {
 	if got, err := s.Tasks(ctx); err != nil || len(got) != 0 {
 		t.Fatalf("a new store lists tasks %v, %v", got, err)
 	}
-	if _, err := s.Task(ctx, "task-none"); !errors.Is(err, tasks.ErrNotFound) {
+	if _, err := s.Task(ctx, "task-none"); !errors.Is(err, taskstore.ErrNotFound) {
 		t.Fatalf("an unknown task: %v, want tasks.ErrNotFound", err)
 	}
 	a := sampleTask("task-a")
 	w := sampleTask("task-w")
-	w.Status, w.SettledAt, w.Result = tasks.StatusWorking, time.Time{}, nil
+	w.Status, w.SettledAt, w.Result = taskstore.StatusWorking, time.Time{}, nil
 	f := sampleTask("task-f")
-	f.Status, f.Result, f.Error = tasks.StatusFailed, nil, &tasks.RPCError{Code: -32603, Message: "the server stopped"}
-	for _, r := range []tasks.Record{a, w, f} {
+	f.Status, f.Result, f.Error = taskstore.StatusFailed, nil, &taskstore.RPCError{Code: -32603, Message: "the server stopped"}
+	for _, r := range []taskstore.Record{a, w, f} {
 		if err := s.PutTask(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func TestTaskRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = openTest(t, dir)
-	for _, want := range []tasks.Record{a, w, f} {
+	for _, want := range []taskstore.Record{a, w, f} {
 		got, err := s.Task(ctx, want.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -56,11 +56,11 @@ func TestTaskRecords(t *testing.T) {
 			t.Fatalf("read back %+v\nwant %+v", got, want)
 		}
 	}
-	w.Status, w.SettledAt = tasks.StatusCancelled, t0.Add(time.Minute)
+	w.Status, w.SettledAt = taskstore.StatusCancelled, t0.Add(time.Minute)
 	if err := s.PutTask(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Task(ctx, w.ID); got.Status != tasks.StatusCancelled {
+	if got, _ := s.Task(ctx, w.ID); got.Status != taskstore.StatusCancelled {
 		t.Fatalf("a replaced record reads %v", got.Status)
 	}
 	if err := s.DeleteTask(ctx, a.ID); err != nil {
@@ -104,7 +104,7 @@ func TestGoldenStoreTakesTasks(t *testing.T) {
 // corrupt, never a panic, and what decodes re-encodes to a record that
 // decodes the same.
 func FuzzDecodeTask(f *testing.F) {
-	for _, r := range []tasks.Record{sampleTask("task-1"), {ID: "task-2", Principal: "local", AgentID: "agent-2", Status: tasks.StatusWorking, CreatedAt: t0, UpdatedAt: t0}} {
+	for _, r := range []taskstore.Record{sampleTask("task-1"), {ID: "task-2", Principal: "local", AgentID: "agent-2", Status: taskstore.StatusWorking, CreatedAt: t0, UpdatedAt: t0}} {
 		b, err := EncodeTask(r)
 		if err != nil {
 			f.Fatal(err)
