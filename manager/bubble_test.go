@@ -269,7 +269,7 @@ func TestInterruptParksTheQueueInABubble(t *testing.T) {
 		if len(turns) != 1 || turns[0].ended != agent.StopAborted {
 			t.Fatalf("after the interrupt: %d turns, the first ended %q; want one, aborted, and the queue parked", len(turns), turns[0].ended)
 		}
-		rows, err := m.ListChildren(bubbleRoot)
+		rows, err := listChildren(m, bubbleRoot)
 		if err != nil || len(rows) != 1 {
 			t.Fatalf("ListChildren = %v, %v", rows, err)
 		}

@@ -113,7 +113,7 @@ func TestABudgetStopsAChildThatNeverStops(t *testing.T) {
 				}
 			} else {
 				var err error
-				_, res, err = m.RunOnce(ctx, "spawn", req)
+				_, res, err = runOnce(m, ctx, "spawn", req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -144,7 +144,7 @@ func TestABadBudgetIsRefusedNamingTheField(t *testing.T) {
 		"budget.tokens": {Tokens: -1}, "budget.steps": {Steps: -2},
 		"budget.seconds": {Seconds: math.Inf(1)}, "budget.cost_usd": {CostUSD: math.NaN()},
 	} {
-		_, _, err := m.RunOnce(context.Background(), "spawn", manager.StartRequest{Label: "x", Prompt: "x", Parent: root, Budget: &b})
+		_, _, err := runOnce(m, context.Background(), "spawn", manager.StartRequest{Label: "x", Prompt: "x", Parent: root, Budget: &b})
 		var e *manager.Error
 		if !errors.As(err, &e) || e.Code != manager.CodeInvalidRequest || !strings.Contains(e.Message, `field "`+field+`"`) {
 			t.Errorf("%s: err = %v; want INVALID_REQUEST naming it", field, err)
@@ -168,7 +168,7 @@ func TestTheDeploymentDefaultAndMaxApply(t *testing.T) {
 		steps int
 	}{{nil, 2}, {&manager.Budget{Steps: 10}, 3}, {&manager.Budget{Tokens: 1000}, 3}} {
 		before := len(fake.Requests())
-		_, res, err := m.RunOnce(context.Background(), "spawn", manager.StartRequest{Label: "x", Prompt: "x", Parent: root, Budget: tc.asked})
+		_, res, err := runOnce(m, context.Background(), "spawn", manager.StartRequest{Label: "x", Prompt: "x", Parent: root, Budget: tc.asked})
 		if err != nil || res.StopReason != agent.StopBudget {
 			t.Fatalf("asked %+v: %+v, %v; want budget", tc.asked, res, err)
 		}
@@ -192,7 +192,7 @@ func (d delegate) Def() llm.ToolDef {
 func (d delegate) Call(ctx context.Context, args json.RawMessage) (string, error) {
 	var in struct{ Prompt string }
 	_ = json.Unmarshal(args, &in)
-	_, res, err := d.m.RunOnce(ctx, "spawn", manager.StartRequest{Label: in.Prompt, Prompt: in.Prompt, Parent: d.self})
+	_, res, err := runOnce(d.m, ctx, "spawn", manager.StartRequest{Label: in.Prompt, Prompt: in.Prompt, Parent: d.self})
 	if err != nil {
 		return "", err
 	}

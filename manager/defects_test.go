@@ -68,7 +68,7 @@ func TestRecoverKeepsAndAnnouncesAnUnreadableActiveChild(t *testing.T) {
 	if act, _ := st.Residents(ctx); len(act) != 1 || act[0].ChildID != s.ChildID {
 		t.Errorf("claims after recovery = %v, want the unreadable child's kept", act)
 	}
-	rows, err := m.ListChildren(root)
+	rows, err := listChildren(m, root)
 	if err != nil || len(rows) != 1 || rows[0].Kind != "diagnostic" || rows[0].Reason != "corrupt" {
 		t.Errorf("listing = %+v, %v; want the child as a corrupt diagnostic", rows, err)
 	}

@@ -169,7 +169,7 @@ func TestMangledJournalListsAsCorrupt(t *testing.T) {
 	defer st.Close()
 	defer m.Close(ctx)
 	kinds := func() map[string]string {
-		rows, err := m.ListChildren(root)
+		rows, err := listChildren(m, root)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +315,7 @@ func TestResumeKeepsThePersistedDepth(t *testing.T) {
 	defer cancel()
 	st.Wait(ctx)
 	for settled := false; !settled; { // wait for the epoch to settle
-		rows, err := m.ListChildren(parent)
+		rows, err := listChildren(m, parent)
 		if err != nil || ctx.Err() != nil {
 			t.Fatalf("the child never settled: %v %v", rows, err)
 		}

@@ -39,20 +39,15 @@ type Row struct {
 	Reason   string    `json:"reason,omitempty"` // corrupt, unavailable
 }
 
-// ListChildren lists the caller's direct continuable children, live state
-// merged over the store, in creation order. It never loads, resumes or
-// queries a child: a live child reads no journal; a stored child reads its
+// ListDescendants lists the caller's whole subtree, live state merged over
+// the store, in creation order. It never loads, resumes or queries a
+// child: a live child reads no journal; a stored child reads its
 // checkpoint when it is current, else folds its journal once.
-func (m *Manager) ListChildren(caller ParentRef) ([]Row, error) {
-	return m.list(caller.Address(), false)
-}
-
-// ListDescendants lists the caller's whole subtree.
 func (m *Manager) ListDescendants(caller ParentRef) ([]Row, error) {
-	return m.list(caller.Address(), true)
+	return m.list(caller.Address())
 }
 
-func (m *Manager) list(root string, deep bool) ([]Row, error) {
+func (m *Manager) list(root string) ([]Row, error) {
 	if m.store == nil {
 		return nil, newErr(CodeControlUnavailable, "listing needs a session store; none is configured")
 	}
@@ -60,17 +55,11 @@ func (m *Manager) list(root string, deep bool) ([]Row, error) {
 	// caches) are the manager's own, bounded.
 	ctx, cancel := m.bg()
 	defer cancel()
-	return m.listCtx(ctx, root, deep)
+	return m.subtreeRows(ctx, root)
 }
 
-func (m *Manager) listCtx(ctx context.Context, root string, deep bool) ([]Row, error) {
-	if !deep {
-		ls, err := m.store.Listings(ctx, root, Page{})
-		if err != nil {
-			return m.liveRows(root, err), nil
-		}
-		return m.childRows(ctx, ls), nil
-	}
+// subtreeRows lists root's whole subtree.
+func (m *Manager) subtreeRows(ctx context.Context, root string) ([]Row, error) {
 	// The whole subtree, breadth first; tree usage summed bottom-up.
 	var rows []Row
 	depthOf := map[string]int{root: 0}
@@ -196,7 +185,7 @@ func (m *Manager) TreeUsage(agentID string) (Usage, error) {
 }
 
 func (m *Manager) treeUsage(ctx context.Context, agentID string) (Usage, error) {
-	rows, err := m.listCtx(ctx, agentID, true)
+	rows, err := m.subtreeRows(ctx, agentID)
 	if err != nil {
 		return Usage{}, err
 	}

@@ -558,7 +558,7 @@ func TestRunOnce(t *testing.T) {
 		return doneDriver{req.Journal, agent.TurnResult{Output: "42", StopReason: "weird"}}, nil
 	}}
 	m := newManager(t, manager.Options{}, p)
-	id, res, err := m.RunOnce(context.Background(), "spawn", prompt("answer"))
+	id, res, err := runOnce(m, context.Background(), "spawn", prompt("answer"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -568,7 +568,7 @@ func TestRunOnce(t *testing.T) {
 	if res.Output != "42" || res.StopReason != agent.StopError {
 		t.Errorf("RunOnce result = %+v: the unknown stop reason must be normalised here too", res)
 	}
-	if _, _, err := m.RunOnce(context.Background(), "nope", prompt("answer")); !errors.Is(err, manager.ErrNoProvider) {
+	if _, _, err := runOnce(m, context.Background(), "nope", prompt("answer")); !errors.Is(err, manager.ErrNoProvider) {
 		t.Errorf("RunOnce with an unknown provider: %v", err)
 	}
 }

@@ -53,17 +53,6 @@ func (m *Manager) Start(ctx context.Context, name string, req StartRequest) (Run
 	return r, nil
 }
 
-// RunOnce starts a one-shot run, waits for its result and disposes it.
-func (m *Manager) RunOnce(ctx context.Context, name string, req StartRequest) (string, Result, error) {
-	run, err := m.Start(ctx, name, req)
-	if err != nil {
-		return "", Result{}, err
-	}
-	defer run.Dispose()
-	<-run.Done()
-	return run.ID(), run.Result(), nil
-}
-
 // oneShot is a one-shot run: the driver's one turn, run by the manager.
 type oneShot struct {
 	m        *Manager

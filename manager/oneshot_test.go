@@ -45,7 +45,7 @@ func TestAOneShotRunIsItsDriversOneTurn(t *testing.T) {
 	req := prompt("list it")
 	req.Persona = "terse"
 	req.Progress = func(n string) { mu.Lock(); notes = append(notes, n); mu.Unlock() }
-	id, res, err := m.RunOnce(context.Background(), "ext", req)
+	id, res, err := runOnce(m, context.Background(), "ext", req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func (m *Manager) seekRows(ctx context.Context, root string, q ListQuery, after 
 			if !after.IsZero() || len(rows) > 0 {
 				return nil, false, &Error{Code: CodePersistenceUnavailable, Message: "reading the session store failed; list again", Err: err}
 			}
-			// As ListChildren does.
+			// As ListDescendants does.
 			return m.liveRows(root, err), true, nil
 		}
 		for _, r := range m.childRows(ctx, ls) {

@@ -17,7 +17,7 @@ import (
 // with their statuses.
 func listedIDs(t *testing.T, m *manager.Manager, caller manager.ParentRef) map[string]string {
 	t.Helper()
-	rows, err := m.ListChildren(caller)
+	rows, err := listChildren(m, caller)
 	if err != nil {
 		t.Fatalf("ListChildren: %v", err)
 	}

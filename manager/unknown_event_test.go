@@ -87,7 +87,7 @@ func TestRecordsALaterBuildWroteAreSkippedOnResume(t *testing.T) {
 	}
 
 	st, m = open()
-	rows, err := m.ListChildren(root)
+	rows, err := listChildren(m, root)
 	if err != nil || len(rows) != 1 || rows[0].Kind != "child" || rows[0].LastStopReason != agent.StopCompleted ||
 		rows[0].LastMessage != "done: first" {
 		t.Fatalf("ListChildren = %+v, %v; want the child ready with its last outcome", rows, err)

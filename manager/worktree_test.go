@@ -210,7 +210,7 @@ func TestParallelChildrenEditTheSameFileInTheirOwnWorktrees(t *testing.T) {
 			t.Errorf("a changed worktree is gone after settlement: %v", err)
 		}
 	}
-	rows, err := m.ListChildren(root)
+	rows, err := listChildren(m.Manager, root)
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("rows %+v, %v", rows, err)
 	}

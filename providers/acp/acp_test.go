@@ -691,7 +691,7 @@ func jsonEqual(a, b any) bool {
 func TestOneShotRun(t *testing.T) {
 	f := newFixture(t, fakeConfig{})
 	m := f.manager(nil, nil)
-	_, res, err := m.RunOnce(context.Background(), "acp", f.request("once"))
+	_, res, err := runOnce(m, context.Background(), "acp", f.request("once"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -855,4 +855,16 @@ func TestFlowHoldsReadingBack(t *testing.T) {
 	if _, ok := <-lines; ok {
 		t.Error("more lines than written")
 	}
+}
+
+// runOnce runs a one-shot child as the subagent tool does: Start, wait
+// for the result, Dispose.
+func runOnce(m *manager.Manager, ctx context.Context, name string, req manager.StartRequest) (string, manager.Result, error) {
+	run, err := m.Start(ctx, name, req)
+	if err != nil {
+		return "", manager.Result{}, err
+	}
+	defer run.Dispose()
+	<-run.Done()
+	return run.ID(), run.Result(), nil
 }

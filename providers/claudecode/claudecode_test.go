@@ -708,7 +708,7 @@ func TestOneShotRunKeepsNoSession(t *testing.T) {
 	m := newManager(t, nil, f.options(t), nil)
 	var notes []string
 	var mu sync.Mutex
-	_, res, err := m.RunOnce(context.Background(), DefaultName, manager.StartRequest{Prompt: "once",
+	_, res, err := runOnce(m, context.Background(), DefaultName, manager.StartRequest{Prompt: "once",
 		Parent: manager.ParentRef{Principal: root.Principal, Cwd: f.cwd},
 		Progress: func(n string) {
 			mu.Lock()
@@ -841,4 +841,16 @@ func TestNoGoroutineOutlivesATurn(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines before, %d after:\n%s", before, after, buf[:runtime.Stack(buf, true)])
 	}
+}
+
+// runOnce runs a one-shot child as the subagent tool does: Start, wait
+// for the result, Dispose.
+func runOnce(m *manager.Manager, ctx context.Context, name string, req manager.StartRequest) (string, manager.Result, error) {
+	run, err := m.Start(ctx, name, req)
+	if err != nil {
+		return "", manager.Result{}, err
+	}
+	defer run.Dispose()
+	<-run.Done()
+	return run.ID(), run.Result(), nil
 }

@@ -522,7 +522,7 @@ func TestRealCLI(t *testing.T) {
 	})
 
 	t.Run("a one-shot run", func(t *testing.T) {
-		_, res, err := m.RunOnce(context.Background(), DefaultName, manager.StartRequest{Prompt: "REAL:hello oneshot-7771",
+		_, res, err := runOnce(m, context.Background(), DefaultName, manager.StartRequest{Prompt: "REAL:hello oneshot-7771",
 			Parent: manager.ParentRef{Principal: root.Principal, Cwd: cwd}})
 		if err != nil || res.StopReason != agent.StopCompleted || !strings.HasPrefix(res.Output, "hello from the fake model") {
 			t.Errorf("%v: %s %q (%s)", err, res.StopReason, res.Output, res.Diagnostic)

@@ -675,7 +675,7 @@ func TestAOneShotRunUsesAnEphemeralThread(t *testing.T) {
 	var events []manager.Event
 	var mu sync.Mutex
 	defer f.m.Subscribe(func(e manager.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })()
-	id, res, err := f.m.RunOnce(ctxT(t), "codex", manager.StartRequest{Label: "x", Prompt: "once", Parent: f.parent,
+	id, res, err := runOnce(f.m, ctxT(t), "codex", manager.StartRequest{Label: "x", Prompt: "once", Parent: f.parent,
 		Progress: func(n string) { notes = append(notes, n) }})
 	if err != nil {
 		t.Fatal(err)
@@ -808,4 +808,16 @@ func TestNothingCodexStartedOutlivesItsTurn(t *testing.T) {
 		}
 		noneLive(t, mark, "shutdown")
 	})
+}
+
+// runOnce runs a one-shot child as the subagent tool does: Start, wait
+// for the result, Dispose.
+func runOnce(m *manager.Manager, ctx context.Context, name string, req manager.StartRequest) (string, manager.Result, error) {
+	run, err := m.Start(ctx, name, req)
+	if err != nil {
+		return "", manager.Result{}, err
+	}
+	defer run.Dispose()
+	<-run.Done()
+	return run.ID(), run.Result(), nil
 }
