@@ -31,12 +31,13 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // countingStore counts journal reads, to show listing reads none for live
 // children.
 type countingStore struct {
-	manager.Store
+	seam.Store
 	eventReads atomic.Int64
 }
 
@@ -54,7 +55,7 @@ func openStore(tb testing.TB) *countingStore {
 	return &countingStore{Store: st}
 }
 
-func newManager(tb testing.TB, store manager.Store, client llm.Client) *manager.Manager {
+func newManager(tb testing.TB, store seam.Store, client llm.Client) *manager.Manager {
 	m := manager.New(manager.Options{Store: store})
 	if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "fake-model"})); err != nil {
 		tb.Fatal(err)
@@ -63,7 +64,7 @@ func newManager(tb testing.TB, store manager.Store, client llm.Client) *manager.
 	return m
 }
 
-var root = manager.ParentRef{Principal: "bench"}
+var root = seam.ParentRef{Principal: "bench"}
 
 func fakeClient(tb testing.TB, h fakeopenai.Handler) (*fakeopenai.Server, llm.Client) {
 	fake := fakeopenai.New(h)
@@ -103,7 +104,7 @@ func BenchmarkListLiveChildren(b *testing.B) {
 	defer close(release)
 	const n = 200
 	for i := range n {
-		req := manager.StartRequest{Label: "live", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: b.TempDir()}
+		req := seam.StartRequest{Label: "live", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: b.TempDir()}
 		if _, err := m.StartContinuable(context.Background(), "spawn", req, false); err != nil {
 			b.Fatal(err)
 		}
@@ -143,10 +144,10 @@ func benchColdResume(b *testing.B, events int) {
 	for b.Loop() {
 		b.StopTimer()
 		id := manager.NewID()
-		h := manager.Header{ID: id, Parent: root.Address(), Principal: root.Principal, Depth: 1, DepthCap: 3,
-			Mode: manager.ModeContinuable, Provider: "spawn", Label: "long", Cwd: b.TempDir(), CreatedAt: time.Now().UTC()}
-		d := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn", Label: "long"}
-		w := manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}, Events: seed.TurnEvents(0, events/4)}
+		h := seam.Header{ID: id, Parent: root.Address(), Principal: root.Principal, Depth: 1, DepthCap: 3,
+			Mode: seam.ModeContinuable, Provider: "spawn", Label: "long", Cwd: b.TempDir(), CreatedAt: time.Now().UTC()}
+		d := seam.Descriptor{Version: seam.DescriptorVersion, Mode: seam.ModeContinuable, Provider: "spawn", Label: "long"}
+		w := seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: d}, Events: seed.TurnEvents(0, events/4)}
 		if err := st.WriteChild(context.Background(), id, w); err != nil {
 			b.Fatal(err)
 		}
@@ -229,7 +230,7 @@ func benchConcurrent(b *testing.B, n int, h2 bool) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				req := manager.StartRequest{Label: "bulk", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: cwd}
+				req := seam.StartRequest{Label: "bulk", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: cwd}
 				if _, err := m.StartContinuable(context.Background(), "spawn", req, false); err != nil {
 					b.Error(err)
 				}
@@ -299,7 +300,7 @@ func benchLiveChildMemory(b *testing.B, h2 bool) {
 		rss0, heap0, stack0, g0 := rssKiB(), heapKiB(), stackKiB(), runtime.NumGoroutine()
 		b.StartTimer()
 		for i := range n {
-			req := manager.StartRequest{Label: "live", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: cwd}
+			req := seam.StartRequest{Label: "live", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: cwd}
 			if _, err := m.StartContinuable(context.Background(), "spawn", req, false); err != nil {
 				b.Fatal(err)
 			}
@@ -479,7 +480,7 @@ func BenchmarkListPage(b *testing.B) {
 
 // listChildren is every direct child of caller as the list tool reads
 // them: Manager.List's pages, followed to the last.
-func listChildren(m *manager.Manager, caller manager.ParentRef) ([]manager.Row, error) {
+func listChildren(m *manager.Manager, caller seam.ParentRef) ([]manager.Row, error) {
 	var rows []manager.Row
 	q := manager.ListQuery{Limit: manager.MaxPageLimit}
 	for {

@@ -20,6 +20,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // A journal holding records a later build wrote (a kind this build does not
@@ -33,7 +34,7 @@ func TestRecordsALaterBuildWroteAreSkippedOnResume(t *testing.T) {
 	defer fake.Close()
 	client := openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
 	dir := t.TempDir()
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	ctx := context.Background()
 	open := func() (*persist.Store, *manager.Manager) {
 		st, m := openSpawn(t, dir, client)
@@ -43,7 +44,7 @@ func TestRecordsALaterBuildWroteAreSkippedOnResume(t *testing.T) {
 		return st, m
 	}
 	st, m := open()
-	s, err := m.StartContinuable(ctx, "spawn", manager.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
+	s, err := m.StartContinuable(ctx, "spawn", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // An index record keeps the model a listing row shows, with or without a
 // cwd before it; a record written before either field existed still
 // decodes, with both empty.
 func TestIndexRecordKeepsTheModel(t *testing.T) {
-	base := manager.Header{Depth: 1, Mode: manager.ModeContinuable, Provider: "spawn", Label: "l",
+	base := seam.Header{Depth: 1, Mode: seam.ModeContinuable, Provider: "spawn", Label: "l",
 		CreatedAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	for _, c := range []struct{ cwd, model string }{{"", ""}, {"/w", ""}, {"", "fast"}, {"/w", "fast"}} {
 		h := base

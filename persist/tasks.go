@@ -8,7 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 )
 
@@ -58,10 +58,10 @@ func EncodeTask(r taskstore.Record) ([]byte, error) {
 func DecodeTask(b []byte) (taskstore.Record, error) {
 	var w taskRecord
 	if err := json.Unmarshal(b, &w); err != nil {
-		return taskstore.Record{}, fmt.Errorf("task record: %w: %w", manager.ErrCorrupt, err)
+		return taskstore.Record{}, fmt.Errorf("task record: %w: %w", seam.ErrCorrupt, err)
 	}
 	bad := func(why string) (taskstore.Record, error) {
-		return taskstore.Record{}, fmt.Errorf("task record %q: %s: %w", w.ID, why, manager.ErrCorrupt)
+		return taskstore.Record{}, fmt.Errorf("task record %q: %s: %w", w.ID, why, seam.ErrCorrupt)
 	}
 	switch {
 	case w.V != TaskRecordVersion:

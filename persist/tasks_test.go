@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 )
 
@@ -118,7 +118,7 @@ func FuzzDecodeTask(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeTask(b)
 		if err != nil {
-			if !errors.Is(err, manager.ErrCorrupt) {
+			if !errors.Is(err, seam.ErrCorrupt) {
 				t.Fatalf("a refusal that is not ErrCorrupt: %v", err)
 			}
 			return

@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
@@ -19,9 +20,9 @@ import (
 type idleManager struct{}
 
 func (idleManager) AwaitTurn(string, string, func(string)) manager.Turn { panic("not reached") }
-func (idleManager) Interrupt(manager.ParentRef, string) error           { panic("not reached") }
-func (idleManager) LastOutcome(context.Context, string) (manager.Result, error) {
-	return manager.Result{}, manager.ErrNotFound
+func (idleManager) Interrupt(seam.ParentRef, string) error              { panic("not reached") }
+func (idleManager) LastOutcome(context.Context, string) (seam.Result, error) {
+	return seam.Result{}, seam.ErrNotFound
 }
 
 // callServer is an MCP server whose subagent tool hands the context of

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
@@ -42,8 +43,8 @@ const (
 // Manager is what the layer asks of the manager.
 type Manager interface {
 	AwaitTurn(childID, msgID string, step func(string)) manager.Turn
-	Interrupt(caller manager.ParentRef, childID string) error
-	LastOutcome(ctx context.Context, childID string) (manager.Result, error)
+	Interrupt(caller seam.ParentRef, childID string) error
+	LastOutcome(ctx context.Context, childID string) (seam.Result, error)
 }
 
 // Options configures a Layer. Zero values mean the defaults given.
@@ -639,7 +640,7 @@ func (l *Layer) cancelTask(lt *liveTask) {
 	if !live {
 		return
 	}
-	if err := l.mgr.Interrupt(manager.ParentRef{Principal: rec.Principal}, rec.AgentID); err != nil {
+	if err := l.mgr.Interrupt(seam.ParentRef{Principal: rec.Principal}, rec.AgentID); err != nil {
 		l.log.Warn("interrupting a cancelled task's child failed", "task_id", rec.ID, "agent_id", rec.AgentID, "err", err)
 		return
 	}
@@ -771,7 +772,7 @@ type hooked struct {
 	l *Layer
 }
 
-func (h hooked) StartContinuable(ctx context.Context, name string, req manager.StartRequest, wait bool) (*manager.Started, error) {
+func (h hooked) StartContinuable(ctx context.Context, name string, req seam.StartRequest, wait bool) (*manager.Started, error) {
 	p, _ := ctx.Value(pendingKey{}).(*pending)
 	if p == nil || !wait || !p.claim() {
 		return h.Manager.StartContinuable(ctx, name, req, wait)
@@ -785,7 +786,7 @@ func (h hooked) StartContinuable(ctx context.Context, name string, req manager.S
 	return st, nil
 }
 
-func (h hooked) FollowupBudget(ctx context.Context, caller manager.ParentRef, childID, content string, wait bool, budget *manager.Budget) (*manager.Sent, error) {
+func (h hooked) FollowupBudget(ctx context.Context, caller seam.ParentRef, childID, content string, wait bool, budget *seam.Budget) (*manager.Sent, error) {
 	p, _ := ctx.Value(pendingKey{}).(*pending)
 	if p == nil || !wait || !p.claim() {
 		return h.Manager.FollowupBudget(ctx, caller, childID, content, wait, budget)
@@ -807,7 +808,7 @@ type closingTurn struct {
 	l *Layer
 }
 
-func (c closingTurn) Wait(ctx context.Context) (manager.Result, bool) {
+func (c closingTurn) Wait(ctx context.Context) (seam.Result, bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(c.l.ctx, cancel)

@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tasks"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 	"github.com/mcp-subagent/mcp-subagent/tools"
@@ -25,17 +26,17 @@ import (
 // cmd/mcp-subagent).
 type fakeManager struct {
 	mu       sync.Mutex
-	outcomes map[string]manager.Result
+	outcomes map[string]seam.Result
 }
 
 func (f *fakeManager) AwaitTurn(string, string, func(string)) manager.Turn { panic("not reached") }
-func (f *fakeManager) Interrupt(manager.ParentRef, string) error           { panic("not reached") }
-func (f *fakeManager) LastOutcome(_ context.Context, id string) (manager.Result, error) {
+func (f *fakeManager) Interrupt(seam.ParentRef, string) error              { panic("not reached") }
+func (f *fakeManager) LastOutcome(_ context.Context, id string) (seam.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.outcomes[id]
 	if !ok {
-		return manager.Result{}, manager.ErrNotFound
+		return seam.Result{}, seam.ErrNotFound
 	}
 	return r, nil
 }
@@ -189,7 +190,7 @@ func TestExpiry(t *testing.T) {
 // turn completed, else failed with the diagnostic; another principal
 // still cannot see them.
 func TestRecoverResolvesWorking(t *testing.T) {
-	fm := &fakeManager{outcomes: map[string]manager.Result{
+	fm := &fakeManager{outcomes: map[string]seam.Result{
 		"agent-done": {StopReason: agent.StopCompleted, Output: "the answer"},
 		"agent-cut":  {StopReason: agent.StopAborted, Diagnostic: "the turn was cut by a restart"},
 	}}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 type lsOptions struct {
@@ -154,7 +155,7 @@ func age(now, t time.Time) string {
 }
 
 // usageText is "in/out tok" and the cost when known.
-func usageText(u *manager.Usage) string {
+func usageText(u *seam.Usage) string {
 	if u == nil {
 		return "-"
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/schemas"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
@@ -74,8 +75,8 @@ func (l LimitsConfig) tools() tools.Limits {
 // BudgetConfig is limits.budget: the budget of a call that gives none, and
 // the caps of every field a call asks; zero: none.
 type BudgetConfig struct {
-	Default manager.Budget `json:"default"`
-	Max     manager.Budget `json:"max"`
+	Default seam.Budget `json:"default"`
+	Max     seam.Budget `json:"max"`
 }
 
 func (b BudgetConfig) limits() manager.BudgetLimits {

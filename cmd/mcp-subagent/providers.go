@@ -8,10 +8,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/acp"
 	"github.com/mcp-subagent/mcp-subagent/providers/claudecode"
 	"github.com/mcp-subagent/mcp-subagent/providers/codex"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // ProviderConfig is one external provider in the config file.
@@ -59,7 +59,7 @@ func (pc ProviderConfig) childEnv() []string {
 
 // externalProviders builds the configured external providers; with none
 // configured, codex and claude-code when their commands are on PATH.
-func externalProviders(cfgs []ProviderConfig, log *slog.Logger) ([]manager.Provider, error) {
+func externalProviders(cfgs []ProviderConfig, log *slog.Logger) ([]seam.Provider, error) {
 	if cfgs == nil {
 		for _, c := range []ProviderConfig{{Name: "codex", Type: "codex"}, {Name: "claude-code", Type: "claude-code"}} {
 			cmd := map[string]string{"codex": "codex", "claude-code": "claude"}[c.Type]
@@ -68,7 +68,7 @@ func externalProviders(cfgs []ProviderConfig, log *slog.Logger) ([]manager.Provi
 			}
 		}
 	}
-	var out []manager.Provider
+	var out []seam.Provider
 	for i, pc := range cfgs {
 		if pc.Name == "spawn" || pc.Name == "fork" {
 			return nil, fmt.Errorf("config: providers[%d].name %q is taken by a built-in provider; choose another name", i, pc.Name)

@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tasks"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
@@ -152,7 +153,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	}()
 	// The session store keeps continuable children; --ephemeral runs
 	// without one: foreground one-shot children only, control tools hidden.
-	var store manager.Store
+	var store seam.Store
 	var worktrees string // isolation "worktree": refused with --ephemeral (no data directory)
 	if dataDir != "" {
 		worktrees = filepath.Join(dataDir, "worktrees")
@@ -172,15 +173,15 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	var ts *tools.Server
 	mgr := manager.New(manager.Options{MaxDepth: cfg.MaxDepth, Budget: cfg.Limits.Budget.limits(), Logger: log.With("component", "manager"), Store: store,
 		MaxRunningChildren: cfg.Limits.MaxRunningChildren, MaxRunningTotal: cfg.Limits.MaxRunningTotal, Worktrees: worktrees,
-		OnNotice: func(principal string, n manager.Notice) {
+		OnNotice: func(principal string, n seam.Notice) {
 			if ts != nil {
 				ts.PushNotice(principal, n)
 			}
 		},
 		SessionConnected: func(id string) bool { return ts != nil && ts.SessionConnected(id) },
-		Callback: func(self manager.ParentRef) (manager.Callback, func()) {
+		Callback: func(self seam.ParentRef) (seam.Callback, func()) {
 			if ts == nil {
-				return manager.Callback{}, nil
+				return seam.Callback{}, nil
 			}
 			return ts.MintCallback(self)
 		}})
@@ -193,7 +194,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		_ = mgr.Close(cctx)
 	})
 	models := buildModels(resolveModels(cfg), cfg.LLM, log.With("component", "llm"))
-	delegation := func(self manager.ParentRef) []agent.Tool {
+	delegation := func(self seam.ParentRef) []agent.Tool {
 		if ts == nil {
 			return nil
 		}
@@ -216,7 +217,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range append([]manager.Provider{spawn.New(sopts), spawn.NewFork(sopts)}, external...) {
+	for _, p := range append([]seam.Provider{spawn.New(sopts), spawn.NewFork(sopts)}, external...) {
 		if err := mgr.Register(p); err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}

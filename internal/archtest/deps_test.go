@@ -33,6 +33,7 @@ var core = []string{
 	"persist",
 	"persist/memstore",
 	"tasks/taskstore",
+	"seam",
 }
 
 // deps returns the import paths pkg links (go list -deps, tests excluded).

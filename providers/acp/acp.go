@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Permission policies for the agent's session/request_permission calls.
@@ -55,9 +55,9 @@ type Provider struct {
 }
 
 var (
-	_ manager.Provider    = (*Provider)(nil)
-	_ manager.Continuable = (*Provider)(nil)
-	_ manager.Describer   = (*Provider)(nil)
+	_ seam.Provider    = (*Provider)(nil)
+	_ seam.Continuable = (*Provider)(nil)
+	_ seam.Describer   = (*Provider)(nil)
 )
 
 // New returns an ACP provider. It fails, naming the field, when Command is
@@ -104,7 +104,7 @@ func (p *Provider) Name() string { return p.opts.Name }
 // Capabilities are all false: ACP has no standard way to ask an agent for
 // an output schema, a tool filter or a persona, and an agent may nest
 // agents of its own that no depth cap of ours can see (see the package doc).
-func (p *Provider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
+func (p *Provider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
 
 // InheritsParentContext is false: the child starts from its prompt only.
 func (p *Provider) InheritsParentContext() bool { return false }
@@ -118,17 +118,17 @@ func (p *Provider) Description() string {
 // Prepare supplies a new child's creation inputs. The ACP session id is
 // not known yet: the first turn opens the session and records its id in
 // the journal.
-func (p *Provider) Prepare(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+func (p *Provider) Prepare(ctx context.Context, req seam.StartRequest) (seam.CreationInputs, error) {
 	for _, f := range []struct{ name, value string }{{"model", req.Model}, {"effort", string(req.Effort)}} {
 		if f.value != "" {
-			return manager.CreationInputs{}, &manager.Error{Code: manager.CodeUnsupportedCapability, Provider: p.opts.Name,
+			return seam.CreationInputs{}, &seam.Error{Code: seam.CodeUnsupportedCapability, Provider: p.opts.Name,
 				Message: fmt.Sprintf("field %q: provider %q (ACP) cannot choose a model or effort; remove it, or set the agent's model in its command line in the config", f.name, p.opts.Name)}
 		}
 	}
 	if _, err := absCwd(req.Cwd); err != nil {
-		return manager.CreationInputs{}, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
+		return seam.CreationInputs{}, &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
 	}
-	return manager.CreationInputs{}, nil
+	return seam.CreationInputs{}, nil
 }
 
 // Continuable marks ACP children as continuable: a later activation
@@ -140,14 +140,14 @@ func (p *Provider) Continuable() {}
 // one. It starts nothing: the agent process is started by the first turn
 // that needs it, and Close (when the run is disposed, or the activation
 // settles) stops it.
-func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
+func (p *Provider) NewDriver(ctx context.Context, req seam.DriverRequest) (seam.Driver, error) {
 	return p.newDriver(req.Header.ID, req.Header.Cwd, req.Descriptor.Session, req.Journal, req.Callback)
 }
 
-func (p *Provider) newDriver(id, cwd, session string, journal *agent.Journal, cb manager.Callback) (*driver, error) {
+func (p *Provider) newDriver(id, cwd, session string, journal *agent.Journal, cb seam.Callback) (*driver, error) {
 	abs, err := absCwd(cwd)
 	if err != nil {
-		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
+		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
 	}
 	return &driver{p: p, id: id, cwd: abs, descSession: session, journal: journal, callback: cb,
 		log: p.log.With("agent_id", id)}, nil

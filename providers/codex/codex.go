@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // TokenEnv is the environment variable through which a child's Codex gets
@@ -62,9 +62,9 @@ type Provider struct {
 }
 
 var (
-	_ manager.Provider    = (*Provider)(nil)
-	_ manager.Continuable = (*Provider)(nil)
-	_ manager.Describer   = (*Provider)(nil)
+	_ seam.Provider    = (*Provider)(nil)
+	_ seam.Continuable = (*Provider)(nil)
+	_ seam.Describer   = (*Provider)(nil)
 )
 
 // New returns a codex provider.
@@ -93,8 +93,8 @@ func (p *Provider) Name() string { return p.opts.Name }
 // sub-agents are switched off, so nesting goes only through this server).
 // There is no tool filter: Codex's built-in tools cannot be listed and
 // removed per child.
-func (p *Provider) Capabilities() manager.Capabilities {
-	return manager.Capabilities{OutputSchema: true, DepthLimit: true, Persona: true}
+func (p *Provider) Capabilities() seam.Capabilities {
+	return seam.Capabilities{OutputSchema: true, DepthLimit: true, Persona: true}
 }
 
 // InheritsParentContext is false: a Codex child starts from its prompt only.
@@ -110,7 +110,7 @@ func (p *Provider) Description() string {
 func (p *Provider) command() (string, error) {
 	path, err := exec.LookPath(p.opts.Command)
 	if err != nil {
-		return "", &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
+		return "", &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name,
 			Message: fmt.Sprintf("the codex command %q was not found; install @openai/codex or configure its path", p.opts.Command), Err: err}
 	}
 	return path, nil
@@ -120,15 +120,15 @@ func (p *Provider) command() (string, error) {
 // request's Codex model id, else Options.Model) and the effort. The Codex
 // thread id is not known until the first turn starts; the driver records
 // it in the journal as a session event.
-func (p *Provider) Prepare(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+func (p *Provider) Prepare(ctx context.Context, req seam.StartRequest) (seam.CreationInputs, error) {
 	if _, err := p.command(); err != nil {
-		return manager.CreationInputs{}, err
+		return seam.CreationInputs{}, err
 	}
 	model := req.Model
 	if model == "" {
 		model = p.opts.Model
 	}
-	return manager.CreationInputs{Model: model, Effort: req.Effort}, nil
+	return seam.CreationInputs{Model: model, Effort: req.Effort}, nil
 }
 
 // Continuable marks Codex children as continuable: a later turn resumes
@@ -139,7 +139,7 @@ func (p *Provider) Continuable() {}
 // journal, for a one-shot run, a new child and a cold resume alike: the
 // thread to continue is the last session the journal recorded. A one-shot
 // run's thread is --ephemeral: Codex keeps nothing of it.
-func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
+func (p *Provider) NewDriver(ctx context.Context, req seam.DriverRequest) (seam.Driver, error) {
 	if req.Journal == nil {
 		return nil, errors.New("codex: no journal")
 	}
