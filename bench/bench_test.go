@@ -24,6 +24,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/internal/seed"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/llm/openai"
@@ -83,7 +84,7 @@ func BenchmarkListChildren10k(b *testing.B) {
 	m := newManager(b, st, client)
 	st.eventReads.Store(0)
 	for b.Loop() {
-		rows, err := listChildren(m, root)
+		rows, err := managertest.ListChildren(m, root)
 		if err != nil || len(rows) != 10_000 {
 			b.Fatalf("%d rows, %v", len(rows), err)
 		}
@@ -111,7 +112,7 @@ func BenchmarkListLiveChildren(b *testing.B) {
 	}
 	st.eventReads.Store(0)
 	for b.Loop() {
-		rows, err := listChildren(m, root)
+		rows, err := managertest.ListChildren(m, root)
 		if err != nil || len(rows) != n {
 			b.Fatalf("%d rows, %v", len(rows), err)
 		}
@@ -307,7 +308,7 @@ func benchLiveChildMemory(b *testing.B, h2 bool) {
 		}
 		b.StopTimer()
 		for waitFor := time.Now().Add(30 * time.Second); time.Now().Before(waitFor); time.Sleep(20 * time.Millisecond) {
-			rows, _ := listChildren(m, root)
+			rows, _ := managertest.ListChildren(m, root)
 			running := 0
 			for _, r := range rows {
 				if r.Status == "running" {
@@ -476,22 +477,4 @@ func BenchmarkListPage(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N*len(cursors)), "ms/page")
 	b.ReportMetric(float64(st.eventReads.Load())/float64(b.N), "journal-reads/op")
-}
-
-// listChildren is every direct child of caller as the list tool reads
-// them: Manager.List's pages, followed to the last.
-func listChildren(m *manager.Manager, caller seam.ParentRef) ([]manager.Row, error) {
-	var rows []manager.Row
-	q := manager.ListQuery{Limit: manager.MaxPageLimit}
-	for {
-		p, err := m.List(caller, q)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, p.Rows...)
-		if p.Next == "" {
-			return rows, nil
-		}
-		q.Cursor = p.Next
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
@@ -270,7 +271,7 @@ func TestInterruptParksTheQueueInABubble(t *testing.T) {
 		if len(turns) != 1 || turns[0].ended != agent.StopAborted {
 			t.Fatalf("after the interrupt: %d turns, the first ended %q; want one, aborted, and the queue parked", len(turns), turns[0].ended)
 		}
-		rows, err := listChildren(m, bubbleRoot)
+		rows, err := managertest.ListChildren(m, bubbleRoot)
 		if err != nil || len(rows) != 1 {
 			t.Fatalf("ListChildren = %v, %v", rows, err)
 		}

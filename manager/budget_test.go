@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/llm/openai"
 	"github.com/mcp-subagent/mcp-subagent/llm/transport"
@@ -114,7 +115,7 @@ func TestABudgetStopsAChildThatNeverStops(t *testing.T) {
 				}
 			} else {
 				var err error
-				_, res, err = runOnce(m, ctx, "spawn", req)
+				_, res, err = managertest.RunOnce(ctx, m, "spawn", req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -145,7 +146,7 @@ func TestABadBudgetIsRefusedNamingTheField(t *testing.T) {
 		"budget.tokens": {Tokens: -1}, "budget.steps": {Steps: -2},
 		"budget.seconds": {Seconds: math.Inf(1)}, "budget.cost_usd": {CostUSD: math.NaN()},
 	} {
-		_, _, err := runOnce(m, context.Background(), "spawn", seam.StartRequest{Label: "x", Prompt: "x", Parent: root, Budget: &b})
+		_, _, err := managertest.RunOnce(context.Background(), m, "spawn", seam.StartRequest{Label: "x", Prompt: "x", Parent: root, Budget: &b})
 		var e *seam.Error
 		if !errors.As(err, &e) || e.Code != seam.CodeInvalidRequest || !strings.Contains(e.Message, `field "`+field+`"`) {
 			t.Errorf("%s: err = %v; want INVALID_REQUEST naming it", field, err)
@@ -169,7 +170,7 @@ func TestTheDeploymentDefaultAndMaxApply(t *testing.T) {
 		steps int
 	}{{nil, 2}, {&seam.Budget{Steps: 10}, 3}, {&seam.Budget{Tokens: 1000}, 3}} {
 		before := len(fake.Requests())
-		_, res, err := runOnce(m, context.Background(), "spawn", seam.StartRequest{Label: "x", Prompt: "x", Parent: root, Budget: tc.asked})
+		_, res, err := managertest.RunOnce(context.Background(), m, "spawn", seam.StartRequest{Label: "x", Prompt: "x", Parent: root, Budget: tc.asked})
 		if err != nil || res.StopReason != agent.StopBudget {
 			t.Fatalf("asked %+v: %+v, %v; want budget", tc.asked, res, err)
 		}
@@ -193,7 +194,7 @@ func (d delegate) Def() llm.ToolDef {
 func (d delegate) Call(ctx context.Context, args json.RawMessage) (string, error) {
 	var in struct{ Prompt string }
 	_ = json.Unmarshal(args, &in)
-	_, res, err := runOnce(d.m, ctx, "spawn", seam.StartRequest{Label: in.Prompt, Prompt: in.Prompt, Parent: d.self})
+	_, res, err := managertest.RunOnce(ctx, d.m, "spawn", seam.StartRequest{Label: in.Prompt, Prompt: in.Prompt, Parent: d.self})
 	if err != nil {
 		return "", err
 	}

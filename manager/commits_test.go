@@ -10,10 +10,9 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/seam"
-
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // writeCounter counts a store's child writes.

@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
@@ -69,7 +70,7 @@ func TestRecoverKeepsAndAnnouncesAnUnreadableActiveChild(t *testing.T) {
 	if act, _ := st.Residents(ctx); len(act) != 1 || act[0].ChildID != s.ChildID {
 		t.Errorf("claims after recovery = %v, want the unreadable child's kept", act)
 	}
-	rows, err := listChildren(m, root)
+	rows, err := managertest.ListChildren(m, root)
 	if err != nil || len(rows) != 1 || rows[0].Kind != "diagnostic" || rows[0].Reason != "corrupt" {
 		t.Errorf("listing = %+v, %v; want the child as a corrupt diagnostic", rows, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/llm/openai"
 	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
@@ -170,7 +171,7 @@ func TestMangledJournalListsAsCorrupt(t *testing.T) {
 	defer st.Close()
 	defer m.Close(ctx)
 	kinds := func() map[string]string {
-		rows, err := listChildren(m, root)
+		rows, err := managertest.ListChildren(m, root)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -316,7 +317,7 @@ func TestResumeKeepsThePersistedDepth(t *testing.T) {
 	defer cancel()
 	st.Wait(ctx)
 	for settled := false; !settled; { // wait for the epoch to settle
-		rows, err := listChildren(m, parent)
+		rows, err := managertest.ListChildren(m, parent)
 		if err != nil || ctx.Err() != nil {
 			t.Fatalf("the child never settled: %v %v", rows, err)
 		}

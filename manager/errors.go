@@ -2,6 +2,7 @@ package manager
 
 import (
 	"fmt"
+
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 

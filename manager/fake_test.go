@@ -223,33 +223,3 @@ func wantCode(t *testing.T, err error, sentinel *seam.Error) {
 		t.Fatalf("CodeOf(%v) = %q, want %q", err, got, sentinel.Code)
 	}
 }
-
-// runOnce runs a one-shot child as the subagent tool does: Start, wait
-// for the result, Dispose.
-func runOnce(m *manager.Manager, ctx context.Context, name string, req seam.StartRequest) (string, seam.Result, error) {
-	run, err := m.Start(ctx, name, req)
-	if err != nil {
-		return "", seam.Result{}, err
-	}
-	defer run.Dispose()
-	<-run.Done()
-	return run.ID(), run.Result(), nil
-}
-
-// listChildren is every direct child of caller as the list tool reads
-// them: Manager.List's pages, followed to the last.
-func listChildren(m *manager.Manager, caller seam.ParentRef) ([]manager.Row, error) {
-	var rows []manager.Row
-	q := manager.ListQuery{Limit: manager.MaxPageLimit}
-	for {
-		p, err := m.List(caller, q)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, p.Rows...)
-		if p.Next == "" {
-			return rows, nil
-		}
-		q.Cursor = p.Next
-	}
-}

@@ -1,8 +1,9 @@
 package manager
 
 import (
-	"github.com/mcp-subagent/mcp-subagent/seam"
 	"sync/atomic"
+
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // GatedDriver is implemented by drivers that ask DriverRequest.Budget

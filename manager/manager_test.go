@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -559,7 +560,7 @@ func TestRunOnce(t *testing.T) {
 		return doneDriver{req.Journal, agent.TurnResult{Output: "42", StopReason: "weird"}}, nil
 	}}
 	m := newManager(t, manager.Options{}, p)
-	id, res, err := runOnce(m, context.Background(), "spawn", prompt("answer"))
+	id, res, err := managertest.RunOnce(context.Background(), m, "spawn", prompt("answer"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,7 +570,7 @@ func TestRunOnce(t *testing.T) {
 	if res.Output != "42" || res.StopReason != agent.StopError {
 		t.Errorf("RunOnce result = %+v: the unknown stop reason must be normalised here too", res)
 	}
-	if _, _, err := runOnce(m, context.Background(), "nope", prompt("answer")); !errors.Is(err, seam.ErrNoProvider) {
+	if _, _, err := managertest.RunOnce(context.Background(), m, "nope", prompt("answer")); !errors.Is(err, seam.ErrNoProvider) {
 		t.Errorf("RunOnce with an unknown provider: %v", err)
 	}
 }

@@ -2,8 +2,9 @@ package manager
 
 import (
 	"context"
-	"github.com/mcp-subagent/mcp-subagent/seam"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // stamp fills in what a stored notice about child h carries.

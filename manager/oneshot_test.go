@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
@@ -46,7 +47,7 @@ func TestAOneShotRunIsItsDriversOneTurn(t *testing.T) {
 	req := prompt("list it")
 	req.Persona = "terse"
 	req.Progress = func(n string) { mu.Lock(); notes = append(notes, n); mu.Unlock() }
-	id, res, err := runOnce(m, context.Background(), "ext", req)
+	id, res, err := managertest.RunOnce(context.Background(), m, "ext", req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/mcp-subagent/mcp-subagent/seam"
 	"slices"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Page sizes of a paged listing.

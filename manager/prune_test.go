@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -18,7 +19,7 @@ import (
 // with their statuses.
 func listedIDs(t *testing.T, m *manager.Manager, caller seam.ParentRef) map[string]string {
 	t.Helper()
-	rows, err := listChildren(m, caller)
+	rows, err := managertest.ListChildren(m, caller)
 	if err != nil {
 		t.Fatalf("ListChildren: %v", err)
 	}

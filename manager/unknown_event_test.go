@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/llm/openai"
 	"github.com/mcp-subagent/mcp-subagent/llm/transport"
@@ -88,7 +89,7 @@ func TestRecordsALaterBuildWroteAreSkippedOnResume(t *testing.T) {
 	}
 
 	st, m = open()
-	rows, err := listChildren(m, root)
+	rows, err := managertest.ListChildren(m, root)
 	if err != nil || len(rows) != 1 || rows[0].Kind != "child" || rows[0].LastStopReason != agent.StopCompleted ||
 		rows[0].LastMessage != "done: first" {
 		t.Fatalf("ListChildren = %+v, %v; want the child ready with its last outcome", rows, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/internal/gittest"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/llm/openai"
 	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
@@ -211,7 +212,7 @@ func TestParallelChildrenEditTheSameFileInTheirOwnWorktrees(t *testing.T) {
 			t.Errorf("a changed worktree is gone after settlement: %v", err)
 		}
 	}
-	rows, err := listChildren(m.Manager, root)
+	rows, err := managertest.ListChildren(m.Manager, root)
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("rows %+v, %v", rows, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -287,7 +288,7 @@ func TestPageCorruptionIsReportedAndRepaired(t *testing.T) {
 		} else {
 			m := manager.New(manager.Options{Store: s})
 			for _, parent := range []string{"principal:local", ids[2], ids[6]} {
-				if _, err := listChildren(m, seam.ParentRef{Principal: "local", AgentID: strings.TrimPrefix(parent, "principal:local")}); err != nil {
+				if _, err := managertest.ListChildren(m, seam.ParentRef{Principal: "local", AgentID: strings.TrimPrefix(parent, "principal:local")}); err != nil {
 					t.Errorf("%s: listing the children of %s failed: %v", what, parent, err)
 				}
 			}
@@ -338,23 +339,5 @@ func TestPageCorruptionIsReportedAndRepaired(t *testing.T) {
 		seeds, npages, openFailed, panicked, recoveredWhole, touched)
 	if panicked == 0 {
 		t.Error("no read hit a bbolt panic: the corruption does not exercise the store boundary")
-	}
-}
-
-// listChildren is every direct child of caller as the list tool reads
-// them: Manager.List's pages, followed to the last.
-func listChildren(m *manager.Manager, caller seam.ParentRef) ([]manager.Row, error) {
-	var rows []manager.Row
-	q := manager.ListQuery{Limit: manager.MaxPageLimit}
-	for {
-		p, err := m.List(caller, q)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, p.Rows...)
-		if p.Next == "" {
-			return rows, nil
-		}
-		q.Cursor = p.Next
 	}
 }

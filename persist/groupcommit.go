@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/seam"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // WriteChild applies a child's pending writes (create, claim, inbox,

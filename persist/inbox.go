@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/mcp-subagent/mcp-subagent/seam"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // inboxBucket is a stored child's inbox bucket, made if it has none.

@@ -6,13 +6,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/seam"
-
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }

@@ -13,11 +13,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 )
 
 // DefaultBaseURL is the endpoint used when Config.BaseURL is empty.

@@ -3,9 +3,10 @@ package openai
 import (
 	"encoding/json"
 	"fmt"
+	"testing"
+
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/llm/transport"
-	"testing"
 )
 
 // benchTools are tool definitions the size of a child's: the workspace

@@ -14,12 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/llm/anthropic"
-	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/anthropic"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 )
 
 // sdkBody is the body the SDK would send for req: its parameter types,

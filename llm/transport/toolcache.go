@@ -6,10 +6,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
+
+	"github.com/mcp-subagent/mcp-subagent/llm"
 )
 
 // toolCache holds encoded tool definitions by their content (and whether

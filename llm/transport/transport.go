@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -27,6 +26,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/mcp-subagent/mcp-subagent/llm"
 )
 
 // FinishWait is how long a stream's end is waited for after its last

@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/mcp-subagent/mcp-subagent/internal/fakeacp"
-	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
-	"github.com/mcp-subagent/mcp-subagent/seam"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,9 +17,13 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeacp"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 func TestMain(m *testing.M) {
@@ -692,7 +693,7 @@ func jsonEqual(a, b any) bool {
 func TestOneShotRun(t *testing.T) {
 	f := newFixture(t, fakeConfig{})
 	m := f.manager(nil, nil)
-	_, res, err := runOnce(m, context.Background(), "acp", f.request("once"))
+	_, res, err := managertest.RunOnce(context.Background(), m, "acp", f.request("once"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -856,16 +857,4 @@ func TestFlowHoldsReadingBack(t *testing.T) {
 	if _, ok := <-lines; ok {
 		t.Error("more lines than written")
 	}
-}
-
-// runOnce runs a one-shot child as the subagent tool does: Start, wait
-// for the result, Dispose.
-func runOnce(m *manager.Manager, ctx context.Context, name string, req seam.StartRequest) (string, seam.Result, error) {
-	run, err := m.Start(ctx, name, req)
-	if err != nil {
-		return "", seam.Result{}, err
-	}
-	defer run.Dispose()
-	<-run.Done()
-	return run.ID(), run.Result(), nil
 }

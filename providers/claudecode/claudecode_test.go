@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
@@ -709,7 +710,7 @@ func TestOneShotRunKeepsNoSession(t *testing.T) {
 	m := newManager(t, nil, f.options(t), nil)
 	var notes []string
 	var mu sync.Mutex
-	_, res, err := runOnce(m, context.Background(), DefaultName, seam.StartRequest{Prompt: "once",
+	_, res, err := managertest.RunOnce(context.Background(), m, DefaultName, seam.StartRequest{Prompt: "once",
 		Parent: seam.ParentRef{Principal: root.Principal, Cwd: f.cwd},
 		Progress: func(n string) {
 			mu.Lock()
@@ -842,16 +843,4 @@ func TestNoGoroutineOutlivesATurn(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines before, %d after:\n%s", before, after, buf[:runtime.Stack(buf, true)])
 	}
-}
-
-// runOnce runs a one-shot child as the subagent tool does: Start, wait
-// for the result, Dispose.
-func runOnce(m *manager.Manager, ctx context.Context, name string, req seam.StartRequest) (string, seam.Result, error) {
-	run, err := m.Start(ctx, name, req)
-	if err != nil {
-		return "", seam.Result{}, err
-	}
-	defer run.Dispose()
-	<-run.Done()
-	return run.ID(), run.Result(), nil
 }

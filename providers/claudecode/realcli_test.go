@@ -27,6 +27,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -523,7 +524,7 @@ func TestRealCLI(t *testing.T) {
 	})
 
 	t.Run("a one-shot run", func(t *testing.T) {
-		_, res, err := runOnce(m, context.Background(), DefaultName, seam.StartRequest{Prompt: "REAL:hello oneshot-7771",
+		_, res, err := managertest.RunOnce(context.Background(), m, DefaultName, seam.StartRequest{Prompt: "REAL:hello oneshot-7771",
 			Parent: seam.ParentRef{Principal: root.Principal, Cwd: cwd}})
 		if err != nil || res.StopReason != agent.StopCompleted || !strings.HasPrefix(res.Output, "hello from the fake model") {
 			t.Errorf("%v: %s %q (%s)", err, res.StopReason, res.Output, res.Diagnostic)

@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
-	"github.com/mcp-subagent/mcp-subagent/internal/subreaper/leaktest"
-	"github.com/mcp-subagent/mcp-subagent/seam"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,8 +20,12 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper/leaktest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 func TestMain(m *testing.M) {
@@ -676,7 +677,7 @@ func TestAOneShotRunUsesAnEphemeralThread(t *testing.T) {
 	var events []manager.Event
 	var mu sync.Mutex
 	defer f.m.Subscribe(func(e manager.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })()
-	id, res, err := runOnce(f.m, ctxT(t), "codex", seam.StartRequest{Label: "x", Prompt: "once", Parent: f.parent,
+	id, res, err := managertest.RunOnce(ctxT(t), f.m, "codex", seam.StartRequest{Label: "x", Prompt: "once", Parent: f.parent,
 		Progress: func(n string) { notes = append(notes, n) }})
 	if err != nil {
 		t.Fatal(err)
@@ -809,16 +810,4 @@ func TestNothingCodexStartedOutlivesItsTurn(t *testing.T) {
 		}
 		noneLive(t, mark, "shutdown")
 	})
-}
-
-// runOnce runs a one-shot child as the subagent tool does: Start, wait
-// for the result, Dispose.
-func runOnce(m *manager.Manager, ctx context.Context, name string, req seam.StartRequest) (string, seam.Result, error) {
-	run, err := m.Start(ctx, name, req)
-	if err != nil {
-		return "", seam.Result{}, err
-	}
-	defer run.Dispose()
-	<-run.Done()
-	return run.ID(), run.Result(), nil
 }
