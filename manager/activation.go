@@ -8,6 +8,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/growstack"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -102,7 +103,7 @@ type activation struct {
 	waiters    map[string]*waiter
 	last       seam.Result // the outcome of the epoch's last turn
 	lastInBand bool        // ...and it was handed to a waiting caller
-	usage      seam.Usage  // cumulative over the child's life as known here
+	usage      llm.Usage   // cumulative over the child's life as known here
 	failed     error       // the child's writes failed for good: it stops
 	released   chan struct{}
 }

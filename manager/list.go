@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -22,12 +23,12 @@ type Row struct {
 	// Model is what the child runs on: a configured model name, or an
 	// external CLI's model id; empty: its provider's default (or a child
 	// stored before models were recorded for listing).
-	Model     string      `json:"model,omitempty"`
-	Parent    string      `json:"parent,omitempty"`
-	Depth     int         `json:"depth,omitempty"`
-	CreatedAt time.Time   `json:"created_at,omitzero"`
-	Usage     *seam.Usage `json:"usage,omitempty"`      // the child's own
-	TreeUsage *seam.Usage `json:"tree_usage,omitempty"` // the child's and all its descendants'
+	Model     string     `json:"model,omitempty"`
+	Parent    string     `json:"parent,omitempty"`
+	Depth     int        `json:"depth,omitempty"`
+	CreatedAt time.Time  `json:"created_at,omitzero"`
+	Usage     *llm.Usage `json:"usage,omitempty"`      // the child's own
+	TreeUsage *llm.Usage `json:"tree_usage,omitempty"` // the child's and all its descendants'
 	// LastStopReason and LastMessage are how the child's last epoch (its
 	// last turn) ended and its closing message, clipped to
 	// MaxClosingBytes: a model that missed a notice still learns how a
@@ -101,7 +102,7 @@ func (m *Manager) subtreeRows(ctx context.Context, root string) ([]Row, error) {
 			queue = append(queue, id)
 		}
 	}
-	tree := make(map[string]seam.Usage, len(rows))
+	tree := make(map[string]llm.Usage, len(rows))
 	for i := len(rows) - 1; i >= 0; i-- { // breadth-first order reversed: children before parents
 		r := &rows[i]
 		if r.Usage == nil {
@@ -176,21 +177,21 @@ const StoreRowID = "session-store"
 
 // TreeUsage returns what the descendants of an agent (a child id) have
 // used so far, all levels summed.
-func (m *Manager) TreeUsage(agentID string) (seam.Usage, error) {
+func (m *Manager) TreeUsage(agentID string) (llm.Usage, error) {
 	if m.store == nil {
-		return seam.Usage{}, newErr(seam.CodeControlUnavailable, "listing needs a session store; none is configured")
+		return llm.Usage{}, newErr(seam.CodeControlUnavailable, "listing needs a session store; none is configured")
 	}
 	ctx, cancel := m.bg()
 	defer cancel()
 	return m.treeUsage(ctx, agentID)
 }
 
-func (m *Manager) treeUsage(ctx context.Context, agentID string) (seam.Usage, error) {
+func (m *Manager) treeUsage(ctx context.Context, agentID string) (llm.Usage, error) {
 	rows, err := m.subtreeRows(ctx, agentID)
 	if err != nil {
-		return seam.Usage{}, err
+		return llm.Usage{}, err
 	}
-	var u seam.Usage
+	var u llm.Usage
 	for _, r := range rows {
 		if r.Usage != nil {
 			u = u.Add(*r.Usage)
@@ -256,8 +257,8 @@ func diagnostic(id string, err error) Row {
 	return Row{Kind: "diagnostic", ID: id, Reason: reason}
 }
 
-func foldUsage(events []agent.Event) seam.Usage {
-	var u seam.Usage
+func foldUsage(events []agent.Event) llm.Usage {
+	var u llm.Usage
 	for _, e := range events {
 		if e.Usage != nil {
 			u = u.Add(*e.Usage)

@@ -54,7 +54,7 @@ type TranscriptEntry struct {
 	Refusal    string           `json:"refusal,omitempty"`
 	ToolCalls  []TranscriptCall `json:"tool_calls,omitempty"`
 	ToolCallID string           `json:"tool_call_id,omitempty"` // a tool result's call
-	Usage      *seam.Usage      `json:"usage,omitempty"`
+	Usage      *llm.Usage       `json:"usage,omitempty"`
 	StopReason agent.StopReason `json:"stop_reason,omitempty"` // turn/end
 	Diagnostic string           `json:"diagnostic,omitempty"`  // turn/end
 	// Budget is a budget entry's grant: the limits from its turn on (no

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -16,7 +17,7 @@ import (
 
 func FuzzDecodeCheckpoint(f *testing.F) {
 	f.Add(encodeCheckpoint(seam.Checkpoint{Seq: 12, Mode: seam.ModeContinuable, Label: "fix the build",
-		Usage: seam.Usage{InputTokens: 100, OutputTokens: 7, CostUSD: 0.25}, Stop: agent.StopAborted}))
+		Usage: llm.Usage{InputTokens: 100, OutputTokens: 7, CostUSD: 0.25}, Stop: agent.StopAborted}))
 	f.Add(encodeCheckpoint(seam.Checkpoint{Seq: 3, Stop: agent.StopCompleted, Closing: "the report is written"}))
 	f.Add(encodeCheckpoint(seam.Checkpoint{}))
 	f.Add([]byte{})

@@ -17,9 +17,6 @@
 // child's git worktree, recorded in its Header). None of them links a vendor
 // SDK or an MCP library; internal/archtest checks it.
 //
-// Usage is an alias of llm.Usage (as manager.Usage was before it): a turn's
-// usage needs no conversion and stored checkpoints keep its JSON.
-//
 // Moving these types here from manager changed no encoding: stores write
 // them as JSON with explicit field tags, never keyed on a Go type name.
 package seam

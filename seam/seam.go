@@ -158,10 +158,6 @@ func (b Budget) Check(prefix string) error {
 	return nil
 }
 
-// Usage counts what a run consumed. It is the model client's own type, so
-// a turn's usage needs no conversion and stored checkpoints keep its JSON.
-type Usage = llm.Usage
-
 // Result is how a run ended. A child's failure is a Result with a
 // non-completed StopReason, never an error.
 type Result struct {
@@ -169,7 +165,9 @@ type Result struct {
 	Structured json.RawMessage // only when a schema was asked for and met
 	Diagnostic string          // secret-free, at most MaxDiagnostic bytes
 	StopReason agent.StopReason
-	Usage      Usage
+	// Usage is the model client's own type: a turn's usage needs no
+	// conversion, and stored checkpoints keep its JSON.
+	Usage llm.Usage
 	// Worktree and Changes are set for a child run in its own worktree:
 	// where it is, and what its branch holds beyond its base once the
 	// turn's changes are committed (nil when that could not be read).

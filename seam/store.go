@@ -83,7 +83,7 @@ type Checkpoint struct {
 	Seq   int64            `json:"seq"` // journal length when computed
 	Mode  Mode             `json:"mode"`
 	Label string           `json:"label"`
-	Usage Usage            `json:"usage"`
+	Usage llm.Usage        `json:"usage"`
 	Stop  agent.StopReason `json:"stop,omitempty"` // how the last epoch ended
 	// Closing is the last epoch's closing message, clipped to
 	// MaxClosingBytes.

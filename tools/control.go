@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -30,7 +31,7 @@ type TurnOutcome struct {
 	Output     string           `json:"output"`
 	Structured any              `json:"structured,omitempty"`
 	Diagnostic string           `json:"diagnostic,omitempty"`
-	Usage      seam.Usage       `json:"usage"`
+	Usage      llm.Usage        `json:"usage"`
 }
 
 func (s *Server) sendMessage(ctx context.Context, c call) *mcp.CallToolResult {

@@ -51,14 +51,14 @@ type Foreground struct {
 	Output     string           `json:"output"`
 	Structured json.RawMessage  `json:"structured,omitempty"`
 	Diagnostic string           `json:"diagnostic,omitempty"`
-	Usage      seam.Usage       `json:"usage"`
+	Usage      llm.Usage        `json:"usage"`
 	// Worktree and Changes: the child's own git worktree and what its
 	// branch holds beyond its base, committed (isolation "worktree").
 	Worktree *manager.Worktree `json:"worktree,omitempty"`
 	Changes  *manager.Changes  `json:"changes,omitempty"`
 	// TreeUsage adds what the child's own descendants used; present only
 	// when it delegated.
-	TreeUsage *seam.Usage `json:"tree_usage,omitempty"`
+	TreeUsage *llm.Usage `json:"tree_usage,omitempty"`
 }
 
 // Handle is the structuredContent of a child handed back before its answer.
@@ -181,9 +181,9 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	s.log.Info("subagent run ended", "agent_id", st.ChildID, "provider", provider,
 		"stop_reason", res.StopReason, "input_tokens", res.Usage.InputTokens, "output_tokens", res.Usage.OutputTokens)
 	r := foregroundResult(st.ChildID, res)
-	if below, err := s.delegate.TreeUsage(st.ChildID); err == nil && below != (seam.Usage{}) {
+	if below, err := s.delegate.TreeUsage(st.ChildID); err == nil && below != (llm.Usage{}) {
 		fg := r.StructuredContent.(Foreground)
-		t := seam.Usage{InputTokens: res.Usage.InputTokens + below.InputTokens, OutputTokens: res.Usage.OutputTokens + below.OutputTokens,
+		t := llm.Usage{InputTokens: res.Usage.InputTokens + below.InputTokens, OutputTokens: res.Usage.OutputTokens + below.OutputTokens,
 			CostUSD: res.Usage.CostUSD + below.CostUSD}
 		fg.TreeUsage = &t
 		r.StructuredContent = fg

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -24,7 +25,7 @@ type countingSource struct {
 
 func (c *countingSource) ListDescendants(seam.ParentRef) ([]manager.Row, error) {
 	n := c.lists.Add(1)
-	u := seam.Usage{InputTokens: n}
+	u := llm.Usage{InputTokens: n}
 	return []manager.Row{{Kind: "child", ID: "busy", Status: manager.StatusRunning, Usage: &u}}, nil
 }
 func (*countingSource) Transcript(context.Context, seam.ParentRef, string, int64) (manager.Transcript, error) {

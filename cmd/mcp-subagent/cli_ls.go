@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
-	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 type lsOptions struct {
@@ -155,7 +155,7 @@ func age(now, t time.Time) string {
 }
 
 // usageText is "in/out tok" and the cost when known.
-func usageText(u *seam.Usage) string {
+func usageText(u *llm.Usage) string {
 	if u == nil {
 		return "-"
 	}
