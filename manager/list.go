@@ -10,6 +10,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
+	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // Row is one entry of a listing: a child, or a diagnostic for a child that
@@ -37,8 +38,8 @@ type Row struct {
 	LastMessage    string           `json:"last_message,omitempty"`
 	Cwd            string           `json:"cwd,omitempty"`
 	// Worktree is the child's own git worktree (isolation "worktree").
-	Worktree *Worktree `json:"worktree,omitempty"`
-	Reason   string    `json:"reason,omitempty"` // corrupt, unavailable
+	Worktree *worktree.Info `json:"worktree,omitempty"`
+	Reason   string         `json:"reason,omitempty"` // corrupt, unavailable
 }
 
 // ListDescendants lists the caller's whole subtree, live state merged over

@@ -156,7 +156,7 @@ func (m *Manager) pruneOne(ctx context.Context, principal string, l seam.Listing
 	_, live := m.live[h.ID]
 	m.mu.Unlock()
 	var removed []string
-	var trees []Worktree
+	var trees []worktree.Info
 	if !live {
 		trees = m.worktreesOf(ctx, subtree)
 		removed, err = m.store.Delete(ctx, h.ID)
@@ -275,8 +275,8 @@ func (m *Manager) Retain(r Retention) {
 
 // worktreesOf reads the worktrees the children ids record (one that cannot
 // be read records none, as far as pruning knows).
-func (m *Manager) worktreesOf(ctx context.Context, ids []string) []Worktree {
-	var out []Worktree
+func (m *Manager) worktreesOf(ctx context.Context, ids []string) []worktree.Info {
+	var out []worktree.Info
 	for _, id := range ids {
 		if h, err := m.store.Header(ctx, id); err == nil && h.Worktree != nil {
 			out = append(out, *h.Worktree)
@@ -289,7 +289,7 @@ func (m *Manager) worktreesOf(ctx context.Context, ids []string) []Worktree {
 // left that nothing lists. A branch that holds commits of the child's own
 // is kept (the work stays reachable, for the parent to merge or delete);
 // one that holds none goes with its worktree.
-func (m *Manager) dropPrunedWorktrees(ctx context.Context, trees []Worktree) {
+func (m *Manager) dropPrunedWorktrees(ctx context.Context, trees []worktree.Info) {
 	for _, w := range trees {
 		if n, err := worktree.OwnCommits(ctx, w.Repo, w.Branch); err != nil || n > 0 {
 			w.Branch = "" // kept

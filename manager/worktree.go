@@ -19,12 +19,6 @@ import (
 // git worktree (see the package doc, "Worktree isolation").
 const IsolationWorktree = "worktree"
 
-// Worktree is a child's git worktree as its header records it.
-type Worktree = worktree.Info
-
-// Changes is what a child's worktree branch holds beyond its base.
-type Changes = worktree.Changes
-
 // reposFile lists, one a line, the work trees worktrees were made from, so
 // a start can reconcile a repository even when every worktree directory
 // of it is gone.
@@ -56,7 +50,7 @@ func (m *Manager) checkIsolation(ctx context.Context, name string, req *seam.Sta
 // branch subagent/<id> from the HEAD of the work tree holding req.Cwd,
 // and moves req.Cwd to the same subdirectory of it: the provider prepares
 // the child there. Nil when no isolation was asked for.
-func (m *Manager) makeWorktree(ctx context.Context, name string, req *seam.StartRequest) (*Worktree, error) {
+func (m *Manager) makeWorktree(ctx context.Context, name string, req *seam.StartRequest) (*worktree.Info, error) {
 	if req.Isolation != IsolationWorktree {
 		return nil, nil
 	}
@@ -116,7 +110,7 @@ func (m *Manager) repos() ([]string, error) {
 
 // dropWorktree removes a worktree whose child never got its id out (a
 // failed start): nothing of it can be wanted.
-func (m *Manager) dropWorktree(id string, w *Worktree) {
+func (m *Manager) dropWorktree(id string, w *worktree.Info) {
 	if w == nil {
 		return
 	}
@@ -303,7 +297,7 @@ func (m *Manager) reconcileOne(ctx context.Context, repo, id string, e worktree.
 	hdr, err := m.store.Header(ctx, id)
 	switch {
 	case errors.Is(err, seam.ErrNotFound):
-		w := Worktree{Path: e.Path, Branch: e.Branch, Repo: repo}
+		w := worktree.Info{Path: e.Path, Branch: e.Branch, Repo: repo}
 		own, err := worktree.OwnCommits(ctx, repo, e.Branch)
 		clean := e.Prunable
 		if !e.Prunable {
@@ -341,19 +335,19 @@ func (m *Manager) reconcileOne(ctx context.Context, repo, id string, e worktree.
 // working there. The check and the removal are serialised with cold
 // resumes, so no message wakes the child in a worktree being removed; a
 // later one recreates it from the recorded base.
-func (m *Manager) RemoveWorktree(ctx context.Context, principal, id string) (Worktree, error) {
+func (m *Manager) RemoveWorktree(ctx context.Context, principal, id string) (worktree.Info, error) {
 	if m.store == nil {
-		return Worktree{}, newErr(seam.CodePersistenceUnavailable, "removing a worktree needs the session store; none is configured")
+		return worktree.Info{}, newErr(seam.CodePersistenceUnavailable, "removing a worktree needs the session store; none is configured")
 	}
 	hdr, err := m.header(ctx, id)
 	if err != nil {
-		return Worktree{}, err
+		return worktree.Info{}, err
 	}
 	if hdr.Principal != principal {
-		return Worktree{}, newErr(seam.CodeUnauthorized, "subagent %s is not one of principal %s's", id, principal)
+		return worktree.Info{}, newErr(seam.CodeUnauthorized, "subagent %s is not one of principal %s's", id, principal)
 	}
 	if hdr.Worktree == nil {
-		return Worktree{}, newErr(seam.CodeInvalidRequest, "subagent %s has no worktree", id)
+		return worktree.Info{}, newErr(seam.CodeInvalidRequest, "subagent %s has no worktree", id)
 	}
 	m.resumeMu.Lock()
 	defer m.resumeMu.Unlock()
@@ -361,10 +355,10 @@ func (m *Manager) RemoveWorktree(ctx context.Context, principal, id string) (Wor
 	_, resident := m.live[id]
 	m.mu.Unlock()
 	if resident {
-		return Worktree{}, newErr(seam.CodeInvalidRequest, "subagent %s is resident; interrupt it and wait until it is ready before removing its worktree", id)
+		return worktree.Info{}, newErr(seam.CodeInvalidRequest, "subagent %s is resident; interrupt it and wait until it is ready before removing its worktree", id)
 	}
 	if err := worktree.Remove(ctx, *hdr.Worktree); err != nil {
-		return Worktree{}, err
+		return worktree.Info{}, err
 	}
 	return *hdr.Worktree, nil
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
+	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // The listing's binary records come from disk too: any bytes must decode
@@ -44,7 +44,7 @@ func FuzzDecodeIndexRecord(f *testing.F) {
 	h.Cwd = ""
 	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
 	h.Model = ""
-	h.Worktree = &manager.Worktree{Path: "/d/worktrees/agent-1", Branch: "subagent/agent-1", Base: "abc", Repo: "/src/p"}
+	h.Worktree = &worktree.Info{Path: "/d/worktrees/agent-1", Branch: "subagent/agent-1", Base: "abc", Repo: "/src/p"}
 	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
 	f.Add(encodeIndexRecord(seam.Header{CreatedAt: time.Unix(0, 0)}, nil))
 	f.Add([]byte{})

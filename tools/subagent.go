@@ -20,6 +20,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
+	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // subagentArgs is the subagent tool's input.
@@ -54,8 +55,8 @@ type Foreground struct {
 	Usage      llm.Usage        `json:"usage"`
 	// Worktree and Changes: the child's own git worktree and what its
 	// branch holds beyond its base, committed (isolation "worktree").
-	Worktree *manager.Worktree `json:"worktree,omitempty"`
-	Changes  *manager.Changes  `json:"changes,omitempty"`
+	Worktree *worktree.Info    `json:"worktree,omitempty"`
+	Changes  *worktree.Changes `json:"changes,omitempty"`
 	// TreeUsage adds what the child's own descendants used; present only
 	// when it delegated.
 	TreeUsage *llm.Usage `json:"tree_usage,omitempty"`
