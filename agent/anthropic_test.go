@@ -12,7 +12,8 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeanthropic"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/anthropic"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 )
 
 // The loop through the native Anthropic adapter and the Messages API's wire
@@ -113,7 +114,7 @@ func TestTurnsThroughTheAnthropicAdapter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := fakeanthropic.New(fakeanthropic.Script(tt.replies...))
 			defer srv.Close()
-			client := llm.NewAnthropic(llm.Config{BaseURL: srv.URL(), APIKey: apiKey, Model: "claude-fake",
+			client := anthropic.New(transport.Config{BaseURL: srv.URL(), APIKey: apiKey, Model: "claude-fake",
 				MaxRetries: 2, RetryBaseDelay: time.Millisecond})
 			ag := newAgent(t, agent.Config{Client: client, System: "You are a test.", Tools: []agent.Tool{readFile},
 				OutputSchema: json.RawMessage(tt.schema)})
@@ -151,7 +152,7 @@ func TestAnthropicFollowUpAfterARefusal(t *testing.T) {
 		fakeanthropic.Reply{Text: "Sure, that one I can do."},
 	))
 	defer srv.Close()
-	client := llm.NewAnthropic(llm.Config{BaseURL: srv.URL(), APIKey: apiKey, Model: "claude-fake", MaxRetries: -1})
+	client := anthropic.New(transport.Config{BaseURL: srv.URL(), APIKey: apiKey, Model: "claude-fake", MaxRetries: -1})
 	ag := newAgent(t, agent.Config{Client: client, System: "s"})
 	if res := ag.RunTurn(context.Background(), "something bad", ""); res.StopReason != agent.StopRefusal {
 		t.Fatalf("first turn %q, want refusal", res.StopReason)

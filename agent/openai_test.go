@@ -9,7 +9,8 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 )
 
 const apiKey = "sk-agent-test-secret-0123456789"
@@ -88,7 +89,7 @@ func TestTurnsThroughTheOpenAIAdapter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := fakeopenai.New(fakeopenai.Script(tt.replies...))
 			defer srv.Close()
-			client := llm.NewOpenAI(llm.Config{BaseURL: srv.URL(), APIKey: apiKey, Model: "fake-model",
+			client := openai.New(transport.Config{BaseURL: srv.URL(), APIKey: apiKey, Model: "fake-model",
 				MaxRetries: 1, RetryBaseDelay: time.Millisecond})
 			echo := funcTool{name: "echo", fn: func(_ context.Context, a json.RawMessage) (string, error) {
 				return "echo " + string(a), nil

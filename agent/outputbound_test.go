@@ -12,7 +12,8 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 )
 
 // runaway is a model answer of 100 MiB of text, streamed as 1,600 chunks
@@ -27,7 +28,7 @@ func runaway() fakeopenai.Reply {
 func TestRunawayAnswerEndsTheTurnAtTheBound(t *testing.T) {
 	srv := fakeopenai.New(fakeopenai.Script(runaway()))
 	defer srv.Close()
-	client := llm.NewOpenAI(llm.Config{BaseURL: srv.URL(), Model: "fake-model", MaxRetries: -1})
+	client := openai.New(transport.Config{BaseURL: srv.URL(), Model: "fake-model", MaxRetries: -1})
 	ag := newAgent(t, agent.Config{Client: client})
 	res := ag.RunTurn(context.Background(), "write forever", "")
 	if res.StopReason != agent.StopMaxTokens {
@@ -36,8 +37,8 @@ func TestRunawayAnswerEndsTheTurnAtTheBound(t *testing.T) {
 	if want := "the model's output passed 1048576 bytes"; !strings.Contains(res.Diagnostic, want) {
 		t.Fatalf("diagnostic %q, want it to say %q", res.Diagnostic, want)
 	}
-	if len(res.Output) != llm.DefaultMaxOutputBytes {
-		t.Fatalf("output of %d bytes, want the bound's %d", len(res.Output), llm.DefaultMaxOutputBytes)
+	if len(res.Output) != transport.DefaultMaxOutputBytes {
+		t.Fatalf("output of %d bytes, want the bound's %d", len(res.Output), transport.DefaultMaxOutputBytes)
 	}
 	journal := 0
 	for _, e := range ag.Journal().Events() {
@@ -45,7 +46,7 @@ func TestRunawayAnswerEndsTheTurnAtTheBound(t *testing.T) {
 			journal += len(e.Message.Content)
 		}
 	}
-	if journal > llm.DefaultMaxOutputBytes+len("write forever") {
+	if journal > transport.DefaultMaxOutputBytes+len("write forever") {
 		t.Fatalf("the journal holds %d bytes of messages", journal)
 	}
 	checkJournal(t, ag.Journal())
@@ -65,7 +66,7 @@ func BenchmarkRunawayAnswer(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			srv := fakeopenai.New(fakeopenai.Script(runaway()))
 			defer srv.Close()
-			client := llm.NewOpenAI(llm.Config{BaseURL: srv.URL(), Model: "fake-model", MaxRetries: -1, MaxOutputBytes: bc.bound})
+			client := openai.New(transport.Config{BaseURL: srv.URL(), Model: "fake-model", MaxRetries: -1, MaxOutputBytes: bc.bound})
 			var alloc, rss, out float64
 			for b.Loop() {
 				ag, err := agent.New(agent.Config{Client: client})

@@ -24,17 +24,21 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/internal/seed"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // countingStore counts journal reads, to show listing reads none for live
 // children.
 type countingStore struct {
-	manager.Store
+	seam.Store
 	eventReads atomic.Int64
 }
 
@@ -52,7 +56,7 @@ func openStore(tb testing.TB) *countingStore {
 	return &countingStore{Store: st}
 }
 
-func newManager(tb testing.TB, store manager.Store, client llm.Client) *manager.Manager {
+func newManager(tb testing.TB, store seam.Store, client llm.Client) *manager.Manager {
 	m := manager.New(manager.Options{Store: store})
 	if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "fake-model"})); err != nil {
 		tb.Fatal(err)
@@ -61,12 +65,12 @@ func newManager(tb testing.TB, store manager.Store, client llm.Client) *manager.
 	return m
 }
 
-var root = manager.ParentRef{Principal: "bench"}
+var root = seam.ParentRef{Principal: "bench"}
 
 func fakeClient(tb testing.TB, h fakeopenai.Handler) (*fakeopenai.Server, llm.Client) {
 	fake := fakeopenai.New(h)
 	tb.Cleanup(fake.Close)
-	return fake, llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", Model: "fake-model", RetryBaseDelay: time.Millisecond})
+	return fake, openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", Model: "fake-model", RetryBaseDelay: time.Millisecond})
 }
 
 // BenchmarkListChildren10k lists 10,000 stored children of one parent:
@@ -80,7 +84,7 @@ func BenchmarkListChildren10k(b *testing.B) {
 	m := newManager(b, st, client)
 	st.eventReads.Store(0)
 	for b.Loop() {
-		rows, err := m.ListChildren(root)
+		rows, err := managertest.ListChildren(m, root)
 		if err != nil || len(rows) != 10_000 {
 			b.Fatalf("%d rows, %v", len(rows), err)
 		}
@@ -101,14 +105,14 @@ func BenchmarkListLiveChildren(b *testing.B) {
 	defer close(release)
 	const n = 200
 	for i := range n {
-		req := manager.StartRequest{Label: "live", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: b.TempDir()}
+		req := seam.StartRequest{Label: "live", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: b.TempDir()}
 		if _, err := m.StartContinuable(context.Background(), "spawn", req, false); err != nil {
 			b.Fatal(err)
 		}
 	}
 	st.eventReads.Store(0)
 	for b.Loop() {
-		rows, err := m.ListChildren(root)
+		rows, err := managertest.ListChildren(m, root)
 		if err != nil || len(rows) != n {
 			b.Fatalf("%d rows, %v", len(rows), err)
 		}
@@ -141,10 +145,10 @@ func benchColdResume(b *testing.B, events int) {
 	for b.Loop() {
 		b.StopTimer()
 		id := manager.NewID()
-		h := manager.Header{ID: id, Parent: root.Address(), Principal: root.Principal, Depth: 1, DepthCap: 3,
-			Mode: manager.ModeContinuable, Provider: "spawn", Label: "long", Cwd: b.TempDir(), CreatedAt: time.Now().UTC()}
-		d := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn", Label: "long"}
-		w := manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}, Events: seed.TurnEvents(0, events/4)}
+		h := seam.Header{ID: id, Parent: root.Address(), Principal: root.Principal, Depth: 1, DepthCap: 3,
+			Mode: seam.ModeContinuable, Provider: "spawn", Label: "long", Cwd: b.TempDir(), CreatedAt: time.Now().UTC()}
+		d := seam.Descriptor{Version: seam.DescriptorVersion, Mode: seam.ModeContinuable, Provider: "spawn", Label: "long"}
+		w := seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: d}, Events: seed.TurnEvents(0, events/4)}
 		if err := st.WriteChild(context.Background(), id, w); err != nil {
 			b.Fatal(err)
 		}
@@ -227,7 +231,7 @@ func benchConcurrent(b *testing.B, n int, h2 bool) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				req := manager.StartRequest{Label: "bulk", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: cwd}
+				req := seam.StartRequest{Label: "bulk", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: cwd}
 				if _, err := m.StartContinuable(context.Background(), "spawn", req, false); err != nil {
 					b.Error(err)
 				}
@@ -297,14 +301,14 @@ func benchLiveChildMemory(b *testing.B, h2 bool) {
 		rss0, heap0, stack0, g0 := rssKiB(), heapKiB(), stackKiB(), runtime.NumGoroutine()
 		b.StartTimer()
 		for i := range n {
-			req := manager.StartRequest{Label: "live", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: cwd}
+			req := seam.StartRequest{Label: "live", Prompt: fmt.Sprint("task ", i), Parent: root, Cwd: cwd}
 			if _, err := m.StartContinuable(context.Background(), "spawn", req, false); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.StopTimer()
 		for waitFor := time.Now().Add(30 * time.Second); time.Now().Before(waitFor); time.Sleep(20 * time.Millisecond) {
-			rows, _ := m.ListChildren(root)
+			rows, _ := managertest.ListChildren(m, root)
 			running := 0
 			for _, r := range rows {
 				if r.Status == "running" {
@@ -341,7 +345,7 @@ func benchLiveChildMemory(b *testing.B, h2 bool) {
 func spawnOverFakeProcess(b *testing.B, mode string, h2 bool) (*countingStore, *manager.Manager, func()) {
 	st := openStore(b)
 	fakeURL, hc, stopFake := startFakeModel(b, mode, h2)
-	client := llm.NewOpenAI(llm.Config{BaseURL: fakeURL, APIKey: "k", Model: "fake-model", HTTPClient: hc})
+	client := openai.New(transport.Config{BaseURL: fakeURL, APIKey: "k", Model: "fake-model", HTTPClient: hc})
 	// No admission cap: these benchmarks measure children running at once.
 	m := manager.New(manager.Options{Store: st, MaxRunningChildren: -1})
 	if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "fake-model"})); err != nil {
@@ -429,7 +433,7 @@ func startFakeModel(tb testing.TB, mode string, h2 bool) (string, *http.Client, 
 	pool := x509.NewCertPool()
 	pool.AddCert(c)
 	// The client's own transport, trusting the fake's certificate.
-	t := llm.DefaultTransport(url)
+	t := transport.DefaultTransport(url)
 	t.TLSClientConfig = &tls.Config{RootCAs: pool}
 	return url, &http.Client{Transport: t}, stop
 }

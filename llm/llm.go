@@ -101,7 +101,7 @@ type Request struct {
 	Model     string
 	Messages  []Message
 	Tools     []ToolDef
-	MaxTokens int64  // zero: the server's default (Anthropic: DefaultAnthropicMaxTokens)
+	MaxTokens int64  // zero: the server's default (Anthropic: anthropic.DefaultMaxTokens)
 	Effort    Effort // empty: the backend's default
 }
 

@@ -8,6 +8,8 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/growstack"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // errInterrupted is the cause a turn is cancelled with by Interrupt.
@@ -19,13 +21,13 @@ type inboxMsg struct {
 	text   string
 	source string
 	stop   agent.StopReason // a settlement notice's stop reason
-	budget *Budget          // a follow-up's new budget, from its turn on
+	budget *seam.Budget     // a follow-up's new budget, from its turn on
 	at     int64            // when it was queued: its turn's place in admission's FIFO order
 }
 
 // queued is the message as the store keeps it.
-func (msg inboxMsg) queued() QueuedMessage {
-	return QueuedMessage{ID: msg.id, Text: msg.text, Source: msg.source, Budget: msg.budget, At: msg.at}
+func (msg inboxMsg) queued() seam.QueuedMessage {
+	return seam.QueuedMessage{ID: msg.id, Text: msg.text, Source: msg.source, Budget: msg.budget, At: msg.at}
 }
 
 // waiter is a caller waiting in band for the outcome of the turn that
@@ -38,7 +40,7 @@ type waiter struct {
 
 // outcome is a turn's result and the ticket of the writes that hold it.
 type outcome struct {
-	res    Result
+	res    seam.Result
 	ticket int64
 	// settling: the child was about to settle when the turn ended, and
 	// its settlement (which commits the turn's events too) is urgent
@@ -49,7 +51,7 @@ type outcome struct {
 
 // committed returns o's result once its writes are committed, or the
 // failure to commit them as the turn's result.
-func (w *waiter) committed(o outcome) Result {
+func (w *waiter) committed(o outcome) seam.Result {
 	if o.ticket == 0 {
 		return o.res
 	}
@@ -65,10 +67,10 @@ func (w *waiter) committed(o outcome) Result {
 
 // failedResult is a turn's result when the child's writes failed: an
 // error saying so, keeping the answer the caller would otherwise lose.
-func failedResult(res Result, err error) Result {
+func failedResult(res seam.Result, err error) seam.Result {
 	res.StopReason = agent.StopError
 	res.Structured = nil
-	res.Diagnostic = truncate.Bound(err.Error(), MaxDiagnostic)
+	res.Diagnostic = truncate.Bound(err.Error(), seam.MaxDiagnostic)
 	return res
 }
 
@@ -77,9 +79,9 @@ func failedResult(res Result, err error) Result {
 // drives it from wake to settlement.
 type activation struct {
 	m      *Manager
-	hdr    Header
-	desc   Descriptor
-	driver Driver
+	hdr    seam.Header
+	desc   seam.Descriptor
+	driver seam.Driver
 	parent *activation // the owning parent's activation; nil for a root parent
 	ctx    context.Context
 
@@ -99,10 +101,10 @@ type activation struct {
 	owned      map[string]*activation
 	settling   bool
 	waiters    map[string]*waiter
-	last       Result // the outcome of the epoch's last turn
-	lastInBand bool   // ...and it was handed to a waiting caller
-	usage      Usage  // cumulative over the child's life as known here
-	failed     error  // the child's writes failed for good: it stops
+	last       seam.Result // the outcome of the epoch's last turn
+	lastInBand bool        // ...and it was handed to a waiting caller
+	usage      llm.Usage   // cumulative over the child's life as known here
+	failed     error       // the child's writes failed for good: it stops
 	released   chan struct{}
 }
 
@@ -120,7 +122,7 @@ func (a *activation) admit(text, source string, wait bool) (id string, w *waiter
 }
 
 // admitBudget is admit for a follow-up that grants budget from its turn on.
-func (a *activation) admitBudget(text, source string, wait bool, budget *Budget) (id string, w *waiter, route string, ok bool) {
+func (a *activation) admitBudget(text, source string, wait bool, budget *seam.Budget) (id string, w *waiter, route string, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.settling {
@@ -152,7 +154,7 @@ func (a *activation) inject(text, source string) (string, bool) {
 	}
 	id := newMessageID()
 	a.injects = append(a.injects, inboxMsg{id: id, text: text, source: source})
-	a.persist.enqueue(QueuedMessage{ID: id, Text: text, Source: source, Quiet: true})
+	a.persist.enqueue(seam.QueuedMessage{ID: id, Text: text, Source: source, Quiet: true})
 	return id, true
 }
 
@@ -245,7 +247,7 @@ func (a *activation) run() {
 	}
 }
 
-func (a *activation) finishTurn(msgID string, res Result) {
+func (a *activation) finishTurn(msgID string, res seam.Result) {
 	a.mu.Lock()
 	a.turnMsg, a.turnCancel = "", nil
 	a.last, a.lastInBand = res, false
@@ -343,7 +345,7 @@ func (a *activation) fail() {
 	a.inbox, a.injects = nil, nil
 	last := a.last
 	a.mu.Unlock()
-	res := failedResult(Result{}, err)
+	res := failedResult(seam.Result{}, err)
 	for _, w := range waiters {
 		w.ch <- outcome{res: res}
 	}

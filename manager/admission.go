@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // DefaultMaxRunningChildren is Options.MaxRunningChildren's default.
@@ -305,7 +306,7 @@ func (q *admission) dispatch() {
 
 // lendTo lends the caller's slot to the turn that handles msgID, for as
 // long as the caller waits on w (see waitTurn).
-func (m *Manager) lendTo(w *waiter, caller ParentRef, childID, msgID string) {
+func (m *Manager) lendTo(w *waiter, caller seam.ParentRef, childID, msgID string) {
 	if w != nil {
 		w.loan = m.adm.lend(caller.AgentID, childID, msgID)
 	}

@@ -12,10 +12,13 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // heldModel is a fake chat API that holds every request it is told to
@@ -66,7 +69,7 @@ func newHeldModel(t *testing.T, reply func(req fakeopenai.Request) (fakeopenai.R
 func holdAll(fakeopenai.Request) (fakeopenai.Reply, bool) { return fakeopenai.Reply{}, true }
 
 func (h *heldModel) client() llm.Client {
-	return llm.NewOpenAI(llm.Config{BaseURL: h.fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
+	return openai.New(transport.Config{BaseURL: h.fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
 }
 
 // next waits for the next held request and checks whose it is.
@@ -109,15 +112,15 @@ func (h *heldModel) highWater() int {
 // notices counts the settlement notices root principals get, by child.
 type notices struct {
 	mu  sync.Mutex
-	n   map[string][]manager.Notice
-	got chan manager.Notice
+	n   map[string][]seam.Notice
+	got chan seam.Notice
 }
 
 func newNotices() *notices {
-	return &notices{n: map[string][]manager.Notice{}, got: make(chan manager.Notice, 100)}
+	return &notices{n: map[string][]seam.Notice{}, got: make(chan seam.Notice, 100)}
 }
 
-func (ns *notices) on(_ string, n manager.Notice) {
+func (ns *notices) on(_ string, n seam.Notice) {
 	ns.mu.Lock()
 	ns.n[n.ChildID] = append(ns.n[n.ChildID], n)
 	ns.mu.Unlock()
@@ -125,9 +128,9 @@ func (ns *notices) on(_ string, n manager.Notice) {
 }
 
 // wait waits for count notices.
-func (ns *notices) wait(t *testing.T, count int) []manager.Notice {
+func (ns *notices) wait(t *testing.T, count int) []seam.Notice {
 	t.Helper()
-	var out []manager.Notice
+	var out []seam.Notice
 	for len(out) < count {
 		select {
 		case n := <-ns.got:
@@ -149,14 +152,14 @@ func (ns *notices) oneCompleted(t *testing.T, ids ...string) {
 	}
 }
 
-func (ns *notices) of(id string) []manager.Notice {
+func (ns *notices) of(id string) []seam.Notice {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	return slices.Clone(ns.n[id])
 }
 
 // spawnManager is a manager running spawn children on client.
-func spawnManager(t *testing.T, opts manager.Options, client llm.Client, tools func(m *manager.Manager, self manager.ParentRef) []agent.Tool) *manager.Manager {
+func spawnManager(t *testing.T, opts manager.Options, client llm.Client, tools func(m *manager.Manager, self seam.ParentRef) []agent.Tool) *manager.Manager {
 	t.Helper()
 	if opts.Store == nil {
 		opts.Store = memstore.New()
@@ -164,15 +167,15 @@ func spawnManager(t *testing.T, opts manager.Options, client llm.Client, tools f
 	var m *manager.Manager
 	so := spawn.Options{Client: client, Model: "m"}
 	if tools != nil {
-		so.DelegationTools = func(self manager.ParentRef) []agent.Tool { return tools(m, self) }
+		so.DelegationTools = func(self seam.ParentRef) []agent.Tool { return tools(m, self) }
 	}
 	m = newManager(t, opts, spawn.New(so))
 	return m
 }
 
-func background(t *testing.T, m *manager.Manager, parent manager.ParentRef, text string) string {
+func background(t *testing.T, m *manager.Manager, parent seam.ParentRef, text string) string {
 	t.Helper()
-	st, err := m.StartContinuable(context.Background(), "spawn", manager.StartRequest{Label: text, Prompt: text, Parent: parent}, false)
+	st, err := m.StartContinuable(context.Background(), "spawn", seam.StartRequest{Label: text, Prompt: text, Parent: parent}, false)
 	if err != nil {
 		t.Fatalf("starting %q: %v", text, err)
 	}
@@ -181,7 +184,7 @@ func background(t *testing.T, m *manager.Manager, parent manager.ParentRef, text
 
 // statusIDs lists the caller's children with a status, in creation order;
 // waitStatus waits (bounded) until it is want.
-func statusIDs(t *testing.T, m *manager.Manager, caller manager.ParentRef, status string) []string {
+func statusIDs(t *testing.T, m *manager.Manager, caller seam.ParentRef, status string) []string {
 	t.Helper()
 	page, err := m.List(caller, manager.ListQuery{Status: status})
 	if err != nil {
@@ -194,7 +197,7 @@ func statusIDs(t *testing.T, m *manager.Manager, caller manager.ParentRef, statu
 	return ids
 }
 
-func waitStatus(t *testing.T, m *manager.Manager, caller manager.ParentRef, status string, want []string) {
+func waitStatus(t *testing.T, m *manager.Manager, caller seam.ParentRef, status string, want []string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -217,7 +220,7 @@ func TestAdmissionCapsTurnsInFlightInFIFOOrder(t *testing.T) {
 	h := newHeldModel(t, holdAll)
 	ns := newNotices()
 	m := spawnManager(t, manager.Options{MaxRunningChildren: 3, OnNotice: ns.on}, h.client(), nil)
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	var ids, want []string
 	for i := range 10 {
 		text := fmt.Sprintf("c%d", i)
@@ -258,7 +261,7 @@ func TestAdmissionInterruptOfAQueuedChild(t *testing.T) {
 	ns := newNotices()
 	st := memstore.New()
 	m := spawnManager(t, manager.Options{Store: st, MaxRunningChildren: 1, OnNotice: ns.on}, h.client(), nil)
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	a := background(t, m, root, "a")
 	h.next(t, "a")
 	b := background(t, m, root, "b")
@@ -302,10 +305,10 @@ func TestAdmissionForegroundWaitWhileQueuedHandsBack(t *testing.T) {
 	h := newHeldModel(t, holdAll)
 	ns := newNotices()
 	m := spawnManager(t, manager.Options{MaxRunningChildren: 1, OnNotice: ns.on}, h.client(), nil)
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	background(t, m, root, "a")
 	h.next(t, "a")
-	st, err := m.StartContinuable(context.Background(), "spawn", manager.StartRequest{Label: "fg", Prompt: "fg", Parent: root}, true)
+	st, err := m.StartContinuable(context.Background(), "spawn", seam.StartRequest{Label: "fg", Prompt: "fg", Parent: root}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +328,7 @@ func TestAdmissionForegroundWaitWhileQueuedHandsBack(t *testing.T) {
 // waits for its first turn, as the subagent tool does.
 type delegateTool struct {
 	m    *manager.Manager
-	self manager.ParentRef
+	self seam.ParentRef
 }
 
 func (d delegateTool) Def() llm.ToolDef {
@@ -337,7 +340,7 @@ func (d delegateTool) Call(ctx context.Context, args json.RawMessage) (string, e
 	if err := json.Unmarshal(args, &in); err != nil {
 		return "", err
 	}
-	st, err := d.m.StartContinuable(ctx, "spawn", manager.StartRequest{Label: in.Prompt, Prompt: in.Prompt, Parent: d.self}, true)
+	st, err := d.m.StartContinuable(ctx, "spawn", seam.StartRequest{Label: in.Prompt, Prompt: in.Prompt, Parent: d.self}, true)
 	if err != nil {
 		return "", err
 	}
@@ -364,10 +367,10 @@ func TestAdmissionNestedForegroundBorrowsTheCallersSlot(t *testing.T) {
 	})
 	ns := newNotices()
 	m := spawnManager(t, manager.Options{MaxRunningChildren: 3, OnNotice: ns.on}, h.client(),
-		func(m *manager.Manager, self manager.ParentRef) []agent.Tool {
+		func(m *manager.Manager, self seam.ParentRef) []agent.Tool {
 			return []agent.Tool{delegateTool{m, self}}
 		})
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	var kids []string
 	for i := range 3 {
 		background(t, m, root, fmt.Sprintf("p%d", i))
@@ -404,10 +407,10 @@ func TestAdmissionTotalCapAcrossPrincipals(t *testing.T) {
 	h := newHeldModel(t, holdAll)
 	ns := newNotices()
 	m := spawnManager(t, manager.Options{MaxRunningChildren: 5, MaxRunningTotal: 3, OnNotice: ns.on}, h.client(), nil)
-	p1 := manager.ParentRef{Principal: "p1", Cwd: t.TempDir()}
-	p2 := manager.ParentRef{Principal: "p2", Cwd: t.TempDir()}
+	p1 := seam.ParentRef{Principal: "p1", Cwd: t.TempDir()}
+	p2 := seam.ParentRef{Principal: "p2", Cwd: t.TempDir()}
 	for _, s := range []struct {
-		p    manager.ParentRef
+		p    seam.ParentRef
 		text string
 	}{{p1, "p1-a"}, {p1, "p1-b"}, {p2, "p2-a"}} {
 		background(t, m, s.p, s.text)
@@ -439,7 +442,7 @@ func TestAdmissionQueuedTurnsSurviveARestart(t *testing.T) {
 	defer st.Close()
 	ns := newNotices()
 	opts := manager.Options{Store: st, MaxRunningChildren: 1, OnNotice: ns.on}
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	m1 := spawnManager(t, opts, h.client(), nil)
 	background(t, m1, root, "a")
 	h.next(t, "a")
@@ -486,15 +489,15 @@ func TestAdmissionCountsOneShotRuns(t *testing.T) {
 	h := newHeldModel(t, holdAll)
 	ns := newNotices()
 	m := spawnManager(t, manager.Options{MaxRunningChildren: 1, OnNotice: ns.on}, h.client(), nil)
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	ctx := context.Background()
-	first, err := m.Start(ctx, "spawn", manager.StartRequest{Label: "o1", Prompt: "o1", Parent: root})
+	first, err := m.Start(ctx, "spawn", seam.StartRequest{Label: "o1", Prompt: "o1", Parent: root})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer first.Dispose()
 	h.next(t, "o1")
-	second, err := m.Start(ctx, "spawn", manager.StartRequest{Label: "o2", Prompt: "o2", Parent: root})
+	second, err := m.Start(ctx, "spawn", seam.StartRequest{Label: "o2", Prompt: "o2", Parent: root})
 	if err != nil {
 		t.Fatal(err)
 	}

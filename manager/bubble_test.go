@@ -9,9 +9,11 @@ import (
 	"testing/synctest"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // The tests in this file run in a synctest bubble: synctest.Wait returns
@@ -27,32 +29,32 @@ type bubbleProvider struct {
 	turns []*bubbleTurn
 	// onTurn, when set, runs at the start of every turn (to delegate from
 	// inside a turn, as a model would).
-	onTurn func(self manager.ParentRef, inputs []agent.Input)
+	onTurn func(self seam.ParentRef, inputs []agent.Input)
 }
 
 type bubbleTurn struct {
 	child  string
-	self   manager.ParentRef
+	self   seam.ParentRef
 	inputs []agent.Input
 	end    chan agent.StopReason // the test sends how the turn ends
 	ended  agent.StopReason      // set once it has ended
 }
 
-func (*bubbleProvider) Name() string                       { return "bubble" }
-func (*bubbleProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
-func (*bubbleProvider) InheritsParentContext() bool        { return false }
-func (*bubbleProvider) Continuable()                       {}
-func (*bubbleProvider) Prepare(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
-	return manager.CreationInputs{}, nil
+func (*bubbleProvider) Name() string                    { return "bubble" }
+func (*bubbleProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
+func (*bubbleProvider) InheritsParentContext() bool     { return false }
+func (*bubbleProvider) Continuable()                    {}
+func (*bubbleProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
+	return seam.CreationInputs{}, nil
 }
-func (p *bubbleProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {
+func (p *bubbleProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
 	return &bubbleDriver{p: p, j: r.Journal, self: r.Self}, nil
 }
 
 type bubbleDriver struct {
 	p    *bubbleProvider
 	j    *agent.Journal
-	self manager.ParentRef
+	self seam.ParentRef
 }
 
 // RunTurn records the turn in the journal as a real driver does: its
@@ -131,7 +133,7 @@ func (bt *bubbleTurn) texts() []string {
 // bubble runs f with a manager over store with p registered, inside a
 // synctest bubble, and closes the manager before the bubble ends (which
 // also proves the manager leaves no goroutine behind).
-func bubble(t *testing.T, store manager.Store, p *bubbleProvider, f func(m *manager.Manager)) {
+func bubble(t *testing.T, store seam.Store, p *bubbleProvider, f func(m *manager.Manager)) {
 	t.Helper()
 	synctest.Test(t, func(t *testing.T) {
 		m := manager.New(manager.Options{Store: store})
@@ -145,18 +147,18 @@ func bubble(t *testing.T, store manager.Store, p *bubbleProvider, f func(m *mana
 	})
 }
 
-var bubbleRoot = manager.ParentRef{Principal: "p", Cwd: "/work"}
+var bubbleRoot = seam.ParentRef{Principal: "p", Cwd: "/work"}
 
-func startBubble(t *testing.T, m *manager.Manager, parent manager.ParentRef, text string, wait bool) *manager.Started {
+func startBubble(t *testing.T, m *manager.Manager, parent seam.ParentRef, text string, wait bool) *manager.Started {
 	t.Helper()
-	st, err := m.StartContinuable(context.Background(), "bubble", manager.StartRequest{Label: "l", Prompt: text, Parent: parent}, wait)
+	st, err := m.StartContinuable(context.Background(), "bubble", seam.StartRequest{Label: "l", Prompt: text, Parent: parent}, wait)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return st
 }
 
-func send(t *testing.T, m *manager.Manager, caller manager.ParentRef, id, text string) *manager.Sent {
+func send(t *testing.T, m *manager.Manager, caller seam.ParentRef, id, text string) *manager.Sent {
 	t.Helper()
 	s, err := m.Followup(context.Background(), caller, id, text, false)
 	if err != nil {
@@ -167,10 +169,10 @@ func send(t *testing.T, m *manager.Manager, caller manager.ParentRef, id, text s
 
 // delegating is an onTurn that starts a grandchild (through m0) from a
 // depth-1 child's turn whose last input is "delegate", and sets *id to it.
-func delegating(id *string) func(self manager.ParentRef, in []agent.Input) {
-	return func(self manager.ParentRef, in []agent.Input) {
+func delegating(id *string) func(self seam.ParentRef, in []agent.Input) {
+	return func(self seam.ParentRef, in []agent.Input) {
 		if self.Depth == 1 && in[len(in)-1].Text == "delegate" {
-			st, err := m0.StartContinuable(context.Background(), "bubble", manager.StartRequest{Label: "g", Prompt: "grandchild work", Parent: self}, false)
+			st, err := m0.StartContinuable(context.Background(), "bubble", seam.StartRequest{Label: "g", Prompt: "grandchild work", Parent: self}, false)
 			if err != nil {
 				panic(err)
 			}
@@ -269,7 +271,7 @@ func TestInterruptParksTheQueueInABubble(t *testing.T) {
 		if len(turns) != 1 || turns[0].ended != agent.StopAborted {
 			t.Fatalf("after the interrupt: %d turns, the first ended %q; want one, aborted, and the queue parked", len(turns), turns[0].ended)
 		}
-		rows, err := m.ListChildren(bubbleRoot)
+		rows, err := managertest.ListChildren(m, bubbleRoot)
 		if err != nil || len(rows) != 1 {
 			t.Fatalf("ListChildren = %v, %v", rows, err)
 		}
@@ -336,9 +338,9 @@ func TestSettlementNoticeExactlyOnceInABubble(t *testing.T) {
 // until its own parent sends again.
 func TestAncestorInterruptInABubble(t *testing.T) {
 	p := &bubbleProvider{}
-	var b manager.ParentRef
+	var b seam.ParentRef
 	var c string
-	p.onTurn = func(self manager.ParentRef, in []agent.Input) {
+	p.onTurn = func(self seam.ParentRef, in []agent.Input) {
 		switch in[len(in)-1].Text {
 		case "delegate":
 			b = self
@@ -356,7 +358,7 @@ func TestAncestorInterruptInABubble(t *testing.T) {
 			t.Fatal("b did not start its child")
 		}
 		send(t, m, b, c, "queued for c")
-		wantCode(t, m.Interrupt(manager.ParentRef{Principal: "another"}, c), manager.ErrUnauthorized)
+		wantCode(t, m.Interrupt(seam.ParentRef{Principal: "another"}, c), seam.ErrUnauthorized)
 		if err := m.Interrupt(a, c); err != nil {
 			t.Fatalf("the grandparent's interrupt: %v", err)
 		}

@@ -4,47 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // BudgetLimits are the deployment's budget rules (Options.Budget).
 type BudgetLimits struct {
 	// Default is the budget of a start that asks for none; zero: none.
-	Default Budget
+	Default seam.Budget
 	// Max caps every field of what a start or a follow-up asks (an
 	// unlimited field included); a zero field caps nothing.
-	Max Budget
-}
-
-// Check reports a field of b that is not a valid budget value, named as
-// the field of what prefix names ("budget" for a tool argument).
-func (b Budget) Check(prefix string) error {
-	bad := func(field, why string) error {
-		return &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf("field %q: %s; 0 (or leaving it out) means no limit", prefix+"."+field, why)}
-	}
-	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
-	switch {
-	case b.Tokens < 0:
-		return bad("tokens", "must not be negative")
-	case b.Steps < 0:
-		return bad("steps", "must not be negative")
-	case !finite(b.Seconds) || b.Seconds < 0:
-		return bad("seconds", "must be a finite, non-negative number")
-	case !finite(b.CostUSD) || b.CostUSD < 0:
-		return bad("cost_usd", "must be a finite, non-negative number")
-	}
-	return nil
+	Max seam.Budget
 }
 
 // capped is b with every field at most max's (an unlimited field of b
 // takes max's).
-func (b Budget) capped(max Budget) Budget {
+func capped(b, max seam.Budget) seam.Budget {
 	b.Tokens = minLimit(b.Tokens, max.Tokens)
 	b.Steps = minLimit(b.Steps, max.Steps)
 	b.Seconds = minLimit(b.Seconds, max.Seconds)
@@ -74,7 +54,7 @@ type spent struct {
 type ledger struct {
 	id     string
 	parent *ledger
-	limit  Budget
+	limit  seam.Budget
 	spent  spent
 	// journaled is set once limit is in the child's journal (a budget
 	// event); a new grant is written at the start of its first turn.
@@ -133,8 +113,8 @@ func (l *ledger) exhausted(now time.Time) *budgetStop {
 
 // remaining is what l's chain has left (zero: no limit); a field some
 // ancestor has used up is left as asked, for the chain check catches it.
-func (l *ledger) remaining(now time.Time) Budget {
-	var r Budget
+func (l *ledger) remaining(now time.Time) seam.Budget {
+	var r seam.Budget
 	for n := l; n != nil; n = n.parent {
 		if t := n.limit.Tokens - n.spent.tokens; n.limit.Tokens > 0 && t > 0 {
 			r.Tokens = minLimit(r.Tokens, t)
@@ -198,18 +178,18 @@ func (s *budgetStop) diagnostic(self *ledger, now time.Time) string {
 
 // grantFor is the budget a start asking for asked gets from the
 // deployment: its default when asked is nil, then capped by its max.
-func (m *Manager) grantFor(asked *Budget) Budget {
+func (m *Manager) grantFor(asked *seam.Budget) seam.Budget {
 	b := m.opts.Budget.Default
 	if asked != nil {
 		b = *asked
 	}
-	return b.capped(m.opts.Budget.Max)
+	return capped(b, m.opts.Budget.Max)
 }
 
 // openLedger makes the ledger of a new child id under its parent's (a root
 // caller has none): its limit is what grant leaves of every ancestor's
 // remaining budget.
-func (m *Manager) openLedger(id, parentID string, grant Budget) {
+func (m *Manager) openLedger(id, parentID string, grant seam.Budget) {
 	bk := &m.budgets
 	bk.mu.Lock()
 	defer bk.mu.Unlock()
@@ -218,7 +198,7 @@ func (m *Manager) openLedger(id, parentID string, grant Budget) {
 	}
 	l := &ledger{id: id, parent: bk.ledgers[parentID]}
 	if l.parent != nil {
-		grant = grant.capped(l.parent.remaining(time.Now()))
+		grant = capped(grant, l.parent.remaining(time.Now()))
 	}
 	l.limit = grant
 	bk.ledgers[id] = l
@@ -310,7 +290,7 @@ func (m *Manager) charge(l *ledger, e agent.Event) {
 // usage, keeping its partial output. A turn whose budget is already spent
 // runs with its ctx cancelled, so its inputs are recorded and nothing is
 // requested.
-func (m *Manager) budgetedTurn(ctx context.Context, id, parentID string, grant *Budget, drv Driver, inputs []agent.Input) agent.TurnResult {
+func (m *Manager) budgetedTurn(ctx context.Context, id, parentID string, grant *seam.Budget, drv seam.Driver, inputs []agent.Input) agent.TurnResult {
 	l := m.ledgerOf(id, parentID)
 	m.mu.Lock()
 	_, oneShot := m.runs[id] // never resumed: its grant need not be kept
@@ -320,9 +300,9 @@ func (m *Manager) budgetedTurn(ctx context.Context, id, parentID string, grant *
 	m.budgets.mu.Lock()
 	now := time.Now()
 	if grant != nil {
-		b := grant.capped(m.opts.Budget.Max)
+		b := capped(*grant, m.opts.Budget.Max)
 		if l.parent != nil {
-			b = b.capped(l.parent.remaining(now))
+			b = capped(b, l.parent.remaining(now))
 		}
 		l.limit, l.spent, l.journaled = b, spent{}, false
 	}
@@ -374,7 +354,7 @@ const maxBudgetWalk = 256
 // has none, and so on up to the root child. A journal from before budget
 // events gets the deployment's default, as before (and journals it at its
 // next turn). A child that has a ledger keeps it: it is the truth.
-func (m *Manager) restoreLedger(ctx context.Context, hdr Header, events []agent.Event) {
+func (m *Manager) restoreLedger(ctx context.Context, hdr seam.Header, events []agent.Event) {
 	if m.store == nil || m.hasLedger(hdr.ID) {
 		return
 	}
@@ -386,7 +366,7 @@ func (m *Manager) restoreLedger(ctx context.Context, hdr Header, events []agent.
 // for an agent the store cannot give (a one-shot run, which is not
 // stored: its budget ended with it).
 func (m *Manager) ancestorLedger(ctx context.Context, addr string) *ledger {
-	if addr == "" || strings.HasPrefix(addr, PrincipalAddress("")) {
+	if addr == "" || strings.HasPrefix(addr, seam.PrincipalAddress("")) {
 		return nil
 	}
 	m.budgets.mu.Lock()
@@ -397,7 +377,7 @@ func (m *Manager) ancestorLedger(ctx context.Context, addr string) *ledger {
 	}
 	hdr, err := m.store.Header(ctx, addr)
 	if err != nil {
-		if !errors.Is(err, ErrNotFound) {
+		if !errors.Is(err, seam.ErrNotFound) {
 			m.log.Warn("an ancestor's budget cannot be rebuilt; its descendant is held to its own", "agent_id", addr, "err", err)
 		}
 		return nil
@@ -411,19 +391,19 @@ func (m *Manager) ancestorLedger(ctx context.Context, addr string) *ledger {
 }
 
 // rebuildLedger is the ledger hdr's journal events record, under parent.
-func (m *Manager) rebuildLedger(ctx context.Context, hdr Header, events []agent.Event, parent *ledger) *ledger {
+func (m *Manager) rebuildLedger(ctx context.Context, hdr seam.Header, events []agent.Event, parent *ledger) *ledger {
 	l := &ledger{id: hdr.ID, parent: parent}
 	grant, sp, ok := agent.LastGrant(events, int(hdr.SeedLen))
 	if !ok {
 		l.limit = m.grantFor(nil)
 		if parent != nil {
 			m.budgets.mu.Lock()
-			l.limit = l.limit.capped(parent.remaining(time.Now()))
+			l.limit = capped(l.limit, parent.remaining(time.Now()))
 			m.budgets.mu.Unlock()
 		}
 		return l
 	}
-	l.limit, l.journaled = Budget(*grant.Grant), true
+	l.limit, l.journaled = seam.Budget(*grant.Grant), true
 	l.spent = spent{tokens: sp.Tokens, steps: sp.Steps, cost: sp.CostUSD, elapsed: sp.Elapsed}
 	d := m.descendantsSpent(ctx, hdr.ID, grant.Time)
 	l.spent.tokens += d.Tokens
@@ -442,7 +422,7 @@ func (m *Manager) descendantsSpent(ctx context.Context, id string, since time.Ti
 	for len(queue) > 0 && ctx.Err() == nil {
 		addr := queue[0]
 		queue = queue[1:]
-		ls, err := m.store.Listings(ctx, addr, Page{})
+		ls, err := m.store.Listings(ctx, addr, seam.Page{})
 		if err != nil {
 			m.log.Warn("a descendant's spending cannot be read; its ancestor's budget is rebuilt without it", "agent_id", addr, "err", err)
 			continue

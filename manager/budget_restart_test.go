@@ -12,6 +12,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // restartable is a bbolt store that managers are started on, one after
@@ -21,7 +22,7 @@ type restartable struct {
 	store  *persist.Store
 	client llm.Client
 	opts   manager.Options
-	tools  func(m *manager.Manager) func(manager.ParentRef) []agent.Tool
+	tools  func(m *manager.Manager) func(seam.ParentRef) []agent.Tool
 }
 
 func newRestartable(t *testing.T, fake *fakeopenai.Server, opts manager.Options) *restartable {
@@ -63,7 +64,7 @@ func stopManager(m *manager.Manager) {
 // sendBudget sends msg (granting budget, if set) to child id for caller and
 // waits for its turn, returning the outcome and how many model requests
 // it made.
-func sendBudget(t *testing.T, m *manager.Manager, fake *fakeopenai.Server, caller manager.ParentRef, id, msg string, budget *manager.Budget) (manager.Result, int) {
+func sendBudget(t *testing.T, m *manager.Manager, fake *fakeopenai.Server, caller seam.ParentRef, id, msg string, budget *seam.Budget) (seam.Result, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -88,21 +89,21 @@ func sendBudget(t *testing.T, m *manager.Manager, fake *fakeopenai.Server, calle
 func TestABudgetSurvivesARestart(t *testing.T) {
 	cases := []struct {
 		name   string
-		budget manager.Budget
+		budget seam.Budget
 		first  func(n int) fakeopenai.Reply // the first turn's answers
 		// what the follow-up gets: its requests, and its diagnostic
 		requests int
 		diag     string
 	}{
 		// Four of five steps spent (three tool rounds and an answer).
-		{name: "steps", budget: manager.Budget{Steps: 5}, first: fourSteps, requests: 1,
+		{name: "steps", budget: seam.Budget{Steps: 5}, first: fourSteps, requests: 1,
 			diag: "budget exhausted: steps 5 of 5 (tokens 75, "},
 		// 60 of 70 tokens spent (15 a call): one more call passes it.
-		{name: "tokens", budget: manager.Budget{Tokens: 70}, first: fourSteps, requests: 1,
+		{name: "tokens", budget: seam.Budget{Tokens: 70}, first: fourSteps, requests: 1,
 			diag: "budget exhausted: tokens 75 of 70 (steps 5, "},
 		// A second of 1.5 spent: the follow-up's held call is cut after
 		// what was left (asserted below by its wall time).
-		{name: "seconds", budget: manager.Budget{Seconds: 1.5}, requests: 1,
+		{name: "seconds", budget: seam.Budget{Seconds: 1.5}, requests: 1,
 			first: func(int) fakeopenai.Reply { return fakeopenai.Reply{Text: "slow", Delay: time.Second} },
 			diag:  "budget exhausted: seconds 1."},
 	}
@@ -121,7 +122,7 @@ func TestABudgetSurvivesARestart(t *testing.T) {
 			})
 			defer fake.Close()
 			rs := newRestartable(t, fake, manager.Options{})
-			root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+			root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 			m1 := rs.start()
 			b := tc.budget
 			id := firstTurn(t, m1, root, &b, agent.StopCompleted)
@@ -157,11 +158,11 @@ func fourSteps(n int) fakeopenai.Reply {
 
 // firstTurn starts a continuable child with prompt "go" and budget and
 // waits for its first turn to end with want.
-func firstTurn(t *testing.T, m *manager.Manager, root manager.ParentRef, budget *manager.Budget, want agent.StopReason) string {
+func firstTurn(t *testing.T, m *manager.Manager, root seam.ParentRef, budget *seam.Budget, want agent.StopReason) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	st, err := m.StartContinuable(ctx, "spawn", manager.StartRequest{Label: "l", Prompt: "go", Parent: root, Budget: budget}, true)
+	st, err := m.StartContinuable(ctx, "spawn", seam.StartRequest{Label: "l", Prompt: "go", Parent: root, Budget: budget}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func firstTurn(t *testing.T, m *manager.Manager, root manager.ParentRef, budget 
 // spentFourOfFive runs a child with 5 steps through a first turn of four
 // on a manager with the deployment default def, then stops the manager;
 // later prompts make the model call tools forever.
-func spentFourOfFive(t *testing.T, def manager.Budget) (*fakeopenai.Server, *restartable, manager.ParentRef, string) {
+func spentFourOfFive(t *testing.T, def seam.Budget) (*fakeopenai.Server, *restartable, seam.ParentRef, string) {
 	t.Helper()
 	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
 		if req.LastUserText() == "go" {
@@ -185,9 +186,9 @@ func spentFourOfFive(t *testing.T, def manager.Budget) (*fakeopenai.Server, *res
 	})
 	t.Cleanup(fake.Close)
 	rs := newRestartable(t, fake, manager.Options{Budget: manager.BudgetLimits{Default: def}})
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	m1 := rs.start()
-	id := firstTurn(t, m1, root, &manager.Budget{Steps: 5}, agent.StopCompleted)
+	id := firstTurn(t, m1, root, &seam.Budget{Steps: 5}, agent.StopCompleted)
 	stopManager(m1)
 	return fake, rs, root, id
 }
@@ -196,10 +197,10 @@ func spentFourOfFive(t *testing.T, def manager.Budget) (*fakeopenai.Server, *res
 // gets the new grant, and after another restart it still has only what
 // is left of it (nothing), not its first budget nor a default.
 func TestAGrantAfterARestartHoldsAcrossTheNext(t *testing.T) {
-	fake, rs, root, id := spentFourOfFive(t, manager.Budget{Steps: 50})
+	fake, rs, root, id := spentFourOfFive(t, seam.Budget{Steps: 50})
 
 	m2 := rs.start()
-	if res, n := sendBudget(t, m2, fake, root, id, "more", &manager.Budget{Steps: 3}); res.StopReason != agent.StopBudget || n != 3 ||
+	if res, n := sendBudget(t, m2, fake, root, id, "more", &seam.Budget{Steps: 3}); res.StopReason != agent.StopBudget || n != 3 ||
 		!strings.HasPrefix(res.Diagnostic, "budget exhausted: steps 3 of 3") {
 		t.Errorf("with a new grant of 3 after the restart: %s (%s) after %d requests; want budget after 3", res.StopReason, res.Diagnostic, n)
 	}
@@ -217,7 +218,7 @@ func TestAGrantAfterARestartHoldsAcrossTheNext(t *testing.T) {
 // child is the stored record of a new one with its budget events left
 // out, which is what an older build wrote.
 func TestAnOldJournalResumesWithTheDefault(t *testing.T) {
-	fake, rs, root, id := spentFourOfFive(t, manager.Budget{Steps: 2})
+	fake, rs, root, id := spentFourOfFive(t, seam.Budget{Steps: 2})
 
 	ctx := context.Background()
 	hdr, err := rs.store.Header(ctx, id)
@@ -243,7 +244,7 @@ func TestAnOldJournalResumesWithTheDefault(t *testing.T) {
 		t.Fatalf("the child's journal has %d budget events; want its one grant", len(events)-len(old))
 	}
 	hdr.ID = manager.NewID()
-	if err := rs.store.WriteChild(ctx, hdr.ID, manager.ChildWrite{Create: &manager.NewChild{Header: hdr, Descriptor: desc}, Events: old}); err != nil {
+	if err := rs.store.WriteChild(ctx, hdr.ID, seam.ChildWrite{Create: &seam.NewChild{Header: hdr, Descriptor: desc}, Events: old}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -285,16 +286,16 @@ func TestAGrandchildResumedAfterARestartCannotOutspendItsGrandparent(t *testing.
 	})
 	defer fake.Close()
 	rs := newRestartable(t, fake, manager.Options{})
-	rs.tools = func(m *manager.Manager) func(manager.ParentRef) []agent.Tool {
-		return func(self manager.ParentRef) []agent.Tool { return []agent.Tool{delegateTool{m, self}} }
+	rs.tools = func(m *manager.Manager) func(seam.ParentRef) []agent.Tool {
+		return func(self seam.ParentRef) []agent.Tool { return []agent.Tool{delegateTool{m, self}} }
 	}
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
 	m1 := rs.start()
-	st, err := m1.StartContinuable(ctx, "spawn", manager.StartRequest{Label: "gp", Prompt: "grandparent", Parent: root,
-		Budget: &manager.Budget{Tokens: 150}}, false)
+	st, err := m1.StartContinuable(ctx, "spawn", seam.StartRequest{Label: "gp", Prompt: "grandparent", Parent: root,
+		Budget: &seam.Budget{Tokens: 150}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +320,7 @@ func TestAGrandchildResumedAfterARestartCannotOutspendItsGrandparent(t *testing.
 	}
 
 	m2 := rs.start()
-	caller := manager.ParentRef{Principal: "p", AgentID: parent, Depth: 2, Cwd: root.Cwd}
+	caller := seam.ParentRef{Principal: "p", AgentID: parent, Depth: 2, Cwd: root.Cwd}
 	res, n := sendBudget(t, m2, fake, caller, grandchild, "more", nil)
 	// What the grandparent had left, 15 tokens a call, the call that
 	// passes it included.
@@ -333,9 +334,9 @@ func TestAGrandchildResumedAfterARestartCannotOutspendItsGrandparent(t *testing.
 }
 
 // onlyChild is the id of parent's one stored child.
-func onlyChild(t *testing.T, st manager.Store, parent string) string {
+func onlyChild(t *testing.T, st seam.Store, parent string) string {
 	t.Helper()
-	ls, err := st.Listings(context.Background(), parent, manager.Page{})
+	ls, err := st.Listings(context.Background(), parent, seam.Page{})
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("children of %s = %+v, %v; want one", parent, ls, err)
 	}
@@ -360,9 +361,9 @@ func TestAStartsGrantSurvivesACrashBeforeItsFirstTurnIsStored(t *testing.T) {
 	if err := m1.Register(spawn.New(spawn.Options{Client: openAI(fake), Model: "m"})); err != nil {
 		t.Fatal(err)
 	}
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
-	st, err := m1.StartContinuable(context.Background(), "spawn", manager.StartRequest{Label: "l", Prompt: "go", Parent: root,
-		Budget: &manager.Budget{Steps: 2}}, false)
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	st, err := m1.StartContinuable(context.Background(), "spawn", seam.StartRequest{Label: "l", Prompt: "go", Parent: root,
+		Budget: &seam.Budget{Steps: 2}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,14 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // listForever is a fake model that answers every request with a tool call
@@ -25,7 +29,7 @@ func listForever(n int, _ fakeopenai.Request) fakeopenai.Reply {
 }
 
 // budgetManager is a manager with a store and spawn over client.
-func budgetManager(t *testing.T, client llm.Client, opts manager.Options, tools func(m *manager.Manager) func(manager.ParentRef) []agent.Tool) *manager.Manager {
+func budgetManager(t *testing.T, client llm.Client, opts manager.Options, tools func(m *manager.Manager) func(seam.ParentRef) []agent.Tool) *manager.Manager {
 	t.Helper()
 	opts.Store = memstore.New()
 	m := manager.New(opts)
@@ -45,7 +49,7 @@ func budgetManager(t *testing.T, client llm.Client, opts manager.Options, tools 
 }
 
 func openAI(fake *fakeopenai.Server) llm.Client {
-	return llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
+	return openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
 }
 
 // A child whose model keeps calling tools stops at each kind of limit:
@@ -55,7 +59,7 @@ func openAI(fake *fakeopenai.Server) llm.Client {
 func TestABudgetStopsAChildThatNeverStops(t *testing.T) {
 	cases := []struct {
 		name     string
-		budget   manager.Budget
+		budget   seam.Budget
 		price    *llm.Price
 		hold     bool // the model holds its second answer until cancelled
 		requests int
@@ -63,14 +67,14 @@ func TestABudgetStopsAChildThatNeverStops(t *testing.T) {
 		bg       bool // a background child: its settlement notice says so
 	}{
 		// 15 tokens a call: the third call passes 40.
-		{name: "tokens", budget: manager.Budget{Tokens: 40}, requests: 3,
+		{name: "tokens", budget: seam.Budget{Tokens: 40}, requests: 3,
 			diag: "budget exhausted: tokens 45 of 40 (steps 3, "},
-		{name: "steps", budget: manager.Budget{Steps: 5}, requests: 5,
+		{name: "steps", budget: seam.Budget{Steps: 5}, requests: 5,
 			diag: "budget exhausted: steps 5 of 5 (tokens 75, ", bg: true},
 		// $0.02 a call: the third passes $0.05.
-		{name: "cost_usd", budget: manager.Budget{CostUSD: 0.05}, price: &llm.Price{InputPerMTok: 1000, OutputPerMTok: 2000}, requests: 3,
+		{name: "cost_usd", budget: seam.Budget{CostUSD: 0.05}, price: &llm.Price{InputPerMTok: 1000, OutputPerMTok: 2000}, requests: 3,
 			diag: "budget exhausted: cost_usd 0.0600 of 0.05 (tokens 45, steps 3, "},
-		{name: "seconds", budget: manager.Budget{Seconds: 0.3}, hold: true, requests: 2,
+		{name: "seconds", budget: seam.Budget{Seconds: 0.3}, hold: true, requests: 2,
 			diag: "budget exhausted: seconds 0.3 of 0.3 (tokens 15, steps 1"},
 	}
 	for _, tc := range cases {
@@ -88,11 +92,11 @@ func TestABudgetStopsAChildThatNeverStops(t *testing.T) {
 				client = llm.Priced{Client: client, Price: *tc.price}
 			}
 			m := budgetManager(t, client, manager.Options{}, nil)
-			root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+			root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 			b := tc.budget
-			req := manager.StartRequest{Label: "loop", Prompt: "look around", Parent: root, Budget: &b}
+			req := seam.StartRequest{Label: "loop", Prompt: "look around", Parent: root, Budget: &b}
 			ctx := context.Background()
-			var res manager.Result
+			var res seam.Result
 			if tc.bg {
 				st, err := m.StartContinuable(ctx, "spawn", req, false)
 				if err != nil {
@@ -111,7 +115,7 @@ func TestABudgetStopsAChildThatNeverStops(t *testing.T) {
 				}
 			} else {
 				var err error
-				_, res, err = m.RunOnce(ctx, "spawn", req)
+				_, res, err = managertest.RunOnce(ctx, m, "spawn", req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -137,14 +141,14 @@ func TestABadBudgetIsRefusedNamingTheField(t *testing.T) {
 	fake := fakeopenai.New(listForever)
 	defer fake.Close()
 	m := budgetManager(t, openAI(fake), manager.Options{}, nil)
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
-	for field, b := range map[string]manager.Budget{
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	for field, b := range map[string]seam.Budget{
 		"budget.tokens": {Tokens: -1}, "budget.steps": {Steps: -2},
 		"budget.seconds": {Seconds: math.Inf(1)}, "budget.cost_usd": {CostUSD: math.NaN()},
 	} {
-		_, _, err := m.RunOnce(context.Background(), "spawn", manager.StartRequest{Label: "x", Prompt: "x", Parent: root, Budget: &b})
-		var e *manager.Error
-		if !errors.As(err, &e) || e.Code != manager.CodeInvalidRequest || !strings.Contains(e.Message, `field "`+field+`"`) {
+		_, _, err := managertest.RunOnce(context.Background(), m, "spawn", seam.StartRequest{Label: "x", Prompt: "x", Parent: root, Budget: &b})
+		var e *seam.Error
+		if !errors.As(err, &e) || e.Code != seam.CodeInvalidRequest || !strings.Contains(e.Message, `field "`+field+`"`) {
 			t.Errorf("%s: err = %v; want INVALID_REQUEST naming it", field, err)
 		}
 	}
@@ -159,14 +163,14 @@ func TestTheDeploymentDefaultAndMaxApply(t *testing.T) {
 	fake := fakeopenai.New(listForever)
 	defer fake.Close()
 	m := budgetManager(t, openAI(fake), manager.Options{Budget: manager.BudgetLimits{
-		Default: manager.Budget{Steps: 2}, Max: manager.Budget{Steps: 3}}}, nil)
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+		Default: seam.Budget{Steps: 2}, Max: seam.Budget{Steps: 3}}}, nil)
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	for _, tc := range []struct {
-		asked *manager.Budget
+		asked *seam.Budget
 		steps int
-	}{{nil, 2}, {&manager.Budget{Steps: 10}, 3}, {&manager.Budget{Tokens: 1000}, 3}} {
+	}{{nil, 2}, {&seam.Budget{Steps: 10}, 3}, {&seam.Budget{Tokens: 1000}, 3}} {
 		before := len(fake.Requests())
-		_, res, err := m.RunOnce(context.Background(), "spawn", manager.StartRequest{Label: "x", Prompt: "x", Parent: root, Budget: tc.asked})
+		_, res, err := managertest.RunOnce(context.Background(), m, "spawn", seam.StartRequest{Label: "x", Prompt: "x", Parent: root, Budget: tc.asked})
 		if err != nil || res.StopReason != agent.StopBudget {
 			t.Fatalf("asked %+v: %+v, %v; want budget", tc.asked, res, err)
 		}
@@ -180,7 +184,7 @@ func TestTheDeploymentDefaultAndMaxApply(t *testing.T) {
 // the prompt it is given, as the subagent tool would.
 type delegate struct {
 	m    *manager.Manager
-	self manager.ParentRef
+	self seam.ParentRef
 }
 
 func (d delegate) Def() llm.ToolDef {
@@ -190,7 +194,7 @@ func (d delegate) Def() llm.ToolDef {
 func (d delegate) Call(ctx context.Context, args json.RawMessage) (string, error) {
 	var in struct{ Prompt string }
 	_ = json.Unmarshal(args, &in)
-	_, res, err := d.m.RunOnce(ctx, "spawn", manager.StartRequest{Label: in.Prompt, Prompt: in.Prompt, Parent: d.self})
+	_, res, err := managertest.RunOnce(ctx, d.m, "spawn", seam.StartRequest{Label: in.Prompt, Prompt: in.Prompt, Parent: d.self})
 	if err != nil {
 		return "", err
 	}
@@ -214,14 +218,14 @@ func TestAGrandchildCannotOutspendItsGrandparent(t *testing.T) {
 		return listForever(n, req)
 	})
 	defer fake.Close()
-	m := budgetManager(t, openAI(fake), manager.Options{}, func(m *manager.Manager) func(manager.ParentRef) []agent.Tool {
-		return func(self manager.ParentRef) []agent.Tool { return []agent.Tool{delegate{m, self}} }
+	m := budgetManager(t, openAI(fake), manager.Options{}, func(m *manager.Manager) func(seam.ParentRef) []agent.Tool {
+		return func(self seam.ParentRef) []agent.Tool { return []agent.Tool{delegate{m, self}} }
 	})
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := m.StartContinuable(ctx, "spawn", manager.StartRequest{Label: "gp", Prompt: "grandparent", Parent: root,
-		Budget: &manager.Budget{Tokens: 100}}, true)
+	st, err := m.StartContinuable(ctx, "spawn", seam.StartRequest{Label: "gp", Prompt: "grandparent", Parent: root,
+		Budget: &seam.Budget{Tokens: 100}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,18 +261,18 @@ func TestAFollowupGrantsANewBudget(t *testing.T) {
 	fake := fakeopenai.New(listForever)
 	defer fake.Close()
 	m := budgetManager(t, openAI(fake), manager.Options{}, nil)
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := m.StartContinuable(ctx, "spawn", manager.StartRequest{Label: "l", Prompt: "go", Parent: root,
-		Budget: &manager.Budget{Steps: 2}}, true)
+	st, err := m.StartContinuable(ctx, "spawn", seam.StartRequest{Label: "l", Prompt: "go", Parent: root,
+		Budget: &seam.Budget{Steps: 2}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res, ok := st.Wait(ctx); !ok || res.StopReason != agent.StopBudget {
 		t.Fatalf("first turn = %+v, %v; want budget", res, ok)
 	}
-	turn := func(b *manager.Budget) (manager.Result, int) {
+	turn := func(b *seam.Budget) (seam.Result, int) {
 		t.Helper()
 		before := len(fake.Requests())
 		sent, err := m.FollowupBudget(ctx, root, st.ChildID, "more", true, b)
@@ -284,7 +288,7 @@ func TestAFollowupGrantsANewBudget(t *testing.T) {
 	if res, n := turn(nil); res.StopReason != agent.StopBudget || n != 0 || !strings.HasPrefix(res.Diagnostic, "budget exhausted: steps 2 of 2") {
 		t.Errorf("without a grant: %s (%s) after %d requests; want budget at once", res.StopReason, res.Diagnostic, n)
 	}
-	if res, n := turn(&manager.Budget{Steps: 3}); res.StopReason != agent.StopBudget || n != 3 || !strings.HasPrefix(res.Diagnostic, "budget exhausted: steps 3 of 3") {
+	if res, n := turn(&seam.Budget{Steps: 3}); res.StopReason != agent.StopBudget || n != 3 || !strings.HasPrefix(res.Diagnostic, "budget exhausted: steps 3 of 3") {
 		t.Errorf("with a grant of 3 steps: %s (%s) after %d requests; want budget after 3", res.StopReason, res.Diagnostic, n)
 	}
 }

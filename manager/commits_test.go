@@ -10,19 +10,19 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // writeCounter counts a store's child writes.
 type writeCounter struct {
-	manager.Store
+	seam.Store
 	mu     sync.Mutex
-	writes []manager.ChildWrite
+	writes []seam.ChildWrite
 }
 
-func (s *writeCounter) WriteChild(ctx context.Context, id string, w manager.ChildWrite) error {
+func (s *writeCounter) WriteChild(ctx context.Context, id string, w seam.ChildWrite) error {
 	s.mu.Lock()
 	s.writes = append(s.writes, w)
 	s.mu.Unlock()
@@ -42,7 +42,7 @@ func TestAShortForegroundTurnCommitsTwice(t *testing.T) {
 		if err := m.Register(p); err != nil {
 			t.Fatal(err)
 		}
-		s, err := m.StartContinuable(context.Background(), "bubble", manager.StartRequest{Label: "l", Prompt: "go", Parent: manager.ParentRef{Principal: "p", Cwd: "/w"}}, true)
+		s, err := m.StartContinuable(context.Background(), "bubble", seam.StartRequest{Label: "l", Prompt: "go", Parent: seam.ParentRef{Principal: "p", Cwd: "/w"}}, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func TestAShortForegroundTurnCommitsTwice(t *testing.T) {
 		}
 		synctest.Wait()
 		st.mu.Lock()
-		ws := append([]manager.ChildWrite(nil), st.writes...)
+		ws := append([]seam.ChildWrite(nil), st.writes...)
 		st.mu.Unlock()
 		if len(ws) != 2 || ws[0].Create == nil || len(ws[0].Enqueue) != 1 || ws[1].Settle == nil || len(ws[1].Events) != 5 || len(ws[1].Dequeue) != 1 {
 			for i, w := range ws {
@@ -85,7 +85,7 @@ func TestALongTurnsEventsAreCommittedAfterTheLinger(t *testing.T) {
 		if err := m.Register(p); err != nil {
 			t.Fatal(err)
 		}
-		s, err := m.StartContinuable(context.Background(), "bubble", manager.StartRequest{Label: "l", Prompt: "go", Parent: manager.ParentRef{Principal: "p", Cwd: "/w"}}, false)
+		s, err := m.StartContinuable(context.Background(), "bubble", seam.StartRequest{Label: "l", Prompt: "go", Parent: seam.ParentRef{Principal: "p", Cwd: "/w"}}, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,16 +7,8 @@ import (
 	"sync"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
-
-// Address is the caller's address as a parent: its agent id, or its
-// principal's address for a root caller.
-func (p ParentRef) Address() string {
-	if p.AgentID != "" {
-		return p.AgentID
-	}
-	return PrincipalAddress(p.Principal)
-}
 
 // Started is what StartContinuable hands back: plain data and the first
 // turn, so a caller's test can build one.
@@ -29,7 +21,7 @@ type Started struct {
 }
 
 // Wait waits for the first turn's outcome (see Turn.Wait).
-func (s *Started) Wait(ctx context.Context) (Result, bool) { return s.Turn.Wait(ctx) }
+func (s *Started) Wait(ctx context.Context) (seam.Result, bool) { return s.Turn.Wait(ctx) }
 
 // Committed reports whether the child's writes still stand (see
 // Turn.Committed).
@@ -42,7 +34,7 @@ type Turn interface {
 	// it, ok false when ctx ends first (the child goes on, and its outcome
 	// reaches the parent as the settlement notice) or when nobody waits.
 	// An outcome is handed over only once the turn's journal is committed.
-	Wait(ctx context.Context) (Result, bool)
+	Wait(ctx context.Context) (seam.Result, bool)
 	// Committed reports whether everything the child wrote up to the
 	// message's admission is committed and its writer has not failed
 	// since: a failed writer stops the child, and the caller then gets the
@@ -62,7 +54,7 @@ type turn struct {
 
 // Wait stops the progress notes when it returns: they belong to the
 // request that waits.
-func (t *turn) Wait(ctx context.Context) (Result, bool) {
+func (t *turn) Wait(ctx context.Context) (seam.Result, bool) {
 	if t.progress != nil {
 		defer t.progress()
 	}
@@ -92,20 +84,20 @@ func (t *turn) Committed() error {
 //
 // With req.Progress set, the first note is "started <id>", sent once the
 // record is committed.
-func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRequest, wait bool) (*Started, error) {
+func (m *Manager) StartContinuable(ctx context.Context, name string, req seam.StartRequest, wait bool) (*Started, error) {
 	p, err := m.validate(name, &req)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := p.(Continuable); !ok {
-		return nil, &Error{Code: CodeInvalidRequest, Provider: name,
+	if _, ok := p.(seam.Continuable); !ok {
+		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: name,
 			Message: fmt.Sprintf("provider %q cannot run continuable (background) children; run it in the foreground", name)}
 	}
 	if m.store == nil {
-		return nil, newErr(CodePersistenceUnavailable, "continuable children need a session store; none is configured")
+		return nil, newErr(seam.CodePersistenceUnavailable, "continuable children need a session store; none is configured")
 	}
 	req.ID = NewID()
-	c, err := m.build(ctx, p, name, req, ModeContinuable)
+	c, err := m.build(ctx, p, name, req, seam.ModeContinuable)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +106,7 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req StartRe
 	m.openLedger(hdr.ID, hdr.Parent, grant)
 	// The record (and the seed) is committed by the child's writer, ahead of
 	// its journal.
-	create := &NewChild{Header: hdr, Descriptor: desc}
+	create := &seam.NewChild{Header: hdr, Descriptor: desc}
 	a, err := m.activate(ctx, hdr, desc, drv, req.Parent.AgentID, create, nil)
 	if err != nil {
 		_ = drv.Close()
@@ -193,13 +185,13 @@ func progressOf(j *agent.Journal, send func(string)) (note func(string), stop fu
 
 func startErr(ctx context.Context, provider string, err error) error {
 	if ctx.Err() != nil {
-		return &Error{Code: CodeCancelled, Provider: provider, Message: "the start was cancelled", Err: err}
+		return &seam.Error{Code: seam.CodeCancelled, Provider: provider, Message: "the start was cancelled", Err: err}
 	}
-	var e *Error
+	var e *seam.Error
 	if errors.As(err, &e) {
 		return err
 	}
-	return &Error{Code: CodeInvalidRequest, Provider: provider, Message: err.Error(), Err: err}
+	return &seam.Error{Code: seam.CodeInvalidRequest, Provider: provider, Message: err.Error(), Err: err}
 }
 
 // activate makes a child resident: registers it, records its ownership by
@@ -211,7 +203,7 @@ func startErr(ctx context.Context, provider string, err error) error {
 // claim; nil for a resumed child, which is claimed here instead, in one
 // write with closing, the events that end a turn a crash left open. ctx is
 // the caller's: a resume's claim is part of its materialisation.
-func (m *Manager) activate(ctx context.Context, hdr Header, desc Descriptor, drv Driver, parentID string, create *NewChild, closing []agent.Event) (*activation, error) {
+func (m *Manager) activate(ctx context.Context, hdr seam.Header, desc seam.Descriptor, drv seam.Driver, parentID string, create *seam.NewChild, closing []agent.Event) (*activation, error) {
 	a := &activation{m: m, hdr: hdr, desc: desc, driver: drv, wake: make(chan struct{}),
 		owned: map[string]*activation{}, waiters: map[string]*waiter{}, released: make(chan struct{}), isNew: create != nil}
 	if create == nil {
@@ -220,7 +212,7 @@ func (m *Manager) activate(ctx context.Context, hdr Header, desc Descriptor, drv
 		}
 		lease := m.lease()
 		if err := m.storeWrite(ctx, func(ctx context.Context) error {
-			return m.store.WriteChild(ctx, hdr.ID, ChildWrite{Claim: &lease, Events: closing})
+			return m.store.WriteChild(ctx, hdr.ID, seam.ChildWrite{Claim: &lease, Events: closing})
 		}); err != nil {
 			return nil, claimErr(ctx, hdr.ID, err)
 		}
@@ -228,10 +220,10 @@ func (m *Manager) activate(ctx context.Context, hdr Header, desc Descriptor, drv
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return nil, newErr(CodeDraining, "the server is shutting down; no new subagents start")
+		return nil, newErr(seam.CodeDraining, "the server is shutting down; no new subagents start")
 	}
 	if _, dup := m.live[hdr.ID]; dup {
-		return nil, newErr(CodeInvalidRequest, "subagent %s is already resident", hdr.ID)
+		return nil, newErr(seam.CodeInvalidRequest, "subagent %s is already resident", hdr.ID)
 	}
 	a.persist = m.newPersister(hdr.ID, create)
 	a.persist.onFail = a.persistFailed
@@ -262,22 +254,22 @@ func (m *Manager) activate(ctx context.Context, hdr Header, desc Descriptor, drv
 // claimErr is the error of a resume whose claim was not granted.
 func claimErr(ctx context.Context, id string, err error) error {
 	switch {
-	case errors.Is(err, ErrOwned):
-		return &Error{Code: CodeNotResumable, AgentID: id, Err: err,
+	case errors.Is(err, seam.ErrOwned):
+		return &seam.Error{Code: seam.CodeNotResumable, AgentID: id, Err: err,
 			Message: fmt.Sprintf("subagent %s is resident in another server sharing this session store (%v); send it there, or again once that server has stopped", id, err)}
 	case ctx.Err() != nil:
-		return &Error{Code: CodeCancelled, AgentID: id, Message: "the send was cancelled", Err: err}
+		return &seam.Error{Code: seam.CodeCancelled, AgentID: id, Message: "the send was cancelled", Err: err}
 	}
-	return &Error{Code: CodePersistenceUnavailable, AgentID: id, Message: "claiming the child for this server failed", Err: err}
+	return &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: id, Message: "claiming the child for this server failed", Err: err}
 }
 
 // waitTurn waits for the outcome of the turn that handles w's message. An
 // outcome is handed over only once the turn's journal is committed; one
 // whose commit failed comes back as a failure saying so, never as the
 // success the store does not hold.
-func (m *Manager) waitTurn(ctx context.Context, childID string, w *waiter) (Result, bool) {
+func (m *Manager) waitTurn(ctx context.Context, childID string, w *waiter) (seam.Result, bool) {
 	if w == nil {
-		return Result{}, false
+		return seam.Result{}, false
 	}
 	defer w.loan.end(m.adm) // the caller waits no more
 	select {
@@ -302,7 +294,7 @@ func (m *Manager) waitTurn(ctx context.Context, childID string, w *waiter) (Resu
 	case o := <-w.ch:
 		return w.committed(o), true
 	default:
-		return Result{}, false
+		return seam.Result{}, false
 	}
 }
 
@@ -326,13 +318,13 @@ type Sent struct {
 
 // Wait waits for the outcome of the turn that handles the message (see
 // Turn.Wait).
-func (s *Sent) Wait(ctx context.Context) (Result, bool) { return s.Turn.Wait(ctx) }
+func (s *Sent) Wait(ctx context.Context) (seam.Result, bool) { return s.Turn.Wait(ctx) }
 
 // Followup sends a message to a continuable child; only its exact direct
 // parent may. The child runs it as a turn: behind the current one if it is
 // running, at once if it is resident and idle, or after a cold resume from
 // the store. The caller's ctx governs only lookup and admission.
-func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, content string, wait bool) (*Sent, error) {
+func (m *Manager) Followup(ctx context.Context, caller seam.ParentRef, childID, content string, wait bool) (*Sent, error) {
 	return m.FollowupBudget(ctx, caller, childID, content, wait, nil)
 }
 
@@ -340,28 +332,28 @@ func (m *Manager) Followup(ctx context.Context, caller ParentRef, childID, conte
 // keeps what it has left) from the message's turn on; the grant is capped
 // by the deployment and by what the child's ancestors have left when that
 // turn starts.
-func (m *Manager) FollowupBudget(ctx context.Context, caller ParentRef, childID, content string, wait bool, budget *Budget) (*Sent, error) {
+func (m *Manager) FollowupBudget(ctx context.Context, caller seam.ParentRef, childID, content string, wait bool, budget *seam.Budget) (*Sent, error) {
 	if budget != nil {
 		if err := budget.Check("budget"); err != nil {
 			return nil, err
 		}
 	}
 	if content == "" {
-		return nil, newErr(CodeInvalidRequest, "message must not be empty")
+		return nil, newErr(seam.CodeInvalidRequest, "message must not be empty")
 	}
 	if m.store == nil {
-		return nil, newErr(CodePersistenceUnavailable, "continuable children need a session store; none is configured")
+		return nil, newErr(seam.CodePersistenceUnavailable, "continuable children need a session store; none is configured")
 	}
 	for attempt := 0; attempt < 3; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return nil, &Error{Code: CodeCancelled, Message: "the send was cancelled", Err: err}
+			return nil, &seam.Error{Code: seam.CodeCancelled, Message: "the send was cancelled", Err: err}
 		}
 		hdr, err := m.header(ctx, childID)
 		if err != nil {
 			return nil, err
 		}
 		if hdr.Parent != caller.Address() {
-			return nil, &Error{Code: CodeUnauthorized, AgentID: childID,
+			return nil, &seam.Error{Code: seam.CodeUnauthorized, AgentID: childID,
 				Message: fmt.Sprintf("only the direct parent of subagent %s may send it messages", childID)}
 		}
 		m.mu.Lock()
@@ -400,15 +392,15 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller ParentRef, childID,
 		}
 		return &Sent{MessageID: id, Route: RouteResumed, ChildID: childID, Turn: t}, nil
 	}
-	return nil, &Error{Code: CodeNotResumable, AgentID: childID, Message: fmt.Sprintf("subagent %s is busy settling; send again", childID)}
+	return nil, &seam.Error{Code: seam.CodeNotResumable, AgentID: childID, Message: fmt.Sprintf("subagent %s is busy settling; send again", childID)}
 }
 
 var errResident = errors.New("already resident")
 
 // callback mints a child's callback endpoint, if the deployment offers one.
-func (m *Manager) callback(self ParentRef) (Callback, func()) {
+func (m *Manager) callback(self seam.ParentRef) (seam.Callback, func()) {
 	if m.opts.Callback == nil {
-		return Callback{}, func() {}
+		return seam.Callback{}, func() {}
 	}
 	cb, revoke := m.opts.Callback(self)
 	if revoke == nil {
@@ -420,7 +412,7 @@ func (m *Manager) callback(self ParentRef) (Callback, func()) {
 // revokingDriver revokes the child's callback endpoint when its activation
 // closes the driver (settlement or shutdown).
 type revokingDriver struct {
-	Driver
+	seam.Driver
 	revoke func()
 }
 
@@ -428,4 +420,10 @@ func (d revokingDriver) Close() error {
 	err := d.Driver.Close()
 	d.revoke()
 	return err
+}
+
+// selfOf is the ParentRef a child uses for its own delegations.
+func selfOf(hdr seam.Header, desc seam.Descriptor, journal *agent.Journal) seam.ParentRef {
+	return seam.ParentRef{Principal: hdr.Principal, AgentID: hdr.ID, Depth: hdr.Depth, DepthCap: hdr.DepthCap,
+		Cwd: hdr.Cwd, Model: desc.Model, Settings: desc.Settings, CompletedTurns: journal.CompletedPrefix}
 }

@@ -13,10 +13,12 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // A child left active whose journal cannot be read keeps its active mark
@@ -33,9 +35,9 @@ func TestRecoverKeepsAndAnnouncesAnUnreadableActiveChild(t *testing.T) {
 	if err := m.Register(p); err != nil {
 		t.Fatal(err)
 	}
-	root := manager.ParentRef{Principal: "p", Cwd: "/work"}
+	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
 	ctx := context.Background()
-	s, err := m.StartContinuable(ctx, "script", manager.StartRequest{Label: "l", Prompt: "block", Parent: root}, false)
+	s, err := m.StartContinuable(ctx, "script", seam.StartRequest{Label: "l", Prompt: "block", Parent: root}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestRecoverKeepsAndAnnouncesAnUnreadableActiveChild(t *testing.T) {
 	if act, _ := st.Residents(ctx); len(act) != 1 || act[0].ChildID != s.ChildID {
 		t.Errorf("claims after recovery = %v, want the unreadable child's kept", act)
 	}
-	rows, err := m.ListChildren(root)
+	rows, err := managertest.ListChildren(m, root)
 	if err != nil || len(rows) != 1 || rows[0].Kind != "diagnostic" || rows[0].Reason != "corrupt" {
 		t.Errorf("listing = %+v, %v; want the child as a corrupt diagnostic", rows, err)
 	}
@@ -81,15 +83,15 @@ func TestRecoverKeepsAndAnnouncesAnUnreadableActiveChild(t *testing.T) {
 // brokenReads is a store whose reads of one child fail as a broken disk
 // would (not "no such child").
 type brokenReads struct {
-	manager.Store
+	seam.Store
 	id string
 }
 
 var errDisk = errors.New("input/output error")
 
-func (b brokenReads) Header(ctx context.Context, id string) (manager.Header, error) {
+func (b brokenReads) Header(ctx context.Context, id string) (seam.Header, error) {
 	if id == b.id {
-		return manager.Header{}, errDisk
+		return seam.Header{}, errDisk
 	}
 	return b.Store.Header(ctx, id)
 }
@@ -99,12 +101,12 @@ func (b brokenReads) Header(ctx context.Context, id string) (manager.Header, err
 func TestInterruptReportsAStoreErrorAsSuch(t *testing.T) {
 	m := manager.New(manager.Options{Store: brokenReads{memstore.New(), "agent-broken"}})
 	defer m.Close(context.Background())
-	root := manager.ParentRef{Principal: "p", Cwd: "/work"}
+	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
 	if err := m.Interrupt(root, "agent-missing"); err != nil {
 		t.Errorf("interrupting a missing child = %v, want an accepted no-op", err)
 	}
 	err := m.Interrupt(root, "agent-broken")
-	if !errors.Is(err, manager.ErrPersistenceUnavailable) || !errors.Is(err, errDisk) {
+	if !errors.Is(err, seam.ErrPersistenceUnavailable) || !errors.Is(err, errDisk) {
 		t.Errorf("interrupting a child the store cannot read = %v, want PERSISTENCE_UNAVAILABLE wrapping the cause", err)
 	}
 }
@@ -114,14 +116,14 @@ func TestInterruptReportsAStoreErrorAsSuch(t *testing.T) {
 func TestStartDuringDrainRevokesTheCallbackToken(t *testing.T) {
 	var minted, revoked atomic.Int32
 	entered, release := make(chan struct{}), make(chan struct{})
-	p := &fakeProvider{name: "p", driver: func(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
+	p := &fakeProvider{name: "p", driver: func(ctx context.Context, req seam.DriverRequest) (seam.Driver, error) {
 		close(entered)
 		<-release
 		return newWatchDriver(req.Journal), nil
 	}}
-	m := manager.New(manager.Options{Callback: func(manager.ParentRef) (manager.Callback, func()) {
+	m := manager.New(manager.Options{Callback: func(seam.ParentRef) (seam.Callback, func()) {
 		minted.Add(1)
-		return manager.Callback{URL: "http://127.0.0.1:1/mcp", Token: "t"}, func() { revoked.Add(1) }
+		return seam.Callback{URL: "http://127.0.0.1:1/mcp", Token: "t"}, func() { revoked.Add(1) }
 	}})
 	if err := m.Register(p); err != nil {
 		t.Fatal(err)
@@ -136,7 +138,7 @@ func TestStartDuringDrainRevokesTheCallbackToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(release)
-	wantCode(t, <-errc, manager.ErrDraining)
+	wantCode(t, <-errc, seam.ErrDraining)
 	if minted.Load() != 1 || revoked.Load() != 1 {
 		t.Errorf("tokens minted %d, revoked %d; want the one minted revoked", minted.Load(), revoked.Load())
 	}
@@ -170,7 +172,7 @@ type progressProvider struct {
 	d *progressDriver
 }
 
-func (p progressProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {
+func (p progressProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
 	p.d.j = r.Journal
 	return p.d, nil
 }
@@ -187,7 +189,7 @@ func TestProgressStopsWhenTheWaitReturns(t *testing.T) {
 	defer close(d.finish)
 	var mu sync.Mutex
 	var notes []string
-	req := manager.StartRequest{Label: "l", Prompt: "p", Parent: manager.ParentRef{Principal: "p", Cwd: "/work"},
+	req := seam.StartRequest{Label: "l", Prompt: "p", Parent: seam.ParentRef{Principal: "p", Cwd: "/work"},
 		Progress: func(n string) { mu.Lock(); notes = append(notes, n); mu.Unlock() }}
 	st, err := m.StartContinuable(context.Background(), "stubborn", req, true)
 	if err != nil {

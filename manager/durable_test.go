@@ -14,11 +14,14 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // A message queued behind a running turn was handed an id, so it survives
@@ -37,7 +40,7 @@ func TestQueuedMessagesSurviveAStopAndRunFirstOnResume(t *testing.T) {
 	})
 	defer fake.Close()
 	defer close(release)
-	client := llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
+	client := openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
 	st, err := persist.Open(t.TempDir(), persist.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -53,11 +56,11 @@ func TestQueuedMessagesSurviveAStopAndRunFirstOnResume(t *testing.T) {
 		}
 		return m
 	}
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	ctx := context.Background()
 
 	m1 := newMgr()
-	started, err := m1.StartContinuable(ctx, "spawn", manager.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
+	started, err := m1.StartContinuable(ctx, "spawn", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,15 +122,15 @@ func TestQueuedMessagesSurviveAStopAndRunFirstOnResume(t *testing.T) {
 func TestMangledJournalListsAsCorrupt(t *testing.T) {
 	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done"}))
 	defer fake.Close()
-	client := llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
+	client := openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
 	dir := t.TempDir()
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	ctx := context.Background()
 	open := func() (*persist.Store, *manager.Manager) { return openSpawn(t, dir, client) }
 	st, m := open()
 	var ids []string
 	for _, p := range []string{"a", "b", "c"} {
-		s, err := m.StartContinuable(ctx, "spawn", manager.StartRequest{Label: p, Prompt: p, Parent: root}, false)
+		s, err := m.StartContinuable(ctx, "spawn", seam.StartRequest{Label: p, Prompt: p, Parent: root}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +171,7 @@ func TestMangledJournalListsAsCorrupt(t *testing.T) {
 	defer st.Close()
 	defer m.Close(ctx)
 	kinds := func() map[string]string {
-		rows, err := m.ListChildren(root)
+		rows, err := managertest.ListChildren(m, root)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +185,7 @@ func TestMangledJournalListsAsCorrupt(t *testing.T) {
 	if got[ids[0]] != "child/ready" || got[ids[1]] != "diagnostic/corrupt" || got[ids[2]] != "child/ready" {
 		t.Fatalf("before any resume: %v (a, b, c = %v)", got, ids)
 	}
-	if _, err := m.Followup(ctx, root, ids[0], "more", false); !errors.Is(err, manager.ErrNotResumable) {
+	if _, err := m.Followup(ctx, root, ids[0], "more", false); !errors.Is(err, seam.ErrNotResumable) {
 		t.Fatalf("resuming the mangled child: %v, want NOT_RESUMABLE", err)
 	}
 	if got := kinds(); got[ids[0]] != "diagnostic/corrupt" || got[ids[2]] != "child/ready" {
@@ -204,14 +207,14 @@ func (stubbornDriver) Close() error              { return nil }
 
 type stubbornProvider struct{}
 
-func (stubbornProvider) Name() string                       { return "stubborn" }
-func (stubbornProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
-func (stubbornProvider) InheritsParentContext() bool        { return false }
-func (stubbornProvider) Continuable()                       {}
-func (stubbornProvider) Prepare(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
-	return manager.CreationInputs{}, nil
+func (stubbornProvider) Name() string                    { return "stubborn" }
+func (stubbornProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
+func (stubbornProvider) InheritsParentContext() bool     { return false }
+func (stubbornProvider) Continuable()                    {}
+func (stubbornProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
+	return seam.CreationInputs{}, nil
 }
-func (stubbornProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {
+func (stubbornProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
 	return stubbornDriver{r.Journal}, nil
 }
 
@@ -224,7 +227,7 @@ func TestUnknownStopReasonOfAContinuableChildIsAnError(t *testing.T) {
 	}
 	defer m.Close(context.Background())
 	st, err := m.StartContinuable(context.Background(), "stubborn",
-		manager.StartRequest{Label: "l", Prompt: "p", Parent: manager.ParentRef{Principal: "p", Cwd: t.TempDir()}}, true)
+		seam.StartRequest{Label: "l", Prompt: "p", Parent: seam.ParentRef{Principal: "p", Cwd: t.TempDir()}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,8 +254,8 @@ func TestContinuableEpochsEmitStartAndEndEvents(t *testing.T) {
 		got = append(got, string(e.Type)+":"+string(e.StopReason))
 		mu.Unlock()
 	})
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
-	st, err := m.StartContinuable(context.Background(), "stubborn", manager.StartRequest{Label: "l", Prompt: "p", Parent: root}, false)
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	st, err := m.StartContinuable(context.Background(), "stubborn", seam.StartRequest{Label: "l", Prompt: "p", Parent: root}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +292,7 @@ type recordingProvider struct {
 	depths []int
 }
 
-func (p *recordingProvider) NewDriver(ctx context.Context, r manager.DriverRequest) (manager.Driver, error) {
+func (p *recordingProvider) NewDriver(ctx context.Context, r seam.DriverRequest) (seam.Driver, error) {
 	p.mu.Lock()
 	p.depths = append(p.depths, r.Self.Depth, r.Header.Depth)
 	p.mu.Unlock()
@@ -305,8 +308,8 @@ func TestResumeKeepsThePersistedDepth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close(context.Background())
-	parent := manager.ParentRef{Principal: "p", AgentID: "agent-parent", Depth: 2, Cwd: t.TempDir()}
-	st, err := m.StartContinuable(context.Background(), "stubborn", manager.StartRequest{Label: "l", Prompt: "p", Parent: parent}, true)
+	parent := seam.ParentRef{Principal: "p", AgentID: "agent-parent", Depth: 2, Cwd: t.TempDir()}
+	st, err := m.StartContinuable(context.Background(), "stubborn", seam.StartRequest{Label: "l", Prompt: "p", Parent: parent}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +317,7 @@ func TestResumeKeepsThePersistedDepth(t *testing.T) {
 	defer cancel()
 	st.Wait(ctx)
 	for settled := false; !settled; { // wait for the epoch to settle
-		rows, err := m.ListChildren(parent)
+		rows, err := managertest.ListChildren(m, parent)
 		if err != nil || ctx.Err() != nil {
 			t.Fatalf("the child never settled: %v %v", rows, err)
 		}
@@ -339,7 +342,7 @@ func TestResumeKeepsThePersistedDepth(t *testing.T) {
 type reportingDriver struct {
 	j    *agent.Journal
 	m    *manager.Manager
-	self manager.ParentRef
+	self seam.ParentRef
 }
 
 func (d reportingDriver) RunTurn(ctx context.Context, in []agent.Input) agent.TurnResult {
@@ -354,7 +357,7 @@ type reportingProvider struct {
 	m *manager.Manager
 }
 
-func (p reportingProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {
+func (p reportingProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
 	return reportingDriver{j: r.Journal, m: p.m, self: r.Self}, nil
 }
 
@@ -366,8 +369,8 @@ func TestReportToAnAbsentParentIsParentUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close(context.Background())
-	absent := manager.ParentRef{Principal: "p", AgentID: "agent-not-running", Depth: 1, Cwd: t.TempDir()}
-	st, err := m.StartContinuable(context.Background(), "stubborn", manager.StartRequest{Label: "l", Prompt: "p", Parent: absent}, true)
+	absent := seam.ParentRef{Principal: "p", AgentID: "agent-not-running", Depth: 1, Cwd: t.TempDir()}
+	st, err := m.StartContinuable(context.Background(), "stubborn", seam.StartRequest{Label: "l", Prompt: "p", Parent: absent}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // fakeProvider is a one-shot provider whose capabilities and driver the
@@ -18,28 +19,28 @@ import (
 // releases it with.
 type fakeProvider struct {
 	name string
-	caps manager.Capabilities
+	caps seam.Capabilities
 	// driver, when set, builds the driver instead (and may block, or fail).
-	driver func(ctx context.Context, req manager.DriverRequest) (manager.Driver, error)
+	driver func(ctx context.Context, req seam.DriverRequest) (seam.Driver, error)
 
 	mu      sync.Mutex
-	reqs    []manager.StartRequest
-	dreqs   []manager.DriverRequest
+	reqs    []seam.StartRequest
+	dreqs   []seam.DriverRequest
 	drivers []*watchDriver
 }
 
-func (p *fakeProvider) Name() string                       { return p.name }
-func (p *fakeProvider) Capabilities() manager.Capabilities { return p.caps }
-func (p *fakeProvider) InheritsParentContext() bool        { return false }
+func (p *fakeProvider) Name() string                    { return p.name }
+func (p *fakeProvider) Capabilities() seam.Capabilities { return p.caps }
+func (p *fakeProvider) InheritsParentContext() bool     { return false }
 
-func (p *fakeProvider) Prepare(_ context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+func (p *fakeProvider) Prepare(_ context.Context, req seam.StartRequest) (seam.CreationInputs, error) {
 	p.mu.Lock()
 	p.reqs = append(p.reqs, req)
 	p.mu.Unlock()
-	return manager.CreationInputs{}, nil
+	return seam.CreationInputs{}, nil
 }
 
-func (p *fakeProvider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
+func (p *fakeProvider) NewDriver(ctx context.Context, req seam.DriverRequest) (seam.Driver, error) {
 	p.mu.Lock()
 	p.dreqs = append(p.dreqs, req)
 	p.mu.Unlock()
@@ -54,18 +55,18 @@ func (p *fakeProvider) NewDriver(ctx context.Context, req manager.DriverRequest)
 }
 
 // calls returns the requests the provider was asked to prepare.
-func (p *fakeProvider) calls() []manager.StartRequest {
+func (p *fakeProvider) calls() []seam.StartRequest {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]manager.StartRequest(nil), p.reqs...)
+	return append([]seam.StartRequest(nil), p.reqs...)
 }
 
 // selves returns the Self of each driver request: how each child calls
 // the delegation tools.
-func (p *fakeProvider) selves() []manager.ParentRef {
+func (p *fakeProvider) selves() []seam.ParentRef {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []manager.ParentRef
+	var out []seam.ParentRef
 	for _, r := range p.dreqs {
 		out = append(out, r.Self)
 	}
@@ -91,7 +92,7 @@ type namedProvider struct {
 
 func (p namedProvider) ToolNames() []string { return append([]string(nil), p.tools...) }
 
-var allCaps = manager.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
+var allCaps = seam.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
 
 // watchDriver behaves like the in-process agent: its turn works until it
 // is released with a result, or until its context is cancelled (then it
@@ -179,7 +180,7 @@ func (r *recorder) waitEnd(t *testing.T) manager.Event {
 }
 
 // waitDone waits for run to end.
-func waitDone(t *testing.T, run manager.Run) {
+func waitDone(t *testing.T, run seam.Run) {
 	t.Helper()
 	select {
 	case <-run.Done():
@@ -188,7 +189,7 @@ func waitDone(t *testing.T, run manager.Run) {
 	}
 }
 
-func newManager(t *testing.T, opts manager.Options, providers ...manager.Provider) *manager.Manager {
+func newManager(t *testing.T, opts manager.Options, providers ...seam.Provider) *manager.Manager {
 	t.Helper()
 	m := manager.New(opts)
 	for _, p := range providers {
@@ -204,13 +205,13 @@ func newManager(t *testing.T, opts manager.Options, providers ...manager.Provide
 	return m
 }
 
-func prompt(s string) manager.StartRequest {
-	return manager.StartRequest{Label: "test", Prompt: s, Parent: manager.ParentRef{Principal: "local", Cwd: "/work"}}
+func prompt(s string) seam.StartRequest {
+	return seam.StartRequest{Label: "test", Prompt: s, Parent: seam.ParentRef{Principal: "local", Cwd: "/work"}}
 }
 
-// wantCode fails unless err is a *manager.Error with code (errors.Is and
+// wantCode fails unless err is a *seam.Error with code (errors.Is and
 // CodeOf agree).
-func wantCode(t *testing.T, err error, sentinel *manager.Error) {
+func wantCode(t *testing.T, err error, sentinel *seam.Error) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("got no error, want %s", sentinel.Code)
@@ -218,7 +219,7 @@ func wantCode(t *testing.T, err error, sentinel *manager.Error) {
 	if !errors.Is(err, sentinel) {
 		t.Fatalf("errors.Is(%v, %s) = false", err, sentinel.Code)
 	}
-	if got := manager.CodeOf(err); got != sentinel.Code {
+	if got := seam.CodeOf(err); got != sentinel.Code {
 		t.Fatalf("CodeOf(%v) = %q, want %q", err, got, sentinel.Code)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // faultStore wraps a store and fails writes on cue: the k-th write (once),
@@ -47,10 +48,10 @@ func (f *faultStore) noteCleared(id string) {
 	f.mu.Unlock()
 }
 
-func (f *faultStore) Header(ctx context.Context, id string) (manager.Header, error) {
+func (f *faultStore) Header(ctx context.Context, id string) (seam.Header, error) {
 	return f.inner.Header(ctx, id)
 }
-func (f *faultStore) Descriptor(ctx context.Context, id string) (manager.Descriptor, error) {
+func (f *faultStore) Descriptor(ctx context.Context, id string) (seam.Descriptor, error) {
 	return f.inner.Descriptor(ctx, id)
 }
 func (f *faultStore) Events(ctx context.Context, id string) ([]agent.Event, error) {
@@ -59,28 +60,28 @@ func (f *faultStore) Events(ctx context.Context, id string) ([]agent.Event, erro
 func (f *faultStore) EventsFrom(ctx context.Context, id string, from int64) ([]agent.Event, error) {
 	return f.inner.EventsFrom(ctx, id, from)
 }
-func (f *faultStore) ClaimOf(ctx context.Context, id string) (manager.Claim, bool, error) {
+func (f *faultStore) ClaimOf(ctx context.Context, id string) (seam.Claim, bool, error) {
 	return f.inner.ClaimOf(ctx, id)
 }
 func (f *faultStore) JournalLen(ctx context.Context, id string) (int64, error) {
 	return f.inner.JournalLen(ctx, id)
 }
-func (f *faultStore) Checkpoint(ctx context.Context, id string) (manager.Checkpoint, bool, error) {
+func (f *faultStore) Checkpoint(ctx context.Context, id string) (seam.Checkpoint, bool, error) {
 	return f.inner.Checkpoint(ctx, id)
 }
-func (f *faultStore) SetCheckpoint(ctx context.Context, id string, c manager.Checkpoint) error {
+func (f *faultStore) SetCheckpoint(ctx context.Context, id string, c seam.Checkpoint) error {
 	if err := f.fail(); err != nil {
 		return err
 	}
 	return f.inner.SetCheckpoint(ctx, id, c)
 }
-func (f *faultStore) AddNotice(ctx context.Context, p string, n manager.Notice) error {
+func (f *faultStore) AddNotice(ctx context.Context, p string, n seam.Notice) error {
 	if err := f.fail(); err != nil {
 		return err
 	}
 	return f.inner.AddNotice(ctx, p, n)
 }
-func (f *faultStore) TakeNotices(ctx context.Context, p string, take func(manager.Notice) bool) ([]manager.Notice, error) {
+func (f *faultStore) TakeNotices(ctx context.Context, p string, take func(seam.Notice) bool) ([]seam.Notice, error) {
 	if err := f.fail(); err != nil {
 		return nil, err
 	}
@@ -89,8 +90,8 @@ func (f *faultStore) TakeNotices(ctx context.Context, p string, take func(manage
 
 // Renew is not a write the session's outcome depends on (a lost renewal
 // only lets a lease run out), so it is not counted or failed.
-func (f *faultStore) Renew(ctx context.Context, o manager.Owner) error { return f.inner.Renew(ctx, o) }
-func (f *faultStore) Residents(ctx context.Context) ([]manager.Claim, error) {
+func (f *faultStore) Renew(ctx context.Context, o seam.Owner) error { return f.inner.Renew(ctx, o) }
+func (f *faultStore) Residents(ctx context.Context) ([]seam.Claim, error) {
 	return f.inner.Residents(ctx)
 }
 func (f *faultStore) Close() error { return nil } // the test closes the inner store
@@ -100,16 +101,16 @@ func (f *faultStore) Delete(ctx context.Context, id string) ([]string, error) {
 	}
 	return f.inner.Delete(ctx, id)
 }
-func (f *faultStore) Listings(ctx context.Context, p string, page manager.Page) ([]manager.Listing, error) {
+func (f *faultStore) Listings(ctx context.Context, p string, page seam.Page) ([]seam.Listing, error) {
 	return f.inner.Listings(ctx, p, page)
 }
-func (f *faultStore) Descendants(ctx context.Context, root string, page manager.Page) ([]manager.Listing, error) {
+func (f *faultStore) Descendants(ctx context.Context, root string, page seam.Page) ([]seam.Listing, error) {
 	return f.inner.Descendants(ctx, root, page)
 }
-func (f *faultStore) Queued(ctx context.Context, id string) ([]manager.QueuedMessage, error) {
+func (f *faultStore) Queued(ctx context.Context, id string) ([]seam.QueuedMessage, error) {
 	return f.inner.Queued(ctx, id)
 }
-func (f *faultStore) WriteChild(ctx context.Context, id string, w manager.ChildWrite) error {
+func (f *faultStore) WriteChild(ctx context.Context, id string, w seam.ChildWrite) error {
 	if err := f.fail(); err != nil {
 		return err
 	}
@@ -120,7 +121,7 @@ func (f *faultStore) WriteChild(ctx context.Context, id string, w manager.ChildW
 	return err
 }
 
-var _ manager.Store = (*faultStore)(nil)
+var _ seam.Store = (*faultStore)(nil)
 
 // handedOut is what the scripted session was given by the manager: every
 // id, message id and in-band answer that left it without an error.
@@ -130,7 +131,7 @@ type handedOut struct {
 	messages []sentMsg // accepted messages: child, id, text
 	reports  []string  // texts of reports accepted for the root principal
 	answers  []sentMsg // completed in-band outcomes: child, -, output
-	notices  []manager.Notice
+	notices  []seam.Notice
 }
 
 type sentMsg struct{ child, id, text string }
@@ -153,21 +154,21 @@ type scriptProvider struct {
 	blocked chan string // buffered; gets the child id when a turn blocks
 }
 
-func (p *scriptProvider) Name() string                       { return "script" }
-func (p *scriptProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
-func (p *scriptProvider) InheritsParentContext() bool        { return false }
-func (p *scriptProvider) Continuable()                       {}
-func (p *scriptProvider) Prepare(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
-	return manager.CreationInputs{}, nil
+func (p *scriptProvider) Name() string                    { return "script" }
+func (p *scriptProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
+func (p *scriptProvider) InheritsParentContext() bool     { return false }
+func (p *scriptProvider) Continuable()                    {}
+func (p *scriptProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
+	return seam.CreationInputs{}, nil
 }
-func (p *scriptProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {
+func (p *scriptProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
 	return &scriptDriver{p: p, j: r.Journal, self: r.Self}, nil
 }
 
 type scriptDriver struct {
 	p    *scriptProvider
 	j    *agent.Journal
-	self manager.ParentRef
+	self seam.ParentRef
 }
 
 func (d *scriptDriver) Journal() *agent.Journal { return d.j }
@@ -195,7 +196,7 @@ func (d *scriptDriver) RunTurn(ctx context.Context, inputs []agent.Input) agent.
 		<-ctx.Done()
 		return end("", agent.StopAborted)
 	case strings.HasPrefix(text, "spawn:"):
-		st, err := d.p.m.StartContinuable(ctx, "script", manager.StartRequest{Label: "grandchild", Prompt: text[len("spawn:"):], Parent: d.self}, false)
+		st, err := d.p.m.StartContinuable(ctx, "script", seam.StartRequest{Label: "grandchild", Prompt: text[len("spawn:"):], Parent: d.self}, false)
 		if err == nil {
 			d.p.out.child(st.ChildID)
 			d.p.out.message(st.ChildID, st.MessageID, text[len("spawn:"):])
@@ -256,7 +257,7 @@ func (e *epochs) quiet(t *testing.T, m *manager.Manager, what string) {
 
 // runSession runs the scripted session against store and returns what
 // was handed out, and whether every step succeeded.
-func runSession(t *testing.T, store manager.Store) (*handedOut, []string) {
+func runSession(t *testing.T, store seam.Store) (*handedOut, []string) {
 	t.Helper()
 	out := &handedOut{}
 	m := manager.New(manager.Options{Store: store, WriteRetryDelay: time.Millisecond})
@@ -265,7 +266,7 @@ func runSession(t *testing.T, store manager.Store) (*handedOut, []string) {
 		t.Fatal(err)
 	}
 	ep := watchEpochs(m)
-	root := manager.ParentRef{Principal: "p", Cwd: "/work"}
+	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var failures []string
@@ -276,7 +277,7 @@ func runSession(t *testing.T, store manager.Store) (*handedOut, []string) {
 		}
 		return true
 	}
-	answered := func(child, text string, res manager.Result, ok bool) {
+	answered := func(child, text string, res seam.Result, ok bool) {
 		if !ok {
 			failures = append(failures, "no answer to "+text)
 			return
@@ -291,12 +292,12 @@ func runSession(t *testing.T, store manager.Store) (*handedOut, []string) {
 	}
 
 	var a, b string
-	if st, err := m.StartContinuable(ctx, "script", manager.StartRequest{Label: "a", Prompt: "a1", Parent: root}, false); step("start a", err) {
+	if st, err := m.StartContinuable(ctx, "script", seam.StartRequest{Label: "a", Prompt: "a1", Parent: root}, false); step("start a", err) {
 		a = st.ChildID
 		out.child(a)
 		out.message(a, st.MessageID, "a1")
 	}
-	if st, err := m.StartContinuable(ctx, "script", manager.StartRequest{Label: "b", Prompt: "b1", Parent: root}, true); step("start b", err) {
+	if st, err := m.StartContinuable(ctx, "script", seam.StartRequest{Label: "b", Prompt: "b1", Parent: root}, true); step("start b", err) {
 		b = st.ChildID
 		out.child(b)
 		out.message(b, st.MessageID, "b1")
@@ -412,11 +413,11 @@ func checkNothingLost(t *testing.T, dir string, out *handedOut, cleared map[stri
 			t.Errorf("%s answered %q in band, but its journal does not hold it", ans.child, ans.text)
 		}
 	}
-	stored, err := st.TakeNotices(ctx, manager.PrincipalAddress("p"), nil)
+	stored, err := st.TakeNotices(ctx, seam.PrincipalAddress("p"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	notices := append(append([]manager.Notice(nil), out.notices...), stored...)
+	notices := append(append([]seam.Notice(nil), out.notices...), stored...)
 	for _, r := range out.reports {
 		found := false
 		for _, n := range notices {
@@ -435,7 +436,7 @@ func checkNothingLost(t *testing.T, dir string, out *handedOut, cleared map[stri
 			continue
 		}
 		got := 0
-		if h.Parent == manager.PrincipalAddress("p") {
+		if h.Parent == seam.PrincipalAddress("p") {
 			for _, nt := range notices {
 				if nt.ChildID == id && nt.Source == agent.SourceSettled {
 					got++

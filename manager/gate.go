@@ -1,6 +1,10 @@
 package manager
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/mcp-subagent/mcp-subagent/seam"
+)
 
 // GatedDriver is implemented by drivers that ask DriverRequest.Budget
 // before every side effect — each tool round: a tool call, a grandchild,
@@ -12,7 +16,7 @@ import "sync/atomic"
 // drivers (an external CLI acts from its first moment) start only once
 // the record is committed.
 type GatedDriver interface {
-	Driver
+	seam.Driver
 	// GatesSideEffects marks the ability; it is never called.
 	GatesSideEffects()
 }

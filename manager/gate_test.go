@@ -10,6 +10,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // gatedProvider is bubbleProvider with drivers that, as the agent loop
@@ -21,7 +22,7 @@ type gatedProvider struct {
 	rounds []error // what each tool round's hook answered
 }
 
-func (p *gatedProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {
+func (p *gatedProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
 	return &gatedDriver{bubbleDriver: &bubbleDriver{p: &p.bubbleProvider, j: r.Journal, self: r.Self}, hook: r.Budget, p: p}, nil
 }
 
@@ -58,14 +59,14 @@ func (p *gatedProvider) roundsDone() []error {
 // heldStore holds every child write until released (closing release),
 // counting them.
 type heldStore struct {
-	manager.Store
+	seam.Store
 	release chan struct{}
 	fail    error // when set, every held write fails with it
 	mu      sync.Mutex
 	writes  int
 }
 
-func (s *heldStore) WriteChild(ctx context.Context, id string, w manager.ChildWrite) error {
+func (s *heldStore) WriteChild(ctx context.Context, id string, w seam.ChildWrite) error {
 	<-s.release
 	s.mu.Lock()
 	s.writes++
@@ -114,13 +115,13 @@ func TestAGatedToolRoundWaitsForTheRecord(t *testing.T) {
 
 // startWaited starts a manager over st with p registered, and one child
 // on it whose first turn the caller waits for.
-func startWaited(t *testing.T, st manager.Store, p manager.Provider) (*manager.Manager, *manager.Started) {
+func startWaited(t *testing.T, st seam.Store, p seam.Provider) (*manager.Manager, *manager.Started) {
 	t.Helper()
 	m := manager.New(manager.Options{Store: st})
 	if err := m.Register(p); err != nil {
 		t.Fatal(err)
 	}
-	s, err := m.StartContinuable(context.Background(), "bubble", manager.StartRequest{Label: "l", Prompt: "go", Parent: bubbleRoot}, true)
+	s, err := m.StartContinuable(context.Background(), "bubble", seam.StartRequest{Label: "l", Prompt: "go", Parent: bubbleRoot}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func startWaited(t *testing.T, st manager.Store, p manager.Provider) (*manager.M
 // shortGatedTurn runs one short waited first turn of a child on p (whose
 // turns bp records) inside the calling bubble, and returns the child's id,
 // the store and the child writes committed, in order.
-func shortGatedTurn(t *testing.T, p manager.Provider, bp *bubbleProvider) (string, *writeCounter, []manager.ChildWrite) {
+func shortGatedTurn(t *testing.T, p seam.Provider, bp *bubbleProvider) (string, *writeCounter, []seam.ChildWrite) {
 	t.Helper()
 	st := &writeCounter{Store: memstore.New()}
 	m, s := startWaited(t, st, p)
@@ -148,7 +149,7 @@ func shortGatedTurn(t *testing.T, p manager.Provider, bp *bubbleProvider) (strin
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return s.ChildID, st, append([]manager.ChildWrite(nil), st.writes...)
+	return s.ChildID, st, append([]seam.ChildWrite(nil), st.writes...)
 }
 
 // A gated turn's tool round hurries its lingering record out: one commit
@@ -185,7 +186,7 @@ func TestAGatedAnswerWithoutToolsCommitsOnce(t *testing.T) {
 // tool round.
 type answerOnly struct{ *bubbleProvider }
 
-func (p answerOnly) NewDriver(ctx context.Context, r manager.DriverRequest) (manager.Driver, error) {
+func (p answerOnly) NewDriver(ctx context.Context, r seam.DriverRequest) (seam.Driver, error) {
 	d, _ := p.bubbleProvider.NewDriver(ctx, r)
 	return gatedOnly{d.(*bubbleDriver)}, nil
 }

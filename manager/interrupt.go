@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Interrupt stops a child's current turn and parks the rest of its queue;
@@ -14,7 +16,7 @@ import (
 // runaway grandchild). A missing, one-shot or settled target is an
 // accepted no-op; a store that cannot say whether the child exists is an
 // error, not "missing".
-func (m *Manager) Interrupt(caller ParentRef, childID string) error {
+func (m *Manager) Interrupt(caller seam.ParentRef, childID string) error {
 	m.mu.Lock()
 	a := m.live[childID]
 	m.mu.Unlock()
@@ -27,17 +29,17 @@ func (m *Manager) Interrupt(caller ParentRef, childID string) error {
 		ctx, cancel := m.bg()
 		defer cancel()
 		h, err := m.store.Header(ctx, childID)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, seam.ErrNotFound) {
 			return nil // missing: a no-op
 		}
 		if err != nil {
-			return &Error{Code: CodePersistenceUnavailable, AgentID: childID, Err: err,
+			return &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: childID, Err: err,
 				Message: fmt.Sprintf("subagent %s cannot be read from the session store (%v)", childID, err)}
 		}
 		if !isRootOf(caller, h) && h.Parent != caller.Address() {
 			ok, err := m.isStoredAncestor(ctx, caller.AgentID, h)
 			if err != nil {
-				return &Error{Code: CodePersistenceUnavailable, AgentID: childID, Err: err,
+				return &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: childID, Err: err,
 					Message: fmt.Sprintf("the ancestry of subagent %s cannot be read from the session store (%v)", childID, err)}
 			}
 			if !ok {
@@ -47,7 +49,7 @@ func (m *Manager) Interrupt(caller ParentRef, childID string) error {
 		return nil // settled: a no-op
 	}
 	if caller.AgentID == childID {
-		return &Error{Code: CodeUnauthorized, AgentID: childID, Message: "an agent cannot interrupt itself; finish your turn instead"}
+		return &seam.Error{Code: seam.CodeUnauthorized, AgentID: childID, Message: "an agent cannot interrupt itself; finish your turn instead"}
 	}
 	if !isRootOf(caller, a.hdr) && a.hdr.Parent != caller.Address() && !isLiveAncestor(a, caller.AgentID) {
 		// An ancestor whose child in between is not resident has no live
@@ -60,7 +62,7 @@ func (m *Manager) Interrupt(caller ParentRef, childID string) error {
 		ok, err := m.isStoredAncestor(ctx, caller.AgentID, a.hdr)
 		cancel()
 		if err != nil {
-			return &Error{Code: CodePersistenceUnavailable, AgentID: childID, Err: err,
+			return &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: childID, Err: err,
 				Message: fmt.Sprintf("the ancestry of subagent %s cannot be read from the session store (%v)", childID, err)}
 		}
 		if !ok {
@@ -73,13 +75,13 @@ func (m *Manager) Interrupt(caller ParentRef, childID string) error {
 }
 
 func unauthorizedInterrupt(id string) error {
-	return &Error{Code: CodeUnauthorized, AgentID: id,
+	return &seam.Error{Code: seam.CodeUnauthorized, AgentID: id,
 		Message: fmt.Sprintf("you may interrupt only your own descendants (your children and theirs); %s is not one of them", id)}
 }
 
 // isRootOf reports whether a root caller is the principal of the tree h
 // belongs to, and so an ancestor of h.
-func isRootOf(caller ParentRef, h Header) bool {
+func isRootOf(caller seam.ParentRef, h seam.Header) bool {
 	return caller.AgentID == "" && caller.Principal != "" && h.Principal == caller.Principal
 }
 
@@ -95,16 +97,16 @@ func isLiveAncestor(a *activation, agentID string) bool {
 	return false
 }
 
-func (m *Manager) isStoredAncestor(ctx context.Context, agentID string, h Header) (bool, error) {
+func (m *Manager) isStoredAncestor(ctx context.Context, agentID string, h seam.Header) (bool, error) {
 	if agentID == "" {
 		return false, nil
 	}
-	for i := 0; i < 64 && h.Parent != "" && h.Parent != PrincipalAddress(h.Principal); i++ {
+	for i := 0; i < 64 && h.Parent != "" && h.Parent != seam.PrincipalAddress(h.Principal); i++ {
 		if h.Parent == agentID {
 			return true, nil
 		}
 		next, err := m.store.Header(ctx, h.Parent)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, seam.ErrNotFound) {
 			return false, nil
 		}
 		if err != nil {

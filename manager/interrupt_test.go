@@ -10,6 +10,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // gateProvider runs continuable children whose turns hold until the test
@@ -21,7 +22,7 @@ type gateProvider struct {
 }
 
 type gateTurn struct {
-	self    manager.ParentRef
+	self    seam.ParentRef
 	release chan struct{}
 	ended   chan agent.StopReason
 }
@@ -30,14 +31,14 @@ func newGateProvider() *gateProvider {
 	return &gateProvider{turns: map[string]*gateTurn{}, began: make(chan string, 64)}
 }
 
-func (*gateProvider) Name() string                       { return "gate" }
-func (*gateProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
-func (*gateProvider) InheritsParentContext() bool        { return false }
-func (*gateProvider) Continuable()                       {}
-func (*gateProvider) Prepare(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
-	return manager.CreationInputs{}, nil
+func (*gateProvider) Name() string                    { return "gate" }
+func (*gateProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
+func (*gateProvider) InheritsParentContext() bool     { return false }
+func (*gateProvider) Continuable()                    {}
+func (*gateProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
+	return seam.CreationInputs{}, nil
 }
-func (p *gateProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {
+func (p *gateProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
 	return &gateDriver{p: p, j: r.Journal, self: r.Self}, nil
 }
 
@@ -60,7 +61,7 @@ func (p *gateProvider) turn(t *testing.T, id string) *gateTurn {
 type gateDriver struct {
 	p    *gateProvider
 	j    *agent.Journal
-	self manager.ParentRef
+	self seam.ParentRef
 }
 
 func (d *gateDriver) RunTurn(ctx context.Context, in []agent.Input) agent.TurnResult {
@@ -106,10 +107,10 @@ func TestInterruptByAncestors(t *testing.T) {
 	}
 	defer m.Close(context.Background())
 	ctx := context.Background()
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
-	start := func(parent manager.ParentRef) *gateTurn {
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	start := func(parent seam.ParentRef) *gateTurn {
 		t.Helper()
-		st, err := m.StartContinuable(ctx, "gate", manager.StartRequest{Label: "l", Prompt: "work", Parent: parent}, false)
+		st, err := m.StartContinuable(ctx, "gate", seam.StartRequest{Label: "l", Prompt: "work", Parent: parent}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,17 +123,17 @@ func TestInterruptByAncestors(t *testing.T) {
 
 	refused := []struct {
 		name   string
-		caller manager.ParentRef
+		caller seam.ParentRef
 	}{
 		{"a sibling of the parent", sib.self},
 		{"the child itself", c.self},
 	}
 	for _, r := range refused {
-		wantCode(t, m.Interrupt(r.caller, c.self.AgentID), manager.ErrUnauthorized)
+		wantCode(t, m.Interrupt(r.caller, c.self.AgentID), seam.ErrUnauthorized)
 	}
 	// A descendant may not interrupt its ancestors.
-	wantCode(t, m.Interrupt(c.self, b.self.AgentID), manager.ErrUnauthorized)
-	wantCode(t, m.Interrupt(c.self, a.self.AgentID), manager.ErrUnauthorized)
+	wantCode(t, m.Interrupt(c.self, b.self.AgentID), seam.ErrUnauthorized)
+	wantCode(t, m.Interrupt(c.self, a.self.AgentID), seam.ErrUnauthorized)
 
 	if err := m.Interrupt(a.self, c.self.AgentID); err != nil {
 		t.Fatalf("the grandparent's interrupt: %v", err)
@@ -149,7 +150,7 @@ func TestInterruptByAncestors(t *testing.T) {
 	if err := m.Interrupt(a.self, c.self.AgentID); err != nil {
 		t.Errorf("an ancestor's interrupt of an ended turn = %v, want a no-op", err)
 	}
-	wantCode(t, m.Interrupt(sib.self, c.self.AgentID), manager.ErrUnauthorized)
+	wantCode(t, m.Interrupt(sib.self, c.self.AgentID), seam.ErrUnauthorized)
 	close(sib.release)
 	sib.wantEnd(t, agent.StopCompleted)
 }
@@ -160,16 +161,16 @@ func TestInterruptByAncestors(t *testing.T) {
 func TestInterruptWhoMay(t *testing.T) {
 	cases := []struct {
 		name    string
-		caller  func(root manager.ParentRef, a, b, sib *gateTurn) manager.ParentRef
+		caller  func(root seam.ParentRef, a, b, sib *gateTurn) seam.ParentRef
 		allowed bool
 	}{
-		{"the root principal of its tree", func(root manager.ParentRef, _, _, _ *gateTurn) manager.ParentRef { return root }, true},
-		{"another principal", func(manager.ParentRef, *gateTurn, *gateTurn, *gateTurn) manager.ParentRef {
-			return manager.ParentRef{Principal: "other"}
+		{"the root principal of its tree", func(root seam.ParentRef, _, _, _ *gateTurn) seam.ParentRef { return root }, true},
+		{"another principal", func(seam.ParentRef, *gateTurn, *gateTurn, *gateTurn) seam.ParentRef {
+			return seam.ParentRef{Principal: "other"}
 		}, false},
-		{"a sibling of its parent", func(_ manager.ParentRef, _, _, sib *gateTurn) manager.ParentRef { return sib.self }, false},
-		{"a live ancestor agent", func(_ manager.ParentRef, a, _, _ *gateTurn) manager.ParentRef { return a.self }, true},
-		{"its parent", func(_ manager.ParentRef, _, b, _ *gateTurn) manager.ParentRef { return b.self }, true},
+		{"a sibling of its parent", func(_ seam.ParentRef, _, _, sib *gateTurn) seam.ParentRef { return sib.self }, false},
+		{"a live ancestor agent", func(_ seam.ParentRef, a, _, _ *gateTurn) seam.ParentRef { return a.self }, true},
+		{"its parent", func(_ seam.ParentRef, _, b, _ *gateTurn) seam.ParentRef { return b.self }, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,10 +181,10 @@ func TestInterruptWhoMay(t *testing.T) {
 			}
 			defer m.Close(context.Background())
 			ctx := context.Background()
-			root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
-			start := func(parent manager.ParentRef) *gateTurn {
+			root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
+			start := func(parent seam.ParentRef) *gateTurn {
 				t.Helper()
-				st, err := m.StartContinuable(ctx, "gate", manager.StartRequest{Label: "l", Prompt: "work", Parent: parent}, false)
+				st, err := m.StartContinuable(ctx, "gate", seam.StartRequest{Label: "l", Prompt: "work", Parent: parent}, false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -200,7 +201,7 @@ func TestInterruptWhoMay(t *testing.T) {
 				}
 				c.wantEnd(t, agent.StopAborted)
 			} else {
-				wantCode(t, err, manager.ErrUnauthorized)
+				wantCode(t, err, seam.ErrUnauthorized)
 				want := "you may interrupt only your own descendants (your children and theirs); " + c.self.AgentID + " is not one of them"
 				if !strings.Contains(err.Error(), want) {
 					t.Fatalf("refusal = %q, want it to say %q", err, want)

@@ -8,6 +8,9 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
+	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // Row is one entry of a listing: a child, or a diagnostic for a child that
@@ -21,12 +24,12 @@ type Row struct {
 	// Model is what the child runs on: a configured model name, or an
 	// external CLI's model id; empty: its provider's default (or a child
 	// stored before models were recorded for listing).
-	Model     string    `json:"model,omitempty"`
-	Parent    string    `json:"parent,omitempty"`
-	Depth     int       `json:"depth,omitempty"`
-	CreatedAt time.Time `json:"created_at,omitzero"`
-	Usage     *Usage    `json:"usage,omitempty"`      // the child's own
-	TreeUsage *Usage    `json:"tree_usage,omitempty"` // the child's and all its descendants'
+	Model     string     `json:"model,omitempty"`
+	Parent    string     `json:"parent,omitempty"`
+	Depth     int        `json:"depth,omitempty"`
+	CreatedAt time.Time  `json:"created_at,omitzero"`
+	Usage     *llm.Usage `json:"usage,omitempty"`      // the child's own
+	TreeUsage *llm.Usage `json:"tree_usage,omitempty"` // the child's and all its descendants'
 	// LastStopReason and LastMessage are how the child's last epoch (its
 	// last turn) ended and its closing message, clipped to
 	// MaxClosingBytes: a model that missed a notice still learns how a
@@ -35,42 +38,31 @@ type Row struct {
 	LastMessage    string           `json:"last_message,omitempty"`
 	Cwd            string           `json:"cwd,omitempty"`
 	// Worktree is the child's own git worktree (isolation "worktree").
-	Worktree *Worktree `json:"worktree,omitempty"`
-	Reason   string    `json:"reason,omitempty"` // corrupt, unavailable
+	Worktree *worktree.Info `json:"worktree,omitempty"`
+	Reason   string         `json:"reason,omitempty"` // corrupt, unavailable
 }
 
-// ListChildren lists the caller's direct continuable children, live state
-// merged over the store, in creation order. It never loads, resumes or
-// queries a child: a live child reads no journal; a stored child reads its
+// ListDescendants lists the caller's whole subtree, live state merged over
+// the store, in creation order. It never loads, resumes or queries a
+// child: a live child reads no journal; a stored child reads its
 // checkpoint when it is current, else folds its journal once.
-func (m *Manager) ListChildren(caller ParentRef) ([]Row, error) {
-	return m.list(caller.Address(), false)
+func (m *Manager) ListDescendants(caller seam.ParentRef) ([]Row, error) {
+	return m.list(caller.Address())
 }
 
-// ListDescendants lists the caller's whole subtree.
-func (m *Manager) ListDescendants(caller ParentRef) ([]Row, error) {
-	return m.list(caller.Address(), true)
-}
-
-func (m *Manager) list(root string, deep bool) ([]Row, error) {
+func (m *Manager) list(root string) ([]Row, error) {
 	if m.store == nil {
-		return nil, newErr(CodeControlUnavailable, "listing needs a session store; none is configured")
+		return nil, newErr(seam.CodeControlUnavailable, "listing needs a session store; none is configured")
 	}
 	// Listing has no caller context: its reads (and the checkpoints it
 	// caches) are the manager's own, bounded.
 	ctx, cancel := m.bg()
 	defer cancel()
-	return m.listCtx(ctx, root, deep)
+	return m.subtreeRows(ctx, root)
 }
 
-func (m *Manager) listCtx(ctx context.Context, root string, deep bool) ([]Row, error) {
-	if !deep {
-		ls, err := m.store.Listings(ctx, root, Page{})
-		if err != nil {
-			return m.liveRows(root, err), nil
-		}
-		return m.childRows(ctx, ls), nil
-	}
+// subtreeRows lists root's whole subtree.
+func (m *Manager) subtreeRows(ctx context.Context, root string) ([]Row, error) {
 	// The whole subtree, breadth first; tree usage summed bottom-up.
 	var rows []Row
 	depthOf := map[string]int{root: 0}
@@ -79,7 +71,7 @@ func (m *Manager) listCtx(ctx context.Context, root string, deep bool) ([]Row, e
 	for len(queue) > 0 {
 		addr := queue[0]
 		queue = queue[1:]
-		ls, err := m.store.Listings(ctx, addr, Page{})
+		ls, err := m.store.Listings(ctx, addr, seam.Page{})
 		if err != nil {
 			// What is live still lists; the rest of this branch is one
 			// diagnostic row.
@@ -111,7 +103,7 @@ func (m *Manager) listCtx(ctx context.Context, root string, deep bool) ([]Row, e
 			queue = append(queue, id)
 		}
 	}
-	tree := make(map[string]Usage, len(rows))
+	tree := make(map[string]llm.Usage, len(rows))
 	for i := len(rows) - 1; i >= 0; i-- { // breadth-first order reversed: children before parents
 		r := &rows[i]
 		if r.Usage == nil {
@@ -129,7 +121,7 @@ func (m *Manager) listCtx(ctx context.Context, root string, deep bool) ([]Row, e
 
 // childRows are the rows of a parent's direct children as the store
 // listed them, each with the usage of its whole subtree.
-func (m *Manager) childRows(ctx context.Context, ls []Listing) []Row {
+func (m *Manager) childRows(ctx context.Context, ls []seam.Listing) []Row {
 	rows := make([]Row, 0, len(ls))
 	for _, l := range ls {
 		if l.Corrupt {
@@ -174,7 +166,7 @@ func (m *Manager) liveRows(parent string, err error) []Row {
 		u, last := a.usage, a.last
 		a.mu.Unlock()
 		r.Usage, r.TreeUsage = &u, &u
-		r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, MaxClosingBytes)
+		r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, seam.MaxClosingBytes)
 		rows = append(rows, r)
 	}
 	return append(rows, Row{Kind: "diagnostic", ID: StoreRowID, Reason: "unavailable"})
@@ -186,21 +178,21 @@ const StoreRowID = "session-store"
 
 // TreeUsage returns what the descendants of an agent (a child id) have
 // used so far, all levels summed.
-func (m *Manager) TreeUsage(agentID string) (Usage, error) {
+func (m *Manager) TreeUsage(agentID string) (llm.Usage, error) {
 	if m.store == nil {
-		return Usage{}, newErr(CodeControlUnavailable, "listing needs a session store; none is configured")
+		return llm.Usage{}, newErr(seam.CodeControlUnavailable, "listing needs a session store; none is configured")
 	}
 	ctx, cancel := m.bg()
 	defer cancel()
 	return m.treeUsage(ctx, agentID)
 }
 
-func (m *Manager) treeUsage(ctx context.Context, agentID string) (Usage, error) {
-	rows, err := m.listCtx(ctx, agentID, true)
+func (m *Manager) treeUsage(ctx context.Context, agentID string) (llm.Usage, error) {
+	rows, err := m.subtreeRows(ctx, agentID)
 	if err != nil {
-		return Usage{}, err
+		return llm.Usage{}, err
 	}
-	var u Usage
+	var u llm.Usage
 	for _, r := range rows {
 		if r.Usage != nil {
 			u = u.Add(*r.Usage)
@@ -213,7 +205,7 @@ func (m *Manager) treeUsage(ctx context.Context, agentID string) (Usage, error) 
 // activation (no journal read); a stored child its checkpoint when the
 // sequence gate passes; otherwise its journal is folded once and the
 // checkpoint cached.
-func (m *Manager) row(ctx context.Context, l Listing) Row {
+func (m *Manager) row(ctx context.Context, l seam.Listing) Row {
 	h := l.Header
 	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Model: h.Model, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd, Worktree: h.Worktree}
 	m.mu.Lock()
@@ -226,7 +218,7 @@ func (m *Manager) row(ctx context.Context, l Listing) Row {
 		u, last := a.usage, a.last
 		a.mu.Unlock()
 		r.Usage = &u
-		r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, MaxClosingBytes)
+		r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, seam.MaxClosingBytes)
 		return r
 	}
 	r.Status = "ready"
@@ -250,8 +242,8 @@ func (m *Manager) row(ctx context.Context, l Listing) Row {
 	u := foldUsage(events)
 	r.Usage = &u
 	last := agent.LastOutcome(events)
-	r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, MaxClosingBytes)
-	if err := m.store.SetCheckpoint(ctx, h.ID, Checkpoint{Seq: int64(len(events)), Mode: h.Mode, Label: h.Label, Usage: u,
+	r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, seam.MaxClosingBytes)
+	if err := m.store.SetCheckpoint(ctx, h.ID, seam.Checkpoint{Seq: int64(len(events)), Mode: h.Mode, Label: h.Label, Usage: u,
 		Stop: last.StopReason, Closing: r.LastMessage}); err != nil {
 		m.log.Debug("caching a checkpoint failed", "agent_id", h.ID, "err", err)
 	}
@@ -260,14 +252,14 @@ func (m *Manager) row(ctx context.Context, l Listing) Row {
 
 func diagnostic(id string, err error) Row {
 	reason := "unavailable"
-	if errors.Is(err, ErrCorrupt) {
+	if errors.Is(err, seam.ErrCorrupt) {
 		reason = "corrupt"
 	}
 	return Row{Kind: "diagnostic", ID: id, Reason: reason}
 }
 
-func foldUsage(events []agent.Event) Usage {
-	var u Usage
+func foldUsage(events []agent.Event) llm.Usage {
+	var u llm.Usage
 	for _, e := range events {
 		if e.Usage != nil {
 			u = u.Add(*e.Usage)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // DefaultMaxDepth is the deployment's depth cap when Options leaves it zero.
@@ -28,10 +29,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Store keeps continuable children; nil: only one-shot runs work, and
 	// listing is unavailable.
-	Store Store
+	Store seam.Store
 	// OnNotice, when set, is told of every notice queued for a root
 	// principal (to push it to connected sessions). It must not block.
-	OnNotice func(principal string, n Notice)
+	OnNotice func(principal string, n seam.Notice)
 	// SessionConnected, when set, reports whether a root session is still
 	// connected; a notice waits for its originating session only while it
 	// is. Call Manager.SessionGone when one disconnects. Nil: notices go
@@ -39,7 +40,7 @@ type Options struct {
 	SessionConnected func(session string) bool
 	// Callback, when set, mints the endpoint external children use to reach
 	// this server back; nil: none is offered.
-	Callback CallbackFunc
+	Callback seam.CallbackFunc
 	// WriteAttempts is how often a store write is tried before it counts
 	// as failed (the child then stops, and its caller gets the error);
 	// zero: DefaultWriteAttempts.
@@ -108,7 +109,7 @@ type Event struct {
 // ProviderInfo describes a registered provider.
 type ProviderInfo struct {
 	Name                  string
-	Capabilities          Capabilities
+	Capabilities          seam.Capabilities
 	InheritsParentContext bool
 	Description           string
 	Continuable           bool // it can run background, continuable children
@@ -123,7 +124,7 @@ type Manager struct {
 	log  *slog.Logger
 
 	mu        sync.Mutex
-	providers map[string]Provider
+	providers map[string]seam.Provider
 	order     []string
 	listeners map[int]func(Event)
 	nextL     int
@@ -131,7 +132,7 @@ type Manager struct {
 	closed    bool
 	wg        sync.WaitGroup // one per live one-shot run and per activation
 
-	store  Store
+	store  seam.Store
 	ctx    context.Context // activations live under it; Close cancels it
 	cancel context.CancelFunc
 	// shards are children of ctx that activations' turns derive from: a
@@ -181,7 +182,7 @@ func New(opts Options) *Manager {
 	for i := range shards {
 		shards[i], shardCancel[i] = context.WithCancel(ctx)
 	}
-	return &Manager{opts: opts, log: log, providers: map[string]Provider{}, shards: shards, shardCancel: shardCancel,
+	return &Manager{opts: opts, log: log, providers: map[string]seam.Provider{}, shards: shards, shardCancel: shardCancel,
 		listeners: map[int]func(Event){}, runs: map[string]*oneShot{},
 		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), corrupt: map[string]string{},
 		retry: retryPolicy{attempts: cmp.Or(opts.WriteAttempts, DefaultWriteAttempts), delay: cmp.Or(opts.WriteRetryDelay, DefaultWriteRetryDelay)},
@@ -214,15 +215,15 @@ func (m *Manager) Live() int {
 func (m *Manager) MaxDepth() int { return m.opts.MaxDepth }
 
 // Register adds a provider under its name.
-func (m *Manager) Register(p Provider) error {
+func (m *Manager) Register(p seam.Provider) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	name := p.Name()
 	if name == "" {
-		return newErr(CodeInvalidRequest, "a provider needs a non-empty name")
+		return newErr(seam.CodeInvalidRequest, "a provider needs a non-empty name")
 	}
 	if _, dup := m.providers[name]; dup {
-		return &Error{Code: CodeDuplicateProvider, Provider: name,
+		return &seam.Error{Code: seam.CodeDuplicateProvider, Provider: name,
 			Message: fmt.Sprintf("a provider named %q is already registered", name)}
 	}
 	m.providers[name] = p
@@ -251,11 +252,11 @@ func (m *Manager) Providers() []ProviderInfo {
 	for _, n := range m.order {
 		p := m.providers[n]
 		info := ProviderInfo{Name: n, Capabilities: p.Capabilities(), InheritsParentContext: p.InheritsParentContext()}
-		if d, ok := p.(Describer); ok {
+		if d, ok := p.(seam.Describer); ok {
 			info.Description = d.Description()
 		}
-		_, info.Continuable = p.(Continuable)
-		if mn, ok := p.(ModelNamer); ok {
+		_, info.Continuable = p.(seam.Continuable)
+		if mn, ok := p.(seam.ModelNamer); ok {
 			info.Models = mn.Models()
 		}
 		out = append(out, info)
@@ -300,21 +301,21 @@ func (m *Manager) emit(e Event) {
 // Validate checks req against the named provider without starting anything.
 // It fills in the request's derived fields (ID excepted) and returns the
 // provider.
-func (m *Manager) validate(name string, req *StartRequest) (Provider, error) {
+func (m *Manager) validate(name string, req *seam.StartRequest) (seam.Provider, error) {
 	m.mu.Lock()
 	p, ok := m.providers[name]
 	closed := m.closed
 	m.mu.Unlock()
 	if closed {
-		return nil, newErr(CodeDraining, "the server is shutting down; no new subagents start")
+		return nil, newErr(seam.CodeDraining, "the server is shutting down; no new subagents start")
 	}
 	if !ok {
-		return nil, &Error{Code: CodeNoProvider, Provider: name,
+		return nil, &seam.Error{Code: seam.CodeNoProvider, Provider: name,
 			Message: fmt.Sprintf("no provider named %q; available: %s", name, m.names())}
 	}
 	caps := p.Capabilities()
 	unsupported := func(field string) error {
-		return &Error{Code: CodeUnsupportedCapability, Provider: name,
+		return &seam.Error{Code: seam.CodeUnsupportedCapability, Provider: name,
 			Message: fmt.Sprintf("provider %q does not support %s; remove it or choose another provider", name, field)}
 	}
 	if len(req.OutputSchema) > 0 {
@@ -322,7 +323,7 @@ func (m *Manager) validate(name string, req *StartRequest) (Provider, error) {
 			return nil, unsupported("output_schema")
 		}
 		if err := checkObjectSchema(req.OutputSchema); err != nil {
-			return nil, &Error{Code: CodeInvalidRequest, Provider: name, Message: "output_schema: " + err.Error()}
+			return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: name, Message: "output_schema: " + err.Error()}
 		}
 	}
 	if req.MaxDepth != nil && !caps.DepthLimit {
@@ -333,14 +334,14 @@ func (m *Manager) validate(name string, req *StartRequest) (Provider, error) {
 			return nil, unsupported("tool_filter")
 		}
 		if err := checkFilter(p, req.ToolFilter); err != nil {
-			return nil, &Error{Code: CodeInvalidRequest, Provider: name, Message: err.Error()}
+			return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: name, Message: err.Error()}
 		}
 	}
 	if req.Persona != "" && !caps.Persona {
 		return nil, unsupported("persona")
 	}
 	if req.Prompt == "" {
-		return nil, &Error{Code: CodeInvalidRequest, Provider: name, Message: "prompt must not be empty"}
+		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: name, Message: "prompt must not be empty"}
 	}
 	if req.Budget != nil {
 		if err := req.Budget.Check("budget"); err != nil {
@@ -358,7 +359,7 @@ func (m *Manager) validate(name string, req *StartRequest) (Provider, error) {
 	// Depth: the child is one deeper than its caller, under the smallest cap
 	// of the deployment, every ancestor's request and this request.
 	if req.Parent.Depth < 0 || req.Parent.Depth >= math.MaxInt32 {
-		return nil, newErr(CodeDepthExceeded, "subagent depth %d is out of range", req.Parent.Depth)
+		return nil, newErr(seam.CodeDepthExceeded, "subagent depth %d is out of range", req.Parent.Depth)
 	}
 	depth := req.Parent.Depth + 1
 	limit := m.opts.MaxDepth
@@ -366,15 +367,15 @@ func (m *Manager) validate(name string, req *StartRequest) (Provider, error) {
 		limit = c
 	}
 	if depth > limit {
-		return nil, &Error{Code: CodeDepthExceeded, Provider: name,
+		return nil, &seam.Error{Code: seam.CodeDepthExceeded, Provider: name,
 			Message: fmt.Sprintf("subagent depth %d exceeds maxDepth %d", depth, limit)}
 	}
 	if req.MaxDepth != nil {
 		if *req.MaxDepth < 0 {
-			return nil, &Error{Code: CodeInvalidRequest, Provider: name, Message: "max_depth must not be negative"}
+			return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: name, Message: "max_depth must not be negative"}
 		}
 		if *req.MaxDepth < depth {
-			return nil, &Error{Code: CodeDepthExceeded, Provider: name,
+			return nil, &seam.Error{Code: seam.CodeDepthExceeded, Provider: name,
 				Message: fmt.Sprintf("subagent depth %d exceeds maxDepth %d", depth, *req.MaxDepth)}
 		}
 		if *req.MaxDepth < limit {
@@ -390,11 +391,11 @@ func checkObjectSchema(raw json.RawMessage) error {
 	return err
 }
 
-func checkFilter(p Provider, f *ToolFilter) error {
+func checkFilter(p seam.Provider, f *seam.ToolFilter) error {
 	if (f.Allow == nil) == (f.Deny == nil) {
 		return fmt.Errorf("tool_filter needs exactly one of allow or deny")
 	}
-	namer, ok := p.(ToolNamer)
+	namer, ok := p.(seam.ToolNamer)
 	if !ok {
 		return nil
 	}

@@ -12,14 +12,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 func TestRegistry(t *testing.T) {
 	t.Run("a second provider with the same name is refused as DUPLICATE_PROVIDER", func(t *testing.T) {
 		m := newManager(t, manager.Options{}, &fakeProvider{name: "spawn"})
 		err := m.Register(&fakeProvider{name: "spawn"})
-		wantCode(t, err, manager.ErrDuplicateProvider)
+		wantCode(t, err, seam.ErrDuplicateProvider)
 		if !strings.Contains(err.Error(), `"spawn"`) {
 			t.Errorf("error %q does not name the provider", err)
 		}
@@ -29,13 +31,13 @@ func TestRegistry(t *testing.T) {
 	})
 	t.Run("a provider without a name is refused", func(t *testing.T) {
 		m := newManager(t, manager.Options{})
-		wantCode(t, m.Register(&fakeProvider{name: ""}), manager.ErrInvalidRequest)
+		wantCode(t, m.Register(&fakeProvider{name: ""}), seam.ErrInvalidRequest)
 	})
 	t.Run("providers are listed in registration order with their capabilities", func(t *testing.T) {
 		m := newManager(t, manager.Options{},
 			&fakeProvider{name: "spawn", caps: allCaps},
 			&fakeProvider{name: "fork"},
-			&fakeProvider{name: "codex", caps: manager.Capabilities{Persona: true}})
+			&fakeProvider{name: "codex", caps: seam.Capabilities{Persona: true}})
 		var names []string
 		for _, p := range m.Providers() {
 			names = append(names, p.Name)
@@ -43,14 +45,14 @@ func TestRegistry(t *testing.T) {
 		if got := strings.Join(names, ","); got != "spawn,fork,codex" {
 			t.Errorf("Providers() = %s, want spawn,fork,codex", got)
 		}
-		if got := m.Providers()[2].Capabilities; got != (manager.Capabilities{Persona: true}) {
+		if got := m.Providers()[2].Capabilities; got != (seam.Capabilities{Persona: true}) {
 			t.Errorf("codex capabilities = %+v", got)
 		}
 	})
 	t.Run("a start naming an unknown provider is NO_PROVIDER and lists the available ones", func(t *testing.T) {
 		m := newManager(t, manager.Options{}, &fakeProvider{name: "spawn"}, &fakeProvider{name: "fork"})
 		_, err := m.Start(context.Background(), "codex", prompt("hi"))
-		wantCode(t, err, manager.ErrNoProvider)
+		wantCode(t, err, seam.ErrNoProvider)
 		for _, want := range []string{`"codex"`, `"spawn"`, `"fork"`} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not mention %s", err, want)
@@ -60,7 +62,7 @@ func TestRegistry(t *testing.T) {
 	t.Run("a start with no providers registered says none are available", func(t *testing.T) {
 		m := newManager(t, manager.Options{})
 		_, err := m.Start(context.Background(), "spawn", prompt("hi"))
-		wantCode(t, err, manager.ErrNoProvider)
+		wantCode(t, err, seam.ErrNoProvider)
 		if !strings.Contains(err.Error(), "available: none") {
 			t.Errorf("error %q does not say no provider is available", err)
 		}
@@ -71,18 +73,18 @@ func TestUnsupportedCapabilityIsRefusedBeforeStart(t *testing.T) {
 	one := 2
 	tests := []struct {
 		name    string
-		missing func(*manager.Capabilities)
+		missing func(*seam.Capabilities)
 		field   string
-		set     func(*manager.StartRequest)
+		set     func(*seam.StartRequest)
 	}{
-		{"an output schema needs OutputSchema", func(c *manager.Capabilities) { c.OutputSchema = false }, "output_schema",
-			func(r *manager.StartRequest) { r.OutputSchema = json.RawMessage(`{"type":"object"}`) }},
-		{"a max depth needs DepthLimit", func(c *manager.Capabilities) { c.DepthLimit = false }, "max_depth",
-			func(r *manager.StartRequest) { r.MaxDepth = &one }},
-		{"a tool filter needs ToolFilter", func(c *manager.Capabilities) { c.ToolFilter = false }, "tool_filter",
-			func(r *manager.StartRequest) { r.ToolFilter = &manager.ToolFilter{Allow: []string{"read_file"}} }},
-		{"a persona needs Persona", func(c *manager.Capabilities) { c.Persona = false }, "persona",
-			func(r *manager.StartRequest) { r.Persona = "You are terse." }},
+		{"an output schema needs OutputSchema", func(c *seam.Capabilities) { c.OutputSchema = false }, "output_schema",
+			func(r *seam.StartRequest) { r.OutputSchema = json.RawMessage(`{"type":"object"}`) }},
+		{"a max depth needs DepthLimit", func(c *seam.Capabilities) { c.DepthLimit = false }, "max_depth",
+			func(r *seam.StartRequest) { r.MaxDepth = &one }},
+		{"a tool filter needs ToolFilter", func(c *seam.Capabilities) { c.ToolFilter = false }, "tool_filter",
+			func(r *seam.StartRequest) { r.ToolFilter = &seam.ToolFilter{Allow: []string{"read_file"}} }},
+		{"a persona needs Persona", func(c *seam.Capabilities) { c.Persona = false }, "persona",
+			func(r *seam.StartRequest) { r.Persona = "You are terse." }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,11 +95,11 @@ func TestUnsupportedCapabilityIsRefusedBeforeStart(t *testing.T) {
 			req := prompt("do it")
 			tt.set(&req)
 			_, err := m.Start(context.Background(), "remote", req)
-			wantCode(t, err, manager.ErrUnsupportedCapability)
+			wantCode(t, err, seam.ErrUnsupportedCapability)
 			if !strings.Contains(err.Error(), tt.field) || !strings.Contains(err.Error(), `"remote"`) {
 				t.Errorf("error %q does not name the field %s and the provider", err, tt.field)
 			}
-			var e *manager.Error
+			var e *seam.Error
 			if errors.As(err, &e) && e.Provider != "remote" {
 				t.Errorf("Error.Provider = %q, want remote", e.Provider)
 			}
@@ -123,33 +125,33 @@ func TestUnsupportedCapabilityIsRefusedBeforeStart(t *testing.T) {
 func TestInvalidRequestsAreRefusedBeforeStart(t *testing.T) {
 	tests := []struct {
 		name     string
-		set      func(*manager.StartRequest)
+		set      func(*seam.StartRequest)
 		contains []string
 	}{
-		{"an array-rooted output schema", func(r *manager.StartRequest) { r.OutputSchema = json.RawMessage(`{"type":"array"}`) },
+		{"an array-rooted output schema", func(r *seam.StartRequest) { r.OutputSchema = json.RawMessage(`{"type":"array"}`) },
 			[]string{"output_schema", `"type": "object"`}},
-		{"an output schema that is not JSON", func(r *manager.StartRequest) { r.OutputSchema = json.RawMessage(`{type: object`) },
+		{"an output schema that is not JSON", func(r *seam.StartRequest) { r.OutputSchema = json.RawMessage(`{type: object`) },
 			[]string{"output_schema"}},
-		{"an output schema with a misspelt type", func(r *manager.StartRequest) { r.OutputSchema = json.RawMessage(`{"type":"objekt"}`) },
+		{"an output schema with a misspelt type", func(r *seam.StartRequest) { r.OutputSchema = json.RawMessage(`{"type":"objekt"}`) },
 			[]string{"output_schema"}},
-		{"an output schema without a root type", func(r *manager.StartRequest) { r.OutputSchema = json.RawMessage(`{"properties":{}}`) },
+		{"an output schema without a root type", func(r *seam.StartRequest) { r.OutputSchema = json.RawMessage(`{"properties":{}}`) },
 			[]string{"output_schema"}},
-		{"a JSON array as output schema", func(r *manager.StartRequest) { r.OutputSchema = json.RawMessage(`[]`) },
+		{"a JSON array as output schema", func(r *seam.StartRequest) { r.OutputSchema = json.RawMessage(`[]`) },
 			[]string{"output_schema"}},
-		{"a tool filter naming unknown tools", func(r *manager.StartRequest) {
-			r.ToolFilter = &manager.ToolFilter{Allow: []string{"read_file", "launch_missiles", "rm_rf"}}
+		{"a tool filter naming unknown tools", func(r *seam.StartRequest) {
+			r.ToolFilter = &seam.ToolFilter{Allow: []string{"read_file", "launch_missiles", "rm_rf"}}
 		}, []string{`"launch_missiles"`, `"rm_rf"`, "read_file"}},
-		{"a deny filter naming an unknown tool", func(r *manager.StartRequest) {
-			r.ToolFilter = &manager.ToolFilter{Deny: []string{"nope"}}
+		{"a deny filter naming an unknown tool", func(r *seam.StartRequest) {
+			r.ToolFilter = &seam.ToolFilter{Deny: []string{"nope"}}
 		}, []string{`"nope"`}},
-		{"a tool filter with both allow and deny", func(r *manager.StartRequest) {
-			r.ToolFilter = &manager.ToolFilter{Allow: []string{"read_file"}, Deny: []string{"write_file"}}
+		{"a tool filter with both allow and deny", func(r *seam.StartRequest) {
+			r.ToolFilter = &seam.ToolFilter{Allow: []string{"read_file"}, Deny: []string{"write_file"}}
 		}, []string{"exactly one of allow or deny"}},
-		{"a tool filter with neither allow nor deny", func(r *manager.StartRequest) {
-			r.ToolFilter = &manager.ToolFilter{}
+		{"a tool filter with neither allow nor deny", func(r *seam.StartRequest) {
+			r.ToolFilter = &seam.ToolFilter{}
 		}, []string{"exactly one of allow or deny"}},
-		{"an empty prompt", func(r *manager.StartRequest) { r.Prompt = "" }, []string{"prompt"}},
-		{"a negative max depth", func(r *manager.StartRequest) { d := -1; r.MaxDepth = &d }, []string{"max_depth"}},
+		{"an empty prompt", func(r *seam.StartRequest) { r.Prompt = "" }, []string{"prompt"}},
+		{"a negative max depth", func(r *seam.StartRequest) { d := -1; r.MaxDepth = &d }, []string{"max_depth"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,7 +160,7 @@ func TestInvalidRequestsAreRefusedBeforeStart(t *testing.T) {
 			req := prompt("do it")
 			tt.set(&req)
 			_, err := m.Start(context.Background(), "spawn", req)
-			wantCode(t, err, manager.ErrInvalidRequest)
+			wantCode(t, err, seam.ErrInvalidRequest)
 			for _, want := range tt.contains {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not contain %s", err, want)
@@ -174,19 +176,19 @@ func TestInvalidRequestsAreRefusedBeforeStart(t *testing.T) {
 func TestValidRequestsReachTheProvider(t *testing.T) {
 	tests := []struct {
 		name string
-		set  func(*manager.StartRequest)
+		set  func(*seam.StartRequest)
 	}{
-		{"an object-rooted output schema", func(r *manager.StartRequest) {
+		{"an object-rooted output schema", func(r *seam.StartRequest) {
 			r.OutputSchema = json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)
 		}},
-		{"an allow filter of known tools", func(r *manager.StartRequest) {
-			r.ToolFilter = &manager.ToolFilter{Allow: []string{"read_file"}}
+		{"an allow filter of known tools", func(r *seam.StartRequest) {
+			r.ToolFilter = &seam.ToolFilter{Allow: []string{"read_file"}}
 		}},
-		{"an empty allow filter (no tools at all)", func(r *manager.StartRequest) {
-			r.ToolFilter = &manager.ToolFilter{Allow: []string{}}
+		{"an empty allow filter (no tools at all)", func(r *seam.StartRequest) {
+			r.ToolFilter = &seam.ToolFilter{Allow: []string{}}
 		}},
-		{"a deny filter of known tools", func(r *manager.StartRequest) {
-			r.ToolFilter = &manager.ToolFilter{Deny: []string{"write_file"}}
+		{"a deny filter of known tools", func(r *seam.StartRequest) {
+			r.ToolFilter = &seam.ToolFilter{Deny: []string{"write_file"}}
 		}},
 	}
 	for _, tt := range tests {
@@ -220,49 +222,49 @@ func TestDepth(t *testing.T) {
 	tests := []struct {
 		name       string
 		deployment int // Options.MaxDepth
-		parent     manager.ParentRef
+		parent     seam.ParentRef
 		maxDepth   *int
 		wantDepth  int
 		wantCap    int
-		wantCode   *manager.Error
+		wantCode   *seam.Error
 		wantMsg    string // exact Error() when set
 	}{
 		{name: "a root caller's child is at depth 1 under the deployment cap",
-			parent: manager.ParentRef{Depth: 0}, wantDepth: 1, wantCap: manager.DefaultMaxDepth},
+			parent: seam.ParentRef{Depth: 0}, wantDepth: 1, wantCap: manager.DefaultMaxDepth},
 		{name: "a configured deployment cap is the child's cap",
-			deployment: 5, parent: manager.ParentRef{Depth: 0}, wantDepth: 1, wantCap: 5},
+			deployment: 5, parent: seam.ParentRef{Depth: 0}, wantDepth: 1, wantCap: 5},
 		{name: "a child at the cap is allowed",
-			parent: manager.ParentRef{Depth: 2}, wantDepth: 3, wantCap: 3},
+			parent: seam.ParentRef{Depth: 2}, wantDepth: 3, wantCap: 3},
 		{name: "a child one past the default cap is DEPTH_EXCEEDED with the exact message",
-			parent: manager.ParentRef{Depth: 3}, wantCode: manager.ErrDepthExceeded,
+			parent: seam.ParentRef{Depth: 3}, wantCode: seam.ErrDepthExceeded,
 			wantMsg: "DEPTH_EXCEEDED: subagent depth 4 exceeds maxDepth 3"},
 		{name: "a parent's lower cap applies to its children",
-			parent: manager.ParentRef{Depth: 1, DepthCap: 2}, wantDepth: 2, wantCap: 2},
+			parent: seam.ParentRef{Depth: 1, DepthCap: 2}, wantDepth: 2, wantCap: 2},
 		{name: "a parent's lower cap refuses a child past it",
-			parent: manager.ParentRef{Depth: 2, DepthCap: 2}, wantCode: manager.ErrDepthExceeded,
+			parent: seam.ParentRef{Depth: 2, DepthCap: 2}, wantCode: seam.ErrDepthExceeded,
 			wantMsg: "DEPTH_EXCEEDED: subagent depth 3 exceeds maxDepth 2"},
 		{name: "a parent's cap above the deployment's does not raise it",
-			parent: manager.ParentRef{Depth: 0, DepthCap: 10}, wantDepth: 1, wantCap: 3},
+			parent: seam.ParentRef{Depth: 0, DepthCap: 10}, wantDepth: 1, wantCap: 3},
 		{name: "max_depth lowers the cap the child sees",
-			parent: manager.ParentRef{Depth: 0}, maxDepth: ptr(2), wantDepth: 1, wantCap: 2},
+			parent: seam.ParentRef{Depth: 0}, maxDepth: ptr(2), wantDepth: 1, wantCap: 2},
 		{name: "max_depth equal to the child's depth forbids grandchildren",
-			parent: manager.ParentRef{Depth: 0}, maxDepth: ptr(1), wantDepth: 1, wantCap: 1},
+			parent: seam.ParentRef{Depth: 0}, maxDepth: ptr(1), wantDepth: 1, wantCap: 1},
 		{name: "max_depth 0 from a root caller is refused",
-			parent: manager.ParentRef{Depth: 0}, maxDepth: ptr(0), wantCode: manager.ErrDepthExceeded,
+			parent: seam.ParentRef{Depth: 0}, maxDepth: ptr(0), wantCode: seam.ErrDepthExceeded,
 			wantMsg: "DEPTH_EXCEEDED: subagent depth 1 exceeds maxDepth 0"},
 		{name: "max_depth below the child's depth is refused",
-			parent: manager.ParentRef{Depth: 1, DepthCap: 3}, maxDepth: ptr(1), wantCode: manager.ErrDepthExceeded,
+			parent: seam.ParentRef{Depth: 1, DepthCap: 3}, maxDepth: ptr(1), wantCode: seam.ErrDepthExceeded,
 			wantMsg: "DEPTH_EXCEEDED: subagent depth 2 exceeds maxDepth 1"},
 		{name: "max_depth cannot raise the cap above an ancestor's",
-			parent: manager.ParentRef{Depth: 1, DepthCap: 2}, maxDepth: ptr(10), wantDepth: 2, wantCap: 2},
+			parent: seam.ParentRef{Depth: 1, DepthCap: 2}, maxDepth: ptr(10), wantDepth: 2, wantCap: 2},
 		{name: "max_depth cannot raise the cap above the deployment's",
-			parent: manager.ParentRef{Depth: 0}, maxDepth: ptr(100), wantDepth: 1, wantCap: 3},
+			parent: seam.ParentRef{Depth: 0}, maxDepth: ptr(100), wantDepth: 1, wantCap: 3},
 		{name: "a huge parent depth is refused, not wrapped around",
-			deployment: math.MaxInt, parent: manager.ParentRef{Depth: math.MaxInt32}, wantCode: manager.ErrDepthExceeded},
+			deployment: math.MaxInt, parent: seam.ParentRef{Depth: math.MaxInt32}, wantCode: seam.ErrDepthExceeded},
 		{name: "the largest int as parent depth is refused",
-			deployment: math.MaxInt, parent: manager.ParentRef{Depth: math.MaxInt}, wantCode: manager.ErrDepthExceeded},
+			deployment: math.MaxInt, parent: seam.ParentRef{Depth: math.MaxInt}, wantCode: seam.ErrDepthExceeded},
 		{name: "a negative parent depth is refused",
-			parent: manager.ParentRef{Depth: -1}, wantCode: manager.ErrDepthExceeded},
+			parent: seam.ParentRef{Depth: -1}, wantCode: seam.ErrDepthExceeded},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -304,7 +306,7 @@ func TestDepth(t *testing.T) {
 func TestDepthChainStopsAtTheCap(t *testing.T) {
 	p := &fakeProvider{name: "spawn", caps: allCaps}
 	m := newManager(t, manager.Options{MaxDepth: 4}, p)
-	parent := manager.ParentRef{Principal: "local", Cwd: "/work"}
+	parent := seam.ParentRef{Principal: "local", Cwd: "/work"}
 	two := 2
 	for depth := 1; ; depth++ {
 		req := prompt("deeper")
@@ -322,7 +324,7 @@ func TestDepthChainStopsAtTheCap(t *testing.T) {
 			parent = selves[len(selves)-1]
 			continue
 		}
-		wantCode(t, err, manager.ErrDepthExceeded)
+		wantCode(t, err, seam.ErrDepthExceeded)
 		if want := "DEPTH_EXCEEDED: subagent depth 3 exceeds maxDepth 2"; err.Error() != want {
 			t.Errorf("error = %q, want %q", err, want)
 		}
@@ -334,7 +336,7 @@ func TestEvents(t *testing.T) {
 	t.Run("start is emitted once the provider's driver is built and end once with the stop reason", func(t *testing.T) {
 		var rec *recorder
 		p := &fakeProvider{name: "spawn", caps: allCaps}
-		p.driver = func(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
+		p.driver = func(ctx context.Context, req seam.DriverRequest) (seam.Driver, error) {
 			if n := len(rec.all()); n != 0 {
 				t.Errorf("%d events emitted before the provider's driver was built", n)
 			}
@@ -388,7 +390,7 @@ func TestEvents(t *testing.T) {
 		}
 	})
 	t.Run("a run that is already over when Start returns still gets start before end", func(t *testing.T) {
-		p := &fakeProvider{name: "spawn", caps: allCaps, driver: func(_ context.Context, req manager.DriverRequest) (manager.Driver, error) {
+		p := &fakeProvider{name: "spawn", caps: allCaps, driver: func(_ context.Context, req seam.DriverRequest) (seam.Driver, error) {
 			return doneDriver{req.Journal, agent.TurnResult{Output: "quick", StopReason: agent.StopCompleted}}, nil
 		}}
 		m := newManager(t, manager.Options{}, p)
@@ -459,7 +461,7 @@ func TestEvents(t *testing.T) {
 }
 
 func TestResultNormalisation(t *testing.T) {
-	const max = manager.MaxDiagnostic
+	const max = seam.MaxDiagnostic
 	long := func(prefix int, r string) string {
 		return strings.Repeat("a", prefix) + strings.Repeat(r, max) // well over MaxDiagnostic bytes
 	}
@@ -554,11 +556,11 @@ func TestResultNormalisation(t *testing.T) {
 }
 
 func TestRunOnce(t *testing.T) {
-	p := &fakeProvider{name: "spawn", caps: allCaps, driver: func(_ context.Context, req manager.DriverRequest) (manager.Driver, error) {
+	p := &fakeProvider{name: "spawn", caps: allCaps, driver: func(_ context.Context, req seam.DriverRequest) (seam.Driver, error) {
 		return doneDriver{req.Journal, agent.TurnResult{Output: "42", StopReason: "weird"}}, nil
 	}}
 	m := newManager(t, manager.Options{}, p)
-	id, res, err := m.RunOnce(context.Background(), "spawn", prompt("answer"))
+	id, res, err := managertest.RunOnce(context.Background(), m, "spawn", prompt("answer"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -568,7 +570,7 @@ func TestRunOnce(t *testing.T) {
 	if res.Output != "42" || res.StopReason != agent.StopError {
 		t.Errorf("RunOnce result = %+v: the unknown stop reason must be normalised here too", res)
 	}
-	if _, _, err := m.RunOnce(context.Background(), "nope", prompt("answer")); !errors.Is(err, manager.ErrNoProvider) {
+	if _, _, err := managertest.RunOnce(context.Background(), m, "nope", prompt("answer")); !errors.Is(err, seam.ErrNoProvider) {
 		t.Errorf("RunOnce with an unknown provider: %v", err)
 	}
 }
@@ -583,7 +585,7 @@ func TestRemoveBlocksNewStartsButAcceptedRunsGoOn(t *testing.T) {
 	}
 	m.Remove("spawn")
 	_, err = m.Start(context.Background(), "spawn", prompt("another"))
-	wantCode(t, err, manager.ErrNoProvider)
+	wantCode(t, err, seam.ErrNoProvider)
 	if strings.Contains(strings.SplitN(err.Error(), "available:", 2)[1], "spawn") {
 		t.Errorf("error %q still lists the removed provider", err)
 	}
@@ -613,7 +615,7 @@ func TestCancellation(t *testing.T) {
 		for _, cause := range []string{"cancel", "deadline"} {
 			t.Run(cause, func(t *testing.T) {
 				entered := make(chan struct{})
-				p := &fakeProvider{name: "spawn", caps: allCaps, driver: func(ctx context.Context, _ manager.DriverRequest) (manager.Driver, error) {
+				p := &fakeProvider{name: "spawn", caps: allCaps, driver: func(ctx context.Context, _ seam.DriverRequest) (seam.Driver, error) {
 					close(entered)
 					<-ctx.Done()
 					return nil, ctx.Err()
@@ -633,7 +635,7 @@ func TestCancellation(t *testing.T) {
 				if run != nil {
 					t.Errorf("Start returned a run with its error")
 				}
-				wantCode(t, err, manager.ErrCancelled)
+				wantCode(t, err, seam.ErrCancelled)
 				if !errors.Is(err, ctx.Err()) {
 					t.Errorf("error %v does not wrap %v", err, ctx.Err())
 				}
@@ -648,8 +650,8 @@ func TestCancellation(t *testing.T) {
 		}
 	})
 	t.Run("a provider failure with a live context is passed through, not called CANCELLED", func(t *testing.T) {
-		boom := &manager.Error{Code: manager.CodeInvalidRequest, Message: "cwd: no such directory"}
-		p := &fakeProvider{name: "spawn", caps: allCaps, driver: func(context.Context, manager.DriverRequest) (manager.Driver, error) {
+		boom := &seam.Error{Code: seam.CodeInvalidRequest, Message: "cwd: no such directory"}
+		p := &fakeProvider{name: "spawn", caps: allCaps, driver: func(context.Context, seam.DriverRequest) (seam.Driver, error) {
 			return nil, boom
 		}}
 		m := newManager(t, manager.Options{}, p)
@@ -689,7 +691,7 @@ func TestClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := m.Start(context.Background(), "spawn", prompt("hi"))
-		wantCode(t, err, manager.ErrDraining)
+		wantCode(t, err, seam.ErrDraining)
 		if n := len(p.calls()); n != 0 {
 			t.Errorf("the provider was asked to prepare %d children after Close", n)
 		}
@@ -710,7 +712,7 @@ func TestClose(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 		_, err = m.Start(context.Background(), "spawn", prompt("late"))
-		wantCode(t, err, manager.ErrDraining)
+		wantCode(t, err, seam.ErrDraining)
 		p.run(t, 0).finish(agent.TurnResult{Output: "finished", StopReason: agent.StopCompleted})
 		select {
 		case err := <-closed:
@@ -734,7 +736,7 @@ func TestClose(t *testing.T) {
 		p := &fakeProvider{name: "spawn", caps: allCaps}
 		m := newManager(t, manager.Options{}, p)
 		rec, _ := record(m)
-		var runs []manager.Run
+		var runs []seam.Run
 		for range 3 {
 			run, err := m.Start(context.Background(), "spawn", prompt("forever"))
 			if err != nil {
@@ -774,7 +776,7 @@ func TestClose(t *testing.T) {
 	t.Run("a run that becomes ready after Close is disposed and refused", func(t *testing.T) {
 		entered, proceed := make(chan struct{}), make(chan struct{})
 		var made *watchDriver
-		p := &fakeProvider{name: "spawn", caps: allCaps, driver: func(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
+		p := &fakeProvider{name: "spawn", caps: allCaps, driver: func(ctx context.Context, req seam.DriverRequest) (seam.Driver, error) {
 			close(entered)
 			<-proceed
 			made = newWatchDriver(req.Journal)
@@ -793,7 +795,7 @@ func TestClose(t *testing.T) {
 		}
 		close(proceed)
 		err := <-started
-		wantCode(t, err, manager.ErrDraining)
+		wantCode(t, err, seam.ErrDraining)
 		if made.disposed.Load() != 1 {
 			t.Error("the run made during shutdown was not disposed")
 		}
@@ -812,7 +814,7 @@ func TestNoGoroutineOutlivesClose(t *testing.T) {
 	}
 	m.Subscribe(func(manager.Event) {})
 	ctx, cancel := context.WithCancel(context.Background())
-	var runs []manager.Run
+	var runs []seam.Run
 	for range 10 {
 		run, err := m.Start(ctx, "spawn", prompt("hi"))
 		if err != nil {
@@ -846,16 +848,16 @@ func TestNoGoroutineOutlivesClose(t *testing.T) {
 func TestToolFilterKeeps(t *testing.T) {
 	tests := []struct {
 		name   string
-		filter *manager.ToolFilter
+		filter *seam.ToolFilter
 		tool   string
 		want   bool
 	}{
 		{"no filter keeps everything", nil, "run_shell", true},
-		{"allow keeps a listed tool", &manager.ToolFilter{Allow: []string{"read_file"}}, "read_file", true},
-		{"allow drops an unlisted tool", &manager.ToolFilter{Allow: []string{"read_file"}}, "run_shell", false},
-		{"an empty allow list drops everything", &manager.ToolFilter{Allow: []string{}}, "read_file", false},
-		{"deny drops a listed tool", &manager.ToolFilter{Deny: []string{"run_shell"}}, "run_shell", false},
-		{"deny keeps an unlisted tool", &manager.ToolFilter{Deny: []string{"run_shell"}}, "read_file", true},
+		{"allow keeps a listed tool", &seam.ToolFilter{Allow: []string{"read_file"}}, "read_file", true},
+		{"allow drops an unlisted tool", &seam.ToolFilter{Allow: []string{"read_file"}}, "run_shell", false},
+		{"an empty allow list drops everything", &seam.ToolFilter{Allow: []string{}}, "read_file", false},
+		{"deny drops a listed tool", &seam.ToolFilter{Deny: []string{"run_shell"}}, "run_shell", false},
+		{"deny keeps an unlisted tool", &seam.ToolFilter{Deny: []string{"run_shell"}}, "read_file", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -870,7 +872,7 @@ func TestToolFilterKeeps(t *testing.T) {
 // read back (DESIGN §2, descriptor): the round trip must not change what it
 // keeps. An empty allow list (no tools) must not come back as no filter.
 func TestToolFilterJSONRoundTripKeepsItsMeaning(t *testing.T) {
-	for _, f := range []manager.ToolFilter{
+	for _, f := range []seam.ToolFilter{
 		{Allow: []string{"read_file"}},
 		{Allow: []string{}},
 		{Deny: []string{"run_shell"}},
@@ -880,7 +882,7 @@ func TestToolFilterJSONRoundTripKeepsItsMeaning(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var back manager.ToolFilter
+		var back seam.ToolFilter
 		if err := json.Unmarshal(b, &back); err != nil {
 			t.Fatal(err)
 		}

@@ -3,12 +3,14 @@ package manager
 import (
 	"context"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // stamp fills in what a stored notice about child h carries.
-func stamp(h Header, n Notice) Notice {
+func stamp(h seam.Header, n seam.Notice) seam.Notice {
 	n.ChildID, n.Time = h.ID, time.Now().UTC()
-	if h.Parent == PrincipalAddress(h.Principal) {
+	if h.Parent == seam.PrincipalAddress(h.Principal) {
 		n.Session = h.Session
 	}
 	return n
@@ -20,7 +22,7 @@ func stamp(h Header, n Notice) Notice {
 // (of the session that started the child while it is connected), with a
 // push to its connected sessions. It fails only when the notice could not
 // be stored.
-func (m *Manager) deliver(h Header, n Notice) error {
+func (m *Manager) deliver(h seam.Header, n seam.Notice) error {
 	parentAddr := h.Parent
 	m.mu.Lock()
 	pa := m.live[parentAddr]
@@ -37,15 +39,15 @@ func (m *Manager) deliver(h Header, n Notice) error {
 	ctx, cancel := m.bg()
 	defer cancel()
 	if err := m.storeWrite(ctx, func(ctx context.Context) error { return m.store.AddNotice(ctx, parentAddr, n) }); err != nil {
-		return &Error{Code: CodePersistenceUnavailable, AgentID: h.ID, Message: "storing a notice for " + parentAddr + " failed", Err: err}
+		return &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: h.ID, Message: "storing a notice for " + parentAddr + " failed", Err: err}
 	}
 	m.announce(h, n)
 	return nil
 }
 
 // announce tells whoever waits at h's parent that a notice was stored.
-func (m *Manager) announce(h Header, n Notice) {
-	if hook := m.opts.OnNotice; hook != nil && h.Parent == PrincipalAddress(h.Principal) {
+func (m *Manager) announce(h seam.Header, n seam.Notice) {
+	if hook := m.opts.OnNotice; hook != nil && h.Parent == seam.PrincipalAddress(h.Principal) {
 		func() {
 			defer func() {
 				if r := recover(); r != nil {
@@ -84,7 +86,7 @@ func (m *Manager) pendingChan(addr string) <-chan struct{} {
 // originating session is gone (Options.SessionConnected) or unknown. With
 // session empty (a transport without sessions) it takes every notice of
 // the principal whose session is not connected.
-func (m *Manager) TakeNotices(principal, session string) []Notice {
+func (m *Manager) TakeNotices(principal, session string) []seam.Notice {
 	if m.store == nil {
 		return nil
 	}
@@ -92,7 +94,7 @@ func (m *Manager) TakeNotices(principal, session string) []Notice {
 	// own ended: the read is the manager's own, bounded.
 	ctx, cancel := m.bg()
 	defer cancel()
-	ns, err := m.store.TakeNotices(ctx, PrincipalAddress(principal), func(n Notice) bool {
+	ns, err := m.store.TakeNotices(ctx, seam.PrincipalAddress(principal), func(n seam.Notice) bool {
 		return m.noticeFor(n, session)
 	})
 	if err != nil {
@@ -103,7 +105,7 @@ func (m *Manager) TakeNotices(principal, session string) []Notice {
 
 // noticeFor reports whether a root notice may go to session: it is the
 // child's originating session, or that session is not connected.
-func (m *Manager) noticeFor(n Notice, session string) bool {
+func (m *Manager) noticeFor(n seam.Notice, session string) bool {
 	if n.Session == "" || n.Session == session {
 		return true
 	}
@@ -113,8 +115,8 @@ func (m *Manager) noticeFor(n Notice, session string) bool {
 
 // WaitNotices blocks until something is pending for a root principal's
 // session (see TakeNotices) or ctx ends, then takes it.
-func (m *Manager) WaitNotices(ctx context.Context, principal, session string) []Notice {
-	addr := PrincipalAddress(principal)
+func (m *Manager) WaitNotices(ctx context.Context, principal, session string) []seam.Notice {
+	addr := seam.PrincipalAddress(principal)
 	for {
 		ch := m.pendingChan(addr)
 		if ns := m.TakeNotices(principal, session); len(ns) > 0 {

@@ -8,6 +8,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/growstack"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Start validates req against the named provider and starts a one-shot
@@ -15,17 +16,17 @@ import (
 // the run is ready (its driver is built); ctx governs the run's whole
 // life. Cancelled before the run is ready, Start returns CANCELLED and no
 // lifecycle event was emitted; cancelled after, the turn ends aborted.
-func (m *Manager) Start(ctx context.Context, name string, req StartRequest) (Run, error) {
+func (m *Manager) Start(ctx context.Context, name string, req seam.StartRequest) (seam.Run, error) {
 	p, err := m.validate(name, &req)
 	if err != nil {
 		return nil, err
 	}
 	if req.Isolation != "" {
 		// A one-shot child is not stored: nothing would list its worktree.
-		return nil, &Error{Code: CodeInvalidRequest, Provider: name, Message: `field "isolation": needs a continuable child (a provider that continues children, and the session store); this one runs one-shot`}
+		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: name, Message: `field "isolation": needs a continuable child (a provider that continues children, and the session store); this one runs one-shot`}
 	}
 	req.ID = NewID()
-	c, err := m.build(ctx, p, name, req, ModeOneShot)
+	c, err := m.build(ctx, p, name, req, seam.ModeOneShot)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +39,7 @@ func (m *Manager) Start(ctx context.Context, name string, req StartRequest) (Run
 		cancel()
 		r.loan.end(m.adm)
 		_ = c.drv.Close() // and its callback token
-		return nil, newErr(CodeDraining, "the server is shutting down; no new subagents start")
+		return nil, newErr(seam.CodeDraining, "the server is shutting down; no new subagents start")
 	}
 	m.runs[r.id] = r
 	m.wg.Add(1)
@@ -53,27 +54,16 @@ func (m *Manager) Start(ctx context.Context, name string, req StartRequest) (Run
 	return r, nil
 }
 
-// RunOnce starts a one-shot run, waits for its result and disposes it.
-func (m *Manager) RunOnce(ctx context.Context, name string, req StartRequest) (string, Result, error) {
-	run, err := m.Start(ctx, name, req)
-	if err != nil {
-		return "", Result{}, err
-	}
-	defer run.Dispose()
-	<-run.Done()
-	return run.ID(), run.Result(), nil
-}
-
 // oneShot is a one-shot run: the driver's one turn, run by the manager.
 type oneShot struct {
 	m        *Manager
 	id       string
 	parent   string // the parent's address
 	provider string
-	drv      Driver // closes the callback with it
+	drv      seam.Driver // closes the callback with it
 	cancel   context.CancelFunc
 	done     chan struct{}
-	res      Result // set before done is closed
+	res      seam.Result // set before done is closed
 	once     sync.Once
 	// Admission: its principal, its place in the FIFO order, and its
 	// calling agent's slot lent to it while the caller waits for the run.
@@ -84,7 +74,7 @@ type oneShot struct {
 
 func (r *oneShot) ID() string            { return r.id }
 func (r *oneShot) Done() <-chan struct{} { return r.done }
-func (r *oneShot) Result() Result        { <-r.done; return r.res }
+func (r *oneShot) Result() seam.Result   { <-r.done; return r.res }
 
 // run runs the turn, then emits the end event.
 func (r *oneShot) run(ctx context.Context, prompt string, stopProgress func()) {
@@ -113,15 +103,15 @@ func (r *oneShot) Dispose() {
 }
 
 // resultOf is a turn's result as the seam reports it.
-func resultOf(tr agent.TurnResult) Result {
-	return normalize(Result{Output: tr.Output, Structured: tr.Structured, Diagnostic: tr.Diagnostic,
+func resultOf(tr agent.TurnResult) seam.Result {
+	return normalize(seam.Result{Output: tr.Output, Structured: tr.Structured, Diagnostic: tr.Diagnostic,
 		StopReason: tr.StopReason, Usage: tr.Usage})
 }
 
 // normalize bounds the diagnostic and turns an unknown stop reason into a
 // failure (with a diagnostic saying so): only completed is success.
-func normalize(res Result) Result {
-	res.Diagnostic = truncate.Bound(res.Diagnostic, MaxDiagnostic)
+func normalize(res seam.Result) seam.Result {
+	res.Diagnostic = truncate.Bound(res.Diagnostic, seam.MaxDiagnostic)
 	switch res.StopReason {
 	case agent.StopCompleted, agent.StopAborted, agent.StopError, agent.StopMaxTokens, agent.StopRefusal, agent.StopBudget:
 	default:
@@ -136,9 +126,9 @@ func normalize(res Result) Result {
 // built is a new child not yet running: its record and its
 // driver, which revokes the child's callback when closed.
 type built struct {
-	hdr   Header
-	desc  Descriptor
-	drv   Driver
+	hdr   seam.Header
+	desc  seam.Descriptor
+	drv   seam.Driver
 	gated bool        // the driver is a GatedDriver
 	gate  *recordGate // its tool rounds' wait for the record, when deferred
 }
@@ -147,7 +137,7 @@ type built struct {
 // for the creation inputs, builds the journal from the seed, mints the
 // callback and builds the driver. A failure (or ctx ending) leaves nothing
 // behind.
-func (m *Manager) build(ctx context.Context, p Provider, name string, req StartRequest, mode Mode) (b built, err error) {
+func (m *Manager) build(ctx context.Context, p seam.Provider, name string, req seam.StartRequest, mode seam.Mode) (b built, err error) {
 	// The worktree comes first: the provider prepares the child in it.
 	wt, err := m.makeWorktree(ctx, name, &req)
 	if err != nil {
@@ -164,21 +154,21 @@ func (m *Manager) build(ctx context.Context, p Provider, name string, req StartR
 	}
 	journal, err := agent.NewJournal(in.Seed)
 	if err != nil {
-		return built{}, &Error{Code: CodeInvalidRequest, Provider: name, Message: "the provider's seed breaks the journal invariants", Err: err}
+		return built{}, &seam.Error{Code: seam.CodeInvalidRequest, Provider: name, Message: "the provider's seed breaks the journal invariants", Err: err}
 	}
-	hdr := Header{ID: req.ID, Parent: req.Parent.Address(), Principal: req.Parent.Principal, Depth: req.Depth,
+	hdr := seam.Header{ID: req.ID, Parent: req.Parent.Address(), Principal: req.Parent.Principal, Depth: req.Depth,
 		DepthCap: req.DepthCap, Mode: mode, Provider: name, Label: req.Label, Cwd: req.Cwd,
 		CreatedAt: m.createdNow(), SeedLen: int64(len(in.Seed)), Model: in.Model, Worktree: wt}
 	if req.Parent.AgentID == "" {
 		hdr.Session = req.Parent.Session
 	}
-	desc := Descriptor{Version: DescriptorVersion, Mode: mode, Provider: name, Label: req.Label,
+	desc := seam.Descriptor{Version: seam.DescriptorVersion, Mode: mode, Provider: name, Label: req.Label,
 		Model: in.Model, Effort: in.Effort, Persona: req.Persona, ToolFilter: req.ToolFilter, OutputSchema: req.OutputSchema, Session: in.Session,
 		Settings: req.Parent.Settings}
 	self := selfOf(hdr, desc, journal)
 	cb, revoke := m.callback(self)
 	gate := &recordGate{}
-	drv, err := p.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,
+	drv, err := p.NewDriver(ctx, seam.DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,
 		Budget: gate.hook(m.budgetHook(hdr.ID, hdr.Parent))})
 	if err != nil {
 		revoke()

@@ -7,9 +7,11 @@ import (
 	"testing"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // noteDriver's turn records what an external driver records (a bracketed
@@ -33,8 +35,8 @@ func (noteDriver) Close() error              { return nil }
 // the journal until the turn ends; the one conversion keeps the turn's
 // usage, cost included.
 func TestAOneShotRunIsItsDriversOneTurn(t *testing.T) {
-	var got manager.DriverRequest
-	p := &fakeProvider{name: "ext", caps: allCaps, driver: func(_ context.Context, req manager.DriverRequest) (manager.Driver, error) {
+	var got seam.DriverRequest
+	p := &fakeProvider{name: "ext", caps: allCaps, driver: func(_ context.Context, req seam.DriverRequest) (seam.Driver, error) {
 		got = req
 		return noteDriver{req.Journal}, nil
 	}}
@@ -45,14 +47,14 @@ func TestAOneShotRunIsItsDriversOneTurn(t *testing.T) {
 	req := prompt("list it")
 	req.Persona = "terse"
 	req.Progress = func(n string) { mu.Lock(); notes = append(notes, n); mu.Unlock() }
-	id, res, err := m.RunOnce(context.Background(), "ext", req)
+	id, res, err := managertest.RunOnce(context.Background(), m, "ext", req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.StopReason != agent.StopCompleted || res.Output != "done" || res.Usage != (manager.Usage{InputTokens: 10, OutputTokens: 20, CostUSD: 0.25}) {
+	if res.StopReason != agent.StopCompleted || res.Output != "done" || res.Usage != (llm.Usage{InputTokens: 10, OutputTokens: 20, CostUSD: 0.25}) {
 		t.Errorf("result = %+v, want completed with the turn's usage and cost", res)
 	}
-	if !got.OneShot() || got.Header.Mode != manager.ModeOneShot || got.Descriptor.Mode != manager.ModeOneShot {
+	if !got.OneShot() || got.Header.Mode != seam.ModeOneShot || got.Descriptor.Mode != seam.ModeOneShot {
 		t.Errorf("driver request %+v does not say the run is one-shot", got.Header)
 	}
 	if got.Header.ID != id || got.Header.Depth != 1 || got.Header.Cwd != "/work" || got.Descriptor.Persona != "terse" {
@@ -92,11 +94,11 @@ func TestOnlyContinuableProvidersStartContinuableChildren(t *testing.T) {
 	if _, err := m.StartContinuable(context.Background(), "cont", prompt("go"), false); err != nil {
 		t.Fatal(err)
 	}
-	if r := c.dreqs[0]; r.OneShot() || r.Header.Mode != manager.ModeContinuable {
+	if r := c.dreqs[0]; r.OneShot() || r.Header.Mode != seam.ModeContinuable {
 		t.Errorf("a continuable child's driver request says one-shot: %+v", r.Header)
 	}
 	_, err := m.StartContinuable(context.Background(), "plain", prompt("go"), false)
-	wantCode(t, err, manager.ErrInvalidRequest)
+	wantCode(t, err, seam.ErrInvalidRequest)
 	if len(plain.calls()) != 0 {
 		t.Error("a provider without the ability was asked to prepare a continuable child")
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Page sizes of a paged listing.
@@ -50,30 +52,32 @@ type cursor struct {
 	ID   string `json:"i"`
 }
 
-func (c cursor) key() ListingKey { return ListingKey{CreatedAt: time.Unix(0, c.T).UTC(), ID: c.ID} }
+func (c cursor) key() seam.ListingKey {
+	return seam.ListingKey{CreatedAt: time.Unix(0, c.T).UTC(), ID: c.ID}
+}
 
 func encodeCursor(q ListQuery, last Row) string {
 	b, _ := json.Marshal(cursor{V: 1, Deep: q.Descendants, Stat: q.Status, T: last.CreatedAt.UnixNano(), ID: last.ID})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func decodeCursor(q ListQuery) (ListingKey, error) {
+func decodeCursor(q ListQuery) (seam.ListingKey, error) {
 	if q.Cursor == "" {
-		return ListingKey{}, nil
+		return seam.ListingKey{}, nil
 	}
 	bad := func(why string) error {
-		return newErr(CodeInvalidRequest, "cursor: %s; pass the next_cursor of the previous page unchanged, or no cursor for the first page", why)
+		return newErr(seam.CodeInvalidRequest, "cursor: %s; pass the next_cursor of the previous page unchanged, or no cursor for the first page", why)
 	}
 	b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
 	if err != nil || len(b) > 1024 {
-		return ListingKey{}, bad("not a cursor this server gave")
+		return seam.ListingKey{}, bad("not a cursor this server gave")
 	}
 	var c cursor
 	if err := json.Unmarshal(b, &c); err != nil || c.V != 1 || c.ID == "" {
-		return ListingKey{}, bad("not a cursor this server gave")
+		return seam.ListingKey{}, bad("not a cursor this server gave")
 	}
 	if c.Deep != q.Descendants || c.Stat != q.Status {
-		return ListingKey{}, bad(fmt.Sprintf("it belongs to a listing with scope %s and status %q", scopeName(c.Deep), c.Stat))
+		return seam.ListingKey{}, bad(fmt.Sprintf("it belongs to a listing with scope %s and status %q", scopeName(c.Deep), c.Stat))
 	}
 	return c.key(), nil
 }
@@ -92,20 +96,20 @@ func scopeName(deep bool) string {
 // once, and children created meanwhile join the end, since a child is
 // always created after the cursor's last row. A status filter of running,
 // queued or idle reads only resident children, which are in memory.
-func (m *Manager) List(caller ParentRef, q ListQuery) (ListPage, error) {
+func (m *Manager) List(caller seam.ParentRef, q ListQuery) (ListPage, error) {
 	if m.store == nil {
-		return ListPage{}, newErr(CodeControlUnavailable, "listing needs a session store; none is configured")
+		return ListPage{}, newErr(seam.CodeControlUnavailable, "listing needs a session store; none is configured")
 	}
 	switch q.Status {
 	case "", StatusRunning, StatusQueued, StatusIdle, StatusReady:
 	default:
-		return ListPage{}, newErr(CodeInvalidRequest, "status: %q is not one of running, queued, idle, ready", q.Status)
+		return ListPage{}, newErr(seam.CodeInvalidRequest, "status: %q is not one of running, queued, idle, ready", q.Status)
 	}
 	switch {
 	case q.Limit == 0:
 		q.Limit = DefaultPageLimit
 	case q.Limit < 0 || q.Limit > MaxPageLimit:
-		return ListPage{}, newErr(CodeInvalidRequest, "limit: %d is out of range; give 1 to %d", q.Limit, MaxPageLimit)
+		return ListPage{}, newErr(seam.CodeInvalidRequest, "limit: %d is out of range; give 1 to %d", q.Limit, MaxPageLimit)
 	}
 	after, err := decodeCursor(q)
 	if err != nil {
@@ -146,16 +150,16 @@ func (m *Manager) List(caller ParentRef, q ListQuery) (ListPage, error) {
 // page costs its own rows, not the listing before it. whole is set when
 // the store cannot be read on a first page: the rows are then the live
 // ones and a diagnostic row, unpaged (they are few).
-func (m *Manager) seekRows(ctx context.Context, root string, q ListQuery, after ListingKey,
-	read func(context.Context, string, Page) ([]Listing, error)) (rows []Row, whole bool, err error) {
+func (m *Manager) seekRows(ctx context.Context, root string, q ListQuery, after seam.ListingKey,
+	read func(context.Context, string, seam.Page) ([]seam.Listing, error)) (rows []Row, whole bool, err error) {
 	// rows holds up to Limit+1: one more tells there is a next page.
-	for page := (Page{After: after, Limit: q.Limit + 1}); len(rows) <= q.Limit; {
+	for page := (seam.Page{After: after, Limit: q.Limit + 1}); len(rows) <= q.Limit; {
 		ls, err := read(ctx, root, page)
 		if err != nil {
 			if !after.IsZero() || len(rows) > 0 {
-				return nil, false, &Error{Code: CodePersistenceUnavailable, Message: "reading the session store failed; list again", Err: err}
+				return nil, false, &seam.Error{Code: seam.CodePersistenceUnavailable, Message: "reading the session store failed; list again", Err: err}
 			}
-			// As ListChildren does.
+			// As ListDescendants does.
 			return m.liveRows(root, err), true, nil
 		}
 		for _, r := range m.childRows(ctx, ls) {
@@ -173,16 +177,16 @@ func (m *Manager) seekRows(ctx context.Context, root string, q ListQuery, after 
 
 // residentRows are the caller's resident children (running, queued or idle) with
 // the status asked for, after the cursor, up to one more than a page.
-func (m *Manager) residentRows(ctx context.Context, parent string, q ListQuery, after ListingKey) []Row {
+func (m *Manager) residentRows(ctx context.Context, parent string, q ListQuery, after seam.ListingKey) []Row {
 	m.mu.Lock()
-	var ls []Listing
+	var ls []seam.Listing
 	for _, a := range m.live {
 		if a.hdr.Parent == parent && a.persist.recorded() { // an id is listed once stored
-			ls = append(ls, Listing{Header: a.hdr})
+			ls = append(ls, seam.Listing{Header: a.hdr})
 		}
 	}
 	m.mu.Unlock()
-	slices.SortFunc(ls, func(x, y Listing) int { return compareKeys(x.Key(), y.Key()) })
+	slices.SortFunc(ls, func(x, y seam.Listing) int { return compareKeys(x.Key(), y.Key()) })
 	var rows []Row
 	for _, r := range m.childRows(ctx, ls) {
 		if len(rows) > q.Limit {
@@ -202,9 +206,9 @@ func keeps(status string, r Row) bool {
 	return status == "" || (r.Kind == "child" && r.Status == status)
 }
 
-func rowKey(r Row) ListingKey { return ListingKey{CreatedAt: r.CreatedAt, ID: r.ID} }
+func rowKey(r Row) seam.ListingKey { return seam.ListingKey{CreatedAt: r.CreatedAt, ID: r.ID} }
 
-func compareKeys(a, b ListingKey) int {
+func compareKeys(a, b seam.ListingKey) int {
 	switch {
 	case a.Before(b):
 		return -1

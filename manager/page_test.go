@@ -14,20 +14,21 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // instantProvider runs continuable children whose every turn completes at
 // once, recorded as a real driver records it.
 type instantProvider struct{}
 
-func (instantProvider) Name() string                       { return "instant" }
-func (instantProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
-func (instantProvider) InheritsParentContext() bool        { return false }
-func (instantProvider) Continuable()                       {}
-func (instantProvider) Prepare(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
-	return manager.CreationInputs{}, nil
+func (instantProvider) Name() string                    { return "instant" }
+func (instantProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
+func (instantProvider) InheritsParentContext() bool     { return false }
+func (instantProvider) Continuable()                    {}
+func (instantProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
+	return seam.CreationInputs{}, nil
 }
-func (instantProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {
+func (instantProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
 	return instantDriver{r.Journal}, nil
 }
 
@@ -53,9 +54,9 @@ func (instantDriver) Close() error              { return nil }
 func TestPagingVisitsEveryChildOnceWhileMoreAreCreated(t *testing.T) {
 	m := newManager(t, manager.Options{Store: memstore.New()}, instantProvider{})
 	ctx := context.Background()
-	root := manager.ParentRef{Principal: "pager", Cwd: "/work"}
+	root := seam.ParentRef{Principal: "pager", Cwd: "/work"}
 	start := func(i int) string {
-		st, err := m.StartContinuable(ctx, "instant", manager.StartRequest{Label: fmt.Sprint("c", i), Prompt: "go", Parent: root}, false)
+		st, err := m.StartContinuable(ctx, "instant", seam.StartRequest{Label: fmt.Sprint("c", i), Prompt: "go", Parent: root}, false)
 		if err != nil {
 			t.Error(err)
 			return ""
@@ -138,7 +139,7 @@ func TestPagingVisitsEveryChildOnceWhileMoreAreCreated(t *testing.T) {
 func TestPagingFiltersAndRefusals(t *testing.T) {
 	p := &bubbleProvider{}
 	bubble(t, memstore.New(), p, func(m *manager.Manager) {
-		root := manager.ParentRef{Principal: "f", Cwd: "/work"}
+		root := seam.ParentRef{Principal: "f", Cwd: "/work"}
 		var ready, running []string
 		for i := range 7 {
 			st := startBubble(t, m, root, fmt.Sprint("t", i), false)
@@ -196,8 +197,8 @@ func TestPagingFiltersAndRefusals(t *testing.T) {
 			{manager.ListQuery{Cursor: first.Next, Status: manager.StatusReady, Descendants: true}, "cursor"},
 		} {
 			_, err := m.List(root, tc.q)
-			var e *manager.Error
-			if !errors.As(err, &e) || e.Code != manager.CodeInvalidRequest || !strings.Contains(e.Message, tc.want) {
+			var e *seam.Error
+			if !errors.As(err, &e) || e.Code != seam.CodeInvalidRequest || !strings.Contains(e.Message, tc.want) {
 				t.Errorf("List(%+v) = %v, want INVALID_REQUEST naming %q", tc.q, err, tc.want)
 			}
 		}

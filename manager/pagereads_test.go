@@ -14,23 +14,24 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/seed"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // readCounter counts the children a store hands out through its listing
 // reads (Listings and Descendants entries) and the journals it reads.
 type readCounter struct {
-	manager.Store
+	seam.Store
 	listed   atomic.Int64
 	journals atomic.Int64
 }
 
-func (c *readCounter) Listings(ctx context.Context, p string, page manager.Page) ([]manager.Listing, error) {
+func (c *readCounter) Listings(ctx context.Context, p string, page seam.Page) ([]seam.Listing, error) {
 	ls, err := c.Store.Listings(ctx, p, page)
 	c.listed.Add(int64(len(ls)))
 	return ls, err
 }
 
-func (c *readCounter) Descendants(ctx context.Context, root string, page manager.Page) ([]manager.Listing, error) {
+func (c *readCounter) Descendants(ctx context.Context, root string, page seam.Page) ([]seam.Listing, error) {
 	ls, err := c.Store.Descendants(ctx, root, page)
 	c.listed.Add(int64(len(ls)))
 	return ls, err
@@ -48,7 +49,7 @@ func (c *readCounter) Events(ctx context.Context, id string) ([]agent.Event, err
 // what the unpaged listing gives.
 func TestDescendantsPageReadsOnlyItsRows(t *testing.T) {
 	st := &readCounter{Store: memstore.New()}
-	root := manager.ParentRef{Principal: "big", Cwd: "/work"}
+	root := seam.ParentRef{Principal: "big", Cwd: "/work"}
 	const n, kids, limit = 3000, 7, 50
 	if err := seed.Children(st, root, n); err != nil {
 		t.Fatal(err)
@@ -58,10 +59,10 @@ func TestDescendantsPageReadsOnlyItsRows(t *testing.T) {
 	mid := "agent-0000000000000005"
 	for i := range kids {
 		id := fmt.Sprintf("grandchild-%02d", i)
-		h := manager.Header{ID: id, Parent: mid, Principal: "big", Depth: 2, DepthCap: 3, Mode: manager.ModeContinuable,
+		h := seam.Header{ID: id, Parent: mid, Principal: "big", Depth: 2, DepthCap: 3, Mode: seam.ModeContinuable,
 			Provider: "spawn", Label: id, Cwd: "/work", CreatedAt: time.Now().UTC().Add(time.Hour + time.Duration(i))}
-		d := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn", Label: id}
-		if err := st.WriteChild(context.Background(), id, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}}); err != nil {
+		d := seam.Descriptor{Version: seam.DescriptorVersion, Mode: seam.ModeContinuable, Provider: "spawn", Label: id}
+		if err := st.WriteChild(context.Background(), id, seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: d}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // persister is a child's only writer. It commits the child's record, its
@@ -29,7 +30,7 @@ import (
 // error, and onFail tells the activation, which stops the child. Nothing
 // is ever counted as written that was not.
 type persister struct {
-	store  Store
+	store  seam.Store
 	ctx    context.Context // the manager's, without its cancellation: a write is never dropped for a caller or a shutdown
 	id     string
 	log    *slog.Logger
@@ -37,7 +38,7 @@ type persister struct {
 	onFail func(error) // called once, from the writer, outside mu
 
 	mu      sync.Mutex
-	pending ChildWrite
+	pending seam.ChildWrite
 	claimed []string      // dequeues held back to ride with the events that record them
 	unseen  int           // user-side messages of the claimed inputs not yet journaled
 	urge    chan struct{} // buffered 1: rechecks a lingering write (see awaited)
@@ -69,7 +70,7 @@ type retryPolicy struct {
 
 // newPersister starts a child's writer. create, when non-nil, is the new
 // child's record, committed first with the claim of its owner.
-func (m *Manager) newPersister(id string, create *NewChild) *persister {
+func (m *Manager) newPersister(id string, create *seam.NewChild) *persister {
 	p := &persister{store: m.store, ctx: context.WithoutCancel(m.ctx), id: id, log: m.log, retry: m.retry, urge: make(chan struct{}, 1),
 		created: make(chan struct{})}
 	p.drained = sync.NewCond(&p.mu)
@@ -147,7 +148,7 @@ func (p *persister) add(e agent.Event) {
 }
 
 // enqueue records a message admitted to the inbox.
-func (p *persister) enqueue(q QueuedMessage) {
+func (p *persister) enqueue(q seam.QueuedMessage) {
 	p.mu.Lock()
 	p.pending.Enqueue = append(p.pending.Enqueue, q)
 	p.issued++
@@ -174,7 +175,7 @@ func (p *persister) start() {
 	go p.run()
 }
 
-func emptyWrite(w ChildWrite) bool {
+func emptyWrite(w seam.ChildWrite) bool {
 	return w.Create == nil && len(w.Events) == 0 && w.Settle == nil && len(w.Enqueue)+len(w.Dequeue) == 0
 }
 
@@ -195,9 +196,9 @@ func (p *persister) run() {
 		p.linger()
 		p.mu.Lock()
 		w := p.pending
-		p.pending = ChildWrite{}
+		p.pending = seam.ChildWrite{}
 		if p.err != nil { // broken: nothing more is written
-			w = ChildWrite{}
+			w = seam.ChildWrite{}
 		}
 		if emptyWrite(w) {
 			p.running = false
@@ -282,7 +283,7 @@ func (p *persister) hurry(t int64) {
 // data reached the file): a journal already as long as w's last event, or
 // a created record already stored, means it did, and w is not applied
 // twice.
-func (p *persister) write(w ChildWrite) error {
+func (p *persister) write(w seam.ChildWrite) error {
 	attempts := max(p.retry.attempts, 1)
 	delay := p.retry.delay
 	var err error
@@ -309,7 +310,7 @@ func (p *persister) call(fn func(ctx context.Context) error) error {
 	return fn(ctx)
 }
 
-func (p *persister) landed(w ChildWrite) bool {
+func (p *persister) landed(w seam.ChildWrite) bool {
 	if n := len(w.Events); n > 0 {
 		var l int64
 		err := p.call(func(ctx context.Context) (err error) { l, err = p.store.JournalLen(ctx, p.id); return err })
@@ -324,7 +325,7 @@ func (p *persister) landed(w ChildWrite) bool {
 // fail breaks the writer: the writes up to hi (and everything after) are
 // not stored.
 func (p *persister) fail(cause error, hi int64) {
-	err := &Error{Code: CodePersistenceUnavailable, AgentID: p.id,
+	err := &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: p.id,
 		Message: fmt.Sprintf("storing subagent %s failed (%v); it is stopped, and what it was last given may not have been kept", p.id, cause), Err: cause}
 	p.log.Error("persisting a child failed for good; stopping it", "agent_id", p.id, "err", cause)
 	p.mu.Lock()
@@ -332,7 +333,7 @@ func (p *persister) fail(cause error, hi int64) {
 	if first {
 		p.err = err
 	}
-	p.pending = ChildWrite{}
+	p.pending = seam.ChildWrite{}
 	p.claimed, p.unseen = nil, 0
 	createPending := p.written == 0 && p.createErr == nil && !isClosed(p.created)
 	if createPending {
@@ -360,7 +361,7 @@ func isClosed(ch chan struct{}) bool {
 // flush waits until everything queued so far is committed; with settle it
 // first queues the final checkpoint (and the revocation of the claim) and
 // notice, so that they commit together.
-func (p *persister) flush(settle *Checkpoint, notify *ParentNotice) error {
+func (p *persister) flush(settle *seam.Checkpoint, notify *seam.ParentNotice) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
@@ -421,7 +422,7 @@ func (p *persister) wait(t int64, hurry bool) error {
 	if p.err != nil {
 		return p.err
 	}
-	return &Error{Code: CodePersistenceUnavailable, AgentID: p.id, Message: "the server is stopping; the write was not made", Err: errWriterClosed}
+	return &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: p.id, Message: "the server is stopping; the write was not made", Err: errWriterClosed}
 }
 
 // close stops the writer once it is drained, and waits for its goroutine
@@ -465,7 +466,7 @@ func (m *Manager) storeWrite(ctx context.Context, write func(ctx context.Context
 			}
 			delay *= 2
 		}
-		if err = write(ctx); err == nil || ctx.Err() != nil || errors.Is(err, ErrOwned) || errors.Is(err, ErrNotFound) {
+		if err = write(ctx); err == nil || ctx.Err() != nil || errors.Is(err, seam.ErrOwned) || errors.Is(err, seam.ErrNotFound) {
 			return err
 		}
 	}
@@ -474,8 +475,8 @@ func (m *Manager) storeWrite(ctx context.Context, write func(ctx context.Context
 
 // lease is the manager's owner record as of now: claims made or renewed
 // with it expire after the lease TTL.
-func (m *Manager) lease() Owner {
-	return Owner{ID: m.owner, Expires: time.Now().Add(m.opts.LeaseTTL)}
+func (m *Manager) lease() seam.Owner {
+	return seam.Owner{ID: m.owner, Expires: time.Now().Add(m.opts.LeaseTTL)}
 }
 
 // startRenewer starts the goroutine that renews the manager's claims while
@@ -530,7 +531,7 @@ func (m *Manager) letGo(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	if err := m.store.Renew(ctx, Owner{ID: m.owner, Expires: time.Now()}); err != nil {
+	if err := m.store.Renew(ctx, seam.Owner{ID: m.owner, Expires: time.Now()}); err != nil {
 		m.log.Warn("letting the lease on resident children go failed; they expire after the lease", "owner", m.owner, "err", err)
 	}
 }

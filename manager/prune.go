@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
@@ -63,11 +64,11 @@ func (m *Manager) Prune(ctx context.Context, req PruneRequest) (PruneResult, err
 	res := PruneResult{DryRun: req.DryRun, Pruned: []Pruned{}}
 	switch {
 	case m.store == nil:
-		return res, newErr(CodeControlUnavailable, "pruning needs the session store; this server runs without one")
+		return res, newErr(seam.CodeControlUnavailable, "pruning needs the session store; this server runs without one")
 	case len(req.Principals) == 0:
-		return res, newErr(CodeInvalidRequest, "prune: name at least one principal")
+		return res, newErr(seam.CodeInvalidRequest, "prune: name at least one principal")
 	case req.Before.IsZero():
-		return res, newErr(CodeInvalidRequest, "prune: the cutoff time must be set")
+		return res, newErr(seam.CodeInvalidRequest, "prune: the cutoff time must be set")
 	}
 	claims, err := m.store.Residents(ctx)
 	if err != nil {
@@ -78,9 +79,9 @@ func (m *Manager) Prune(ctx context.Context, req PruneRequest) (PruneResult, err
 		claimed[c.ChildID] = true
 	}
 	for _, p := range req.Principals {
-		var after ListingKey
+		var after seam.ListingKey
 		for {
-			page, err := m.store.Listings(ctx, PrincipalAddress(p), Page{After: after, Limit: prunePage})
+			page, err := m.store.Listings(ctx, seam.PrincipalAddress(p), seam.Page{After: after, Limit: prunePage})
 			if err != nil {
 				return res, fmt.Errorf("prune: listing the children of %s: %w", p, err)
 			}
@@ -101,7 +102,7 @@ func (m *Manager) Prune(ctx context.Context, req PruneRequest) (PruneResult, err
 // pruneOne removes (or, on a dry run, names) one root child if it is
 // settled and old enough. Only a ctx that ended is an error; a child that
 // cannot be read is counted and kept.
-func (m *Manager) pruneOne(ctx context.Context, principal string, l Listing, req PruneRequest, claimed map[string]bool, res *PruneResult) error {
+func (m *Manager) pruneOne(ctx context.Context, principal string, l seam.Listing, req PruneRequest, claimed map[string]bool, res *PruneResult) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -155,17 +156,17 @@ func (m *Manager) pruneOne(ctx context.Context, principal string, l Listing, req
 	_, live := m.live[h.ID]
 	m.mu.Unlock()
 	var removed []string
-	var trees []Worktree
+	var trees []worktree.Info
 	if !live {
 		trees = m.worktreesOf(ctx, subtree)
 		removed, err = m.store.Delete(ctx, h.ID)
 	}
 	m.resumeMu.Unlock()
 	switch {
-	case live || errors.Is(err, ErrClaimed):
+	case live || errors.Is(err, seam.ErrClaimed):
 		res.Resident++
 		return nil
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, seam.ErrNotFound):
 		return nil // removed meanwhile
 	case err != nil:
 		if ctx.Err() != nil {
@@ -194,7 +195,7 @@ func (m *Manager) pruneOne(ctx context.Context, principal string, l Listing, req
 func (m *Manager) subtree(ctx context.Context, id string) ([]string, error) {
 	ids := []string{id}
 	for i := 0; i < len(ids); i++ {
-		ls, err := m.store.Listings(ctx, ids[i], Page{})
+		ls, err := m.store.Listings(ctx, ids[i], seam.Page{})
 		if err != nil {
 			return nil, err
 		}
@@ -277,8 +278,8 @@ func (m *Manager) Retain(r Retention) {
 
 // worktreesOf reads the worktrees the children ids record (one that cannot
 // be read records none, as far as pruning knows).
-func (m *Manager) worktreesOf(ctx context.Context, ids []string) []Worktree {
-	var out []Worktree
+func (m *Manager) worktreesOf(ctx context.Context, ids []string) []worktree.Info {
+	var out []worktree.Info
 	for _, id := range ids {
 		if h, err := m.store.Header(ctx, id); err == nil && h.Worktree != nil {
 			out = append(out, *h.Worktree)
@@ -291,7 +292,7 @@ func (m *Manager) worktreesOf(ctx context.Context, ids []string) []Worktree {
 // left that nothing lists. A branch that holds commits of the child's own
 // is kept (the work stays reachable, for the parent to merge or delete);
 // one that holds none goes with its worktree.
-func (m *Manager) dropPrunedWorktrees(ctx context.Context, trees []Worktree) {
+func (m *Manager) dropPrunedWorktrees(ctx context.Context, trees []worktree.Info) {
 	for _, w := range trees {
 		if n, err := worktree.OwnCommits(ctx, w.Repo, w.Branch); err != nil || n > 0 {
 			w.Branch = "" // kept

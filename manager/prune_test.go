@@ -9,15 +9,17 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // listedIDs is the ids of caller's children as ListChildren gives them,
 // with their statuses.
-func listedIDs(t *testing.T, m *manager.Manager, caller manager.ParentRef) map[string]string {
+func listedIDs(t *testing.T, m *manager.Manager, caller seam.ParentRef) map[string]string {
 	t.Helper()
-	rows, err := m.ListChildren(caller)
+	rows, err := managertest.ListChildren(m, caller)
 	if err != nil {
 		t.Fatalf("ListChildren: %v", err)
 	}
@@ -94,7 +96,7 @@ func TestPruneRemovesOnlySettledChildrenPastTheCutoff(t *testing.T) {
 			t.Fatalf("after pruning: %v", got)
 		}
 		for _, id := range []string{old, grandchild} {
-			if _, err := store.Header(context.Background(), id); !errors.Is(err, manager.ErrNotFound) {
+			if _, err := store.Header(context.Background(), id); !errors.Is(err, seam.ErrNotFound) {
 				t.Errorf("%s is still stored: %v", id, err)
 			}
 		}
@@ -115,16 +117,16 @@ func TestPruneRemovesOnlySettledChildrenPastTheCutoff(t *testing.T) {
 func TestPruneRefusals(t *testing.T) {
 	m := manager.New(manager.Options{})
 	defer m.Close(context.Background())
-	var me *manager.Error
-	if _, err := m.Prune(context.Background(), manager.PruneRequest{Principals: []string{"p"}, Before: time.Now()}); !errors.As(err, &me) || me.Code != manager.CodeControlUnavailable {
+	var me *seam.Error
+	if _, err := m.Prune(context.Background(), manager.PruneRequest{Principals: []string{"p"}, Before: time.Now()}); !errors.As(err, &me) || me.Code != seam.CodeControlUnavailable {
 		t.Errorf("Prune without a store: %v", err)
 	}
 	s := manager.New(manager.Options{Store: memstore.New()})
 	defer s.Close(context.Background())
-	if _, err := s.Prune(context.Background(), manager.PruneRequest{Before: time.Now()}); !errors.As(err, &me) || me.Code != manager.CodeInvalidRequest {
+	if _, err := s.Prune(context.Background(), manager.PruneRequest{Before: time.Now()}); !errors.As(err, &me) || me.Code != seam.CodeInvalidRequest {
 		t.Errorf("Prune with no principal: %v", err)
 	}
-	if _, err := s.Prune(context.Background(), manager.PruneRequest{Principals: []string{"p"}}); !errors.As(err, &me) || me.Code != manager.CodeInvalidRequest {
+	if _, err := s.Prune(context.Background(), manager.PruneRequest{Principals: []string{"p"}}); !errors.As(err, &me) || me.Code != seam.CodeInvalidRequest {
 		t.Errorf("Prune with no cutoff: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Recover finds the children a crash (or a shutdown) left claimed by an
@@ -52,7 +53,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		if err != nil {
 			m.log.Error("a claimed child's journal cannot be read; keeping its claim", "agent_id", id, "err", err)
 			m.noteUnreadable(id, err)
-			n := Notice{Source: agent.SourceSettled, StopReason: agent.StopError, Text: unreadableText(id, err)}
+			n := seam.Notice{Source: agent.SourceSettled, StopReason: agent.StopError, Text: unreadableText(id, err)}
 			if err := m.deliver(h, n); err != nil {
 				m.log.Error("telling the parent of an unreadable child failed", "agent_id", id, "err", err)
 			}
@@ -60,18 +61,18 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 		all, closing := agent.CloseOpenTurn(events)
 		out := agent.LastOutcome(all)
-		last := Result{Output: out.Output, StopReason: out.StopReason, Diagnostic: out.Diagnostic}
+		last := seam.Result{Output: out.Output, StopReason: out.StopReason, Diagnostic: out.Diagnostic}
 		if last.StopReason == "" {
 			// No turn of the epoch reached the journal: the crash stopped
 			// it before it began (its prompt is still queued, and a resume
 			// runs it).
 			last.StopReason = agent.StopAborted
 		}
-		cp := Checkpoint{Seq: int64(len(all)), Mode: h.Mode, Label: h.Label, Usage: foldUsage(all), Stop: last.StopReason,
-			Closing: truncate.Bound(last.Output, MaxClosingBytes)}
-		n := stamp(h, Notice{Source: agent.SourceSettled, Text: settlementText(id, last), StopReason: last.StopReason})
+		cp := seam.Checkpoint{Seq: int64(len(all)), Mode: h.Mode, Label: h.Label, Usage: foldUsage(all), Stop: last.StopReason,
+			Closing: truncate.Bound(last.Output, seam.MaxClosingBytes)}
+		n := stamp(h, seam.Notice{Source: agent.SourceSettled, Text: settlementText(id, last), StopReason: last.StopReason})
 		lease := m.lease()
-		w := ChildWrite{Claim: &lease, Events: closing, Settle: &cp, Notify: &ParentNotice{To: h.Parent, Notice: n}}
+		w := seam.ChildWrite{Claim: &lease, Events: closing, Settle: &cp, Notify: &seam.ParentNotice{To: h.Parent, Notice: n}}
 		if err := m.storeWrite(ctx, func(ctx context.Context) error { return m.store.WriteChild(ctx, id, w) }); err != nil {
 			m.log.Error("closing an interrupted epoch failed; the next start tries again", "agent_id", id, "err", err)
 			continue

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Delivery says how a report reaches the parent.
@@ -16,16 +17,16 @@ const (
 
 // ReportFrom delivers a live child's report to its persisted parent. It
 // does not end the child's turn.
-func (m *Manager) ReportFrom(caller ParentRef, content string, delivery Delivery) (string, error) {
+func (m *Manager) ReportFrom(caller seam.ParentRef, content string, delivery Delivery) (string, error) {
 	m.mu.Lock()
 	a := m.live[caller.AgentID]
 	m.mu.Unlock()
 	if caller.AgentID == "" || a == nil {
-		return "", &Error{Code: CodeUnauthorized, Message: "only a running continuable subagent can report to its parent"}
+		return "", &seam.Error{Code: seam.CodeUnauthorized, Message: "only a running continuable subagent can report to its parent"}
 	}
 	text := reportText(a.hdr.ID, content)
-	if a.hdr.Parent == PrincipalAddress(a.hdr.Principal) {
-		if err := m.deliver(a.hdr, Notice{Source: agent.SourceReport, Text: text}); err != nil {
+	if a.hdr.Parent == seam.PrincipalAddress(a.hdr.Principal) {
+		if err := m.deliver(a.hdr, seam.Notice{Source: agent.SourceReport, Text: text}); err != nil {
 			return "", err
 		}
 		return newMessageID(), nil
@@ -34,7 +35,7 @@ func (m *Manager) ReportFrom(caller ParentRef, content string, delivery Delivery
 	pa := m.live[a.hdr.Parent]
 	m.mu.Unlock()
 	if pa == nil {
-		return "", &Error{Code: CodeParentUnavailable, AgentID: a.hdr.ID,
+		return "", &seam.Error{Code: seam.CodeParentUnavailable, AgentID: a.hdr.ID,
 			Message: "your parent is not running, so the report cannot be delivered; put the result in your final answer instead"}
 	}
 	var id string
@@ -45,7 +46,7 @@ func (m *Manager) ReportFrom(caller ParentRef, content string, delivery Delivery
 		id, _, _, ok = pa.admit(text, agent.SourceReport, false)
 	}
 	if !ok {
-		return "", &Error{Code: CodeParentUnavailable, AgentID: a.hdr.ID, Message: "your parent is finishing and cannot take the report"}
+		return "", &seam.Error{Code: seam.CodeParentUnavailable, AgentID: a.hdr.ID, Message: "your parent is finishing and cannot take the report"}
 	}
 	if err := pa.durable(); err != nil { // the id is handed out: commit first
 		return "", err

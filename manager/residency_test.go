@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Two managers share a store. A child resident in the first stays claimed
@@ -23,7 +24,7 @@ func TestAChildResidentElsewhereIsRefusedUntilItsOwnerCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := memstore.New()
-		root := manager.ParentRef{Principal: "p", Cwd: "/work"}
+		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
 		newMgr := func() (*manager.Manager, *scriptProvider) {
 			m := manager.New(manager.Options{Store: st, LeaseTTL: 3 * time.Second})
 			p := &scriptProvider{m: m, out: &handedOut{}, blocked: make(chan string, 1)}
@@ -33,7 +34,7 @@ func TestAChildResidentElsewhereIsRefusedUntilItsOwnerCloses(t *testing.T) {
 			return m, p
 		}
 		m1, p1 := newMgr()
-		s, err := m1.StartContinuable(ctx, "script", manager.StartRequest{Label: "l", Prompt: "block", Parent: root}, false)
+		s, err := m1.StartContinuable(ctx, "script", seam.StartRequest{Label: "l", Prompt: "block", Parent: root}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +59,7 @@ func TestAChildResidentElsewhereIsRefusedUntilItsOwnerCloses(t *testing.T) {
 			t.Errorf("Recover announced a child resident in another manager: %+v", ns)
 		}
 		_, err = m2.Followup(ctx, root, s.ChildID, "hello", false)
-		if !errors.Is(err, manager.ErrNotResumable) || !errors.Is(err, manager.ErrOwned) || !strings.Contains(err.Error(), first.ID) {
+		if !errors.Is(err, seam.ErrNotResumable) || !errors.Is(err, seam.ErrOwned) || !strings.Contains(err.Error(), first.ID) {
 			t.Fatalf("a send to a child resident elsewhere = %v; want NOT_RESUMABLE wrapping ErrOwned, naming the owner", err)
 		}
 

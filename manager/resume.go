@@ -7,10 +7,11 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // header reads a child's header, live or stored, under the caller's ctx.
-func (m *Manager) header(ctx context.Context, childID string) (Header, error) {
+func (m *Manager) header(ctx context.Context, childID string) (seam.Header, error) {
 	m.mu.Lock()
 	a := m.live[childID]
 	m.mu.Unlock()
@@ -19,11 +20,11 @@ func (m *Manager) header(ctx context.Context, childID string) (Header, error) {
 	}
 	h, err := m.store.Header(ctx, childID)
 	if err != nil {
-		if errors.Is(err, ErrCorrupt) {
-			return h, &Error{Code: CodeNotResumable, AgentID: childID, Err: err,
+		if errors.Is(err, seam.ErrCorrupt) {
+			return h, &seam.Error{Code: seam.CodeNotResumable, AgentID: childID, Err: err,
 				Message: fmt.Sprintf("subagent %q cannot be resumed: its stored record is corrupt; do not retry send_message with this id", childID)}
 		}
-		return h, &Error{Code: CodeNotResumable, AgentID: childID, Err: err,
+		return h, &seam.Error{Code: seam.CodeNotResumable, AgentID: childID, Err: err,
 			Message: fmt.Sprintf("subagent %q is unavailable", childID)}
 	}
 	return h, nil
@@ -33,7 +34,7 @@ func (m *Manager) header(ctx context.Context, childID string) (Header, error) {
 // descriptor, without asking the provider for anything new. The reads and
 // the claim run under the caller's ctx (lookup and materialisation); once
 // the activation is registered, its reads run under the manager's own.
-func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*activation, error) {
+func (m *Manager) resume(ctx context.Context, hdr seam.Header, caller seam.ParentRef) (*activation, error) {
 	m.resumeMu.Lock()
 	defer m.resumeMu.Unlock()
 	m.mu.Lock()
@@ -43,7 +44,7 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 		return nil, errResident
 	}
 	notResumable := func(why string, err error) error {
-		return &Error{Code: CodeNotResumable, AgentID: hdr.ID, Err: err,
+		return &seam.Error{Code: seam.CodeNotResumable, AgentID: hdr.ID, Err: err,
 			Message: fmt.Sprintf("subagent %q cannot be resumed (%s); do not retry send_message with this id", hdr.ID, why)}
 	}
 	desc, err := m.store.Descriptor(ctx, hdr.ID)
@@ -63,7 +64,7 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 	m.mu.Lock()
 	p := m.providers[desc.Provider]
 	m.mu.Unlock()
-	cp, ok := p.(Continuable)
+	cp, ok := p.(seam.Continuable)
 	if !ok {
 		return nil, notResumable(fmt.Sprintf("its provider %q is not registered or cannot continue children", desc.Provider), nil)
 	}
@@ -73,7 +74,7 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 	}
 	self := selfOf(hdr, desc, journal)
 	cb, revoke := m.callback(self)
-	drv, err := cp.NewDriver(ctx, DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,
+	drv, err := cp.NewDriver(ctx, seam.DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,
 		Budget: m.budgetHook(hdr.ID, hdr.Parent)})
 	if err != nil {
 		revoke()
@@ -118,9 +119,9 @@ func (m *Manager) resume(ctx context.Context, hdr Header, caller ParentRef) (*ac
 // one.
 func (m *Manager) adoptNotices(ctx context.Context, a *activation) {
 	seen := map[int64]bool{}
-	var notes []Notice
+	var notes []seam.Notice
 	// A take that accepts nothing reads without writing.
-	if _, err := m.store.TakeNotices(ctx, a.hdr.ID, func(n Notice) bool {
+	if _, err := m.store.TakeNotices(ctx, a.hdr.ID, func(n seam.Notice) bool {
 		if !seen[n.Seq] {
 			seen[n.Seq] = true
 			notes = append(notes, n)
@@ -139,14 +140,14 @@ func (m *Manager) adoptNotices(ctx context.Context, a *activation) {
 	if err := a.durable(); err != nil {
 		return // they stay queued for the next resume
 	}
-	if _, err := m.store.TakeNotices(ctx, a.hdr.ID, func(n Notice) bool { return seen[n.Seq] }); err != nil {
+	if _, err := m.store.TakeNotices(ctx, a.hdr.ID, func(n seam.Notice) bool { return seen[n.Seq] }); err != nil {
 		m.log.Error("removing a child's adopted notices failed; they will be delivered again", "agent_id", a.hdr.ID, "err", err)
 	}
 }
 
 // noteCorrupt remembers a child whose stored bytes failed to decode.
 func (m *Manager) noteCorrupt(id string, err error) {
-	if errors.Is(err, ErrCorrupt) {
+	if errors.Is(err, seam.ErrCorrupt) {
 		m.mu.Lock()
 		m.corrupt[id] = "corrupt"
 		m.mu.Unlock()
@@ -157,7 +158,7 @@ func (m *Manager) noteCorrupt(id string, err error) {
 // corrupt bytes, or a store that failed.
 func (m *Manager) noteUnreadable(id string, err error) {
 	reason := "unavailable"
-	if errors.Is(err, ErrCorrupt) {
+	if errors.Is(err, seam.ErrCorrupt) {
 		reason = "corrupt"
 	}
 	m.mu.Lock()

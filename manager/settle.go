@@ -6,6 +6,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // release removes a from the manager and from its owning parent. A notice
@@ -13,7 +14,7 @@ import (
 // section that drops the ownership, so the parent can never settle between
 // the two and miss it. stored is the notice as the settlement already
 // committed it (nil: not stored yet, so it is stored here).
-func (m *Manager) release(a *activation, notice *inboxMsg, stored *ParentNotice) {
+func (m *Manager) release(a *activation, notice *inboxMsg, stored *seam.ParentNotice) {
 	delivered := false
 	if pa := a.parent; pa != nil {
 		pa.mu.Lock()
@@ -35,7 +36,7 @@ func (m *Manager) release(a *activation, notice *inboxMsg, stored *ParentNotice)
 	if notice != nil && !delivered {
 		switch {
 		case stored == nil:
-			if err := m.deliver(a.hdr, Notice{Source: notice.source, Text: notice.text, StopReason: notice.stop}); err != nil {
+			if err := m.deliver(a.hdr, seam.Notice{Source: notice.source, Text: notice.text, StopReason: notice.stop}); err != nil {
 				m.log.Error("a settlement notice could not be stored; the next start announces the epoch again", "child", a.hdr.ID, "err", err)
 			}
 		case stored.Inbox:
@@ -56,7 +57,7 @@ func (m *Manager) release(a *activation, notice *inboxMsg, stored *ParentNotice)
 // owning parent's stored inbox, or queued under the parent's address. Nil
 // when there is no notice, or when the parent is a live agent that does
 // not own the child (then deliver admits it after the settlement).
-func (m *Manager) settleNotice(a *activation, n *inboxMsg) *ParentNotice {
+func (m *Manager) settleNotice(a *activation, n *inboxMsg) *seam.ParentNotice {
 	if n == nil {
 		return nil
 	}
@@ -65,7 +66,7 @@ func (m *Manager) settleNotice(a *activation, n *inboxMsg) *ParentNotice {
 		settling := pa.settling
 		pa.mu.Unlock()
 		if !settling {
-			return &ParentNotice{To: pa.hdr.ID, Inbox: true, Message: n.queued()}
+			return &seam.ParentNotice{To: pa.hdr.ID, Inbox: true, Message: n.queued()}
 		}
 	} else {
 		m.mu.Lock()
@@ -75,7 +76,7 @@ func (m *Manager) settleNotice(a *activation, n *inboxMsg) *ParentNotice {
 			return nil
 		}
 	}
-	return &ParentNotice{To: a.hdr.Parent, Notice: stamp(a.hdr, Notice{Source: n.source, Text: n.text, StopReason: n.stop})}
+	return &seam.ParentNotice{To: a.hdr.Parent, Notice: stamp(a.hdr, seam.Notice{Source: n.source, Text: n.text, StopReason: n.stop})}
 }
 
 // flush drains the child's journal writer and writes its projection
@@ -83,11 +84,11 @@ func (m *Manager) settleNotice(a *activation, n *inboxMsg) *ParentNotice {
 // same commit. A failed settlement write stops the
 // child (persistFailed) and is returned; a failed checkpoint at shutdown is
 // logged: a later list folds the journal instead.
-func (m *Manager) flush(a *activation, settled bool, notify *ParentNotice) error {
+func (m *Manager) flush(a *activation, settled bool, notify *seam.ParentNotice) error {
 	a.unsubscribe()
 	a.mu.Lock()
-	cp := Checkpoint{Seq: int64(a.driver.Journal().Len()), Mode: a.hdr.Mode, Label: a.hdr.Label, Usage: a.usage, Stop: a.last.StopReason,
-		Closing: truncate.Bound(a.last.Output, MaxClosingBytes)}
+	cp := seam.Checkpoint{Seq: int64(a.driver.Journal().Len()), Mode: a.hdr.Mode, Label: a.hdr.Label, Usage: a.usage, Stop: a.last.StopReason,
+		Closing: truncate.Bound(a.last.Output, seam.MaxClosingBytes)}
 	a.mu.Unlock()
 	var err error
 	if settled {
@@ -106,7 +107,7 @@ func (m *Manager) flush(a *activation, settled bool, notify *ParentNotice) error
 }
 
 // settlementText is the runtime's statement of how an epoch ended.
-func settlementText(id string, last Result) string {
+func settlementText(id string, last seam.Result) string {
 	var how string
 	switch last.StopReason {
 	case agent.StopCompleted:

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // AwaitTurn returns the turn of message msgID in child childID for a
@@ -44,23 +45,23 @@ func (m *Manager) AwaitTurn(childID, msgID string, step func(string)) Turn {
 // LastOutcome is the outcome of a child's last stored turn (StopReason
 // empty when none ended), with the usage of its whole journal: what a
 // restart can still tell of a turn whose waiter it lost.
-func (m *Manager) LastOutcome(ctx context.Context, childID string) (Result, error) {
+func (m *Manager) LastOutcome(ctx context.Context, childID string) (seam.Result, error) {
 	if m.store == nil {
-		return Result{}, newErr(CodePersistenceUnavailable, "no session store is configured")
+		return seam.Result{}, newErr(seam.CodePersistenceUnavailable, "no session store is configured")
 	}
 	events, err := m.store.Events(ctx, childID)
 	if err != nil {
-		return Result{}, err
+		return seam.Result{}, err
 	}
 	out := agent.LastOutcome(events)
-	return Result{Output: out.Output, StopReason: out.StopReason, Diagnostic: out.Diagnostic, Usage: foldUsage(events)}, nil
+	return seam.Result{Output: out.Output, StopReason: out.StopReason, Diagnostic: out.Diagnostic, Usage: foldUsage(events)}, nil
 }
 
 // doneTurn is a turn that already ended.
-type doneTurn Result
+type doneTurn seam.Result
 
-func (d doneTurn) Wait(context.Context) (Result, bool) { return Result(d), true }
-func (doneTurn) Committed() error                      { return nil }
+func (d doneTurn) Wait(context.Context) (seam.Result, bool) { return seam.Result(d), true }
+func (doneTurn) Committed() error                           { return nil }
 
 // storedTurn is a turn of a child no longer resident: its outcome is the
 // stored journal's last.
@@ -69,10 +70,10 @@ type storedTurn struct {
 	childID string
 }
 
-func (s storedTurn) Wait(ctx context.Context) (Result, bool) {
+func (s storedTurn) Wait(ctx context.Context) (seam.Result, bool) {
 	res, err := s.m.LastOutcome(ctx, s.childID)
 	if err != nil || res.StopReason == "" {
-		return Result{}, false
+		return seam.Result{}, false
 	}
 	return normalize(res), true
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // AwaitTurn, for a start made without waiting (a durable MCP task's): the
@@ -26,10 +27,10 @@ func TestAwaitTurnAfterAStartWithoutWait(t *testing.T) {
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	start := func() *manager.Started {
 		t.Helper()
-		st, err := m.StartContinuable(ctx, "gate", manager.StartRequest{Label: "l", Prompt: "work", Parent: root}, false)
+		st, err := m.StartContinuable(ctx, "gate", seam.StartRequest{Label: "l", Prompt: "work", Parent: root}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +65,7 @@ func TestAwaitTurnAfterAStartWithoutWait(t *testing.T) {
 	if err := m.Register(jp); err != nil {
 		t.Fatal(err)
 	}
-	st, err := m.StartContinuable(ctx, jp.Name(), manager.StartRequest{Label: "l", Prompt: "work", Parent: root}, false)
+	st, err := m.StartContinuable(ctx, jp.Name(), seam.StartRequest{Label: "l", Prompt: "work", Parent: root}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,14 +80,14 @@ func TestAwaitTurnAfterAStartWithoutWait(t *testing.T) {
 // journals them.
 type journalingProvider struct{}
 
-func (journalingProvider) Name() string                       { return "journaling" }
-func (journalingProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
-func (journalingProvider) InheritsParentContext() bool        { return false }
-func (journalingProvider) Continuable()                       {}
-func (journalingProvider) Prepare(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
-	return manager.CreationInputs{}, nil
+func (journalingProvider) Name() string                    { return "journaling" }
+func (journalingProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
+func (journalingProvider) InheritsParentContext() bool     { return false }
+func (journalingProvider) Continuable()                    {}
+func (journalingProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
+	return seam.CreationInputs{}, nil
 }
-func (journalingProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {
+func (journalingProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
 	return journalingDriver{j: r.Journal}, nil
 }
 

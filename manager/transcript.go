@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // MaxTranscriptText bounds each text a transcript entry carries (a
@@ -53,12 +54,12 @@ type TranscriptEntry struct {
 	Refusal    string           `json:"refusal,omitempty"`
 	ToolCalls  []TranscriptCall `json:"tool_calls,omitempty"`
 	ToolCallID string           `json:"tool_call_id,omitempty"` // a tool result's call
-	Usage      *Usage           `json:"usage,omitempty"`
+	Usage      *llm.Usage       `json:"usage,omitempty"`
 	StopReason agent.StopReason `json:"stop_reason,omitempty"` // turn/end
 	Diagnostic string           `json:"diagnostic,omitempty"`  // turn/end
 	// Budget is a budget entry's grant: the limits from its turn on (no
 	// field set: unlimited).
-	Budget *Budget `json:"budget,omitempty"`
+	Budget *seam.Budget `json:"budget,omitempty"`
 	// Truncated is set when a text of the entry was cut to
 	// MaxTranscriptText.
 	Truncated bool `json:"truncated,omitempty"`
@@ -77,15 +78,15 @@ type TranscriptCall struct {
 // Only the principal of the child's lineage may read it, as a root caller
 // or as one of the child's ancestors; anyone else gets UNAUTHORIZED, and
 // an id the store does not hold is INVALID_REQUEST.
-func (m *Manager) Transcript(ctx context.Context, caller ParentRef, childID string, after int64) (Transcript, error) {
+func (m *Manager) Transcript(ctx context.Context, caller seam.ParentRef, childID string, after int64) (Transcript, error) {
 	if m.store == nil {
-		return Transcript{}, newErr(CodeControlUnavailable, "transcripts need a session store; none is configured")
+		return Transcript{}, newErr(seam.CodeControlUnavailable, "transcripts need a session store; none is configured")
 	}
 	m.mu.Lock()
 	a := m.live[childID]
 	m.mu.Unlock()
 	var (
-		h      Header
+		h      seam.Header
 		model  string
 		events []agent.Event
 		status = StatusReady
@@ -118,17 +119,17 @@ func (m *Manager) Transcript(ctx context.Context, caller ParentRef, childID stri
 }
 
 func transcriptErr(id string, err error) error {
-	if errors.Is(err, ErrNotFound) {
-		return &Error{Code: CodeInvalidRequest, AgentID: id, Err: err,
+	if errors.Is(err, seam.ErrNotFound) {
+		return &seam.Error{Code: seam.CodeInvalidRequest, AgentID: id, Err: err,
 			Message: fmt.Sprintf("no subagent %s: use an id list_agents shows", id)}
 	}
-	return &Error{Code: CodePersistenceUnavailable, AgentID: id, Err: err,
+	return &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: id, Err: err,
 		Message: fmt.Sprintf("subagent %s cannot be read from the session store (%v)", id, err)}
 }
 
 // mayRead authorises reading h's child: the lineage's principal as a root
 // caller, or an ancestor agent of the child in that lineage.
-func (m *Manager) mayRead(ctx context.Context, caller ParentRef, h Header) error {
+func (m *Manager) mayRead(ctx context.Context, caller seam.ParentRef, h seam.Header) error {
 	if caller.Principal == h.Principal {
 		if caller.AgentID == "" {
 			return nil
@@ -141,7 +142,7 @@ func (m *Manager) mayRead(ctx context.Context, caller ParentRef, h Header) error
 			return nil
 		}
 	}
-	return &Error{Code: CodeUnauthorized, AgentID: h.ID,
+	return &seam.Error{Code: seam.CodeUnauthorized, AgentID: h.ID,
 		Message: fmt.Sprintf("you may read only your own descendants' transcripts; %s is not one of them", h.ID)}
 }
 
@@ -159,7 +160,7 @@ func transcriptEntry(e agent.Event) TranscriptEntry {
 		te.Usage = &u
 	}
 	if g := e.Grant; g != nil {
-		te.Budget = &Budget{Tokens: g.Tokens, Steps: g.Steps, Seconds: g.Seconds, CostUSD: g.CostUSD}
+		te.Budget = &seam.Budget{Tokens: g.Tokens, Steps: g.Steps, Seconds: g.Seconds, CostUSD: g.CostUSD}
 	}
 	if msg := e.Message; msg != nil {
 		te.Role, te.Text, te.Refusal, te.ToolCallID = string(msg.Role), bound(msg.Content), bound(msg.Refusal), msg.ToolCallID
@@ -201,14 +202,14 @@ type Watch struct {
 
 // Watch starts watching childID for caller, who must be allowed to read it
 // (see Transcript). Stop it when done.
-func (m *Manager) Watch(ctx context.Context, caller ParentRef, childID string) (*Watch, error) {
+func (m *Manager) Watch(ctx context.Context, caller seam.ParentRef, childID string) (*Watch, error) {
 	if m.store == nil {
-		return nil, newErr(CodeControlUnavailable, "transcripts need a session store; none is configured")
+		return nil, newErr(seam.CodeControlUnavailable, "transcripts need a session store; none is configured")
 	}
 	m.mu.Lock()
 	a := m.live[childID]
 	m.mu.Unlock()
-	h, err := Header{}, error(nil)
+	h, err := seam.Header{}, error(nil)
 	if a != nil {
 		h = a.hdr
 	} else if h, err = m.store.Header(ctx, childID); err != nil {

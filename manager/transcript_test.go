@@ -10,6 +10,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // stepProvider runs continuable children whose turns journal like the
@@ -18,14 +19,14 @@ import (
 // the tool round until the test sends on step.
 type stepProvider struct{ step chan string }
 
-func (*stepProvider) Name() string                       { return "step" }
-func (*stepProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
-func (*stepProvider) InheritsParentContext() bool        { return false }
-func (*stepProvider) Continuable()                       {}
-func (*stepProvider) Prepare(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
-	return manager.CreationInputs{}, nil
+func (*stepProvider) Name() string                    { return "step" }
+func (*stepProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
+func (*stepProvider) InheritsParentContext() bool     { return false }
+func (*stepProvider) Continuable()                    {}
+func (*stepProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
+	return seam.CreationInputs{}, nil
 }
-func (p *stepProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {
+func (p *stepProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
 	return &stepDriver{p: p, j: r.Journal}, nil
 }
 
@@ -75,8 +76,8 @@ func TestTranscriptAndWatch(t *testing.T) {
 	p := &stepProvider{step: make(chan string)}
 	m := newManager(t, manager.Options{Store: memstore.New()}, p)
 	ctx := context.Background()
-	owner := manager.ParentRef{Principal: "local", Cwd: "/work"}
-	st, err := m.StartContinuable(ctx, "step", manager.StartRequest{Label: "reader", Prompt: "read a.go", Parent: owner}, false)
+	owner := seam.ParentRef{Principal: "local", Cwd: "/work"}
+	st, err := m.StartContinuable(ctx, "step", seam.StartRequest{Label: "reader", Prompt: "read a.go", Parent: owner}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestTranscriptAndWatch(t *testing.T) {
 	if tr.Status != manager.StatusRunning || tr.Label != "reader" || tr.Provider != "step" {
 		t.Fatalf("transcript header = %+v, want a running child labelled reader on step", tr)
 	}
-	if e := tr.Entries[0]; e.Kind != string(agent.EventBudget) || e.Budget == nil || *e.Budget != (manager.Budget{}) {
+	if e := tr.Entries[0]; e.Kind != string(agent.EventBudget) || e.Budget == nil || *e.Budget != (seam.Budget{}) {
 		t.Fatalf("entry 0 = %+v, want the first turn's grant (unlimited)", e)
 	}
 	if e := tr.Entries[2]; e.Role != "user" || e.Source != agent.SourceUser || e.Text != "read a.go" {
@@ -116,15 +117,15 @@ func TestTranscriptAndWatch(t *testing.T) {
 	}
 
 	// Another principal, and an agent of another lineage, may not read it.
-	for _, stranger := range []manager.ParentRef{{Principal: "mallory"}, {Principal: "mallory", AgentID: st.ChildID}} {
-		if _, err := m.Transcript(ctx, stranger, st.ChildID, 0); manager.CodeOf(err) != manager.CodeUnauthorized {
+	for _, stranger := range []seam.ParentRef{{Principal: "mallory"}, {Principal: "mallory", AgentID: st.ChildID}} {
+		if _, err := m.Transcript(ctx, stranger, st.ChildID, 0); seam.CodeOf(err) != seam.CodeUnauthorized {
 			t.Fatalf("Transcript as %+v: %v, want UNAUTHORIZED", stranger, err)
 		}
-		if _, err := m.Watch(ctx, stranger, st.ChildID); manager.CodeOf(err) != manager.CodeUnauthorized {
+		if _, err := m.Watch(ctx, stranger, st.ChildID); seam.CodeOf(err) != seam.CodeUnauthorized {
 			t.Fatalf("Watch as %+v: %v, want UNAUTHORIZED", stranger, err)
 		}
 	}
-	if _, err := m.Transcript(ctx, owner, "agent-missing", 0); manager.CodeOf(err) != manager.CodeInvalidRequest {
+	if _, err := m.Transcript(ctx, owner, "agent-missing", 0); seam.CodeOf(err) != seam.CodeInvalidRequest {
 		t.Fatalf("Transcript of a missing child: %v, want INVALID_REQUEST", err)
 	}
 

@@ -14,10 +14,14 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // A journal holding records a later build wrote (a kind this build does not
@@ -29,9 +33,9 @@ func TestRecordsALaterBuildWroteAreSkippedOnResume(t *testing.T) {
 		return fakeopenai.Reply{Text: "done: " + req.LastUserText()}
 	})
 	defer fake.Close()
-	client := llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
+	client := openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
 	dir := t.TempDir()
-	root := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	ctx := context.Background()
 	open := func() (*persist.Store, *manager.Manager) {
 		st, m := openSpawn(t, dir, client)
@@ -41,7 +45,7 @@ func TestRecordsALaterBuildWroteAreSkippedOnResume(t *testing.T) {
 		return st, m
 	}
 	st, m := open()
-	s, err := m.StartContinuable(ctx, "spawn", manager.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
+	s, err := m.StartContinuable(ctx, "spawn", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +89,7 @@ func TestRecordsALaterBuildWroteAreSkippedOnResume(t *testing.T) {
 	}
 
 	st, m = open()
-	rows, err := m.ListChildren(root)
+	rows, err := managertest.ListChildren(m, root)
 	if err != nil || len(rows) != 1 || rows[0].Kind != "child" || rows[0].LastStopReason != agent.StopCompleted ||
 		rows[0].LastMessage != "done: first" {
 		t.Fatalf("ListChildren = %+v, %v; want the child ready with its last outcome", rows, err)

@@ -11,18 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // IsolationWorktree is StartRequest.Isolation asking for the child's own
 // git worktree (see the package doc, "Worktree isolation").
 const IsolationWorktree = "worktree"
-
-// Worktree is a child's git worktree as its header records it.
-type Worktree = worktree.Info
-
-// Changes is what a child's worktree branch holds beyond its base.
-type Changes = worktree.Changes
 
 // reposFile lists, one a line, the work trees worktrees were made from, so
 // a start can reconcile a repository even when every worktree directory
@@ -31,9 +26,9 @@ const reposFile = ".repos"
 
 // checkIsolation refuses an isolation the deployment or the cwd cannot
 // give, naming the field.
-func (m *Manager) checkIsolation(ctx context.Context, name string, req *StartRequest) error {
+func (m *Manager) checkIsolation(ctx context.Context, name string, req *seam.StartRequest) error {
 	bad := func(format string, args ...any) error {
-		return &Error{Code: CodeInvalidRequest, Provider: name, Message: `field "isolation": ` + fmt.Sprintf(format, args...)}
+		return &seam.Error{Code: seam.CodeInvalidRequest, Provider: name, Message: `field "isolation": ` + fmt.Sprintf(format, args...)}
 	}
 	switch req.Isolation {
 	case "":
@@ -55,16 +50,16 @@ func (m *Manager) checkIsolation(ctx context.Context, name string, req *StartReq
 // branch subagent/<id> from the HEAD of the work tree holding req.Cwd,
 // and moves req.Cwd to the same subdirectory of it: the provider prepares
 // the child there. Nil when no isolation was asked for.
-func (m *Manager) makeWorktree(ctx context.Context, name string, req *StartRequest) (*Worktree, error) {
+func (m *Manager) makeWorktree(ctx context.Context, name string, req *seam.StartRequest) (*worktree.Info, error) {
 	if req.Isolation != IsolationWorktree {
 		return nil, nil
 	}
 	top, rel, err := worktree.Locate(ctx, req.Cwd)
 	if err != nil {
-		return nil, &Error{Code: CodeInvalidRequest, Provider: name, Message: `field "isolation": ` + err.Error()}
+		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: name, Message: `field "isolation": ` + err.Error()}
 	}
 	if err := m.noteRepo(top); err != nil {
-		return nil, &Error{Code: CodeInvalidRequest, Provider: name, Message: "recording the worktree's repository failed", Err: err}
+		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: name, Message: "recording the worktree's repository failed", Err: err}
 	}
 	w, err := worktree.Create(ctx, top, filepath.Join(m.opts.Worktrees, req.ID), worktree.BranchPrefix+req.ID)
 	if err != nil {
@@ -115,7 +110,7 @@ func (m *Manager) repos() ([]string, error) {
 
 // dropWorktree removes a worktree whose child never got its id out (a
 // failed start): nothing of it can be wanted.
-func (m *Manager) dropWorktree(id string, w *Worktree) {
+func (m *Manager) dropWorktree(id string, w *worktree.Info) {
 	if w == nil {
 		return
 	}
@@ -130,7 +125,7 @@ func (m *Manager) dropWorktree(id string, w *Worktree) {
 // turn that just ended and adds the worktree and its changes (against the
 // base, over all turns so far) to the turn's result. A failure is logged
 // and said in the result's diagnostic; the turn's outcome stands.
-func (m *Manager) commitTurn(hdr Header, res Result) Result {
+func (m *Manager) commitTurn(hdr seam.Header, res seam.Result) seam.Result {
 	w := hdr.Worktree
 	if w == nil {
 		return res
@@ -164,7 +159,7 @@ func joinDiag(a, b string) string {
 // hold no change from the base; a later message recreates it (ensureWorktree).
 // A changed one stays until the child is pruned or `mcp-subagent worktree
 // rm` removes it.
-func (m *Manager) settleWorktree(hdr Header) {
+func (m *Manager) settleWorktree(hdr seam.Header) {
 	w := hdr.Worktree
 	if w == nil {
 		return
@@ -189,7 +184,7 @@ func (m *Manager) settleWorktree(hdr Header) {
 // unchanged one removed at settlement, or one deleted by hand), at the
 // same path on the same branch, or from the recorded base when the branch
 // is gone too.
-func (m *Manager) ensureWorktree(ctx context.Context, hdr Header) error {
+func (m *Manager) ensureWorktree(ctx context.Context, hdr seam.Header) error {
 	if hdr.Worktree == nil {
 		return nil
 	}
@@ -201,7 +196,7 @@ func (m *Manager) ensureWorktree(ctx context.Context, hdr Header) error {
 }
 
 // worktreeText is what a settlement notice says of the child's worktree.
-func worktreeText(last Result) string {
+func worktreeText(last seam.Result) string {
 	w, c := last.Worktree, last.Changes
 	if w == nil {
 		return ""
@@ -284,7 +279,7 @@ func (m *Manager) reconcileWorktrees(ctx context.Context) {
 			continue
 		}
 		id := d.Name()
-		if _, err := m.store.Header(ctx, id); errors.Is(err, ErrNotFound) {
+		if _, err := m.store.Header(ctx, id); errors.Is(err, seam.ErrNotFound) {
 			if err := os.RemoveAll(filepath.Join(m.opts.Worktrees, id)); err != nil {
 				m.log.Warn("removing a stray worktree directory failed", "path", d.Name(), "err", err)
 			}
@@ -301,8 +296,8 @@ func (m *Manager) reconcileOne(ctx context.Context, repo, id string, e worktree.
 	}
 	hdr, err := m.store.Header(ctx, id)
 	switch {
-	case errors.Is(err, ErrNotFound):
-		w := Worktree{Path: e.Path, Branch: e.Branch, Repo: repo}
+	case errors.Is(err, seam.ErrNotFound):
+		w := worktree.Info{Path: e.Path, Branch: e.Branch, Repo: repo}
 		own, err := worktree.OwnCommits(ctx, repo, e.Branch)
 		clean := e.Prunable
 		if !e.Prunable {
@@ -340,19 +335,19 @@ func (m *Manager) reconcileOne(ctx context.Context, repo, id string, e worktree.
 // working there. The check and the removal are serialised with cold
 // resumes, so no message wakes the child in a worktree being removed; a
 // later one recreates it from the recorded base.
-func (m *Manager) RemoveWorktree(ctx context.Context, principal, id string) (Worktree, error) {
+func (m *Manager) RemoveWorktree(ctx context.Context, principal, id string) (worktree.Info, error) {
 	if m.store == nil {
-		return Worktree{}, newErr(CodePersistenceUnavailable, "removing a worktree needs the session store; none is configured")
+		return worktree.Info{}, newErr(seam.CodePersistenceUnavailable, "removing a worktree needs the session store; none is configured")
 	}
 	hdr, err := m.header(ctx, id)
 	if err != nil {
-		return Worktree{}, err
+		return worktree.Info{}, err
 	}
 	if hdr.Principal != principal {
-		return Worktree{}, newErr(CodeUnauthorized, "subagent %s is not one of principal %s's", id, principal)
+		return worktree.Info{}, newErr(seam.CodeUnauthorized, "subagent %s is not one of principal %s's", id, principal)
 	}
 	if hdr.Worktree == nil {
-		return Worktree{}, newErr(CodeInvalidRequest, "subagent %s has no worktree", id)
+		return worktree.Info{}, newErr(seam.CodeInvalidRequest, "subagent %s has no worktree", id)
 	}
 	m.resumeMu.Lock()
 	defer m.resumeMu.Unlock()
@@ -360,10 +355,10 @@ func (m *Manager) RemoveWorktree(ctx context.Context, principal, id string) (Wor
 	_, resident := m.live[id]
 	m.mu.Unlock()
 	if resident {
-		return Worktree{}, newErr(CodeInvalidRequest, "subagent %s is resident; interrupt it and wait until it is ready before removing its worktree", id)
+		return worktree.Info{}, newErr(seam.CodeInvalidRequest, "subagent %s is resident; interrupt it and wait until it is ready before removing its worktree", id)
 	}
 	if err := worktree.Remove(ctx, *hdr.Worktree); err != nil {
-		return Worktree{}, err
+		return worktree.Info{}, err
 	}
 	return *hdr.Worktree, nil
 }

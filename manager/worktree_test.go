@@ -17,10 +17,13 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/internal/gittest"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
@@ -63,7 +66,7 @@ func newWTManager(t testing.TB, fake *fakeopenai.Server, dir string) *wtManager 
 	}
 	m := &wtManager{Manager: manager.New(manager.Options{Store: st, Worktrees: filepath.Join(dir, "worktrees"), MaxRunningChildren: -1}),
 		ends: map[string]chan struct{}{}}
-	client := llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
+	client := openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
 	if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "m"})); err != nil {
 		t.Fatal(err)
 	}
@@ -90,16 +93,16 @@ func newWTManager(t testing.TB, fake *fakeopenai.Server, dir string) *wtManager 
 
 // newWTCase is a repository, a fake model following the prompt, a manager
 // over it and a root caller working in the repository.
-func newWTCase(t *testing.T) (repo string, m *wtManager, root manager.ParentRef) {
+func newWTCase(t *testing.T) (repo string, m *wtManager, root seam.ParentRef) {
 	t.Helper()
 	repo = gittest.Repo(t)
 	fake := editingModel()
 	t.Cleanup(fake.Close)
-	return repo, newWTManager(t, fake, t.TempDir()), manager.ParentRef{Principal: "p", Cwd: repo}
+	return repo, newWTManager(t, fake, t.TempDir()), seam.ParentRef{Principal: "p", Cwd: repo}
 }
 
 // followup sends a child a message and waits for the turn that handles it.
-func (m *wtManager) followup(t testing.TB, root manager.ParentRef, id, text string) (*manager.Sent, manager.Result) {
+func (m *wtManager) followup(t testing.TB, root seam.ParentRef, id, text string) (*manager.Sent, seam.Result) {
 	t.Helper()
 	sent, err := m.Followup(context.Background(), root, id, text, true)
 	if err != nil {
@@ -142,9 +145,9 @@ func (m *wtManager) awaitSettled(t testing.TB, id string) {
 }
 
 // run starts an isolated child with prompt and waits for its first turn.
-func (m *wtManager) run(t testing.TB, root manager.ParentRef, cwd, prompt string) (string, manager.Result) {
+func (m *wtManager) run(t testing.TB, root seam.ParentRef, cwd, prompt string) (string, seam.Result) {
 	t.Helper()
-	st, err := m.StartContinuable(context.Background(), "spawn", manager.StartRequest{Label: "edit", Prompt: prompt, Parent: root,
+	st, err := m.StartContinuable(context.Background(), "spawn", seam.StartRequest{Label: "edit", Prompt: prompt, Parent: root,
 		Cwd: cwd, Isolation: manager.IsolationWorktree}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +165,7 @@ func TestParallelChildrenEditTheSameFileInTheirOwnWorktrees(t *testing.T) {
 	repo, m, root := newWTCase(t)
 	type out struct {
 		id  string
-		res manager.Result
+		res seam.Result
 	}
 	outs := make([]out, 2)
 	var wg sync.WaitGroup
@@ -209,7 +212,7 @@ func TestParallelChildrenEditTheSameFileInTheirOwnWorktrees(t *testing.T) {
 			t.Errorf("a changed worktree is gone after settlement: %v", err)
 		}
 	}
-	rows, err := m.ListChildren(root)
+	rows, err := managertest.ListChildren(m.Manager, root)
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("rows %+v, %v", rows, err)
 	}
@@ -268,7 +271,7 @@ func TestTwentyChildrenCreateWorktreesInOneRepositoryAtOnce(t *testing.T) {
 	repo, m, root := newWTCase(t)
 	const n = 20
 	var wg sync.WaitGroup
-	results := make([]manager.Result, n)
+	results := make([]seam.Result, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
@@ -295,26 +298,26 @@ func TestIsolationOutsideARepositoryIsRefusedNamingTheField(t *testing.T) {
 	defer fake.Close()
 	m := newWTManager(t, fake, t.TempDir())
 	plain := t.TempDir()
-	_, err := m.StartContinuable(context.Background(), "spawn", manager.StartRequest{Label: "x", Prompt: "p",
-		Parent: manager.ParentRef{Principal: "p", Cwd: plain}, Isolation: manager.IsolationWorktree}, false)
-	if !errors.Is(err, manager.ErrInvalidRequest) || !strings.Contains(err.Error(), `field "isolation"`) || !strings.Contains(err.Error(), "not inside a git work tree") {
+	_, err := m.StartContinuable(context.Background(), "spawn", seam.StartRequest{Label: "x", Prompt: "p",
+		Parent: seam.ParentRef{Principal: "p", Cwd: plain}, Isolation: manager.IsolationWorktree}, false)
+	if !errors.Is(err, seam.ErrInvalidRequest) || !strings.Contains(err.Error(), `field "isolation"`) || !strings.Contains(err.Error(), "not inside a git work tree") {
 		t.Fatalf("err = %v", err)
 	}
-	_, err = m.StartContinuable(context.Background(), "spawn", manager.StartRequest{Label: "x", Prompt: "p",
-		Parent: manager.ParentRef{Principal: "p", Cwd: plain}, Isolation: "container"}, false)
-	if !errors.Is(err, manager.ErrInvalidRequest) || !strings.Contains(err.Error(), `field "isolation"`) {
+	_, err = m.StartContinuable(context.Background(), "spawn", seam.StartRequest{Label: "x", Prompt: "p",
+		Parent: seam.ParentRef{Principal: "p", Cwd: plain}, Isolation: "container"}, false)
+	if !errors.Is(err, seam.ErrInvalidRequest) || !strings.Contains(err.Error(), `field "isolation"`) {
 		t.Fatalf("unknown isolation: err = %v", err)
 	}
 	// A deployment without a worktree directory refuses it too.
 	bare := manager.New(manager.Options{})
 	defer bare.Close(context.Background())
-	client := llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k"})
+	client := openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k"})
 	if err := bare.Register(spawn.New(spawn.Options{Client: client, Model: "m"})); err != nil {
 		t.Fatal(err)
 	}
-	_, err = bare.Start(context.Background(), "spawn", manager.StartRequest{Label: "x", Prompt: "p",
-		Parent: manager.ParentRef{Principal: "p", Cwd: gittest.Repo(t)}, Isolation: manager.IsolationWorktree})
-	if !errors.Is(err, manager.ErrInvalidRequest) || !strings.Contains(err.Error(), `field "isolation"`) {
+	_, err = bare.Start(context.Background(), "spawn", seam.StartRequest{Label: "x", Prompt: "p",
+		Parent: seam.ParentRef{Principal: "p", Cwd: gittest.Repo(t)}, Isolation: manager.IsolationWorktree})
+	if !errors.Is(err, seam.ErrInvalidRequest) || !strings.Contains(err.Error(), `field "isolation"`) {
 		t.Fatalf("without a worktree directory: err = %v", err)
 	}
 }
@@ -327,7 +330,7 @@ func TestAStartReconcilesWorktreesWithTheStore(t *testing.T) {
 	fake := editingModel()
 	defer fake.Close()
 	dir := t.TempDir()
-	root := manager.ParentRef{Principal: "p", Cwd: repo}
+	root := seam.ParentRef{Principal: "p", Cwd: repo}
 	m := newWTManager(t, fake, dir)
 	kept, res := m.run(t, root, repo, "write kept.txt k")
 	m.awaitSettled(t, kept)
@@ -395,7 +398,7 @@ func TestRemoveWorktreeIsTheRootPrincipals(t *testing.T) {
 	}
 	m.awaitSettled(t, id)
 	ctx := context.Background()
-	if _, err := m.RemoveWorktree(ctx, root.Principal+"-other", id); !errors.Is(err, manager.ErrUnauthorized) {
+	if _, err := m.RemoveWorktree(ctx, root.Principal+"-other", id); !errors.Is(err, seam.ErrUnauthorized) {
 		t.Fatalf("RemoveWorktree by another principal = %v, want UNAUTHORIZED", err)
 	}
 	if _, err := os.Stat(res.Worktree.Path); err != nil {
@@ -451,7 +454,7 @@ func TestTheTurnEndCommitRunsNothingAChildPlanted(t *testing.T) {
 	repo := gittest.Repo(t)
 	mainHead := gittest.Git(t, repo, "rev-parse", "main")
 	m := newWTManager(t, fake, t.TempDir())
-	root := manager.ParentRef{Principal: "p", Cwd: repo}
+	root := seam.ParentRef{Principal: "p", Cwd: repo}
 
 	id, res := m.run(t, root, repo, "plant")
 	if res.Worktree == nil || res.Changes == nil || !slices.Contains(res.Changes.Added, "a.txt") || res.Diagnostic != "" {

@@ -8,7 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // A file written before the by_ancestor index (it has by_parent only) has
@@ -18,13 +18,13 @@ func TestOpenBuildsTheAncestorIndexOfAnOlderFile(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir)
 	ctx := context.Background()
-	root := manager.PrincipalAddress("local")
+	root := seam.PrincipalAddress("local")
 	base := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	for i, c := range []struct{ id, parent string }{{"a", root}, {"b", root}, {"a1", "a"}, {"a1x", "a1"}, {"b1", "b"}} {
-		h := manager.Header{ID: c.id, Parent: c.parent, Principal: "local", Depth: 1, DepthCap: 3, Mode: manager.ModeContinuable,
+		h := seam.Header{ID: c.id, Parent: c.parent, Principal: "local", Depth: 1, DepthCap: 3, Mode: seam.ModeContinuable,
 			Provider: "spawn", Label: c.id, Cwd: "/w", CreatedAt: base.Add(time.Duration(i) * time.Second)}
-		d := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn", Label: c.id}
-		if err := s.WriteChild(ctx, c.id, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}}); err != nil {
+		d := seam.Descriptor{Version: seam.DescriptorVersion, Mode: seam.ModeContinuable, Provider: "spawn", Label: c.id}
+		if err := s.WriteChild(ctx, c.id, seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: d}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -36,7 +36,7 @@ func TestOpenBuildsTheAncestorIndexOfAnOlderFile(t *testing.T) {
 	}
 	s = openTest(t, dir)
 	ids := func(r string) []string {
-		ls, err := s.Descendants(ctx, r, manager.Page{})
+		ls, err := s.Descendants(ctx, r, seam.Page{})
 		if err != nil {
 			t.Fatalf("Descendants(%s): %v", r, err)
 		}

@@ -11,13 +11,13 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // bulkCreate loads children many per transaction (one fsync per batch) so a
 // benchmark's setup does not take 10,000 fsyncs. Test-only: the store's own
 // CreateChild commits each child on its own.
-func bulkCreate(b *testing.B, s *Store, hs []manager.Header, d manager.Descriptor) {
+func bulkCreate(b *testing.B, s *Store, hs []seam.Header, d seam.Descriptor) {
 	b.Helper()
 	db, err := json.Marshal(d)
 	if err != nil {
@@ -85,15 +85,15 @@ func benchEvents(from, n int) []agent.Event {
 func BenchmarkListings10k(b *testing.B) {
 	s := openTest(b, b.TempDir())
 	const n = 10_000
-	parent := manager.PrincipalAddress("local")
-	hs := make([]manager.Header, n)
+	parent := seam.PrincipalAddress("local")
+	hs := make([]seam.Header, n)
 	for i := range hs {
 		hs[i] = testHeader(fmt.Sprintf("child-%05d", i), parent, time.Duration(i)*time.Millisecond)
 	}
 	bulkCreate(b, s, hs, testDescriptor())
 	b.ReportAllocs()
 	for b.Loop() {
-		got, err := s.Listings(ctx, parent, manager.Page{})
+		got, err := s.Listings(ctx, parent, seam.Page{})
 		if err != nil || len(got) != n {
 			b.Fatalf("Listings = %d rows, %v", len(got), err)
 		}

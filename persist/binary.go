@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Listing reads many children at once, so the two records it reads per
@@ -39,7 +40,7 @@ type indexRecord struct {
 	createdAt                        int64 // Unix nanoseconds
 }
 
-func encodeIndexRecord(h manager.Header, descriptor []byte) []byte {
+func encodeIndexRecord(h seam.Header, descriptor []byte) []byte {
 	b := make([]byte, 0, 40+len(h.Mode)+len(h.Provider)+len(h.Label)+len(h.Cwd)+len(h.Model))
 	b = append(b, indexRecordVersion)
 	b = binary.AppendVarint(b, int64(h.Depth))
@@ -125,7 +126,7 @@ func decodeIndexRecord(b []byte) (indexRecord, error) {
 const checkpointVersion = 1
 
 // encodeCheckpoint is the checkpoint's binary form.
-func encodeCheckpoint(c manager.Checkpoint) []byte {
+func encodeCheckpoint(c seam.Checkpoint) []byte {
 	b := make([]byte, 0, 52+len(c.Mode)+len(c.Label)+len(c.Stop)+len(c.Closing))
 	b = append(b, checkpointVersion)
 	b = binary.AppendVarint(b, c.Seq)
@@ -144,8 +145,8 @@ func encodeCheckpoint(c manager.Checkpoint) []byte {
 }
 
 // decodeCheckpoint decodes a projection checkpoint.
-func decodeCheckpoint(b []byte) (manager.Checkpoint, error) {
-	var c manager.Checkpoint
+func decodeCheckpoint(b []byte) (seam.Checkpoint, error) {
+	var c seam.Checkpoint
 	if len(b) < 1 || b[0] != checkpointVersion {
 		return c, errMalformed
 	}
@@ -154,40 +155,40 @@ func decodeCheckpoint(b []byte) (manager.Checkpoint, error) {
 	for i := range vals {
 		v, n := varint(b)
 		if n <= 0 || v < 0 {
-			return manager.Checkpoint{}, errMalformed
+			return seam.Checkpoint{}, errMalformed
 		}
 		vals[i], b = v, b[n:]
 	}
 	if len(b) < 8 {
-		return manager.Checkpoint{}, errMalformed
+		return seam.Checkpoint{}, errMalformed
 	}
 	cost := math.Float64frombits(binary.BigEndian.Uint64(b))
 	if math.IsNaN(cost) || math.IsInf(cost, 0) || cost < 0 {
-		return manager.Checkpoint{}, errMalformed
+		return seam.Checkpoint{}, errMalformed
 	}
 	b = b[8:]
 	var mode, label, stop string
 	var err error
 	if mode, b, err = readString(b); err != nil {
-		return manager.Checkpoint{}, err
+		return seam.Checkpoint{}, err
 	}
 	if label, b, err = readString(b); err != nil {
-		return manager.Checkpoint{}, err
+		return seam.Checkpoint{}, err
 	}
 	if stop, b, err = readString(b); err != nil {
-		return manager.Checkpoint{}, err
+		return seam.Checkpoint{}, err
 	}
 	if len(b) != 0 {
 		if c.Closing, b, err = readString(b); err != nil {
-			return manager.Checkpoint{}, err
+			return seam.Checkpoint{}, err
 		}
 		if c.Closing == "" || len(b) != 0 {
-			return manager.Checkpoint{}, errMalformed // one encoding per value
+			return seam.Checkpoint{}, errMalformed // one encoding per value
 		}
 	}
 	c.Seq = vals[0]
-	c.Usage = manager.Usage{InputTokens: vals[1], OutputTokens: vals[2], CostUSD: cost}
-	c.Mode, c.Label, c.Stop = manager.Mode(mode), label, agent.StopReason(stop)
+	c.Usage = llm.Usage{InputTokens: vals[1], OutputTokens: vals[2], CostUSD: cost}
+	c.Mode, c.Label, c.Stop = seam.Mode(mode), label, agent.StopReason(stop)
 	return c, nil
 }
 

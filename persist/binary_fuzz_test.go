@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
+	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // The listing's binary records come from disk too: any bytes must decode
@@ -14,10 +16,10 @@ import (
 // same bytes.
 
 func FuzzDecodeCheckpoint(f *testing.F) {
-	f.Add(encodeCheckpoint(manager.Checkpoint{Seq: 12, Mode: manager.ModeContinuable, Label: "fix the build",
-		Usage: manager.Usage{InputTokens: 100, OutputTokens: 7, CostUSD: 0.25}, Stop: agent.StopAborted}))
-	f.Add(encodeCheckpoint(manager.Checkpoint{Seq: 3, Stop: agent.StopCompleted, Closing: "the report is written"}))
-	f.Add(encodeCheckpoint(manager.Checkpoint{}))
+	f.Add(encodeCheckpoint(seam.Checkpoint{Seq: 12, Mode: seam.ModeContinuable, Label: "fix the build",
+		Usage: llm.Usage{InputTokens: 100, OutputTokens: 7, CostUSD: 0.25}, Stop: agent.StopAborted}))
+	f.Add(encodeCheckpoint(seam.Checkpoint{Seq: 3, Stop: agent.StopCompleted, Closing: "the report is written"}))
+	f.Add(encodeCheckpoint(seam.Checkpoint{}))
 	f.Add([]byte{})
 	f.Add([]byte{1, 0xff})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -32,7 +34,7 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 }
 
 func FuzzDecodeIndexRecord(f *testing.F) {
-	h := manager.Header{ID: "agent-1", Parent: "principal:local", Depth: 2, Mode: manager.ModeContinuable,
+	h := seam.Header{ID: "agent-1", Parent: "principal:local", Depth: 2, Mode: seam.ModeContinuable,
 		Provider: "spawn", Label: "read the logs", CreatedAt: time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)}
 	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
 	h.Cwd = "/home/u/project"
@@ -42,9 +44,9 @@ func FuzzDecodeIndexRecord(f *testing.F) {
 	h.Cwd = ""
 	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
 	h.Model = ""
-	h.Worktree = &manager.Worktree{Path: "/d/worktrees/agent-1", Branch: "subagent/agent-1", Base: "abc", Repo: "/src/p"}
+	h.Worktree = &worktree.Info{Path: "/d/worktrees/agent-1", Branch: "subagent/agent-1", Base: "abc", Repo: "/src/p"}
 	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
-	f.Add(encodeIndexRecord(manager.Header{CreatedAt: time.Unix(0, 0)}, nil))
+	f.Add(encodeIndexRecord(seam.Header{CreatedAt: time.Unix(0, 0)}, nil))
 	f.Add([]byte{})
 	f.Add([]byte{1, 2})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -98,8 +100,8 @@ func appendVarintForTest(b []byte, v int64) []byte {
 }
 
 func FuzzDecodeClaim(f *testing.F) {
-	f.Add(encodeClaim(manager.Owner{ID: "manager-0123456789abcdef", Expires: time.Date(2027, 1, 2, 3, 4, 5, 6, time.UTC)}))
-	f.Add(encodeClaim(manager.Owner{ID: "x", Expires: time.Unix(0, 0)}))
+	f.Add(encodeClaim(seam.Owner{ID: "manager-0123456789abcdef", Expires: time.Date(2027, 1, 2, 3, 4, 5, 6, time.UTC)}))
+	f.Add(encodeClaim(seam.Owner{ID: "x", Expires: time.Unix(0, 0)}))
 	f.Add([]byte{})
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {

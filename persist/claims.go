@@ -8,7 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Claims live in the active bucket, which older builds filled with child
@@ -21,7 +21,7 @@ const claimVersion = 1
 
 // encodeClaim is an owner record: version, expiry (Unix nanoseconds,
 // 8-byte big-endian), owner id.
-func encodeClaim(o manager.Owner) []byte {
+func encodeClaim(o seam.Owner) []byte {
 	b := make([]byte, 0, 9+len(o.ID))
 	b = append(b, claimVersion)
 	b = binary.BigEndian.AppendUint64(b, uint64(o.Expires.UnixNano()))
@@ -30,14 +30,14 @@ func encodeClaim(o manager.Owner) []byte {
 
 // decodeClaim decodes an owner record. An empty value (an old active mark)
 // is the zero Owner.
-func decodeClaim(b []byte) (manager.Owner, error) {
+func decodeClaim(b []byte) (seam.Owner, error) {
 	if len(b) == 0 {
-		return manager.Owner{}, nil
+		return seam.Owner{}, nil
 	}
 	if len(b) < 10 || b[0] != claimVersion {
-		return manager.Owner{}, errMalformed
+		return seam.Owner{}, errMalformed
 	}
-	return manager.Owner{ID: string(b[9:]), Expires: unixTime(int64(binary.BigEndian.Uint64(b[1:9])))}, nil
+	return seam.Owner{ID: string(b[9:]), Expires: unixTime(int64(binary.BigEndian.Uint64(b[1:9])))}, nil
 }
 
 // known reports whether owner claimed or renewed through this opening.
@@ -60,7 +60,7 @@ func (s *Store) know(owner string) {
 // unexpired claim on it. A claim of an owner unknown to this opening is
 // stale (its process is gone: the file is locked), and so is a record
 // that does not decode.
-func (s *Store) checkClaim(tx *bolt.Tx, id string, owner manager.Owner) error {
+func (s *Store) checkClaim(tx *bolt.Tx, id string, owner seam.Owner) error {
 	marks, err := top(tx, bucketActive)
 	if err != nil {
 		return err
@@ -77,7 +77,7 @@ func (s *Store) checkClaim(tx *bolt.Tx, id string, owner manager.Owner) error {
 	if held.ID == "" || held.ID == owner.ID || !s.known(held.ID) || !time.Now().Before(held.Expires) {
 		return nil
 	}
-	return fmt.Errorf("persist: child %q is claimed by owner %q until %s: %w", id, held.ID, held.Expires.UTC().Format(time.RFC3339), manager.ErrOwned)
+	return fmt.Errorf("persist: child %q is claimed by owner %q until %s: %w", id, held.ID, held.Expires.UTC().Format(time.RFC3339), seam.ErrOwned)
 }
 
 // bucketEpochs holds each child's last claim epoch (child id → 8-byte
@@ -116,7 +116,7 @@ func heldBy(tx *bolt.Tx, id string) (string, error) {
 
 // checkFence refuses a write whose writer no longer holds the child's
 // claim at its epoch.
-func checkFence(tx *bolt.Tx, id string, f manager.Fence) error {
+func checkFence(tx *bolt.Tx, id string, f seam.Fence) error {
 	holder, err := heldBy(tx, id)
 	if err != nil {
 		return err
@@ -126,12 +126,12 @@ func checkFence(tx *bolt.Tx, id string, f manager.Fence) error {
 		return nil
 	}
 	return fmt.Errorf("persist: child %q: the write is fenced to owner %q at epoch %d, and the child's claim is no longer that (owner %q, epoch %d): %w",
-		id, f.Owner, f.Epoch, holder, epoch, manager.ErrOwned)
+		id, f.Owner, f.Epoch, holder, epoch, seam.ErrOwned)
 }
 
 // grantClaim starts a new epoch when the claim changes hands (or the
 // child was unclaimed); the holder claiming again keeps its epoch.
-func grantClaim(tx *bolt.Tx, id string, owner manager.Owner) error {
+func grantClaim(tx *bolt.Tx, id string, owner seam.Owner) error {
 	holder, err := heldBy(tx, id)
 	if err != nil || holder == owner.ID {
 		return err
@@ -143,7 +143,7 @@ func grantClaim(tx *bolt.Tx, id string, owner manager.Owner) error {
 	return b.Put([]byte(id), binary.BigEndian.AppendUint64(nil, uint64(epochOf(tx, id)+1)))
 }
 
-func putClaim(tx *bolt.Tx, id string, owner manager.Owner) error {
+func putClaim(tx *bolt.Tx, id string, owner seam.Owner) error {
 	marks, err := top(tx, bucketActive)
 	if err != nil {
 		return err
@@ -161,7 +161,7 @@ func revokeClaim(tx *bolt.Tx, id string) error {
 
 // Renew sets the expiry of every claim owner.ID holds to owner.Expires, in
 // one transaction. An owner with no claim costs a read, not a commit.
-func (s *Store) Renew(ctx context.Context, owner manager.Owner) error {
+func (s *Store) Renew(ctx context.Context, owner seam.Owner) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
@@ -213,11 +213,11 @@ func (s *Store) Renew(ctx context.Context, owner manager.Owner) error {
 // Residents lists every claim by child id. A claim of an owner that has
 // not claimed or renewed through this opening, and an old active mark,
 // read with a zero Expires: stale.
-func (s *Store) Residents(ctx context.Context) ([]manager.Claim, error) {
+func (s *Store) Residents(ctx context.Context) ([]seam.Claim, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
-	var out []manager.Claim
+	var out []seam.Claim
 	err := s.view(func(tx *bolt.Tx) error {
 		marks, err := top(tx, bucketActive)
 		if err != nil {
@@ -227,12 +227,12 @@ func (s *Store) Residents(ctx context.Context) ([]manager.Claim, error) {
 			o, err := decodeClaim(v)
 			if err != nil {
 				s.log.Warn("a claim does not decode; listing it as stale", "child", string(k))
-				o = manager.Owner{}
+				o = seam.Owner{}
 			}
 			if !s.known(o.ID) {
 				o.Expires = time.Time{}
 			}
-			out = append(out, manager.Claim{ChildID: string(k), Owner: o, Epoch: epochOf(tx, string(k))})
+			out = append(out, seam.Claim{ChildID: string(k), Owner: o, Epoch: epochOf(tx, string(k))})
 			return nil
 		})
 	})
@@ -244,11 +244,11 @@ func (s *Store) Residents(ctx context.Context) ([]manager.Claim, error) {
 
 // ClaimOf returns the child's claim, as Residents reports it, if it is
 // claimed.
-func (s *Store) ClaimOf(ctx context.Context, childID string) (manager.Claim, bool, error) {
+func (s *Store) ClaimOf(ctx context.Context, childID string) (seam.Claim, bool, error) {
 	if err := ctxErr(ctx); err != nil {
-		return manager.Claim{}, false, err
+		return seam.Claim{}, false, err
 	}
-	var cl manager.Claim
+	var cl seam.Claim
 	var ok bool
 	err := s.view(func(tx *bolt.Tx) error {
 		if err := requireChild(tx, childID); err != nil {
@@ -265,12 +265,12 @@ func (s *Store) ClaimOf(ctx context.Context, childID string) (manager.Claim, boo
 		o, err := decodeClaim(v)
 		if err != nil {
 			s.log.Warn("a claim does not decode; reporting it as stale", "child", childID)
-			o = manager.Owner{}
+			o = seam.Owner{}
 		}
 		if !s.known(o.ID) {
 			o.Expires = time.Time{}
 		}
-		cl, ok = manager.Claim{ChildID: childID, Owner: o, Epoch: epochOf(tx, childID)}, true
+		cl, ok = seam.Claim{ChildID: childID, Owner: o, Epoch: epochOf(tx, childID)}, true
 		return nil
 	})
 	return cl, ok, err

@@ -9,12 +9,12 @@ import (
 	"io"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // The decoders below read bytes from disk. They never panic, accept exactly
 // one JSON object (no trailing data, no bare null), and return an error for
-// anything else; the store wraps that error with manager.ErrCorrupt.
+// anything else; the store wraps that error with seam.ErrCorrupt.
 
 // decodeObject decodes exactly one JSON object from b into v.
 func decodeObject(b []byte, v any, strict bool) error {
@@ -47,36 +47,36 @@ func decodeEvent(b []byte) (agent.Event, error) {
 
 // decodeHeader decodes a child's header. Unknown fields are tolerated; a
 // header without an id is not a header.
-func decodeHeader(b []byte) (manager.Header, error) {
-	var h manager.Header
+func decodeHeader(b []byte) (seam.Header, error) {
+	var h seam.Header
 	if err := decodeObject(b, &h, false); err != nil {
-		return manager.Header{}, err
+		return seam.Header{}, err
 	}
 	if h.ID == "" {
-		return manager.Header{}, errors.New("header has no id")
+		return seam.Header{}, errors.New("header has no id")
 	}
 	return h, nil
 }
 
 // decodeDescriptor decodes a descriptor strictly: unknown fields and any
-// version but manager.DescriptorVersion are refused, because a descriptor is
+// version but seam.DescriptorVersion are refused, because a descriptor is
 // the only input of a cold resume and must not be half understood.
-func decodeDescriptor(b []byte) (manager.Descriptor, error) {
-	var d manager.Descriptor
+func decodeDescriptor(b []byte) (seam.Descriptor, error) {
+	var d seam.Descriptor
 	if err := decodeObject(b, &d, true); err != nil {
-		return manager.Descriptor{}, err
+		return seam.Descriptor{}, err
 	}
-	if d.Version != manager.DescriptorVersion {
-		return manager.Descriptor{}, fmt.Errorf("descriptor version %d is unknown (this build reads %d)", d.Version, manager.DescriptorVersion)
+	if d.Version != seam.DescriptorVersion {
+		return seam.Descriptor{}, fmt.Errorf("descriptor version %d is unknown (this build reads %d)", d.Version, seam.DescriptorVersion)
 	}
 	return d, nil
 }
 
 // decodeNotice decodes a principal's queued notice.
-func decodeNotice(b []byte) (manager.Notice, error) {
-	var n manager.Notice
+func decodeNotice(b []byte) (seam.Notice, error) {
+	var n seam.Notice
 	if err := decodeObject(b, &n, false); err != nil {
-		return manager.Notice{}, err
+		return seam.Notice{}, err
 	}
 	return n, nil
 }

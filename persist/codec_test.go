@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // TestJournalRecordsALaterBuildWroteAreNotCorrupt: a stored record of a
@@ -40,7 +40,7 @@ func TestJournalRecordsALaterBuildWroteAreNotCorrupt(t *testing.T) {
 	for _, bad := range []string{"\x00\xff{not json", `{"seq":1,"kind":"message","time":"yesterday"}`, `{"seq":1}`} {
 		damaged := append([][]byte(nil), raw...)
 		damaged[1] = []byte(bad)
-		if _, err := decodeEvents("c", damaged, 0); !errors.Is(err, manager.ErrCorrupt) {
+		if _, err := decodeEvents("c", damaged, 0); !errors.Is(err, seam.ErrCorrupt) {
 			t.Errorf("decodeEvents over %q = %v, want ErrCorrupt", bad, err)
 		}
 	}

@@ -11,26 +11,26 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // snapshot is everything the store answers about a set of children and
 // addresses, for comparing a store before and after a compaction.
 type snapshot struct {
-	Headers     map[string]manager.Header
-	Descriptors map[string]manager.Descriptor
+	Headers     map[string]seam.Header
+	Descriptors map[string]seam.Descriptor
 	Events      map[string][]agent.Event
-	Queued      map[string][]manager.QueuedMessage
-	Checkpoints map[string]manager.Checkpoint
-	Listings    map[string][]manager.Listing
-	Residents   []manager.Claim
+	Queued      map[string][]seam.QueuedMessage
+	Checkpoints map[string]seam.Checkpoint
+	Listings    map[string][]seam.Listing
+	Residents   []seam.Claim
 }
 
 func takeSnapshot(t *testing.T, s *Store, ids, parents []string) snapshot {
 	t.Helper()
-	sn := snapshot{Headers: map[string]manager.Header{}, Descriptors: map[string]manager.Descriptor{},
-		Events: map[string][]agent.Event{}, Queued: map[string][]manager.QueuedMessage{},
-		Checkpoints: map[string]manager.Checkpoint{}, Listings: map[string][]manager.Listing{}}
+	sn := snapshot{Headers: map[string]seam.Header{}, Descriptors: map[string]seam.Descriptor{},
+		Events: map[string][]agent.Event{}, Queued: map[string][]seam.QueuedMessage{},
+		Checkpoints: map[string]seam.Checkpoint{}, Listings: map[string][]seam.Listing{}}
 	var err error
 	for _, id := range ids {
 		if sn.Headers[id], err = s.Header(ctx, id); err != nil {
@@ -52,7 +52,7 @@ func takeSnapshot(t *testing.T, s *Store, ids, parents []string) snapshot {
 		}
 	}
 	for _, p := range parents {
-		if sn.Listings[p], err = s.Listings(ctx, p, manager.Page{}); err != nil {
+		if sn.Listings[p], err = s.Listings(ctx, p, seam.Page{}); err != nil {
 			t.Fatalf("Listings(%s): %v", p, err)
 		}
 	}
@@ -69,14 +69,14 @@ func takeSnapshot(t *testing.T, s *Store, ids, parents []string) snapshot {
 func TestCompactShrinksTheFileAndKeepsEverything(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir)
-	root := manager.PrincipalAddress("local")
+	root := seam.PrincipalAddress("local")
 	big := strings.Repeat("a long answer ", 400)
 	var kept []string
-	owner := manager.Owner{ID: "o1", Expires: time.Now().Add(time.Hour)}
+	owner := seam.Owner{ID: "o1", Expires: time.Now().Add(time.Hour)}
 	for i := range 300 {
 		id := fmt.Sprintf("c%03d", i)
 		h := testHeader(id, root, time.Duration(i)*time.Millisecond)
-		w := manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: testDescriptor()}}
+		w := seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: testDescriptor()}}
 		if i%50 == 7 {
 			w.Claim = &owner
 		}
@@ -95,10 +95,10 @@ func TestCompactShrinksTheFileAndKeepsEverything(t *testing.T) {
 			t.Fatal(err)
 		}
 		kept = append(kept, kid.ID)
-		if err := s.WriteChild(ctx, id, manager.ChildWrite{Enqueue: []manager.QueuedMessage{{ID: "m-" + id, Text: "next", Source: agent.SourceUser}}}); err != nil {
+		if err := s.WriteChild(ctx, id, seam.ChildWrite{Enqueue: []seam.QueuedMessage{{ID: "m-" + id, Text: "next", Source: agent.SourceUser}}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SetCheckpoint(ctx, id, manager.Checkpoint{Seq: 3, Mode: manager.ModeContinuable, Label: "kept " + id}); err != nil {
+		if err := s.SetCheckpoint(ctx, id, seam.Checkpoint{Seq: 3, Mode: seam.ModeContinuable, Label: "kept " + id}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -110,14 +110,14 @@ func TestCompactShrinksTheFileAndKeepsEverything(t *testing.T) {
 		}
 	}
 	for range 3 {
-		if err := s.AddNotice(ctx, root, manager.Notice{ChildID: "c000", Source: agent.SourceSettled, Text: "done"}); err != nil {
+		if err := s.AddNotice(ctx, root, seam.Notice{ChildID: "c000", Source: agent.SourceSettled, Text: "done"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := s.TakeNotices(ctx, root, nil); err != nil { // the sequence stays at 3
 		t.Fatal(err)
 	}
-	if err := s.AddNotice(ctx, root, manager.Notice{ChildID: "c050", Source: agent.SourceReport, Text: "queued"}); err != nil {
+	if err := s.AddNotice(ctx, root, seam.Notice{ChildID: "c050", Source: agent.SourceReport, Text: "queued"}); err != nil {
 		t.Fatal(err)
 	}
 	parents := append([]string{root}, kept...)
@@ -143,7 +143,7 @@ func TestCompactShrinksTheFileAndKeepsEverything(t *testing.T) {
 		t.Fatalf("the store reads differently after Compact:\nbefore %+v\nafter  %+v", before, after)
 	}
 	// The notice queue's sequence survived: the next notice is 5.
-	if err := s.AddNotice(ctx, root, manager.Notice{ChildID: "c050", Source: agent.SourceReport, Text: "after"}); err != nil {
+	if err := s.AddNotice(ctx, root, seam.Notice{ChildID: "c050", Source: agent.SourceReport, Text: "after"}); err != nil {
 		t.Fatal(err)
 	}
 	ns, err := s.TakeNotices(ctx, root, nil)
@@ -152,8 +152,8 @@ func TestCompactShrinksTheFileAndKeepsEverything(t *testing.T) {
 	}
 	// The claim is still refused to another owner: claims and the known
 	// owners survived.
-	other := manager.Owner{ID: "o2", Expires: time.Now().Add(time.Hour)}
-	if err := s.WriteChild(ctx, "c007", manager.ChildWrite{Claim: &other}); !errors.Is(err, manager.ErrOwned) {
+	other := seam.Owner{ID: "o2", Expires: time.Now().Add(time.Hour)}
+	if err := s.WriteChild(ctx, "c007", seam.ChildWrite{Claim: &other}); !errors.Is(err, seam.ErrOwned) {
 		t.Errorf("another owner's claim after Compact: %v, want ErrOwned", err)
 	}
 	if err := appendTo(s, "c000", testTurn(3, "more")); err != nil {
@@ -187,7 +187,7 @@ func TestCompactShrinksTheFileAndKeepsEverything(t *testing.T) {
 // file is swapped wait for it and lose nothing.
 func TestCompactBesideTransactions(t *testing.T) {
 	s := openTest(t, t.TempDir())
-	root := manager.PrincipalAddress("local")
+	root := seam.PrincipalAddress("local")
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)
 	for w := range 4 {
@@ -198,7 +198,7 @@ func TestCompactBesideTransactions(t *testing.T) {
 					errs <- err
 					return
 				}
-				if _, err := s.Listings(ctx, root, manager.Page{}); err != nil {
+				if _, err := s.Listings(ctx, root, seam.Page{}); err != nil {
 					errs <- err
 					return
 				}

@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // pageMap reads a bbolt file's page structure (the documented on-disk
@@ -150,17 +152,17 @@ func corruptionFixture(t *testing.T, dir string, n int) []string {
 					Message: &llm.Message{Role: llm.RoleAssistant, Content: strings.Repeat("done. ", 40)}, Usage: &llm.Usage{InputTokens: 5, OutputTokens: 7}},
 				agent.Event{Seq: seq + 3, Kind: agent.EventTurnEnd, Time: at, Turn: turn + 1, StopReason: agent.StopCompleted})
 		}
-		w := manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: testDescriptor()}, Events: events}
+		w := seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: testDescriptor()}, Events: events}
 		if i%3 == 0 {
-			w.Enqueue = []manager.QueuedMessage{{ID: "msg-" + id, Text: "queued for " + id, Source: agent.SourceUser}}
+			w.Enqueue = []seam.QueuedMessage{{ID: "msg-" + id, Text: "queued for " + id, Source: agent.SourceUser}}
 		}
 		if err := s.WriteChild(ctx, id, w); err != nil {
 			t.Fatal(err)
 		}
 		if i%5 != 0 {
-			cp := manager.Checkpoint{Seq: int64(len(events)), Mode: manager.ModeContinuable, Stop: agent.StopCompleted}
-			if err := s.WriteChild(ctx, id, manager.ChildWrite{Settle: &cp, Notify: &manager.ParentNotice{To: "principal:local",
-				Notice: manager.Notice{ChildID: id, Source: agent.SourceSettled, Text: id + " finished"}}}); err != nil {
+			cp := seam.Checkpoint{Seq: int64(len(events)), Mode: seam.ModeContinuable, Stop: agent.StopCompleted}
+			if err := s.WriteChild(ctx, id, seam.ChildWrite{Settle: &cp, Notify: &seam.ParentNotice{To: "principal:local",
+				Notice: seam.Notice{ChildID: id, Source: agent.SourceSettled, Text: id + " finished"}}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -189,10 +191,10 @@ func ownPage(pm *pageMap, id string) uint64 {
 
 // childState is everything Repair promises to copy of a child.
 type childState struct {
-	Header     manager.Header
-	Descriptor manager.Descriptor
+	Header     seam.Header
+	Descriptor seam.Descriptor
 	Events     []agent.Event
-	Inbox      []manager.QueuedMessage
+	Inbox      []seam.QueuedMessage
 	Active     bool
 }
 
@@ -286,7 +288,7 @@ func TestPageCorruptionIsReportedAndRepaired(t *testing.T) {
 		} else {
 			m := manager.New(manager.Options{Store: s})
 			for _, parent := range []string{"principal:local", ids[2], ids[6]} {
-				if _, err := m.ListChildren(manager.ParentRef{Principal: "local", AgentID: strings.TrimPrefix(parent, "principal:local")}); err != nil {
+				if _, err := managertest.ListChildren(m, seam.ParentRef{Principal: "local", AgentID: strings.TrimPrefix(parent, "principal:local")}); err != nil {
 					t.Errorf("%s: listing the children of %s failed: %v", what, parent, err)
 				}
 			}

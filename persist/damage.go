@@ -10,7 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // ErrDamaged is matched (errors.Is) by every error that reports damage
@@ -19,7 +19,7 @@ import (
 var ErrDamaged = errors.New("the session store file is damaged")
 
 // DamagedError reports a damaged store file. errors.Is(err, ErrDamaged)
-// and errors.Is(err, manager.ErrCorrupt) hold for it.
+// and errors.Is(err, seam.ErrCorrupt) hold for it.
 type DamagedError struct {
 	Path  string
 	Op    string // what was being done: "open", "read", "write"
@@ -31,9 +31,9 @@ func (e *DamagedError) Error() string {
 		e.Path, e.Op, e.Cause, dirOf(e.Path))
 }
 
-// Is reports whether target is ErrDamaged or manager.ErrCorrupt.
+// Is reports whether target is ErrDamaged or seam.ErrCorrupt.
 func (e *DamagedError) Is(target error) bool {
-	return target == ErrDamaged || target == manager.ErrCorrupt
+	return target == ErrDamaged || target == seam.ErrCorrupt
 }
 
 func dirOf(path string) string {

@@ -9,11 +9,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Delete removes childID and its whole subtree in one transaction (see
-// manager.Store.Delete): every id under it is found through by_parent, and
+// seam.Store.Delete): every id under it is found through by_parent, and
 // any claim among them refuses the lot before anything is deleted.
 func (s *Store) Delete(ctx context.Context, childID string) ([]string, error) {
 	if err := ctxErr(ctx); err != nil {
@@ -41,7 +41,7 @@ func (s *Store) Delete(ctx context.Context, childID string) ([]string, error) {
 		var keys [][]byte // the descendants' by_parent keys, for by_ancestor
 		for i := 0; i < len(ids); i++ {
 			if active.Get([]byte(ids[i])) != nil {
-				return fmt.Errorf("persist: child %q: %w", ids[i], manager.ErrClaimed)
+				return fmt.Errorf("persist: child %q: %w", ids[i], seam.ErrClaimed)
 			}
 			idx := byParent.Bucket([]byte(ids[i]))
 			if idx == nil {

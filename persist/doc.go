@@ -1,4 +1,4 @@
-// Package persist is the durable manager.Store: every child's header,
+// Package persist is the durable seam.Store: every child's header,
 // descriptor and journal, its stored inbox, the index of children by
 // parent, projection checkpoints, the residency claims that let a restart
 // find interrupted epochs, and undelivered notices — all in one bbolt file,
@@ -19,8 +19,8 @@
 // Top-level buckets, all created by Open (big-endian integers throughout):
 //
 //	meta         "format" → "1" (FormatVersion)
-//	children     child id → header JSON (manager.Header)
-//	descriptors  child id → descriptor JSON (manager.Descriptor, strict)
+//	children     child id → header JSON (seam.Header)
+//	descriptors  child id → descriptor JSON (seam.Descriptor, strict)
 //	journals     child id → nested bucket: seq (8 bytes) → event record (agent.EncodeEvent; versioned, tolerant)
 //	by_parent    parent address → nested bucket:
 //	             created_at Unix nanos (8 bytes, sign bit flipped) ‖ child id →
@@ -36,9 +36,9 @@
 //	             output tokens (varints), cost (float64 bits, 8), mode, label,
 //	             stop and, when set, closing (uvarint length ‖ bytes)
 //	inboxes      child id → nested bucket: seq (8 bytes, from the bucket's
-//	             NextSequence) → queued message JSON (manager.QueuedMessage)
+//	             NextSequence) → queued message JSON (seam.QueuedMessage)
 //	notices      address → nested bucket: seq (8 bytes, from the bucket's
-//	             NextSequence, starting at 1) → notice JSON (manager.Notice)
+//	             NextSequence, starting at 1) → notice JSON (seam.Notice)
 //	active       child id → claim (claims.go): version 1, expires Unix nanos
 //	             (8), owner id; or empty: an active mark of an older build, a
 //	             claim of an unknown earlier owner, expired
@@ -49,7 +49,7 @@
 // Listings reads one by_parent bucket, one descriptor (its checksum only)
 // and one checkpoint per child; it decodes no JSON and never opens a
 // journal. Its order is created_at, ties broken by child id; a page
-// (manager.Page) seeks the key after its cursor and reads only its own
+// (seam.Page) seeks the key after its cursor and reads only its own
 // children. Descendants seeks the same key in the root's by_ancestor
 // bucket and reads each entry's record from its parent's by_parent bucket:
 // a page of a whole subtree reads its own rows, not the subtree. JournalLen
@@ -85,7 +85,7 @@
 //     gaps and that each event's Seq is its key.
 //   - Bytes that do not decode — a header, a journal event, a descriptor
 //     with an unknown version or an unknown field — yield an error wrapping
-//     manager.ErrCorrupt that names the child and the part. An unknown child
+//     seam.ErrCorrupt that names the child and the part. An unknown child
 //     yields ErrNotFound, never ErrCorrupt. Listings never fails for one bad
 //     child: a mangled index record or descriptor sets its Corrupt. One bad
 //     part does not hide a child's healthy parts.
@@ -118,7 +118,7 @@
 //     behind a guard that turns such a panic (and a fault reading past the
 //     file, via debug.SetPanicOnFault) into a *DamagedError naming the file
 //     and `mcp-subagent doctor` (errors.Is ErrDamaged and
-//     manager.ErrCorrupt); no panic leaves the store. After a write
+//     seam.ErrCorrupt); no panic leaves the store. After a write
 //     panicked, every later write is refused (bbolt may hold its writer
 //     lock, and writing into a damaged tree could spread it) and Close
 //     waits at most 2s. A listing marks a child on a damaged page corrupt
@@ -156,6 +156,6 @@
 //   - Header times must lie within the years 1678–2262 (Unix nanoseconds)
 //     and be set; a header with a zero CreatedAt is refused.
 //   - The file belongs to one machine. Sharing children between servers is
-//     a different manager.Store (DESIGN §10: etcd), which persist/storetest
+//     a different seam.Store (DESIGN §10: etcd), which persist/storetest
 //     is there to hold to the same contract.
 package persist

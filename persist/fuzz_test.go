@@ -12,7 +12,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Each fuzz target checks that its decoder never panics and that whatever it
@@ -65,8 +65,8 @@ func FuzzDecodeEvent(f *testing.F) {
 }
 
 func FuzzDecodeHeader(f *testing.F) {
-	seedJSON(f, manager.Header{ID: "c1", Parent: "principal:local", Principal: "local", Depth: 1, DepthCap: 3,
-		Mode: manager.ModeContinuable, Provider: "spawn", Label: "x", Cwd: "/w",
+	seedJSON(f, seam.Header{ID: "c1", Parent: "principal:local", Principal: "local", Depth: 1, DepthCap: 3,
+		Mode: seam.ModeContinuable, Provider: "spawn", Label: "x", Cwd: "/w",
 		CreatedAt: time.Date(1969, 12, 31, 23, 59, 59, 999, time.UTC), SeedLen: 8})
 	for _, s := range []string{``, `null`, `{}`, `{"id":""}`, `{"id":"a","created_at":"2025-13-01T00:00:00Z"}`,
 		`{"id":"a","depth":1e400}`, `{"id":"a","extra":true}`, `{"id":"a"}garbage`, `"string"`} {
@@ -76,9 +76,9 @@ func FuzzDecodeHeader(f *testing.F) {
 }
 
 func FuzzDecodeDescriptor(f *testing.F) {
-	seedJSON(f, manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable,
+	seedJSON(f, seam.Descriptor{Version: seam.DescriptorVersion, Mode: seam.ModeContinuable,
 		Provider: "codex", Label: "x", Model: "m", Persona: "p",
-		ToolFilter:   &manager.ToolFilter{Allow: []string{"a"}},
+		ToolFilter:   &seam.ToolFilter{Allow: []string{"a"}},
 		OutputSchema: json.RawMessage(`{"type":"object"}`), Session: "thread"})
 	for _, s := range []string{``, `null`, `{}`, `{"version":1}`, `{"version":2}`, `{"version":1,"unknown":0}`,
 		`{"version":1,"output_schema": [ 1 , 2 ] }`, `{"version":1,"tool_filter":{"allow":null,"deny":[]}}`,

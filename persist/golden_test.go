@@ -11,7 +11,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Golden stores are bbolt files written by an earlier build, kept in
@@ -24,19 +24,19 @@ var goldenWrite = flag.String("golden.write", "", "write a golden store fixture 
 
 // goldenDump is everything a store holds, as read through the Store API.
 type goldenDump struct {
-	Children map[string]goldenChild      `json:"children"`
-	ByParent map[string][]string         `json:"by_parent"`
-	Notices  map[string][]manager.Notice `json:"notices"`
-	Active   []string                    `json:"active"`
+	Children map[string]goldenChild   `json:"children"`
+	ByParent map[string][]string      `json:"by_parent"`
+	Notices  map[string][]seam.Notice `json:"notices"`
+	Active   []string                 `json:"active"`
 }
 
 type goldenChild struct {
-	Header     manager.Header          `json:"header"`
-	Descriptor manager.Descriptor      `json:"descriptor"`
-	Events     []agent.Event           `json:"events"`
-	JournalLen int64                   `json:"journal_len"`
-	Checkpoint *manager.Checkpoint     `json:"checkpoint,omitempty"`
-	Queued     []manager.QueuedMessage `json:"queued,omitempty"`
+	Header     seam.Header          `json:"header"`
+	Descriptor seam.Descriptor      `json:"descriptor"`
+	Events     []agent.Event        `json:"events"`
+	JournalLen int64                `json:"journal_len"`
+	Checkpoint *seam.Checkpoint     `json:"checkpoint,omitempty"`
+	Queued     []seam.QueuedMessage `json:"queued,omitempty"`
 }
 
 var goldenPrincipals = []string{"local", "alice"}
@@ -48,14 +48,14 @@ var goldenPrincipals = []string{"local", "alice"}
 // and a settled child with its checkpoint.
 func writeGolden(t *testing.T, s *Store) {
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	root := manager.PrincipalAddress("local")
-	hdr := func(id, parent string, depth int, provider string, off time.Duration) manager.Header {
-		return manager.Header{ID: id, Parent: parent, Principal: "local", Depth: depth, DepthCap: 3,
-			Mode: manager.ModeContinuable, Provider: provider, Label: "golden " + id, Cwd: "/work/golden",
+	root := seam.PrincipalAddress("local")
+	hdr := func(id, parent string, depth int, provider string, off time.Duration) seam.Header {
+		return seam.Header{ID: id, Parent: parent, Principal: "local", Depth: depth, DepthCap: 3,
+			Mode: seam.ModeContinuable, Provider: provider, Label: "golden " + id, Cwd: "/work/golden",
 			CreatedAt: t0.Add(off)}
 	}
-	desc := func(provider string) manager.Descriptor {
-		return manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable,
+	desc := func(provider string) seam.Descriptor {
+		return seam.Descriptor{Version: seam.DescriptorVersion, Mode: seam.ModeContinuable,
 			Provider: provider, Label: "golden", Model: "m-1"}
 	}
 	must := func(err error) {
@@ -73,7 +73,7 @@ func writeGolden(t *testing.T, s *Store) {
 	a := hdr("agent-aaaaaaaaaaaaaaaa", root, 1, "spawn", 0)
 	da := desc("spawn")
 	da.Persona = "terse"
-	da.ToolFilter = &manager.ToolFilter{Deny: []string{"run_shell"}}
+	da.ToolFilter = &seam.ToolFilter{Deny: []string{"run_shell"}}
 	da.OutputSchema = json.RawMessage(`{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}`)
 	aEvents := []agent.Event{
 		ev(0, agent.Event{Kind: agent.EventTurnStart, Turn: 1}),
@@ -89,10 +89,10 @@ func writeGolden(t *testing.T, s *Store) {
 		ev(8, agent.Event{Kind: agent.EventMessage, Turn: 2, Message: &llm.Message{Role: llm.RoleAssistant, Refusal: "I will not do that"}}),
 		ev(9, agent.Event{Kind: agent.EventTurnEnd, Turn: 2, StopReason: agent.StopRefusal, Diagnostic: "the model refused"}),
 	}
-	must(s.WriteChild(ctx, a.ID, manager.ChildWrite{Create: &manager.NewChild{Header: a, Descriptor: da}, Events: aEvents,
-		Settle: &manager.Checkpoint{Seq: int64(len(aEvents)), Mode: manager.ModeContinuable, Label: a.Label,
-			Usage: manager.Usage{InputTokens: 270, OutputTokens: 23, CostUSD: 0.0012}, Stop: agent.StopRefusal, Closing: "I will not do that"},
-		Notify: &manager.ParentNotice{To: root, Notice: manager.Notice{ChildID: a.ID, Source: agent.SourceSettled,
+	must(s.WriteChild(ctx, a.ID, seam.ChildWrite{Create: &seam.NewChild{Header: a, Descriptor: da}, Events: aEvents,
+		Settle: &seam.Checkpoint{Seq: int64(len(aEvents)), Mode: seam.ModeContinuable, Label: a.Label,
+			Usage: llm.Usage{InputTokens: 270, OutputTokens: 23, CostUSD: 0.0012}, Stop: agent.StopRefusal, Closing: "I will not do that"},
+		Notify: &seam.ParentNotice{To: root, Notice: seam.Notice{ChildID: a.ID, Source: agent.SourceSettled,
 			StopReason: agent.StopRefusal, Text: "agent-a declined the task.", Time: t0.Add(10 * time.Second), Session: "sess-1"}}}))
 
 	// agent-b: an external child (codex) with a session handle, under a,
@@ -100,10 +100,10 @@ func writeGolden(t *testing.T, s *Store) {
 	b := hdr("agent-bbbbbbbbbbbbbbbb", a.ID, 2, "codex", time.Minute)
 	db := desc("codex")
 	db.Session = "thread-0001"
-	must(s.WriteChild(ctx, b.ID, manager.ChildWrite{Create: &manager.NewChild{Header: b, Descriptor: db}, Claim: &manager.Owner{ID: "golden", Expires: t0.Add(time.Hour)},
-		Enqueue: []manager.QueuedMessage{{ID: "msg-1", Text: "first", Source: agent.SourceUser}, {ID: "msg-2", Text: "second", Source: agent.SourceUser},
+	must(s.WriteChild(ctx, b.ID, seam.ChildWrite{Create: &seam.NewChild{Header: b, Descriptor: db}, Claim: &seam.Owner{ID: "golden", Expires: t0.Add(time.Hour)},
+		Enqueue: []seam.QueuedMessage{{ID: "msg-1", Text: "first", Source: agent.SourceUser}, {ID: "msg-2", Text: "second", Source: agent.SourceUser},
 			{ID: "msg-3", Text: "quiet report", Source: agent.SourceReport, Quiet: true}}}))
-	must(s.WriteChild(ctx, b.ID, manager.ChildWrite{Dequeue: []string{"msg-1"}, Events: []agent.Event{
+	must(s.WriteChild(ctx, b.ID, seam.ChildWrite{Dequeue: []string{"msg-1"}, Events: []agent.Event{
 		ev(0, agent.Event{Kind: agent.EventTurnStart, Turn: 1}),
 		ev(1, agent.Event{Kind: agent.EventMessage, Turn: 1, Source: agent.SourceUser, Message: &llm.Message{Role: llm.RoleUser, Content: "first"}}),
 		ev(2, agent.Event{Kind: agent.EventSession, Turn: 1, Session: "thread-0001"}),
@@ -122,14 +122,14 @@ func writeGolden(t *testing.T, s *Store) {
 		ev(8, agent.Event{Kind: agent.EventMessage, Turn: 2, Usage: &llm.Usage{InputTokens: 10, OutputTokens: 2}, Message: &llm.Message{Role: llm.RoleAssistant, Content: "done"}}),
 		ev(9, agent.Event{Kind: agent.EventTurnEnd, Turn: 2, StopReason: agent.StopCompleted, Usage: &llm.Usage{InputTokens: 10, OutputTokens: 2}}),
 	)
-	must(s.WriteChild(ctx, c.ID, manager.ChildWrite{Create: &manager.NewChild{Header: c, Descriptor: desc("fork")}, Events: cEvents}))
-	must(s.SetCheckpoint(ctx, c.ID, manager.Checkpoint{Seq: int64(len(cEvents)), Mode: manager.ModeContinuable, Label: c.Label,
-		Usage: manager.Usage{InputTokens: 280, OutputTokens: 25, CostUSD: 0.0012}, Stop: agent.StopCompleted, Closing: "done"}))
+	must(s.WriteChild(ctx, c.ID, seam.ChildWrite{Create: &seam.NewChild{Header: c, Descriptor: desc("fork")}, Events: cEvents}))
+	must(s.SetCheckpoint(ctx, c.ID, seam.Checkpoint{Seq: int64(len(cEvents)), Mode: seam.ModeContinuable, Label: c.Label,
+		Usage: llm.Usage{InputTokens: 280, OutputTokens: 25, CostUSD: 0.0012}, Stop: agent.StopCompleted, Closing: "done"}))
 
 	// Notices for a second principal, one already taken.
-	must(s.AddNotice(ctx, manager.PrincipalAddress("alice"), manager.Notice{ChildID: "agent-dddddddddddddddd", Source: agent.SourceReport, Text: "taken", Time: t0}))
-	must(s.AddNotice(ctx, manager.PrincipalAddress("alice"), manager.Notice{ChildID: "agent-dddddddddddddddd", Source: agent.SourceReport, Text: "still queued", Time: t0.Add(time.Second)}))
-	if _, err := s.TakeNotices(ctx, manager.PrincipalAddress("alice"), func(n manager.Notice) bool { return n.Text == "taken" }); err != nil {
+	must(s.AddNotice(ctx, seam.PrincipalAddress("alice"), seam.Notice{ChildID: "agent-dddddddddddddddd", Source: agent.SourceReport, Text: "taken", Time: t0}))
+	must(s.AddNotice(ctx, seam.PrincipalAddress("alice"), seam.Notice{ChildID: "agent-dddddddddddddddd", Source: agent.SourceReport, Text: "still queued", Time: t0.Add(time.Second)}))
+	if _, err := s.TakeNotices(ctx, seam.PrincipalAddress("alice"), func(n seam.Notice) bool { return n.Text == "taken" }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -138,12 +138,12 @@ func writeGolden(t *testing.T, s *Store) {
 // notices, so run it on a copy.
 func dumpGolden(t *testing.T, s *Store) goldenDump {
 	t.Helper()
-	d := goldenDump{Children: map[string]goldenChild{}, ByParent: map[string][]string{}, Notices: map[string][]manager.Notice{}}
-	queue := []string{manager.PrincipalAddress("local"), manager.PrincipalAddress("alice")}
+	d := goldenDump{Children: map[string]goldenChild{}, ByParent: map[string][]string{}, Notices: map[string][]seam.Notice{}}
+	queue := []string{seam.PrincipalAddress("local"), seam.PrincipalAddress("alice")}
 	for len(queue) > 0 {
 		parent := queue[0]
 		queue = queue[1:]
-		ls, err := s.Listings(ctx, parent, manager.Page{})
+		ls, err := s.Listings(ctx, parent, seam.Page{})
 		if err != nil {
 			t.Fatalf("Listings(%s) = %v", parent, err)
 		}
@@ -179,7 +179,7 @@ func dumpGolden(t *testing.T, s *Store) goldenDump {
 		}
 	}
 	for _, p := range goldenPrincipals {
-		ns, err := s.TakeNotices(ctx, manager.PrincipalAddress(p), nil)
+		ns, err := s.TakeNotices(ctx, seam.PrincipalAddress(p), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

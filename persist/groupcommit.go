@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // WriteChild applies a child's pending writes (create, claim, inbox,
@@ -17,7 +18,7 @@ import (
 // fails its checks is refused alone; the others in its commit still land.
 // ctx is checked once, before the write is queued: a queued write is
 // committed whatever ctx does.
-func (s *Store) WriteChild(ctx context.Context, childID string, w manager.ChildWrite) error {
+func (s *Store) WriteChild(ctx context.Context, childID string, w seam.ChildWrite) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
@@ -48,7 +49,7 @@ func (s *Store) WriteChild(ctx context.Context, childID string, w manager.ChildW
 // writeReq is one child's encoded write waiting for a group commit.
 type writeReq struct {
 	id             string
-	w              manager.ChildWrite
+	w              seam.ChildWrite
 	hb, db, cb     []byte
 	events, queued [][]byte // queued: the admissions left after netInbox, encoded
 	dequeue        []string // the removals left after netInbox
@@ -57,7 +58,7 @@ type writeReq struct {
 	err            error
 }
 
-func encodeWrite(childID string, w manager.ChildWrite) (*writeReq, error) {
+func encodeWrite(childID string, w seam.ChildWrite) (*writeReq, error) {
 	r := &writeReq{id: childID, w: w, done: make(chan error, 1)}
 	var err error
 	if c := w.Create; c != nil {
@@ -252,7 +253,7 @@ func applyWrite(tx *bolt.Tx, r *writeReq) error {
 // netInbox returns what a write leaves to do in the stored inbox: the
 // admissions and the removals, less each message the same write both
 // admits and removes (it is neither stored nor encoded).
-func netInbox(enqueue []manager.QueuedMessage, dequeue []string) ([]manager.QueuedMessage, []string) {
+func netInbox(enqueue []seam.QueuedMessage, dequeue []string) ([]seam.QueuedMessage, []string) {
 	if len(enqueue) == 0 || len(dequeue) == 0 {
 		return enqueue, dequeue
 	}
@@ -269,7 +270,7 @@ func netInbox(enqueue []manager.QueuedMessage, dequeue []string) ([]manager.Queu
 			rest = append(rest, id)
 		}
 	}
-	var kept []manager.QueuedMessage
+	var kept []seam.QueuedMessage
 	for _, q := range enqueue {
 		if !taken[q.ID] {
 			kept = append(kept, q)

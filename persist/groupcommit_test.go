@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Concurrent writes share commits, and one refused write does not take
@@ -23,7 +23,7 @@ func TestGroupCommitRefusesABadWriteAlone(t *testing.T) {
 			defer wg.Done()
 			id := fmt.Sprintf("c%02d", i)
 			h := testHeader(id, "p", time.Duration(i))
-			errs[i] = s.WriteChild(ctx, id, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: testDescriptor()},
+			errs[i] = s.WriteChild(ctx, id, seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: testDescriptor()},
 				Events: testTurn(0, "hi")})
 		}()
 	}
@@ -33,7 +33,7 @@ func TestGroupCommitRefusesABadWriteAlone(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		h := testHeader("bad", "p", time.Hour)
-		bad = s.WriteChild(ctx, "bad", manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: testDescriptor()},
+		bad = s.WriteChild(ctx, "bad", seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: testDescriptor()},
 			Events: testTurn(5, "gap")})
 	}()
 	wg.Wait()

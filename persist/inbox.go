@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // inboxBucket is a stored child's inbox bucket, made if it has none.
@@ -57,7 +58,7 @@ func writeInbox(tx *bolt.Tx, childID string, encoded [][]byte, remove []string) 
 	var dead [][]byte
 	c := b.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
-		var q manager.QueuedMessage
+		var q seam.QueuedMessage
 		if json.Unmarshal(v, &q) != nil || gone[q.ID] {
 			dead = append(dead, bytes.Clone(k))
 		}
@@ -72,11 +73,11 @@ func writeInbox(tx *bolt.Tx, childID string, encoded [][]byte, remove []string) 
 
 // Queued returns a child's inbox in admission order. An entry that does
 // not decode is skipped (and logged): a lost message, not a lost child.
-func (s *Store) Queued(ctx context.Context, childID string) ([]manager.QueuedMessage, error) {
+func (s *Store) Queued(ctx context.Context, childID string) ([]seam.QueuedMessage, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
-	var out []manager.QueuedMessage
+	var out []seam.QueuedMessage
 	err := s.view(func(tx *bolt.Tx) error {
 		if err := requireChild(tx, childID); err != nil {
 			return err
@@ -90,7 +91,7 @@ func (s *Store) Queued(ctx context.Context, childID string) ([]manager.QueuedMes
 			return nil
 		}
 		return b.ForEach(func(k, v []byte) error {
-			var q manager.QueuedMessage
+			var q seam.QueuedMessage
 			if err := json.Unmarshal(v, &q); err != nil || q.ID == "" {
 				s.log.Error("dropping an inbox entry that does not decode", "child", childID, "key", fmt.Sprintf("%x", k))
 				return nil

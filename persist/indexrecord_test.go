@@ -4,14 +4,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
+	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // An index record keeps the model a listing row shows, with or without a
 // cwd before it; a record written before either field existed still
 // decodes, with both empty.
 func TestIndexRecordKeepsTheModel(t *testing.T) {
-	base := manager.Header{Depth: 1, Mode: manager.ModeContinuable, Provider: "spawn", Label: "l",
+	base := seam.Header{Depth: 1, Mode: seam.ModeContinuable, Provider: "spawn", Label: "l",
 		CreatedAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	for _, c := range []struct{ cwd, model string }{{"", ""}, {"/w", ""}, {"", "fast"}, {"/w", "fast"}} {
 		h := base
@@ -25,7 +26,7 @@ func TestIndexRecordKeepsTheModel(t *testing.T) {
 	for _, model := range []string{"", "fast"} {
 		h := base
 		h.Model = model
-		h.Worktree = &manager.Worktree{Path: "/d/wt/agent-1", Branch: "subagent/agent-1", Base: "0123abcd", Repo: "/r"}
+		h.Worktree = &worktree.Info{Path: "/d/wt/agent-1", Branch: "subagent/agent-1", Base: "0123abcd", Repo: "/r"}
 		r, err := decodeIndexRecord(encodeIndexRecord(h, nil))
 		if err != nil || r.model != model || r.wtPath != h.Worktree.Path || r.wtBranch != h.Worktree.Branch || r.wtBase != h.Worktree.Base || r.wtRepo != h.Worktree.Repo {
 			t.Errorf("worktree with model %q: decoded %+v, %v", model, r, err)

@@ -8,7 +8,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
+	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // Listings reads a parent's children for a listing in one transaction,
@@ -18,8 +19,8 @@ import (
 // Header carries only the fields a row shows (ID, Parent, Depth, Mode,
 // Provider, Label, Cwd, Model, Worktree, CreatedAt). A child whose record or descriptor is
 // mangled comes back with Corrupt set; the others are unaffected.
-func (s *Store) Listings(ctx context.Context, parent string, page manager.Page) ([]manager.Listing, error) {
-	var out []manager.Listing
+func (s *Store) Listings(ctx context.Context, parent string, page seam.Page) ([]seam.Listing, error) {
+	var out []seam.Listing
 	err := s.listingView(ctx, bucketByParent, parent, page, func(k, v []byte, b listingBuckets) {
 		if len(k) <= 8 {
 			s.log.Warn("skipping malformed index key", "parent", parent, "key", fmt.Sprintf("%x", k))
@@ -34,8 +35,8 @@ func (s *Store) Listings(ctx context.Context, parent string, page manager.Page) 
 // transaction, from by_ancestor: a page seeks its first key and reads only
 // its own rows, each as Listings reads it (from its parent's by_parent
 // entry).
-func (s *Store) Descendants(ctx context.Context, root string, page manager.Page) ([]manager.Listing, error) {
-	var out []manager.Listing
+func (s *Store) Descendants(ctx context.Context, root string, page seam.Page) ([]seam.Listing, error) {
+	var out []seam.Listing
 	err := s.listingView(ctx, bucketByAncestor, root, page, func(k, v []byte, b listingBuckets) {
 		if len(k) <= 8 || v == nil {
 			s.log.Warn("skipping malformed ancestor index key", "root", root, "key", fmt.Sprintf("%x", k))
@@ -62,7 +63,7 @@ type listingBuckets struct{ byParent, descriptors, checkpoints *bolt.Bucket }
 // transaction, from the key after page.After, calling row for each entry
 // while more() holds: a page seeks its first key and reads only its own
 // rows.
-func (s *Store) listingView(ctx context.Context, index []byte, key string, page manager.Page, row func(k, v []byte, b listingBuckets), more func() bool) error {
+func (s *Store) listingView(ctx context.Context, index []byte, key string, page seam.Page, row func(k, v []byte, b listingBuckets), more func() bool) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
@@ -104,12 +105,12 @@ func (s *Store) listingView(ctx context.Context, index []byte, key string, page 
 // listing reads one indexed child for Listings. A damaged page under one
 // child (a bbolt panic reading its descriptor or checkpoint) makes that
 // child corrupt, not the listing.
-func (s *Store) listing(parent string, id, rec []byte, descriptors, checkpoints, byParent *bolt.Bucket) (l manager.Listing) {
-	l = manager.Listing{Header: manager.Header{ID: string(id), Parent: parent}}
+func (s *Store) listing(parent string, id, rec []byte, descriptors, checkpoints, byParent *bolt.Bucket) (l seam.Listing) {
+	l = seam.Listing{Header: seam.Header{ID: string(id), Parent: parent}}
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("listing a child on a damaged page", "path", s.path, "child", string(id), "panic", clip(fmt.Sprint(r)))
-			l = manager.Listing{Header: manager.Header{ID: string(id), Parent: parent}, Corrupt: true}
+			l = seam.Listing{Header: seam.Header{ID: string(id), Parent: parent}, Corrupt: true}
 		}
 	}()
 	r, err := decodeIndexRecord(rec)
@@ -123,10 +124,10 @@ func (s *Store) listing(parent string, id, rec []byte, descriptors, checkpoints,
 		l.Corrupt = true
 		return l
 	}
-	l.Header.Depth, l.Header.Mode, l.Header.Provider, l.Header.Label = int(r.depth), manager.Mode(r.mode), r.provider, r.label
+	l.Header.Depth, l.Header.Mode, l.Header.Provider, l.Header.Label = int(r.depth), seam.Mode(r.mode), r.provider, r.label
 	l.Header.Cwd, l.Header.Model = r.cwd, r.model
 	if r.wtPath != "" {
-		l.Header.Worktree = &manager.Worktree{Path: r.wtPath, Branch: r.wtBranch, Base: r.wtBase, Repo: r.wtRepo}
+		l.Header.Worktree = &worktree.Info{Path: r.wtPath, Branch: r.wtBranch, Base: r.wtBase, Repo: r.wtRepo}
 	}
 	l.Header.CreatedAt = unixTime(r.createdAt)
 	l.HasChildren = byParent.Bucket(id) != nil

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // A short foreground turn commits its whole life in one write: the record,
@@ -21,20 +21,20 @@ func TestAWholeLifeWritesNoClaimOrInboxPages(t *testing.T) {
 		s := openTest(t, t.TempDir())
 		// Enough resident children with queued messages that the active
 		// and inboxes buckets are trees of their own, not inline values.
-		o := manager.Owner{ID: "o1", Expires: t0.Add(time.Hour)}
+		o := seam.Owner{ID: "o1", Expires: t0.Add(time.Hour)}
 		for i := range 300 {
 			id := fmt.Sprintf("resident-%03d", i)
-			w := manager.ChildWrite{Create: &manager.NewChild{Header: testHeader(id, "principal:local", time.Duration(i)), Descriptor: testDescriptor()},
-				Claim: &o, Enqueue: []manager.QueuedMessage{{ID: "q-" + id, Text: "waiting", Source: agent.SourceUser}}}
+			w := seam.ChildWrite{Create: &seam.NewChild{Header: testHeader(id, "principal:local", time.Duration(i)), Descriptor: testDescriptor()},
+				Claim: &o, Enqueue: []seam.QueuedMessage{{ID: "q-" + id, Text: "waiting", Source: agent.SourceUser}}}
 			if err := s.WriteChild(ctx, id, w); err != nil {
 				t.Fatal(err)
 			}
 		}
-		w := manager.ChildWrite{Create: &manager.NewChild{Header: testHeader("once", "principal:local", time.Hour), Descriptor: testDescriptor()},
-			Events: testTurn(0, "go"), Settle: &manager.Checkpoint{Seq: 3, Mode: manager.ModeContinuable, Stop: agent.StopCompleted}}
+		w := seam.ChildWrite{Create: &seam.NewChild{Header: testHeader("once", "principal:local", time.Hour), Descriptor: testDescriptor()},
+			Events: testTurn(0, "go"), Settle: &seam.Checkpoint{Seq: 3, Mode: seam.ModeContinuable, Stop: agent.StopCompleted}}
 		if withClaimAndPrompt {
 			w.Claim = &o
-			w.Enqueue, w.Dequeue = []manager.QueuedMessage{{ID: "prompt", Text: "go", Source: agent.SourceUser}}, []string{"prompt"}
+			w.Enqueue, w.Dequeue = []seam.QueuedMessage{{ID: "prompt", Text: "go", Source: agent.SourceUser}}, []string{"prompt"}
 		}
 		before := s.db.Stats()
 		if err := s.WriteChild(ctx, "once", w); err != nil {

@@ -17,7 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // RepairReport says what Repair did.
@@ -135,10 +135,10 @@ func readSafely(db *bolt.DB, fn func(tx *bolt.Tx) error) (err error) {
 
 // salvaged is one child as read from the damaged file.
 type salvaged struct {
-	h       manager.Header
-	d       manager.Descriptor
+	h       seam.Header
+	d       seam.Descriptor
 	events  []agent.Event
-	inbox   []manager.QueuedMessage
+	inbox   []seam.QueuedMessage
 	active  bool
 	partial bool
 }
@@ -211,11 +211,11 @@ func salvage(src *bolt.DB, dst *Store, rep *RepairReport) {
 	sort.SliceStable(kids, func(i, j int) bool { return kids[i].h.CreatedAt.Before(kids[j].h.CreatedAt) })
 	ctx := context.Background() // the doctor runs to the end; it has no caller to leave
 	for _, c := range kids {
-		w := manager.ChildWrite{Create: &manager.NewChild{Header: c.h, Descriptor: c.d}, Events: c.events, Enqueue: c.inbox}
+		w := seam.ChildWrite{Create: &seam.NewChild{Header: c.h, Descriptor: c.d}, Events: c.events, Enqueue: c.inbox}
 		if c.active {
 			// Whoever held it is gone (Repair holds the lock); the next
 			// start finds the claim stale and announces the epoch.
-			w.Claim = &manager.Owner{ID: repairOwner, Expires: time.Now()}
+			w.Claim = &seam.Owner{ID: repairOwner, Expires: time.Now()}
 		}
 		if err := dst.WriteChild(ctx, c.h.ID, w); err != nil {
 			lost("child %s: writing it to the fresh store: %v", c.h.ID, err)
@@ -308,7 +308,7 @@ func salvageChild(src *bolt.DB, id string) (salvaged, error) {
 			return nil
 		}
 		return b.ForEach(func(_, v []byte) error {
-			var q manager.QueuedMessage
+			var q seam.QueuedMessage
 			if err := json.Unmarshal(v, &q); err != nil || q.ID == "" {
 				return fmt.Errorf("an inbox entry does not decode")
 			}
@@ -357,7 +357,7 @@ func errPartial(id string, kept int, journal, inbox error) error {
 func salvageNotices(ctx context.Context, src *bolt.DB, dst *Store, rep *RepairReport, lost func(string, ...any)) {
 	type queued struct {
 		to string
-		n  manager.Notice
+		n  seam.Notice
 	}
 	var all []queued
 	err := readSafely(src, func(tx *bolt.Tx) error {

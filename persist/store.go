@@ -20,10 +20,10 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
-var _ manager.Store = (*Store)(nil)
+var _ seam.Store = (*Store)(nil)
 
 // FileName is the name of the database file inside the data directory.
 const FileName = "mcp-subagent.db"
@@ -56,9 +56,9 @@ var (
 )
 
 // ErrNotFound is returned (wrapped, naming the id) by every per-child method
-// for an id the store does not hold. It is manager.ErrNotFound, never
-// manager.ErrCorrupt.
-var ErrNotFound = manager.ErrNotFound
+// for an id the store does not hold. It is seam.ErrNotFound, never
+// seam.ErrCorrupt.
+var ErrNotFound = seam.ErrNotFound
 
 // ErrExists is returned (wrapped) by WriteChild for a Create of an id
 // already stored.
@@ -83,7 +83,7 @@ type Options struct {
 	UnsafeNoSync bool
 }
 
-// Store is the bbolt-backed manager.Store. It is safe for concurrent use.
+// Store is the bbolt-backed seam.Store. It is safe for concurrent use.
 type Store struct {
 	// dbmu guards db itself: every transaction holds it for reading,
 	// Compact for writing while it swaps the file.
@@ -207,18 +207,18 @@ func checkLayout(tx *bolt.Tx) error {
 	}
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
-		return fmt.Errorf("the meta bucket is missing: %w", manager.ErrCorrupt)
+		return fmt.Errorf("the meta bucket is missing: %w", seam.ErrCorrupt)
 	}
 	want := fmt.Sprint(FormatVersion)
 	switch got := meta.Get(keyFormat); {
 	case got == nil:
-		return fmt.Errorf("the format version is missing: %w", manager.ErrCorrupt)
+		return fmt.Errorf("the format version is missing: %w", seam.ErrCorrupt)
 	case string(got) != want:
 		return fmt.Errorf("store format %q is not the format %s this build reads", got, want)
 	}
 	for _, name := range topBuckets {
 		if tx.Bucket(name) == nil && string(name) != string(bucketInboxes) && string(name) != string(bucketByAncestor) {
-			return fmt.Errorf("bucket %s is missing: %w", name, manager.ErrCorrupt)
+			return fmt.Errorf("bucket %s is missing: %w", name, seam.ErrCorrupt)
 		}
 	}
 	if missing > 0 {
@@ -279,7 +279,7 @@ func (s *Store) Close() error {
 func top(tx *bolt.Tx, name []byte) (*bolt.Bucket, error) {
 	b := tx.Bucket(name)
 	if b == nil {
-		return nil, fmt.Errorf("persist: bucket %s is missing: %w", name, manager.ErrCorrupt)
+		return nil, fmt.Errorf("persist: bucket %s is missing: %w", name, seam.ErrCorrupt)
 	}
 	return b, nil
 }
@@ -296,7 +296,7 @@ func ctxErr(ctx context.Context) error {
 func notFound(id string) error { return fmt.Errorf("persist: child %q: %w", id, ErrNotFound) }
 
 func corrupt(id, part string, cause error) error {
-	return fmt.Errorf("persist: child %q %s: %w: %w", id, part, manager.ErrCorrupt, cause)
+	return fmt.Errorf("persist: child %q %s: %w: %w", id, part, seam.ErrCorrupt, cause)
 }
 
 // requireChild returns ErrNotFound unless the children bucket holds id.
@@ -317,7 +317,7 @@ var (
 )
 
 // validateNew checks a new child's header and descriptor.
-func validateNew(h manager.Header, d manager.Descriptor) error {
+func validateNew(h seam.Header, d seam.Descriptor) error {
 	switch {
 	case h.ID == "":
 		return errors.New("persist: header id must not be empty")
@@ -327,15 +327,15 @@ func validateNew(h manager.Header, d manager.Descriptor) error {
 		return fmt.Errorf("persist: child %q: header created_at must be set", h.ID)
 	case h.CreatedAt.Before(minCreatedAt) || h.CreatedAt.After(maxCreatedAt):
 		return fmt.Errorf("persist: child %q: header created_at %s is outside the years 1678-2262", h.ID, h.CreatedAt)
-	case d.Version != manager.DescriptorVersion:
-		return fmt.Errorf("persist: child %q: descriptor version %d is not %d", h.ID, d.Version, manager.DescriptorVersion)
+	case d.Version != seam.DescriptorVersion:
+		return fmt.Errorf("persist: child %q: descriptor version %d is not %d", h.ID, d.Version, seam.DescriptorVersion)
 	}
 	return nil
 }
 
 // putChild writes one validated, encoded child into tx. Bulk loaders call it
 // many times in one transaction.
-func putChild(tx *bolt.Tx, h manager.Header, hb, db []byte) error {
+func putChild(tx *bolt.Tx, h seam.Header, hb, db []byte) error {
 	id := []byte(h.ID)
 	children, err := top(tx, bucketChildren)
 	if err != nil {
@@ -461,8 +461,8 @@ func appendEvents(tx *bolt.Tx, childID string, events []agent.Event, encoded [][
 }
 
 // Header returns the child's header.
-func (s *Store) Header(ctx context.Context, childID string) (manager.Header, error) {
-	var h manager.Header
+func (s *Store) Header(ctx context.Context, childID string) (seam.Header, error) {
+	var h seam.Header
 	err := s.readChild(ctx, childID, bucketChildren, func(b []byte) (err error) {
 		h, err = headerOf(childID, b)
 		return err
@@ -471,21 +471,21 @@ func (s *Store) Header(ctx context.Context, childID string) (manager.Header, err
 }
 
 // headerOf decodes a stored header and checks it belongs to id.
-func headerOf(id string, b []byte) (manager.Header, error) {
+func headerOf(id string, b []byte) (seam.Header, error) {
 	h, err := decodeHeader(b)
 	if err != nil {
-		return manager.Header{}, corrupt(id, "header", err)
+		return seam.Header{}, corrupt(id, "header", err)
 	}
 	if h.ID != id {
-		return manager.Header{}, corrupt(id, "header", fmt.Errorf("header names child %q", h.ID))
+		return seam.Header{}, corrupt(id, "header", fmt.Errorf("header names child %q", h.ID))
 	}
 	return h, nil
 }
 
 // Descriptor returns the child's descriptor. Unknown fields or an unknown
 // version make it corrupt.
-func (s *Store) Descriptor(ctx context.Context, childID string) (manager.Descriptor, error) {
-	var d manager.Descriptor
+func (s *Store) Descriptor(ctx context.Context, childID string) (seam.Descriptor, error) {
+	var d seam.Descriptor
 	err := s.readChild(ctx, childID, bucketDescriptors, func(b []byte) (err error) {
 		if b == nil {
 			return corrupt(childID, "descriptor", errors.New("descriptor is missing"))
@@ -611,9 +611,9 @@ func (s *Store) JournalLen(ctx context.Context, childID string) (int64, error) {
 // Checkpoint returns the child's projection checkpoint, if one is stored. A
 // checkpoint is a cache: one that does not decode is logged and reported as
 // absent, so the caller recomputes it from the journal.
-func (s *Store) Checkpoint(ctx context.Context, childID string) (manager.Checkpoint, bool, error) {
+func (s *Store) Checkpoint(ctx context.Context, childID string) (seam.Checkpoint, bool, error) {
 	var (
-		cp manager.Checkpoint
+		cp seam.Checkpoint
 		ok bool
 	)
 	err := s.readChild(ctx, childID, bucketCheckpoints, func(b []byte) error {
@@ -650,7 +650,7 @@ func (s *Store) readChild(ctx context.Context, childID string, bucket []byte, fn
 }
 
 // SetCheckpoint replaces the child's projection checkpoint.
-func (s *Store) SetCheckpoint(ctx context.Context, childID string, c manager.Checkpoint) error {
+func (s *Store) SetCheckpoint(ctx context.Context, childID string, c seam.Checkpoint) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
@@ -660,7 +660,7 @@ func (s *Store) SetCheckpoint(ctx context.Context, childID string, c manager.Che
 
 // AddNotice queues n for principal. The store assigns n.Seq (per principal,
 // increasing, never reused, whatever the caller set) and n.Time when zero.
-func (s *Store) AddNotice(ctx context.Context, principal string, n manager.Notice) error {
+func (s *Store) AddNotice(ctx context.Context, principal string, n seam.Notice) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
@@ -674,7 +674,7 @@ func (s *Store) AddNotice(ctx context.Context, principal string, n manager.Notic
 }
 
 // putNotice queues n under principal (an address) with the next sequence.
-func putNotice(tx *bolt.Tx, principal string, n manager.Notice) error {
+func putNotice(tx *bolt.Tx, principal string, n seam.Notice) error {
 	notices, err := top(tx, bucketNotices)
 	if err != nil {
 		return err
@@ -702,7 +702,7 @@ func putNotice(tx *bolt.Tx, principal string, n manager.Notice) error {
 // take accepts (every one when take is nil), in the order they were added,
 // in one transaction: a notice is returned once; the rest stay queued. A
 // queued notice that does not decode is logged and dropped.
-func (s *Store) TakeNotices(ctx context.Context, principal string, take func(manager.Notice) bool) ([]manager.Notice, error) {
+func (s *Store) TakeNotices(ctx context.Context, principal string, take func(seam.Notice) bool) ([]seam.Notice, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
@@ -711,7 +711,7 @@ func (s *Store) TakeNotices(ctx context.Context, principal string, take func(man
 	if !s.anyNotice(principal, take) {
 		return nil, nil
 	}
-	var out []manager.Notice
+	var out []seam.Notice
 	err := s.update(func(tx *bolt.Tx) error {
 		out = out[:0] // a retried transaction starts over
 		notices, err := top(tx, bucketNotices)
@@ -761,7 +761,7 @@ func (s *Store) TakeNotices(ctx context.Context, principal string, take func(man
 // anyNotice reports whether principal has a queued notice that take
 // accepts, or one that does not decode (the write transaction drops it).
 // A read error says yes: the write transaction reports it.
-func (s *Store) anyNotice(principal string, take func(manager.Notice) bool) bool {
+func (s *Store) anyNotice(principal string, take func(seam.Notice) bool) bool {
 	found := false
 	err := s.view(func(tx *bolt.Tx) error {
 		notices := tx.Bucket(bucketNotices)
@@ -788,7 +788,7 @@ func (s *Store) anyNotice(principal string, take func(manager.Notice) bool) bool
 
 // putCheckpoint stores a checkpoint only if it is current: its Seq equals
 // the journal's length (a stale one is a cache miss, silently dropped).
-func putCheckpoint(tx *bolt.Tx, childID string, c manager.Checkpoint, b []byte) error {
+func putCheckpoint(tx *bolt.Tx, childID string, c seam.Checkpoint, b []byte) error {
 	j, err := journal(tx, childID)
 	if err != nil {
 		return err

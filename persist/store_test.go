@@ -16,28 +16,28 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/storetest"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) manager.Store { return openTest(t, t.TempDir()) })
+	storetest.Run(t, func(t *testing.T) seam.Store { return openTest(t, t.TempDir()) })
 }
 
 var ctx = context.Background()
 
-func createChild(s *Store, h manager.Header, d manager.Descriptor) error {
-	return s.WriteChild(ctx, h.ID, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}})
+func createChild(s *Store, h seam.Header, d seam.Descriptor) error {
+	return s.WriteChild(ctx, h.ID, seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: d}})
 }
 
 func appendTo(s *Store, id string, evs []agent.Event) error {
-	return s.WriteChild(ctx, id, manager.ChildWrite{Events: evs})
+	return s.WriteChild(ctx, id, seam.ChildWrite{Events: evs})
 }
 
 // listedIDs returns the ids Listings gives for parent, in order.
 func listedIDs(t testing.TB, s *Store, parent string) []string {
 	t.Helper()
-	ls, err := s.Listings(ctx, parent, manager.Page{})
+	ls, err := s.Listings(ctx, parent, seam.Page{})
 	if err != nil {
 		t.Fatalf("Listings(%q): %v", parent, err)
 	}
@@ -60,15 +60,15 @@ func openTest(t testing.TB, dir string) *Store {
 
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 
-func testHeader(id, parent string, offset time.Duration) manager.Header {
-	return manager.Header{ID: id, Parent: parent, Principal: "local", Depth: 1, DepthCap: 3,
-		Mode: manager.ModeContinuable, Provider: "spawn", Label: "label " + id, Cwd: "/w",
+func testHeader(id, parent string, offset time.Duration) seam.Header {
+	return seam.Header{ID: id, Parent: parent, Principal: "local", Depth: 1, DepthCap: 3,
+		Mode: seam.ModeContinuable, Provider: "spawn", Label: "label " + id, Cwd: "/w",
 		CreatedAt: t0.Add(offset)}
 }
 
-func testDescriptor() manager.Descriptor {
-	return manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable,
-		Provider: "spawn", Label: "lbl", ToolFilter: &manager.ToolFilter{Deny: []string{"shell"}}}
+func testDescriptor() seam.Descriptor {
+	return seam.Descriptor{Version: seam.DescriptorVersion, Mode: seam.ModeContinuable,
+		Provider: "spawn", Label: "lbl", ToolFilter: &seam.ToolFilter{Deny: []string{"shell"}}}
 }
 
 func testTurn(seq int64, text string) []agent.Event {
@@ -101,7 +101,7 @@ func TestOpenCreatesPrivateDirectory(t *testing.T) {
 func TestReopenKeepsEverything(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, dir)
-	p := manager.PrincipalAddress("local")
+	p := seam.PrincipalAddress("local")
 	h := testHeader("c1", p, 0)
 	if err := createChild(s, h, testDescriptor()); err != nil {
 		t.Fatal(err)
@@ -113,19 +113,19 @@ func TestReopenKeepsEverything(t *testing.T) {
 	if err := appendTo(s, "c1", events); err != nil {
 		t.Fatal(err)
 	}
-	cp := manager.Checkpoint{Seq: int64(len(events)), Mode: manager.ModeContinuable, Label: "x"}
+	cp := seam.Checkpoint{Seq: int64(len(events)), Mode: seam.ModeContinuable, Label: "x"}
 	if err := s.SetCheckpoint(ctx, "c1", cp); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddNotice(ctx, "local", manager.Notice{ChildID: "c1", Source: agent.SourceSettled, Text: "done", Time: t0}); err != nil {
+	if err := s.AddNotice(ctx, "local", seam.Notice{ChildID: "c1", Source: agent.SourceSettled, Text: "done", Time: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddNotice(ctx, "local", manager.Notice{ChildID: "c2", Source: agent.SourceReport, Text: "note", Time: t0}); err != nil {
+	if err := s.AddNotice(ctx, "local", seam.Notice{ChildID: "c2", Source: agent.SourceReport, Text: "note", Time: t0}); err != nil {
 		t.Fatal(err)
 	}
-	lease := manager.Owner{ID: "o1", Expires: time.Now().Add(time.Hour)}
+	lease := seam.Owner{ID: "o1", Expires: time.Now().Add(time.Hour)}
 	for _, id := range []string{"c1", "c2"} {
-		if err := s.WriteChild(ctx, id, manager.ChildWrite{Claim: &lease}); err != nil {
+		if err := s.WriteChild(ctx, id, seam.ChildWrite{Claim: &lease}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -164,12 +164,12 @@ func TestReopenKeepsEverything(t *testing.T) {
 	// The claims survive the reopen, but their owner held the lock of an
 	// earlier opening: they read as stale (zero Expires), and another
 	// owner takes one over at once though its lease has an hour to run.
-	want := []manager.Claim{{ChildID: "c1", Owner: manager.Owner{ID: "o1"}, Epoch: 1}, {ChildID: "c2", Owner: manager.Owner{ID: "o1"}, Epoch: 1}}
+	want := []seam.Claim{{ChildID: "c1", Owner: seam.Owner{ID: "o1"}, Epoch: 1}, {ChildID: "c2", Owner: seam.Owner{ID: "o1"}, Epoch: 1}}
 	if cs, err := r.Residents(ctx); err != nil || !reflect.DeepEqual(cs, want) {
 		t.Errorf("Residents after reopen = %+v, %v; want %+v", cs, err, want)
 	}
-	next := manager.Owner{ID: "o2", Expires: time.Now().Add(time.Hour)}
-	if err := r.WriteChild(ctx, "c1", manager.ChildWrite{Claim: &next}); err != nil {
+	next := seam.Owner{ID: "o2", Expires: time.Now().Add(time.Hour)}
+	if err := r.WriteChild(ctx, "c1", seam.ChildWrite{Claim: &next}); err != nil {
 		t.Errorf("claiming a child of an earlier opening's owner = %v, want granted", err)
 	}
 	if cs, _ := r.Residents(ctx); len(cs) != 2 || cs[0].Owner.ID != "o2" || !cs[0].Owner.Expires.Equal(next.Expires) || cs[1].Owner.Expires != (time.Time{}) {
@@ -177,10 +177,10 @@ func TestReopenKeepsEverything(t *testing.T) {
 	}
 	// Once the earlier owner claims through this opening, its lease counts
 	// again.
-	if err := r.WriteChild(ctx, "c2", manager.ChildWrite{Claim: &lease}); err != nil {
+	if err := r.WriteChild(ctx, "c2", seam.ChildWrite{Claim: &lease}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.WriteChild(ctx, "c2", manager.ChildWrite{Claim: &next}); !errors.Is(err, manager.ErrOwned) {
+	if err := r.WriteChild(ctx, "c2", seam.ChildWrite{Claim: &next}); !errors.Is(err, seam.ErrOwned) {
 		t.Errorf("claiming a child its owner renewed through this opening = %v, want ErrOwned", err)
 	}
 	ns, err := r.TakeNotices(ctx, "local", nil)
@@ -192,7 +192,7 @@ func TestReopenKeepsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2 := openTest(t, dir)
-	if err := r2.AddNotice(ctx, "local", manager.Notice{Text: "after"}); err != nil {
+	if err := r2.AddNotice(ctx, "local", seam.Notice{Text: "after"}); err != nil {
 		t.Fatal(err)
 	}
 	if ns, err := r2.TakeNotices(ctx, "local", nil); err != nil || len(ns) != 1 || ns[0].Seq != 3 {
@@ -311,16 +311,16 @@ func TestCorruptBytesAreReportedNotHidden(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.SetCheckpoint(ctx, "ok1", manager.Checkpoint{Seq: 3}); err != nil {
+	if err := s.SetCheckpoint(ctx, "ok1", seam.Checkpoint{Seq: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddNotice(ctx, "local", manager.Notice{Text: "good one"}); err != nil {
+	if err := s.AddNotice(ctx, "local", seam.Notice{Text: "good one"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddNotice(ctx, "local", manager.Notice{Text: "to be mangled"}); err != nil {
+	if err := s.AddNotice(ctx, "local", seam.Notice{Text: "to be mangled"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddNotice(ctx, "local", manager.Notice{Text: "good two"}); err != nil {
+	if err := s.AddNotice(ctx, "local", seam.Notice{Text: "good two"}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -353,7 +353,7 @@ func TestCorruptBytesAreReportedNotHidden(t *testing.T) {
 	r := openTest(t, dir)
 	isCorrupt := func(what string, err error) {
 		t.Helper()
-		if !errors.Is(err, manager.ErrCorrupt) {
+		if !errors.Is(err, seam.ErrCorrupt) {
 			t.Errorf("%s = %v, want an error wrapping ErrCorrupt", what, err)
 		}
 		if errors.Is(err, ErrNotFound) {
@@ -386,7 +386,7 @@ func TestCorruptBytesAreReportedNotHidden(t *testing.T) {
 	// A listing lists every child in creation order, marks those whose
 	// descriptor bytes no longer match their checksum, and keeps the rows
 	// of their siblings (it reads index records, not headers or journals).
-	ls, err := r.Listings(ctx, p, manager.Page{})
+	ls, err := r.Listings(ctx, p, seam.Page{})
 	if err != nil {
 		t.Fatalf("Listings failed for bad children: %v", err)
 	}
@@ -421,7 +421,7 @@ func TestCorruptBytesAreReportedNotHidden(t *testing.T) {
 	}
 
 	// An unknown child is not corrupt.
-	if _, err := r.Events(ctx, "nobody"); !errors.Is(err, ErrNotFound) || errors.Is(err, manager.ErrCorrupt) {
+	if _, err := r.Events(ctx, "nobody"); !errors.Is(err, ErrNotFound) || errors.Is(err, seam.ErrCorrupt) {
 		t.Errorf("Events(nobody) = %v, want ErrNotFound and not ErrCorrupt", err)
 	}
 }
@@ -446,13 +446,13 @@ func TestOldActiveMarksReadAsExpiredClaims(t *testing.T) {
 		return tx.Bucket(bucketActive).Put([]byte("mangled"), []byte{9, 9})
 	})
 	r := openTest(t, dir)
-	want := []manager.Claim{{ChildID: "mangled"}, {ChildID: "old"}}
+	want := []seam.Claim{{ChildID: "mangled"}, {ChildID: "old"}}
 	if cs, err := r.Residents(ctx); err != nil || !reflect.DeepEqual(cs, want) {
 		t.Errorf("Residents = %+v, %v; want %+v", cs, err, want)
 	}
-	o := manager.Owner{ID: "o1", Expires: time.Now().Add(time.Hour)}
+	o := seam.Owner{ID: "o1", Expires: time.Now().Add(time.Hour)}
 	for _, id := range []string{"old", "mangled"} {
-		if err := r.WriteChild(ctx, id, manager.ChildWrite{Claim: &o}); err != nil {
+		if err := r.WriteChild(ctx, id, seam.ChildWrite{Claim: &o}); err != nil {
 			t.Errorf("claiming %s = %v, want granted", id, err)
 		}
 	}

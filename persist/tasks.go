@@ -8,11 +8,11 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
-	"github.com/mcp-subagent/mcp-subagent/tasks"
+	"github.com/mcp-subagent/mcp-subagent/seam"
+	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 )
 
-// bucketTasks holds durable MCP task records (tasks.Record), by task id.
+// bucketTasks holds durable MCP task records (taskstore.Record), by task id.
 // It is made by the first task written, so a store from before it opens
 // unchanged (it is not one of topBuckets, which checkLayout requires).
 var bucketTasks = []byte("tasks")
@@ -24,24 +24,24 @@ const TaskRecordVersion = 1
 // taskRecord is a task's stored form: JSON with a version, times as Unix
 // nanoseconds, durations in milliseconds.
 type taskRecord struct {
-	V             int             `json:"v"`
-	ID            string          `json:"id"`
-	Principal     string          `json:"principal"`
-	Tool          string          `json:"tool"`
-	AgentID       string          `json:"agent_id"`
-	MessageID     string          `json:"message_id,omitempty"`
-	Status        string          `json:"status"`
-	StatusMessage string          `json:"status_message,omitempty"`
-	Created       int64           `json:"created"`
-	Updated       int64           `json:"updated"`
-	Settled       int64           `json:"settled,omitempty"`
-	TTLMs         int64           `json:"ttl_ms"`
-	Result        json.RawMessage `json:"result,omitempty"`
-	Error         *tasks.RPCError `json:"error,omitempty"`
+	V             int                 `json:"v"`
+	ID            string              `json:"id"`
+	Principal     string              `json:"principal"`
+	Tool          string              `json:"tool"`
+	AgentID       string              `json:"agent_id"`
+	MessageID     string              `json:"message_id,omitempty"`
+	Status        string              `json:"status"`
+	StatusMessage string              `json:"status_message,omitempty"`
+	Created       int64               `json:"created"`
+	Updated       int64               `json:"updated"`
+	Settled       int64               `json:"settled,omitempty"`
+	TTLMs         int64               `json:"ttl_ms"`
+	Result        json.RawMessage     `json:"result,omitempty"`
+	Error         *taskstore.RPCError `json:"error,omitempty"`
 }
 
 // EncodeTask is r's stored bytes.
-func EncodeTask(r tasks.Record) ([]byte, error) {
+func EncodeTask(r taskstore.Record) ([]byte, error) {
 	w := taskRecord{V: TaskRecordVersion, ID: r.ID, Principal: r.Principal, Tool: r.Tool, AgentID: r.AgentID, MessageID: r.MessageID,
 		Status: string(r.Status), StatusMessage: r.StatusMessage, Created: r.CreatedAt.UnixNano(), Updated: r.UpdatedAt.UnixNano(),
 		TTLMs: r.TTL.Milliseconds(), Result: r.Result, Error: r.Error}
@@ -55,13 +55,13 @@ func EncodeTask(r tasks.Record) ([]byte, error) {
 // TaskRecordVersion, lack an id, principal or agent, carry an unknown
 // status or a negative TTL, or hold a result that is not a JSON object are
 // an error wrapping ErrCorrupt.
-func DecodeTask(b []byte) (tasks.Record, error) {
+func DecodeTask(b []byte) (taskstore.Record, error) {
 	var w taskRecord
 	if err := json.Unmarshal(b, &w); err != nil {
-		return tasks.Record{}, fmt.Errorf("task record: %w: %w", manager.ErrCorrupt, err)
+		return taskstore.Record{}, fmt.Errorf("task record: %w: %w", seam.ErrCorrupt, err)
 	}
-	bad := func(why string) (tasks.Record, error) {
-		return tasks.Record{}, fmt.Errorf("task record %q: %s: %w", w.ID, why, manager.ErrCorrupt)
+	bad := func(why string) (taskstore.Record, error) {
+		return taskstore.Record{}, fmt.Errorf("task record %q: %s: %w", w.ID, why, seam.ErrCorrupt)
 	}
 	switch {
 	case w.V != TaskRecordVersion:
@@ -71,8 +71,8 @@ func DecodeTask(b []byte) (tasks.Record, error) {
 	case w.TTLMs < 0:
 		return bad("negative ttl")
 	}
-	st := tasks.Status(w.Status)
-	if st != tasks.StatusWorking && !st.Terminal() {
+	st := taskstore.Status(w.Status)
+	if st != taskstore.StatusWorking && !st.Terminal() {
 		return bad(fmt.Sprintf("unknown status %q", w.Status))
 	}
 	if len(w.Result) > 0 {
@@ -81,7 +81,7 @@ func DecodeTask(b []byte) (tasks.Record, error) {
 			return bad("result is not an object")
 		}
 	}
-	r := tasks.Record{ID: w.ID, Principal: w.Principal, Tool: w.Tool, AgentID: w.AgentID, MessageID: w.MessageID, Status: st,
+	r := taskstore.Record{ID: w.ID, Principal: w.Principal, Tool: w.Tool, AgentID: w.AgentID, MessageID: w.MessageID, Status: st,
 		StatusMessage: w.StatusMessage, CreatedAt: time.Unix(0, w.Created).UTC(), UpdatedAt: time.Unix(0, w.Updated).UTC(),
 		TTL: time.Duration(w.TTLMs) * time.Millisecond, Result: w.Result, Error: w.Error}
 	if w.Settled != 0 {
@@ -90,10 +90,10 @@ func DecodeTask(b []byte) (tasks.Record, error) {
 	return r, nil
 }
 
-var _ tasks.Store = (*Store)(nil)
+var _ taskstore.Store = (*Store)(nil)
 
 // PutTask creates or replaces a task record, committed when it returns.
-func (s *Store) PutTask(ctx context.Context, r tasks.Record) error {
+func (s *Store) PutTask(ctx context.Context, r taskstore.Record) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
@@ -112,9 +112,9 @@ func (s *Store) PutTask(ctx context.Context, r tasks.Record) error {
 
 // Task reads a task record: ErrNotFound (tasks') for an unknown id,
 // ErrCorrupt for bytes that do not decode.
-func (s *Store) Task(ctx context.Context, id string) (tasks.Record, error) {
+func (s *Store) Task(ctx context.Context, id string) (taskstore.Record, error) {
 	if err := ctxErr(ctx); err != nil {
-		return tasks.Record{}, err
+		return taskstore.Record{}, err
 	}
 	var b []byte
 	err := s.view(func(tx *bolt.Tx) error {
@@ -126,10 +126,10 @@ func (s *Store) Task(ctx context.Context, id string) (tasks.Record, error) {
 		return nil
 	})
 	if err != nil {
-		return tasks.Record{}, err
+		return taskstore.Record{}, err
 	}
 	if b == nil {
-		return tasks.Record{}, fmt.Errorf("persist: task %q: %w", id, tasks.ErrNotFound)
+		return taskstore.Record{}, fmt.Errorf("persist: task %q: %w", id, taskstore.ErrNotFound)
 	}
 	return DecodeTask(b)
 }
@@ -149,11 +149,11 @@ func (s *Store) DeleteTask(ctx context.Context, id string) error {
 
 // Tasks lists every task record. One that does not decode is skipped and
 // logged: a lost task, never a store that cannot list the others.
-func (s *Store) Tasks(ctx context.Context) ([]tasks.Record, error) {
+func (s *Store) Tasks(ctx context.Context) ([]taskstore.Record, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
-	var out []tasks.Record
+	var out []taskstore.Record
 	err := s.view(func(tx *bolt.Tx) error {
 		tb := tx.Bucket(bucketTasks)
 		if tb == nil {

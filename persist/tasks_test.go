@@ -5,25 +5,24 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/mcp-subagent/mcp-subagent/persist/storetest"
+	"github.com/mcp-subagent/mcp-subagent/seam"
+	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
-
-	"github.com/mcp-subagent/mcp-subagent/manager"
-	"github.com/mcp-subagent/mcp-subagent/persist/storetest"
-	"github.com/mcp-subagent/mcp-subagent/tasks"
 )
 
-func sampleTask(id string) tasks.Record {
-	return tasks.Record{ID: id, Principal: "alice", Tool: "subagent", AgentID: "agent-1", MessageID: "msg-1",
-		Status: tasks.StatusCompleted, StatusMessage: "answered", CreatedAt: t0, UpdatedAt: t0.Add(time.Second),
+func sampleTask(id string) taskstore.Record {
+	return taskstore.Record{ID: id, Principal: "alice", Tool: "subagent", AgentID: "agent-1", MessageID: "msg-1",
+		Status: taskstore.StatusCompleted, StatusMessage: "answered", CreatedAt: t0, UpdatedAt: t0.Add(time.Second),
 		SettledAt: t0.Add(2 * time.Second), TTL: time.Hour,
 		Result: json.RawMessage(`{"content":[{"type":"text","text":"done"}],"isError":false}`)}
 }
 
 // Task records round-trip through the store, survive a reopen, replace
-// by id and delete; an unknown id is tasks.ErrNotFound.
+// by id and delete; an unknown id is taskstore.ErrNotFound.
 func TestTaskRecords(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -31,15 +30,15 @@ func TestTaskRecords(t *testing.T) {
 	if got, err := s.Tasks(ctx); err != nil || len(got) != 0 {
 		t.Fatalf("a new store lists tasks %v, %v", got, err)
 	}
-	if _, err := s.Task(ctx, "task-none"); !errors.Is(err, tasks.ErrNotFound) {
-		t.Fatalf("an unknown task: %v, want tasks.ErrNotFound", err)
+	if _, err := s.Task(ctx, "task-none"); !errors.Is(err, taskstore.ErrNotFound) {
+		t.Fatalf("an unknown task: %v, want taskstore.ErrNotFound", err)
 	}
 	a := sampleTask("task-a")
 	w := sampleTask("task-w")
-	w.Status, w.SettledAt, w.Result = tasks.StatusWorking, time.Time{}, nil
+	w.Status, w.SettledAt, w.Result = taskstore.StatusWorking, time.Time{}, nil
 	f := sampleTask("task-f")
-	f.Status, f.Result, f.Error = tasks.StatusFailed, nil, &tasks.RPCError{Code: -32603, Message: "the server stopped"}
-	for _, r := range []tasks.Record{a, w, f} {
+	f.Status, f.Result, f.Error = taskstore.StatusFailed, nil, &taskstore.RPCError{Code: -32603, Message: "the server stopped"}
+	for _, r := range []taskstore.Record{a, w, f} {
 		if err := s.PutTask(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +47,7 @@ func TestTaskRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = openTest(t, dir)
-	for _, want := range []tasks.Record{a, w, f} {
+	for _, want := range []taskstore.Record{a, w, f} {
 		got, err := s.Task(ctx, want.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +88,7 @@ func TestGoldenStoreTakesTasks(t *testing.T) {
 // corrupt, never a panic, and what decodes re-encodes to a record that
 // decodes the same.
 func FuzzDecodeTask(f *testing.F) {
-	for _, r := range []tasks.Record{sampleTask("task-1"), {ID: "task-2", Principal: "local", AgentID: "agent-2", Status: tasks.StatusWorking, CreatedAt: t0, UpdatedAt: t0}} {
+	for _, r := range []taskstore.Record{sampleTask("task-1"), {ID: "task-2", Principal: "local", AgentID: "agent-2", Status: taskstore.StatusWorking, CreatedAt: t0, UpdatedAt: t0}} {
 		b, err := EncodeTask(r)
 		if err != nil {
 			f.Fatal(err)
@@ -103,7 +102,7 @@ func FuzzDecodeTask(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeTask(b)
 		if err != nil {
-			if !errors.Is(err, manager.ErrCorrupt) {
+			if !errors.Is(err, seam.ErrCorrupt) {
 				t.Fatalf("a refusal that is not ErrCorrupt: %v", err)
 			}
 			return

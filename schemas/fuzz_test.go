@@ -6,21 +6,21 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // toolArgs is the subagent tool's argument struct, with the real filter
 // type, so the fuzzer also checks that what is accepted survives the round
 // trip through the types the server uses.
 type toolArgs struct {
-	Description  string              `json:"description"`
-	Prompt       string              `json:"prompt"`
-	Provider     string              `json:"provider,omitempty"`
-	OutputSchema json.RawMessage     `json:"output_schema,omitempty"`
-	MaxDepth     *int                `json:"max_depth,omitempty"`
-	ToolFilter   *manager.ToolFilter `json:"tool_filter,omitempty"`
-	Persona      string              `json:"persona,omitempty"`
-	Cwd          string              `json:"cwd,omitempty"`
+	Description  string           `json:"description"`
+	Prompt       string           `json:"prompt"`
+	Provider     string           `json:"provider,omitempty"`
+	OutputSchema json.RawMessage  `json:"output_schema,omitempty"`
+	MaxDepth     *int             `json:"max_depth,omitempty"`
+	ToolFilter   *seam.ToolFilter `json:"tool_filter,omitempty"`
+	Persona      string           `json:"persona,omitempty"`
+	Cwd          string           `json:"cwd,omitempty"`
 }
 
 // FuzzDecode feeds arbitrary bytes to the subagent input validator: it must

@@ -11,6 +11,8 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
+	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
@@ -18,9 +20,9 @@ import (
 type idleManager struct{}
 
 func (idleManager) AwaitTurn(string, string, func(string)) manager.Turn { panic("not reached") }
-func (idleManager) Interrupt(manager.ParentRef, string) error           { panic("not reached") }
-func (idleManager) LastOutcome(context.Context, string) (manager.Result, error) {
-	return manager.Result{}, manager.ErrNotFound
+func (idleManager) Interrupt(seam.ParentRef, string) error              { panic("not reached") }
+func (idleManager) LastOutcome(context.Context, string) (seam.Result, error) {
+	return seam.Result{}, seam.ErrNotFound
 }
 
 // callServer is an MCP server whose subagent tool hands the context of
@@ -50,22 +52,22 @@ func callServer(t *testing.T, startChild bool) (ms *server.MCPServer, calls <-ch
 // package).
 type memStore struct {
 	mu   sync.Mutex
-	recs map[string]Record
+	recs map[string]taskstore.Record
 }
 
-func (s *memStore) PutTask(_ context.Context, r Record) error {
+func (s *memStore) PutTask(_ context.Context, r taskstore.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.recs[r.ID] = r
 	return nil
 }
 
-func (s *memStore) Task(_ context.Context, id string) (Record, error) {
+func (s *memStore) Task(_ context.Context, id string) (taskstore.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.recs[id]
 	if !ok {
-		return Record{}, ErrNotFound
+		return taskstore.Record{}, taskstore.ErrNotFound
 	}
 	return r, nil
 }
@@ -77,10 +79,10 @@ func (s *memStore) DeleteTask(_ context.Context, id string) error {
 	return nil
 }
 
-func (s *memStore) Tasks(context.Context) ([]Record, error) {
+func (s *memStore) Tasks(context.Context) ([]taskstore.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []Record
+	var out []taskstore.Record
 	for _, r := range s.recs {
 		out = append(out, r)
 	}
@@ -89,7 +91,7 @@ func (s *memStore) Tasks(context.Context) ([]Record, error) {
 
 func cancelLayer(t *testing.T) *Layer {
 	t.Helper()
-	l := New(Options{Store: &memStore{recs: map[string]Record{}}, Manager: idleManager{}})
+	l := New(Options{Store: &memStore{recs: map[string]taskstore.Record{}}, Manager: idleManager{}})
 	t.Cleanup(l.Close)
 	return l
 }

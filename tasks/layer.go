@@ -19,6 +19,8 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
+	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
@@ -41,14 +43,14 @@ const (
 // Manager is what the layer asks of the manager.
 type Manager interface {
 	AwaitTurn(childID, msgID string, step func(string)) manager.Turn
-	Interrupt(caller manager.ParentRef, childID string) error
-	LastOutcome(ctx context.Context, childID string) (manager.Result, error)
+	Interrupt(caller seam.ParentRef, childID string) error
+	LastOutcome(ctx context.Context, childID string) (seam.Result, error)
 }
 
 // Options configures a Layer. Zero values mean the defaults given.
 type Options struct {
-	Store   Store   // required
-	Manager Manager // required
+	Store   taskstore.Store // required
+	Manager Manager         // required
 	// TTL is how long a settled task is kept; zero: DefaultTTL.
 	TTL time.Duration
 	// PollInterval is the polling interval suggested to clients; zero:
@@ -73,7 +75,7 @@ type Next = func(ctx context.Context, raw json.RawMessage) mcp.JSONRPCMessage
 // declaring client's subagent or send_message call into a task, and hands
 // everything else on unchanged.
 type Layer struct {
-	store Store
+	store taskstore.Store
 	mgr   Manager
 	ttl   time.Duration
 	poll  time.Duration
@@ -105,7 +107,7 @@ type inflight struct{ cancel context.CancelFunc }
 // liveTask is a task whose call runs here: its record, kept current in
 // memory, and the call's progress.
 type liveTask struct {
-	rec             Record
+	rec             taskstore.Record
 	call            *pending
 	cancelRequested bool
 }
@@ -330,8 +332,8 @@ func (l *Layer) call(ctx context.Context, r request, raw json.RawMessage, next N
 		return withID(<-done, id)
 	}
 	now := l.now()
-	rec := Record{ID: newTaskID(), Principal: tools.Principal(ctx), Tool: r.Params.Name, AgentID: s.childID, MessageID: s.msgID,
-		Status: StatusWorking, StatusMessage: "started " + s.childID, CreatedAt: now, UpdatedAt: now, TTL: l.ttl}
+	rec := taskstore.Record{ID: newTaskID(), Principal: tools.Principal(ctx), Tool: r.Params.Name, AgentID: s.childID, MessageID: s.msgID,
+		Status: taskstore.StatusWorking, StatusMessage: "started " + s.childID, CreatedAt: now, UpdatedAt: now, TTL: l.ttl}
 	lt := &liveTask{rec: rec, call: p}
 	l.mu.Lock()
 	l.live[rec.ID] = lt
@@ -422,8 +424,8 @@ func (l *Layer) settle(id string, done <-chan mcp.JSONRPCMessage) {
 	}
 	b, _ := json.Marshal(resp)
 	var env struct {
-		Result json.RawMessage `json:"result"`
-		Error  *RPCError       `json:"error"`
+		Result json.RawMessage     `json:"result"`
+		Error  *taskstore.RPCError `json:"error"`
 	}
 	_ = json.Unmarshal(b, &env)
 	l.mu.Lock()
@@ -437,12 +439,12 @@ func (l *Layer) settle(id string, done <-chan mcp.JSONRPCMessage) {
 	rec.UpdatedAt, rec.SettledAt = now, now
 	switch {
 	case env.Error != nil:
-		rec.Status, rec.Error, rec.StatusMessage = StatusFailed, env.Error, env.Error.Message
+		rec.Status, rec.Error, rec.StatusMessage = taskstore.StatusFailed, env.Error, env.Error.Message
 	case lt.cancelRequested && isErrorResult(env.Result):
-		rec.Status, rec.Result = StatusCancelled, env.Result
+		rec.Status, rec.Result = taskstore.StatusCancelled, env.Result
 		rec.StatusMessage = "cancelled: the subagent's turn was interrupted"
 	default:
-		rec.Status, rec.Result = StatusCompleted, env.Result
+		rec.Status, rec.Result = taskstore.StatusCompleted, env.Result
 		rec.StatusMessage = ""
 	}
 	final := *rec
@@ -554,7 +556,7 @@ func (l *Layer) lookup(ctx context.Context, id, principal string) (*liveTask, er
 	}
 	l.mu.Unlock()
 	rec, err := l.store.Task(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, taskstore.ErrNotFound) {
 		return nil, errNotFound
 	}
 	if err != nil {
@@ -569,7 +571,7 @@ func (l *Layer) lookup(ctx context.Context, id, principal string) (*liveTask, er
 		}
 		return nil, errExpired
 	}
-	if rec.Status == StatusWorking {
+	if rec.Status == taskstore.StatusWorking {
 		rec = l.resolve(ctx, rec)
 	}
 	return &liveTask{rec: rec}, nil
@@ -580,16 +582,16 @@ func (l *Layer) lookup(ctx context.Context, id, principal string) (*liveTask, er
 // the child's stored outcome when its last turn completed (a subagent
 // call; the crash came after the turn and before the task's write), else
 // failed with the diagnostic. Never working forever.
-func (l *Layer) resolve(ctx context.Context, rec Record) Record {
+func (l *Layer) resolve(ctx context.Context, rec taskstore.Record) taskstore.Record {
 	now := l.now()
 	rec.UpdatedAt, rec.SettledAt = now, now
 	res, err := l.mgr.LastOutcome(ctx, rec.AgentID)
 	if err == nil && res.StopReason == agent.StopCompleted && rec.Tool == "subagent" {
 		if b, err := completeResult(tools.ForegroundResult(rec.AgentID, res)); err == nil {
-			rec.Status, rec.Result, rec.StatusMessage = StatusCompleted, b, ""
+			rec.Status, rec.Result, rec.StatusMessage = taskstore.StatusCompleted, b, ""
 		}
 	}
-	if rec.Status == StatusWorking {
+	if rec.Status == taskstore.StatusWorking {
 		why := "its turn ended " + string(res.StopReason)
 		switch {
 		case err != nil:
@@ -601,7 +603,7 @@ func (l *Layer) resolve(ctx context.Context, rec Record) Record {
 			why += ": " + res.Diagnostic
 		}
 		msg := fmt.Sprintf("the server stopped while this task waited for subagent %s (%s); the subagent is kept and resumable: send_message gives it more work", rec.AgentID, why)
-		rec.Status, rec.StatusMessage, rec.Error = StatusFailed, msg, &RPCError{Code: mcp.INTERNAL_ERROR, Message: msg}
+		rec.Status, rec.StatusMessage, rec.Error = taskstore.StatusFailed, msg, &taskstore.RPCError{Code: mcp.INTERNAL_ERROR, Message: msg}
 	}
 	if err := l.store.PutTask(ctx, rec); err != nil {
 		l.log.Warn("storing a resolved task failed; it is resolved again on the next read", "task_id", rec.ID, "err", err)
@@ -629,7 +631,7 @@ func completeResult(r *mcp.CallToolResult) (json.RawMessage, error) {
 // cooperative, and acknowledged either way.
 func (l *Layer) cancelTask(lt *liveTask) {
 	l.mu.Lock()
-	live := l.live[lt.rec.ID] == lt && lt.rec.Status == StatusWorking
+	live := l.live[lt.rec.ID] == lt && lt.rec.Status == taskstore.StatusWorking
 	if live {
 		lt.cancelRequested = true
 	}
@@ -638,7 +640,7 @@ func (l *Layer) cancelTask(lt *liveTask) {
 	if !live {
 		return
 	}
-	if err := l.mgr.Interrupt(manager.ParentRef{Principal: rec.Principal}, rec.AgentID); err != nil {
+	if err := l.mgr.Interrupt(seam.ParentRef{Principal: rec.Principal}, rec.AgentID); err != nil {
 		l.log.Warn("interrupting a cancelled task's child failed", "task_id", rec.ID, "agent_id", rec.AgentID, "err", err)
 		return
 	}
@@ -655,7 +657,7 @@ func (l *Layer) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, rec := range recs {
-		if rec.Status != StatusWorking {
+		if rec.Status != taskstore.StatusWorking {
 			continue
 		}
 		l.mu.Lock()
@@ -692,7 +694,7 @@ func (l *Layer) sweepLoop() {
 
 // sweep deletes the expired tasks; it returns the records it kept and how
 // many it deleted.
-func (l *Layer) sweep(ctx context.Context) (kept []Record, deleted int, err error) {
+func (l *Layer) sweep(ctx context.Context) (kept []taskstore.Record, deleted int, err error) {
 	recs, err := l.store.Tasks(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -719,7 +721,7 @@ func (l *Layer) wire(lt *liveTask, resultType string) map[string]any {
 	l.mu.Unlock()
 	msg := rec.StatusMessage
 	updated := rec.UpdatedAt
-	if lt.call != nil && rec.Status == StatusWorking {
+	if lt.call != nil && rec.Status == taskstore.StatusWorking {
 		if s, at := lt.call.latest(); s != "" {
 			msg, updated = s, at
 		}
@@ -737,9 +739,9 @@ func (l *Layer) wire(lt *liveTask, resultType string) map[string]any {
 		m["statusMessage"] = msg
 	}
 	switch rec.Status {
-	case StatusCompleted:
+	case taskstore.StatusCompleted:
 		m["result"] = rec.Result
-	case StatusFailed:
+	case taskstore.StatusFailed:
 		m["error"] = rec.Error
 	}
 	return m
@@ -748,7 +750,7 @@ func (l *Layer) wire(lt *liveTask, resultType string) map[string]any {
 // ttlMs is the task's time to live counted from its creation, as the
 // spec counts it: while it works, at least TTL from now (a task lives as
 // long as its child's turn); once settled, until TTL after that.
-func (l *Layer) ttlMs(rec Record) int64 {
+func (l *Layer) ttlMs(rec taskstore.Record) int64 {
 	end := l.now().Add(rec.TTL)
 	if !rec.SettledAt.IsZero() {
 		end = rec.SettledAt.Add(rec.TTL)
@@ -770,7 +772,7 @@ type hooked struct {
 	l *Layer
 }
 
-func (h hooked) StartContinuable(ctx context.Context, name string, req manager.StartRequest, wait bool) (*manager.Started, error) {
+func (h hooked) StartContinuable(ctx context.Context, name string, req seam.StartRequest, wait bool) (*manager.Started, error) {
 	p, _ := ctx.Value(pendingKey{}).(*pending)
 	if p == nil || !wait || !p.claim() {
 		return h.Manager.StartContinuable(ctx, name, req, wait)
@@ -784,7 +786,7 @@ func (h hooked) StartContinuable(ctx context.Context, name string, req manager.S
 	return st, nil
 }
 
-func (h hooked) FollowupBudget(ctx context.Context, caller manager.ParentRef, childID, content string, wait bool, budget *manager.Budget) (*manager.Sent, error) {
+func (h hooked) FollowupBudget(ctx context.Context, caller seam.ParentRef, childID, content string, wait bool, budget *seam.Budget) (*manager.Sent, error) {
 	p, _ := ctx.Value(pendingKey{}).(*pending)
 	if p == nil || !wait || !p.claim() {
 		return h.Manager.FollowupBudget(ctx, caller, childID, content, wait, budget)
@@ -806,7 +808,7 @@ type closingTurn struct {
 	l *Layer
 }
 
-func (c closingTurn) Wait(ctx context.Context) (manager.Result, bool) {
+func (c closingTurn) Wait(ctx context.Context) (seam.Result, bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(c.l.ctx, cancel)

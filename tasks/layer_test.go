@@ -15,7 +15,9 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tasks"
+	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
@@ -24,17 +26,17 @@ import (
 // cmd/mcp-subagent).
 type fakeManager struct {
 	mu       sync.Mutex
-	outcomes map[string]manager.Result
+	outcomes map[string]seam.Result
 }
 
 func (f *fakeManager) AwaitTurn(string, string, func(string)) manager.Turn { panic("not reached") }
-func (f *fakeManager) Interrupt(manager.ParentRef, string) error           { panic("not reached") }
-func (f *fakeManager) LastOutcome(_ context.Context, id string) (manager.Result, error) {
+func (f *fakeManager) Interrupt(seam.ParentRef, string) error              { panic("not reached") }
+func (f *fakeManager) LastOutcome(_ context.Context, id string) (seam.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.outcomes[id]
 	if !ok {
-		return manager.Result{}, manager.ErrNotFound
+		return seam.Result{}, seam.ErrNotFound
 	}
 	return r, nil
 }
@@ -78,15 +80,15 @@ func rpc(method string, params map[string]any, declare bool) json.RawMessage {
 }
 
 // answer decodes what the layer answered.
-func answer(t *testing.T, m mcp.JSONRPCMessage) (map[string]any, *tasks.RPCError) {
+func answer(t *testing.T, m mcp.JSONRPCMessage) (map[string]any, *taskstore.RPCError) {
 	t.Helper()
 	b, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var a struct {
-		Result map[string]any  `json:"result"`
-		Error  *tasks.RPCError `json:"error"`
+		Result map[string]any      `json:"result"`
+		Error  *taskstore.RPCError `json:"error"`
 	}
 	if err := json.Unmarshal(b, &a); err != nil {
 		t.Fatal(err)
@@ -144,7 +146,7 @@ func TestExpiry(t *testing.T) {
 	ctx := tools.WithPrincipal(context.Background(), "alice")
 	l, st, c := newLayer(t, &fakeManager{})
 	settled := t0.Add(10 * time.Second)
-	rec := tasks.Record{ID: "task-e", Principal: "alice", Tool: "subagent", AgentID: "agent-e", Status: tasks.StatusCompleted,
+	rec := taskstore.Record{ID: "task-e", Principal: "alice", Tool: "subagent", AgentID: "agent-e", Status: taskstore.StatusCompleted,
 		CreatedAt: t0, UpdatedAt: settled, SettledAt: settled, TTL: time.Minute, Result: json.RawMessage(`{"content":[],"isError":false}`)}
 	if err := st.PutTask(context.Background(), rec); err != nil {
 		t.Fatal(err)
@@ -159,7 +161,7 @@ func TestExpiry(t *testing.T) {
 	if rerr == nil || rerr.Code != -32602 || rerr.Message != "Failed to retrieve task: Task has expired" {
 		t.Fatalf("at expiry: %v, want -32602 Task has expired", rerr)
 	}
-	if _, err := st.Task(context.Background(), "task-e"); !errors.Is(err, tasks.ErrNotFound) {
+	if _, err := st.Task(context.Background(), "task-e"); !errors.Is(err, taskstore.ErrNotFound) {
 		t.Fatalf("an expired task is still stored: %v", err)
 	}
 	// Recover sweeps expired records; a live one stays.
@@ -167,7 +169,7 @@ func TestExpiry(t *testing.T) {
 	old.ID = "task-old"
 	fresh := rec
 	fresh.ID, fresh.SettledAt = "task-fresh", c.Now()
-	for _, r := range []tasks.Record{old, fresh} {
+	for _, r := range []taskstore.Record{old, fresh} {
 		if err := st.PutTask(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +177,7 @@ func TestExpiry(t *testing.T) {
 	if err := l.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Task(context.Background(), "task-old"); !errors.Is(err, tasks.ErrNotFound) {
+	if _, err := st.Task(context.Background(), "task-old"); !errors.Is(err, taskstore.ErrNotFound) {
 		t.Fatalf("Recover left an expired task: %v", err)
 	}
 	if _, err := st.Task(context.Background(), "task-fresh"); err != nil {
@@ -188,13 +190,13 @@ func TestExpiry(t *testing.T) {
 // turn completed, else failed with the diagnostic; another principal
 // still cannot see them.
 func TestRecoverResolvesWorking(t *testing.T) {
-	fm := &fakeManager{outcomes: map[string]manager.Result{
+	fm := &fakeManager{outcomes: map[string]seam.Result{
 		"agent-done": {StopReason: agent.StopCompleted, Output: "the answer"},
 		"agent-cut":  {StopReason: agent.StopAborted, Diagnostic: "the turn was cut by a restart"},
 	}}
 	l, st, _ := newLayer(t, fm)
 	for _, id := range []string{"done", "cut", "gone"} {
-		r := tasks.Record{ID: "task-" + id, Principal: "local", Tool: "subagent", AgentID: "agent-" + id, Status: tasks.StatusWorking, CreatedAt: t0, UpdatedAt: t0, TTL: time.Hour}
+		r := taskstore.Record{ID: "task-" + id, Principal: "local", Tool: "subagent", AgentID: "agent-" + id, Status: taskstore.StatusWorking, CreatedAt: t0, UpdatedAt: t0, TTL: time.Hour}
 		if err := st.PutTask(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +205,7 @@ func TestRecoverResolvesWorking(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := tools.WithPrincipal(context.Background(), "local")
-	get := func(id string) (map[string]any, *tasks.RPCError) {
+	get := func(id string) (map[string]any, *taskstore.RPCError) {
 		return answer(t, l.Handle(ctx, rpc("tasks/get", map[string]any{"taskId": id}, true), noNext(t)))
 	}
 	done, _ := get("task-done")
@@ -239,25 +241,25 @@ func containsAll(s string, parts ...string) bool {
 	return true
 }
 
-// memTasks is a tasks.Store in memory, for tests in a synctest bubble.
+// memTasks is a taskstore.Store in memory, for tests in a synctest bubble.
 type memTasks struct {
 	mu sync.Mutex
-	m  map[string]tasks.Record
+	m  map[string]taskstore.Record
 }
 
-func (s *memTasks) PutTask(_ context.Context, r tasks.Record) error {
+func (s *memTasks) PutTask(_ context.Context, r taskstore.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.m[r.ID] = r
 	return nil
 }
 
-func (s *memTasks) Task(_ context.Context, id string) (tasks.Record, error) {
+func (s *memTasks) Task(_ context.Context, id string) (taskstore.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.m[id]
 	if !ok {
-		return r, tasks.ErrNotFound
+		return r, taskstore.ErrNotFound
 	}
 	return r, nil
 }
@@ -269,10 +271,10 @@ func (s *memTasks) DeleteTask(_ context.Context, id string) error {
 	return nil
 }
 
-func (s *memTasks) Tasks(context.Context) ([]tasks.Record, error) {
+func (s *memTasks) Tasks(context.Context) ([]taskstore.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []tasks.Record
+	var out []taskstore.Record
 	for _, r := range s.m {
 		out = append(out, r)
 	}
@@ -284,13 +286,13 @@ func (s *memTasks) Tasks(context.Context) ([]tasks.Record, error) {
 // working one and one not yet expired stay; Close ends the sweep.
 func TestSweepDeletesExpiredTasks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &memTasks{m: map[string]tasks.Record{}}
+		st := &memTasks{m: map[string]taskstore.Record{}}
 		l := tasks.New(tasks.Options{Store: st, Manager: &fakeManager{}, TTL: time.Minute, SweepEvery: 10 * time.Second})
 		now := time.Now()
-		for _, r := range []tasks.Record{
-			{ID: "task-soon", Status: tasks.StatusCompleted, SettledAt: now, TTL: 15 * time.Second},
-			{ID: "task-later", Status: tasks.StatusCompleted, SettledAt: now, TTL: time.Hour},
-			{ID: "task-working", Status: tasks.StatusWorking, TTL: time.Second},
+		for _, r := range []taskstore.Record{
+			{ID: "task-soon", Status: taskstore.StatusCompleted, SettledAt: now, TTL: 15 * time.Second},
+			{ID: "task-later", Status: taskstore.StatusCompleted, SettledAt: now, TTL: time.Hour},
+			{ID: "task-working", Status: taskstore.StatusWorking, TTL: time.Second},
 		} {
 			r.Principal, r.Tool, r.AgentID, r.CreatedAt, r.UpdatedAt = "local", "subagent", "agent-x", now, now
 			if err := st.PutTask(context.Background(), r); err != nil {

@@ -6,30 +6,32 @@ import (
 	"testing"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // subagent and send_message hand the budget they are given to the manager;
 // a bad value is refused naming the field; a child that ran out is an
 // error result saying so, with the diagnostic and the partial output.
 func TestBudgetsReachTheManagerAndRunningOutIsAnError(t *testing.T) {
-	out := manager.Result{StopReason: agent.StopBudget, Output: "half of it",
+	out := seam.Result{StopReason: agent.StopBudget, Output: "half of it",
 		Diagnostic: "budget exhausted: steps 5 of 5 (tokens 75, 0.1s)"}
-	var asked *manager.Budget
+	var asked *seam.Budget
 	f := &fakeManager{
-		start: func(req manager.StartRequest, wait bool) (*manager.Started, error) {
+		start: func(req seam.StartRequest, wait bool) (*manager.Started, error) {
 			asked = req.Budget
 			return &manager.Started{ChildID: "agent-1", MessageID: "msg-1", Turn: fakeTurn{ok: true, res: out}}, nil
 		},
-		followup: func(caller manager.ParentRef, childID, content string, wait bool) (*manager.Sent, error) {
+		followup: func(caller seam.ParentRef, childID, content string, wait bool) (*manager.Sent, error) {
 			return &manager.Sent{MessageID: "msg-2", Route: manager.RouteResumed, ChildID: childID, Turn: fakeTurn{}}, nil
 		},
 	}
-	f.treeUsage = func(string) (manager.Usage, error) { return manager.Usage{}, nil }
+	f.treeUsage = func(string) (llm.Usage, error) { return llm.Usage{}, nil }
 	s := fakeServer(t, f)
 	r := s.tool("subagent").handle(context.Background(), rootCall(s, map[string]any{
 		"description": "loop", "prompt": "go", "budget": map[string]any{"steps": 5, "cost_usd": 0.5}}))
-	if asked == nil || *asked != (manager.Budget{Steps: 5, CostUSD: 0.5}) {
+	if asked == nil || *asked != (seam.Budget{Steps: 5, CostUSD: 0.5}) {
 		t.Errorf("the manager was asked for budget %+v", asked)
 	}
 	text := ResultText(r)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 type principalKey struct{}
@@ -28,13 +28,13 @@ type childKey struct{}
 
 // childCaller is an external child as its callback token resolved it.
 type childCaller struct {
-	self  manager.ParentRef
+	self  seam.ParentRef
 	token string
 }
 
 // withChild marks ctx as a call from an external child agent that reached
 // the server back with its callback token.
-func withChild(ctx context.Context, self manager.ParentRef, token string) context.Context {
+func withChild(ctx context.Context, self seam.ParentRef, token string) context.Context {
 	return context.WithValue(ctx, childKey{}, childCaller{self: self, token: token})
 }
 
@@ -52,7 +52,7 @@ var (
 // token names, or the root principal the transport names. An identity that
 // cannot be established is an error: defaulting it (to "local", the stdio
 // root at depth 0) would hand a caller powers nobody gave it.
-func (s *Server) caller(ctx context.Context) (manager.ParentRef, error) {
+func (s *Server) caller(ctx context.Context) (seam.ParentRef, error) {
 	if c, ok := ctx.Value(childKey{}).(childCaller); ok {
 		// The token was resolved once, by the transport's guard; it must
 		// still be live when the call runs.
@@ -60,21 +60,21 @@ func (s *Server) caller(ctx context.Context) (manager.ParentRef, error) {
 		_, live := s.tokens[c.token]
 		s.mu.Unlock()
 		if !live {
-			return manager.ParentRef{}, errRevoked
+			return seam.ParentRef{}, errRevoked
 		}
 		return c.self, nil
 	}
 	p := Principal(ctx)
 	if p == "" {
-		return manager.ParentRef{}, errNoCaller
+		return seam.ParentRef{}, errNoCaller
 	}
 	return s.rootCaller(ctx, p), nil
 }
 
 // rootCaller is the ParentRef of root principal p: its session, and the
 // session's working directory (else the first root).
-func (s *Server) rootCaller(ctx context.Context, p string) manager.ParentRef {
-	ref := manager.ParentRef{Principal: p, Depth: 0}
+func (s *Server) rootCaller(ctx context.Context, p string) seam.ParentRef {
+	ref := seam.ParentRef{Principal: p, Depth: 0}
 	if len(s.roots) > 0 {
 		ref.Cwd = s.roots[0]
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // A transport that establishes no identity (no principal, no callback
@@ -35,7 +36,7 @@ func TestACallWhoseCallbackTokenWasRevokedIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb, revoke := ts.MintCallback(manager.ParentRef{Principal: "local", AgentID: "agent-x", Depth: 1})
+	cb, revoke := ts.MintCallback(seam.ParentRef{Principal: "local", AgentID: "agent-x", Depth: 1})
 	ctx, ok := ts.ChildContext(context.Background(), cb.Token)
 	if !ok {
 		t.Fatal("a fresh token did not resolve")

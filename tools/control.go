@@ -6,12 +6,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
@@ -30,15 +31,15 @@ type TurnOutcome struct {
 	Output     string           `json:"output"`
 	Structured any              `json:"structured,omitempty"`
 	Diagnostic string           `json:"diagnostic,omitempty"`
-	Usage      manager.Usage    `json:"usage"`
+	Usage      llm.Usage        `json:"usage"`
 }
 
 func (s *Server) sendMessage(ctx context.Context, c call) *mcp.CallToolResult {
 	var in struct {
-		SubagentID  string          `json:"subagent_id"`
-		Message     string          `json:"message"`
-		WaitSeconds float64         `json:"wait_seconds,omitempty"`
-		Budget      *manager.Budget `json:"budget,omitempty"`
+		SubagentID  string       `json:"subagent_id"`
+		Message     string       `json:"message"`
+		WaitSeconds float64      `json:"wait_seconds,omitempty"`
+		Budget      *seam.Budget `json:"budget,omitempty"`
 	}
 	if bad := s.tool("send_message").decode(c, &in); bad != nil {
 		return bad
@@ -98,7 +99,7 @@ func (s *Server) listAgents(ctx context.Context, c call) *mcp.CallToolResult {
 	if bad := s.tool("list_agents").decode(c, &in); bad != nil {
 		return bad
 	}
-	var notes []manager.Notice
+	var notes []seam.Notice
 	if in.WaitSeconds > 0 {
 		wctx, cancel := context.WithTimeout(ctx, seconds(s.boundWait(ctx, in.WaitSeconds)))
 		if c.caller.AgentID == "" {
@@ -180,7 +181,7 @@ func boundRow(r manager.Row) manager.Row {
 // inProject keeps a root session's rows whose cwd lies in the session's
 // working directory: a session sees its own project's children unless it
 // asks for all_projects.
-func (s *Server) inProject(caller manager.ParentRef, rows []manager.Row) []manager.Row {
+func (s *Server) inProject(caller seam.ParentRef, rows []manager.Row) []manager.Row {
 	si := s.session(caller.Session)
 	if si == nil || si.Cwd == "" {
 		return rows

@@ -10,7 +10,9 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // fakeManager fakes the manager uses a test is about: set the funcs the
@@ -18,47 +20,47 @@ import (
 // did not expect panics and fails it.
 type fakeManager struct {
 	Manager
-	followup  func(caller manager.ParentRef, childID, content string, wait bool) (*manager.Sent, error)
-	start     func(req manager.StartRequest, wait bool) (*manager.Started, error)
-	treeUsage func(agentID string) (manager.Usage, error)
-	interrupt func(caller manager.ParentRef, childID string) error
-	list      func(caller manager.ParentRef, q manager.ListQuery) (manager.ListPage, error)
-	budgets   []*manager.Budget // what each send_message granted
+	followup  func(caller seam.ParentRef, childID, content string, wait bool) (*manager.Sent, error)
+	start     func(req seam.StartRequest, wait bool) (*manager.Started, error)
+	treeUsage func(agentID string) (llm.Usage, error)
+	interrupt func(caller seam.ParentRef, childID string) error
+	list      func(caller seam.ParentRef, q manager.ListQuery) (manager.ListPage, error)
+	budgets   []*seam.Budget // what each send_message granted
 }
 
 func (f *fakeManager) Providers() []manager.ProviderInfo {
 	return []manager.ProviderInfo{{Name: "fake", Continuable: true,
-		Capabilities: manager.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}}}
+		Capabilities: seam.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}}}
 }
 func (f *fakeManager) MaxDepth() int    { return 3 }
 func (f *fakeManager) Persistent() bool { return true }
-func (f *fakeManager) FollowupBudget(_ context.Context, caller manager.ParentRef, childID, content string, wait bool, b *manager.Budget) (*manager.Sent, error) {
+func (f *fakeManager) FollowupBudget(_ context.Context, caller seam.ParentRef, childID, content string, wait bool, b *seam.Budget) (*manager.Sent, error) {
 	f.budgets = append(f.budgets, b)
 	return f.followup(caller, childID, content, wait)
 }
-func (f *fakeManager) StartContinuable(_ context.Context, _ string, req manager.StartRequest, wait bool) (*manager.Started, error) {
+func (f *fakeManager) StartContinuable(_ context.Context, _ string, req seam.StartRequest, wait bool) (*manager.Started, error) {
 	return f.start(req, wait)
 }
-func (f *fakeManager) TreeUsage(agentID string) (manager.Usage, error) { return f.treeUsage(agentID) }
-func (f *fakeManager) Interrupt(caller manager.ParentRef, childID string) error {
+func (f *fakeManager) TreeUsage(agentID string) (llm.Usage, error) { return f.treeUsage(agentID) }
+func (f *fakeManager) Interrupt(caller seam.ParentRef, childID string) error {
 	return f.interrupt(caller, childID)
 }
-func (f *fakeManager) List(caller manager.ParentRef, q manager.ListQuery) (manager.ListPage, error) {
+func (f *fakeManager) List(caller seam.ParentRef, q manager.ListQuery) (manager.ListPage, error) {
 	return f.list(caller, q)
 }
 
 // fakeTurn is a turn whose outcome the test decides. With block set, Wait
 // waits for ctx and reports no outcome.
 type fakeTurn struct {
-	res       manager.Result
+	res       seam.Result
 	ok, block bool
 	committed error
 }
 
-func (t fakeTurn) Wait(ctx context.Context) (manager.Result, bool) {
+func (t fakeTurn) Wait(ctx context.Context) (seam.Result, bool) {
 	if t.block {
 		<-ctx.Done()
-		return manager.Result{}, false
+		return seam.Result{}, false
 	}
 	return t.res, t.ok
 }
@@ -97,15 +99,15 @@ func TestSendMessageWordsTheTurnItWaitedFor(t *testing.T) {
 		stopWant string
 	}{
 		{name: "no wait", turn: fakeTurn{}, text: "message msg-1 queued as the next turn for subagent agent-1 (woken)."},
-		{name: "completed", wait: 5, turn: fakeTurn{ok: true, res: manager.Result{Output: "all done", StopReason: agent.StopCompleted,
-			Usage: manager.Usage{InputTokens: 3, OutputTokens: 2}}}, text: "all done", outcome: true, stopWant: "completed"},
-		{name: "refused", wait: 5, turn: fakeTurn{ok: true, res: manager.Result{Output: "no", StopReason: agent.StopRefusal, Diagnostic: "policy"}},
+		{name: "completed", wait: 5, turn: fakeTurn{ok: true, res: seam.Result{Output: "all done", StopReason: agent.StopCompleted,
+			Usage: llm.Usage{InputTokens: 3, OutputTokens: 2}}}, text: "all done", outcome: true, stopWant: "completed"},
+		{name: "refused", wait: 5, turn: fakeTurn{ok: true, res: seam.Result{Output: "no", StopReason: agent.StopRefusal, Diagnostic: "policy"}},
 			isError: true, text: "declined the task", outcome: true, stopWant: "refusal"},
 		{name: "still running", wait: 0.05, turn: fakeTurn{block: true}, text: "still running after 0.05s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var gotWait bool
-			s := fakeServer(t, &fakeManager{followup: func(caller manager.ParentRef, childID, content string, wait bool) (*manager.Sent, error) {
+			s := fakeServer(t, &fakeManager{followup: func(caller seam.ParentRef, childID, content string, wait bool) (*manager.Sent, error) {
 				if childID != "agent-1" || content != "more" || caller.Principal != "local" {
 					t.Errorf("Followup(%+v, %q, %q)", caller, childID, content)
 				}
@@ -137,18 +139,18 @@ func TestSendMessageWordsTheTurnItWaitedFor(t *testing.T) {
 
 func TestAForegroundChildReportsItsTreeUsage(t *testing.T) {
 	s := fakeServer(t, &fakeManager{
-		start: func(req manager.StartRequest, wait bool) (*manager.Started, error) {
+		start: func(req seam.StartRequest, wait bool) (*manager.Started, error) {
 			if !wait || req.Prompt != "go" {
 				t.Errorf("StartContinuable(prompt %q, wait %v)", req.Prompt, wait)
 			}
 			return &manager.Started{ChildID: "agent-7", MessageID: "msg-1", Turn: fakeTurn{ok: true,
-				res: manager.Result{Output: "ok", StopReason: agent.StopCompleted, Usage: manager.Usage{InputTokens: 10, OutputTokens: 5}}}}, nil
+				res: seam.Result{Output: "ok", StopReason: agent.StopCompleted, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}}}, nil
 		},
-		treeUsage: func(id string) (manager.Usage, error) {
+		treeUsage: func(id string) (llm.Usage, error) {
 			if id != "agent-7" {
 				t.Errorf("TreeUsage(%q)", id)
 			}
-			return manager.Usage{InputTokens: 100, OutputTokens: 50, CostUSD: 0.25}, nil
+			return llm.Usage{InputTokens: 100, OutputTokens: 50, CostUSD: 0.25}, nil
 		},
 	})
 	r := s.tool("subagent").handle(context.Background(), rootCall(s, map[string]any{"prompt": "go", "description": "d"}))
@@ -156,23 +158,23 @@ func TestAForegroundChildReportsItsTreeUsage(t *testing.T) {
 		t.Fatalf("result %q (error %v)", ResultText(r), r.IsError)
 	}
 	fg := r.StructuredContent.(Foreground)
-	if fg.TreeUsage == nil || *fg.TreeUsage != (manager.Usage{InputTokens: 110, OutputTokens: 55, CostUSD: 0.25}) {
+	if fg.TreeUsage == nil || *fg.TreeUsage != (llm.Usage{InputTokens: 110, OutputTokens: 55, CostUSD: 0.25}) {
 		t.Errorf("tree_usage = %+v, want the child's own plus its descendants'", fg.TreeUsage)
 	}
-	if fg.Usage != (manager.Usage{InputTokens: 10, OutputTokens: 5}) {
+	if fg.Usage != (llm.Usage{InputTokens: 10, OutputTokens: 5}) {
 		t.Errorf("usage = %+v, want the child's own", fg.Usage)
 	}
 }
 
 func TestAForegroundChildWhoseWritesFailedIsAnError(t *testing.T) {
-	lost := &manager.Error{Code: manager.CodePersistenceUnavailable, Message: "the session store failed"}
+	lost := &seam.Error{Code: seam.CodePersistenceUnavailable, Message: "the session store failed"}
 	for _, turn := range []fakeTurn{
-		{ok: true, res: manager.Result{Output: "ok", StopReason: agent.StopCompleted}, committed: lost},
+		{ok: true, res: seam.Result{Output: "ok", StopReason: agent.StopCompleted}, committed: lost},
 		{block: true, committed: lost}, // the wait ended with no outcome
 	} {
-		s := fakeServer(t, &fakeManager{start: func(manager.StartRequest, bool) (*manager.Started, error) {
+		s := fakeServer(t, &fakeManager{start: func(seam.StartRequest, bool) (*manager.Started, error) {
 			return &manager.Started{ChildID: "agent-7", MessageID: "msg-1", Turn: turn}, nil
-		}, treeUsage: func(string) (manager.Usage, error) { return manager.Usage{}, nil }})
+		}, treeUsage: func(string) (llm.Usage, error) { return llm.Usage{}, nil }})
 		r := s.tool("subagent").handle(context.Background(), rootCall(s, map[string]any{"prompt": "go", "description": "d", "wait_seconds": 0.05}))
 		if !r.IsError || !strings.Contains(ResultText(r), "PERSISTENCE_UNAVAILABLE") {
 			t.Errorf("result %q (error %v), want PERSISTENCE_UNAVAILABLE, not a result or handle the store does not hold", ResultText(r), r.IsError)
@@ -183,10 +185,10 @@ func TestAForegroundChildWhoseWritesFailedIsAnError(t *testing.T) {
 func TestACancelledForegroundCallInterruptsItsChild(t *testing.T) {
 	interrupted := make(chan string, 1)
 	s := fakeServer(t, &fakeManager{
-		start: func(manager.StartRequest, bool) (*manager.Started, error) {
+		start: func(seam.StartRequest, bool) (*manager.Started, error) {
 			return &manager.Started{ChildID: "agent-9", MessageID: "msg-1", Turn: fakeTurn{block: true}}, nil
 		},
-		interrupt: func(caller manager.ParentRef, id string) error {
+		interrupt: func(caller seam.ParentRef, id string) error {
 			interrupted <- id
 			return nil
 		},
@@ -203,8 +205,8 @@ func TestACancelledForegroundCallInterruptsItsChild(t *testing.T) {
 }
 
 func TestListAgentsWordsEveryRow(t *testing.T) {
-	usage := &manager.Usage{InputTokens: 12, OutputTokens: 4}
-	s := fakeServer(t, &fakeManager{list: func(caller manager.ParentRef, q manager.ListQuery) (manager.ListPage, error) {
+	usage := &llm.Usage{InputTokens: 12, OutputTokens: 4}
+	s := fakeServer(t, &fakeManager{list: func(caller seam.ParentRef, q manager.ListQuery) (manager.ListPage, error) {
 		return manager.ListPage{Rows: []manager.Row{
 			{Kind: "child", ID: "agent-1", Status: "idle", Label: "tests", Provider: "spawn", Depth: 1, Usage: usage,
 				LastStopReason: agent.StopCompleted, LastMessage: "all green"},
@@ -222,8 +224,8 @@ func TestListAgentsWordsEveryRow(t *testing.T) {
 }
 
 func TestSeamErrorsKeepTheirCode(t *testing.T) {
-	s := fakeServer(t, &fakeManager{interrupt: func(manager.ParentRef, string) error {
-		return &manager.Error{Code: manager.CodeUnauthorized, Message: "only the direct parent may stop agent-3"}
+	s := fakeServer(t, &fakeManager{interrupt: func(seam.ParentRef, string) error {
+		return &seam.Error{Code: seam.CodeUnauthorized, Message: "only the direct parent may stop agent-3"}
 	}})
 	r := s.tool("interrupt_agent").handle(context.Background(), rootCall(s, map[string]any{"agent_id": "agent-3"}))
 	if want := "Error: UNAUTHORIZED: only the direct parent may stop agent-3"; !r.IsError || ResultText(r) != want {
@@ -235,7 +237,7 @@ func TestSeamErrorsKeepTheirCode(t *testing.T) {
 // next cursor in structuredContent and says it in the text.
 func TestListAgentsPages(t *testing.T) {
 	var got manager.ListQuery
-	s := fakeServer(t, &fakeManager{list: func(caller manager.ParentRef, q manager.ListQuery) (manager.ListPage, error) {
+	s := fakeServer(t, &fakeManager{list: func(caller seam.ParentRef, q manager.ListQuery) (manager.ListPage, error) {
 		got = q
 		return manager.ListPage{Rows: []manager.Row{{Kind: "child", ID: "agent-1", Status: "ready"}}, Next: "CURSOR2"}, nil
 	}})
@@ -261,10 +263,10 @@ func TestListAgentsPages(t *testing.T) {
 // labels, closing messages and paths are.
 func TestAListingPageIsBounded(t *testing.T) {
 	huge := strings.Repeat("é", 50_000)
-	s := fakeServer(t, &fakeManager{list: func(caller manager.ParentRef, q manager.ListQuery) (manager.ListPage, error) {
+	s := fakeServer(t, &fakeManager{list: func(caller seam.ParentRef, q manager.ListQuery) (manager.ListPage, error) {
 		rows := make([]manager.Row, q.Limit)
 		for i := range rows {
-			u := manager.Usage{InputTokens: 1 << 40, OutputTokens: 1 << 40, CostUSD: 1e9}
+			u := llm.Usage{InputTokens: 1 << 40, OutputTokens: 1 << 40, CostUSD: 1e9}
 			rows[i] = manager.Row{Kind: "child", ID: fmt.Sprintf("agent-%016d", i), Label: huge, Status: "ready", Provider: "spawn",
 				Parent: "principal:local", Depth: 3, Usage: &u, TreeUsage: &u, LastStopReason: agent.StopMaxTokens, LastMessage: huge, Cwd: "/" + huge}
 		}

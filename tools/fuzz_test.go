@@ -8,7 +8,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // FuzzToolInputs feeds arbitrary JSON arguments to each tool's handler, as
@@ -47,7 +47,7 @@ func FuzzToolInputs(f *testing.F) {
 			f.Fatalf("tool %s is not published", n)
 		}
 	}
-	child := manager.ParentRef{Principal: "local", AgentID: "agent-fuzz", Depth: 1, Cwd: s.roots[0]}
+	child := seam.ParentRef{Principal: "local", AgentID: "agent-fuzz", Depth: 1, Cwd: s.roots[0]}
 	f.Fuzz(func(t *testing.T, which byte, raw []byte) {
 		t.Parallel()
 		name := names[int(which)%len(names)]

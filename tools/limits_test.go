@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // filterProvider honours tool filters over a fixed set of tool names, so
@@ -20,8 +21,8 @@ import (
 type filterProvider struct{ plainProvider }
 
 func (p *filterProvider) Name() string { return "filtered" }
-func (p *filterProvider) Capabilities() manager.Capabilities {
-	return manager.Capabilities{ToolFilter: true, Persona: true, OutputSchema: true, DepthLimit: true}
+func (p *filterProvider) Capabilities() seam.Capabilities {
+	return seam.Capabilities{ToolFilter: true, Persona: true, OutputSchema: true, DepthLimit: true}
 }
 func (p *filterProvider) ToolNames() []string { return []string{"read_file", "list_dir", "write_file"} }
 
@@ -57,7 +58,7 @@ func run(t *testing.T, s *Server, tool string, args map[string]any) []*mcp.CallT
 	ctx := context.Background()
 	return []*mcp.CallToolResult{
 		tt.handle(ctx, rootCall(s, args)),
-		tt.handle(ctx, call{caller: manager.ParentRef{Principal: "local", AgentID: "agent-1", Depth: 1, Cwd: s.roots[0]}, args: json.RawMessage(raw)}),
+		tt.handle(ctx, call{caller: seam.ParentRef{Principal: "local", AgentID: "agent-1", Depth: 1, Cwd: s.roots[0]}, args: json.RawMessage(raw)}),
 	}
 }
 
@@ -209,7 +210,7 @@ func TestAStoredLabelIsShownEscaped(t *testing.T) {
 }
 
 func TestSeamErrorsAreClipped(t *testing.T) {
-	res := errorResult(&manager.Error{Code: manager.CodeInvalidRequest, Message: strings.Repeat("é", 1<<20)})
+	res := errorResult(&seam.Error{Code: seam.CodeInvalidRequest, Message: strings.Repeat("é", 1<<20)})
 	got := ResultText(res)
 	if len(got) > maxErrorBytes+64 || !strings.Contains(got, "more bytes cut") || !strings.HasPrefix(got, "Error: INVALID_REQUEST") {
 		t.Errorf("clipped error: %d bytes, %.100q…", len(got), got)

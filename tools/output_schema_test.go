@@ -4,15 +4,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // schemaProvider claims output schema support and counts its starts.
 type schemaProvider struct{ plainProvider }
 
 func (p *schemaProvider) Name() string { return "schemas" }
-func (p *schemaProvider) Capabilities() manager.Capabilities {
-	return manager.Capabilities{OutputSchema: true}
+func (p *schemaProvider) Capabilities() seam.Capabilities {
+	return seam.Capabilities{OutputSchema: true}
 }
 
 // A cyclic or invalid output_schema is an INVALID_REQUEST naming the field

@@ -14,14 +14,15 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Transcripts reads children's transcripts and watches them (the
 // transcript resources). *manager.Manager implements it; a Manager without
 // it serves no resources.
 type Transcripts interface {
-	Transcript(ctx context.Context, caller manager.ParentRef, childID string, after int64) (manager.Transcript, error)
-	Watch(ctx context.Context, caller manager.ParentRef, childID string) (*manager.Watch, error)
+	Transcript(ctx context.Context, caller seam.ParentRef, childID string, after int64) (manager.Transcript, error)
+	Watch(ctx context.Context, caller seam.ParentRef, childID string) (*manager.Watch, error)
 }
 
 var _ Transcripts = (*manager.Manager)(nil)
@@ -106,7 +107,7 @@ const (
 func ResourceErrorCode(msg string) (code int, ok bool) {
 	word, _, _ := strings.Cut(msg, ":")
 	switch word {
-	case resNotFound, string(manager.CodeUnauthorized):
+	case resNotFound, string(seam.CodeUnauthorized):
 		return mcp.RESOURCE_NOT_FOUND, true
 	case resInvalid:
 		return mcp.INVALID_PARAMS, true
@@ -129,8 +130,8 @@ func (s *Server) readTranscript(ctx context.Context, req mcp.ReadResourceRequest
 	}
 	t, err := s.transcripts.Transcript(ctx, caller, id, 0)
 	if err != nil {
-		var e *manager.Error
-		if errors.Is(err, manager.ErrNotFound) && errors.As(err, &e) {
+		var e *seam.Error
+		if errors.Is(err, seam.ErrNotFound) && errors.As(err, &e) {
 			return nil, fmt.Errorf("%s: %s", resNotFound, e.Message)
 		}
 		return nil, err // "CODE: message"

@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // heldProvider runs continuable children whose turn journals its prompt,
@@ -22,14 +23,14 @@ import (
 // cancelled; said receives after each is journaled.
 type heldProvider struct{ say, said chan string }
 
-func (*heldProvider) Name() string                       { return "held" }
-func (*heldProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
-func (*heldProvider) InheritsParentContext() bool        { return false }
-func (*heldProvider) Continuable()                       {}
-func (*heldProvider) Prepare(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
-	return manager.CreationInputs{}, nil
+func (*heldProvider) Name() string                    { return "held" }
+func (*heldProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
+func (*heldProvider) InheritsParentContext() bool     { return false }
+func (*heldProvider) Continuable()                    {}
+func (*heldProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
+	return seam.CreationInputs{}, nil
 }
-func (p *heldProvider) NewDriver(_ context.Context, r manager.DriverRequest) (manager.Driver, error) {
+func (p *heldProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
 	return &heldDriver{p: p, j: r.Journal}, nil
 }
 
@@ -92,7 +93,7 @@ func TestTranscriptSubscriptionsEnd(t *testing.T) {
 	ms := server.NewMCPServer("test", "1", server.WithResourceCapabilities(true, false), server.WithHooks(ts.Hooks()))
 	ts.Register(ms)
 	ctx := context.Background()
-	st, err := mgr.StartContinuable(ctx, "held", manager.StartRequest{Label: "held", Prompt: "hold", Parent: manager.ParentRef{Principal: "local", Cwd: root}}, false)
+	st, err := mgr.StartContinuable(ctx, "held", seam.StartRequest{Label: "held", Prompt: "hold", Parent: seam.ParentRef{Principal: "local", Cwd: root}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 func newPlainServer(t *testing.T, opts Options) *Server {
@@ -53,7 +54,7 @@ func TestConfiguredRootsAddToTheWorkingDirectory(t *testing.T) {
 		// A daemon's working directory is nobody's project: only the
 		// configured roots (and each session's own cwd) are allowed.
 		s := newPlainServer(t, Options{Roots: []string{extra}, NoWorkingDirRoot: true})
-		ref := manager.ParentRef{Principal: "local"}
+		ref := seam.ParentRef{Principal: "local"}
 		if _, err := s.resolveCwd(context.Background(), ref, wd); err == nil {
 			t.Errorf("the daemon's working directory %s was allowed", wd)
 		}

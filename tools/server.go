@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/schemas"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // The tools use the manager through one small interface per use, so a
@@ -36,34 +37,34 @@ type (
 	}
 	// Delegator starts children (subagent).
 	Delegator interface {
-		Start(ctx context.Context, provider string, req manager.StartRequest) (manager.Run, error)
-		StartContinuable(ctx context.Context, provider string, req manager.StartRequest, wait bool) (*manager.Started, error)
-		TreeUsage(agentID string) (manager.Usage, error)
+		Start(ctx context.Context, provider string, req seam.StartRequest) (seam.Run, error)
+		StartContinuable(ctx context.Context, provider string, req seam.StartRequest, wait bool) (*manager.Started, error)
+		TreeUsage(agentID string) (llm.Usage, error)
 	}
 	// Messenger sends a child its next message (send_message).
 	Messenger interface {
-		FollowupBudget(ctx context.Context, caller manager.ParentRef, childID, content string, wait bool, budget *manager.Budget) (*manager.Sent, error)
+		FollowupBudget(ctx context.Context, caller seam.ParentRef, childID, content string, wait bool, budget *seam.Budget) (*manager.Sent, error)
 	}
 	// Interrupter stops a child's turn (interrupt_agent, and subagent when
 	// its client cancels a foreground call).
 	Interrupter interface {
-		Interrupt(caller manager.ParentRef, childID string) error
+		Interrupt(caller seam.ParentRef, childID string) error
 	}
 	// Lister lists a caller's children and waits for news of them
 	// (list_agents).
 	Lister interface {
-		List(caller manager.ParentRef, q manager.ListQuery) (manager.ListPage, error)
+		List(caller seam.ParentRef, q manager.ListQuery) (manager.ListPage, error)
 		WaitSignal(ctx context.Context, addr string)
 	}
 	// Reporter delivers a child's report to its parent (report).
 	Reporter interface {
-		ReportFrom(caller manager.ParentRef, content string, delivery manager.Delivery) (string, error)
+		ReportFrom(caller seam.ParentRef, content string, delivery manager.Delivery) (string, error)
 	}
 	// Notices hands root callers what is pending for them, and hears when
 	// one of their sessions leaves.
 	Notices interface {
-		TakeNotices(principal, session string) []manager.Notice
-		WaitNotices(ctx context.Context, principal, session string) []manager.Notice
+		TakeNotices(principal, session string) []seam.Notice
+		WaitNotices(ctx context.Context, principal, session string) []seam.Notice
 		SessionGone()
 	}
 )
@@ -129,9 +130,9 @@ type Server struct {
 	subs        subscriptions // transcript resource subscriptions
 
 	mu           sync.Mutex
-	sessionsByID map[string]*session          // root sessions known, by MCP session id
-	lastPrune    time.Time                    // when sessionsByID was last pruned
-	tokens       map[string]manager.ParentRef // callback token → external child
+	sessionsByID map[string]*session       // root sessions known, by MCP session id
+	lastPrune    time.Time                 // when sessionsByID was last pruned
+	tokens       map[string]seam.ParentRef // callback token → external child
 	cbURL        string
 }
 
@@ -150,14 +151,14 @@ type tool struct {
 
 // call is one invocation: who calls, with what, and how to report progress.
 type call struct {
-	caller   manager.ParentRef
+	caller   seam.ParentRef
 	args     any
 	progress func(string) // nil without a progress token
 }
 
 // New builds the tool handlers over mgr.
 func New(mgr Manager, opts Options) (*Server, error) {
-	s := &Server{catalog: mgr, delegate: mgr, messenger: mgr, interrupter: mgr, lister: mgr, reporter: mgr, notices: mgr, opts: opts, log: opts.Logger, sessionsByID: map[string]*session{}, tokens: map[string]manager.ParentRef{}}
+	s := &Server{catalog: mgr, delegate: mgr, messenger: mgr, interrupter: mgr, lister: mgr, reporter: mgr, notices: mgr, opts: opts, log: opts.Logger, sessionsByID: map[string]*session{}, tokens: map[string]seam.ParentRef{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -349,7 +350,7 @@ func (s *Server) SetCallbackURL(url string) {
 
 // MintCallback issues a bearer token bound to an external child; revoke
 // ends it (at the child's settlement). It is the manager's CallbackFunc.
-func (s *Server) MintCallback(self manager.ParentRef) (manager.Callback, func()) {
+func (s *Server) MintCallback(self seam.ParentRef) (seam.Callback, func()) {
 	var b [24]byte
 	_, _ = rand.Read(b[:])
 	tok := "mcps_" + hex.EncodeToString(b[:])
@@ -358,7 +359,7 @@ func (s *Server) MintCallback(self manager.ParentRef) (manager.Callback, func())
 	s.tokens[tok] = self
 	url := s.cbURL
 	s.mu.Unlock()
-	return manager.Callback{URL: url, Token: tok}, func() {
+	return seam.Callback{URL: url, Token: tok}, func() {
 		s.mu.Lock()
 		delete(s.tokens, tok)
 		s.mu.Unlock()
@@ -420,7 +421,7 @@ type StructuredNotice struct {
 // model only the structured result. A result without structured content
 // gets {"message": <its text>, "notices": [...]}, so the text is not lost
 // to those clients.
-func withNotices(res *mcp.CallToolResult, ns []manager.Notice) {
+func withNotices(res *mcp.CallToolResult, ns []seam.Notice) {
 	if len(ns) == 0 {
 		return
 	}
@@ -453,7 +454,7 @@ func withNotices(res *mcp.CallToolResult, ns []manager.Notice) {
 // the child's originating session while it is connected, else to every
 // connected session of the principal. It is advisory: the notice is still
 // delivered once, in band, with a later tool result.
-func (s *Server) PushNotice(principal string, n manager.Notice) {
+func (s *Server) PushNotice(principal string, n seam.Notice) {
 	if s.mcp == nil {
 		return
 	}
@@ -475,7 +476,7 @@ func (s *Server) PushNotice(principal string, n manager.Notice) {
 
 // AgentTools returns the delegation tools for an in-process child that
 // calls them as self. They run the same handlers as MCP calls.
-func (s *Server) AgentTools(self manager.ParentRef) []agent.Tool {
+func (s *Server) AgentTools(self seam.ParentRef) []agent.Tool {
 	out := make([]agent.Tool, 0, len(s.tools))
 	for _, t := range s.tools {
 		out = append(out, &agentTool{t: t, self: self})
@@ -485,7 +486,7 @@ func (s *Server) AgentTools(self manager.ParentRef) []agent.Tool {
 
 type agentTool struct {
 	t    *tool
-	self manager.ParentRef
+	self seam.ParentRef
 }
 
 func (a *agentTool) Def() llm.ToolDef {

@@ -6,8 +6,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
-
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // SessionInfo describes one session of a root principal: one connection of
@@ -22,7 +21,7 @@ type SessionInfo struct {
 	Cwd string
 	// Settings are the session's settings its children run with (the
 	// daemon's relay sends them); nil: the deployment's own.
-	Settings *manager.Settings
+	Settings *seam.Settings
 }
 
 // session is a known session and how it is connected.

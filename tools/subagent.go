@@ -19,21 +19,23 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
+	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // subagentArgs is the subagent tool's input.
 type subagentArgs struct {
-	Description     string              `json:"description"`
-	Prompt          string              `json:"prompt"`
-	Provider        string              `json:"provider,omitempty"`
-	RunInBackground bool                `json:"run_in_background,omitempty"`
-	WaitSeconds     float64             `json:"wait_seconds,omitempty"`
-	OutputSchema    json.RawMessage     `json:"output_schema,omitempty"`
-	MaxDepth        *int                `json:"max_depth,omitempty"`
-	ToolFilter      *manager.ToolFilter `json:"tool_filter,omitempty"`
-	Persona         string              `json:"persona,omitempty"`
-	Cwd             string              `json:"cwd,omitempty"`
-	Budget          *manager.Budget     `json:"budget,omitempty"`
+	Description     string           `json:"description"`
+	Prompt          string           `json:"prompt"`
+	Provider        string           `json:"provider,omitempty"`
+	RunInBackground bool             `json:"run_in_background,omitempty"`
+	WaitSeconds     float64          `json:"wait_seconds,omitempty"`
+	OutputSchema    json.RawMessage  `json:"output_schema,omitempty"`
+	MaxDepth        *int             `json:"max_depth,omitempty"`
+	ToolFilter      *seam.ToolFilter `json:"tool_filter,omitempty"`
+	Persona         string           `json:"persona,omitempty"`
+	Cwd             string           `json:"cwd,omitempty"`
+	Budget          *seam.Budget     `json:"budget,omitempty"`
 	// Model and Effort: a configured model name (spawn, fork) or the CLI's
 	// model id, and the reasoning effort; see withModelChoices.
 	Model  string     `json:"model,omitempty"`
@@ -50,14 +52,14 @@ type Foreground struct {
 	Output     string           `json:"output"`
 	Structured json.RawMessage  `json:"structured,omitempty"`
 	Diagnostic string           `json:"diagnostic,omitempty"`
-	Usage      manager.Usage    `json:"usage"`
+	Usage      llm.Usage        `json:"usage"`
 	// Worktree and Changes: the child's own git worktree and what its
 	// branch holds beyond its base, committed (isolation "worktree").
-	Worktree *manager.Worktree `json:"worktree,omitempty"`
-	Changes  *manager.Changes  `json:"changes,omitempty"`
+	Worktree *worktree.Info    `json:"worktree,omitempty"`
+	Changes  *worktree.Changes `json:"changes,omitempty"`
 	// TreeUsage adds what the child's own descendants used; present only
 	// when it delegated.
-	TreeUsage *manager.Usage `json:"tree_usage,omitempty"`
+	TreeUsage *llm.Usage `json:"tree_usage,omitempty"`
 }
 
 // Handle is the structuredContent of a child handed back before its answer.
@@ -120,7 +122,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	if provider == "" {
 		provider = s.opts.DefaultProvider
 	}
-	sr := manager.StartRequest{
+	sr := seam.StartRequest{
 		Label: in.Description, Prompt: in.Prompt, Parent: c.caller, Cwd: cwd,
 		OutputSchema: in.OutputSchema, MaxDepth: in.MaxDepth, ToolFilter: in.ToolFilter,
 		Persona: in.Persona, Progress: c.progress, Budget: in.Budget,
@@ -166,7 +168,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 			// The client cancelled: stop the child's turn, answer aborted.
 			_ = s.interrupter.Interrupt(c.caller, st.ChildID)
 			s.log.Info("subagent run ended", "agent_id", st.ChildID, "provider", provider, "stop_reason", agent.StopAborted, "why", "the client cancelled the call")
-			return foregroundResult(st.ChildID, manager.Result{StopReason: agent.StopAborted, Diagnostic: "the client cancelled the call"})
+			return foregroundResult(st.ChildID, seam.Result{StopReason: agent.StopAborted, Diagnostic: "the client cancelled the call"})
 		}
 		if err := st.Committed(); err != nil {
 			return errorResult(err)
@@ -180,9 +182,9 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	s.log.Info("subagent run ended", "agent_id", st.ChildID, "provider", provider,
 		"stop_reason", res.StopReason, "input_tokens", res.Usage.InputTokens, "output_tokens", res.Usage.OutputTokens)
 	r := foregroundResult(st.ChildID, res)
-	if below, err := s.delegate.TreeUsage(st.ChildID); err == nil && below != (manager.Usage{}) {
+	if below, err := s.delegate.TreeUsage(st.ChildID); err == nil && below != (llm.Usage{}) {
 		fg := r.StructuredContent.(Foreground)
-		t := manager.Usage{InputTokens: res.Usage.InputTokens + below.InputTokens, OutputTokens: res.Usage.OutputTokens + below.OutputTokens,
+		t := llm.Usage{InputTokens: res.Usage.InputTokens + below.InputTokens, OutputTokens: res.Usage.OutputTokens + below.OutputTokens,
 			CostUSD: res.Usage.CostUSD + below.CostUSD}
 		fg.TreeUsage = &t
 		r.StructuredContent = fg
@@ -245,7 +247,7 @@ func (s *Server) providerInfo(name string) manager.ProviderInfo {
 
 // oneShot runs a child on a provider without continuable support: one
 // turn, then disposed.
-func (s *Server) oneShot(ctx context.Context, provider string, sr manager.StartRequest) *mcp.CallToolResult {
+func (s *Server) oneShot(ctx context.Context, provider string, sr seam.StartRequest) *mcp.CallToolResult {
 	run, err := s.delegate.Start(ctx, provider, sr)
 	if err != nil {
 		return errorResult(err)
@@ -267,7 +269,7 @@ func handleResult(h Handle, text string) *mcp.CallToolResult {
 
 // errorResult words a seam error for the model: code and sentence.
 func errorResult(err error) *mcp.CallToolResult {
-	var e *manager.Error
+	var e *seam.Error
 	if errors.As(err, &e) {
 		return mcp.NewToolResultError(clip(fmt.Sprintf("Error: %s: %s", e.Code, e.Message)))
 	}
@@ -277,7 +279,7 @@ func errorResult(err error) *mcp.CallToolResult {
 // foregroundResult maps a finished run: completed is a result with
 // structuredContent; anything else is an error result with the diagnostic
 // and the partial output.
-func foregroundResult(id string, res manager.Result) *mcp.CallToolResult {
+func foregroundResult(id string, res seam.Result) *mcp.CallToolResult {
 	fg := Foreground{Kind: "foreground", AgentID: id, StopReason: res.StopReason, Output: res.Output,
 		Structured: res.Structured, Usage: res.Usage, Worktree: res.Worktree, Changes: res.Changes}
 	if res.StopReason == agent.StopCompleted {
@@ -318,7 +320,7 @@ func foregroundResult(id string, res manager.Result) *mcp.CallToolResult {
 
 // worktreeLine is the text result's word on the child's worktree: the
 // structured result has it all.
-func worktreeLine(res manager.Result) string {
+func worktreeLine(res seam.Result) string {
 	w, c := res.Worktree, res.Changes
 	switch {
 	case w == nil:
@@ -335,7 +337,7 @@ func worktreeLine(res manager.Result) string {
 // agent caller; for a root caller, inside one of the allowed roots (the
 // server's, the config's, and the client's MCP roots where it offers
 // them); after resolving symlinks.
-func (s *Server) resolveCwd(ctx context.Context, caller manager.ParentRef, cwd string) (string, error) {
+func (s *Server) resolveCwd(ctx context.Context, caller seam.ParentRef, cwd string) (string, error) {
 	base := caller.Cwd
 	if cwd == "" {
 		if base == "" {

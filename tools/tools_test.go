@@ -17,20 +17,21 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // plainProvider supports no start capability and answers every prompt
 // with a fixed text. Calls may run concurrently (the fuzz target's do).
 type plainProvider struct{ started atomic.Int32 }
 
-func (p *plainProvider) Name() string                       { return "plain" }
-func (p *plainProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
-func (p *plainProvider) InheritsParentContext() bool        { return false }
-func (p *plainProvider) Prepare(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
+func (p *plainProvider) Name() string                    { return "plain" }
+func (p *plainProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
+func (p *plainProvider) InheritsParentContext() bool     { return false }
+func (p *plainProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
 	p.started.Add(1)
-	return manager.CreationInputs{}, nil
+	return seam.CreationInputs{}, nil
 }
-func (p *plainProvider) NewDriver(_ context.Context, req manager.DriverRequest) (manager.Driver, error) {
+func (p *plainProvider) NewDriver(_ context.Context, req seam.DriverRequest) (seam.Driver, error) {
 	return plainDriver{req.Journal}, nil
 }
 
@@ -46,14 +47,14 @@ func (plainDriver) Close() error              { return nil }
 // serveHTTP serves the tools of a manager with p registered over real
 // streamable HTTP, as principal "local", and returns a connected mcp-go
 // client.
-func serveHTTP(t *testing.T, p manager.Provider) *client.Client {
+func serveHTTP(t *testing.T, p seam.Provider) *client.Client {
 	t.Helper()
 	return serveHTTPAs(t, p, func(ctx context.Context, _ *http.Request) context.Context { return WithPrincipal(ctx, "local") })
 }
 
 // serveHTTPAs is serveHTTP with the transport's context func; nil: one
 // that establishes no caller.
-func serveHTTPAs(t *testing.T, p manager.Provider, principal server.HTTPContextFunc) *client.Client {
+func serveHTTPAs(t *testing.T, p seam.Provider, principal server.HTTPContextFunc) *client.Client {
 	t.Helper()
 	mgr := manager.New(manager.Options{})
 	if err := mgr.Register(p); err != nil {
@@ -166,16 +167,16 @@ func TestToolListing(t *testing.T) {
 func TestResolveCwd(t *testing.T) {
 	root := t.TempDir()
 	s := &Server{roots: []string{root}}
-	child := manager.ParentRef{AgentID: "agent-1", Cwd: root + "/sub"}
+	child := seam.ParentRef{AgentID: "agent-1", Cwd: root + "/sub"}
 	cases := []struct {
 		name    string
-		caller  manager.ParentRef
+		caller  seam.ParentRef
 		cwd     string
 		wantErr string
 	}{
-		{"root default", manager.ParentRef{Cwd: root}, "", ""},
-		{"root outside", manager.ParentRef{Cwd: root}, "/", "outside the allowed roots"},
-		{"root dotdot", manager.ParentRef{Cwd: root}, "..", "outside the allowed roots"},
+		{"root default", seam.ParentRef{Cwd: root}, "", ""},
+		{"root outside", seam.ParentRef{Cwd: root}, "/", "outside the allowed roots"},
+		{"root dotdot", seam.ParentRef{Cwd: root}, "..", "outside the allowed roots"},
 		{"child wider than parent", child, root, "never wider than its parent's"},
 	}
 	if err := mkdir(root + "/sub"); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // A tree stream does not list the tree itself: every tree stream of one
@@ -42,7 +43,7 @@ func (t *treeState) same(o *treeState) bool {
 // feed is one principal's shared listing. Its subscribers and latest state
 // are guarded by Server.mu.
 type feed struct {
-	caller manager.ParentRef
+	caller seam.ParentRef
 	subs   map[chan *treeState]struct{}
 	latest *treeState    // nil until the first listing
 	stop   chan struct{} // closed when the last subscriber leaves
@@ -77,7 +78,7 @@ func (s *Server) release(principal string) {
 // join subscribes a tree stream to its principal's feed, starting the
 // feed for the first one. The channel holds at most the newest state not
 // yet taken (a slow stream skips states, never queues them).
-func (s *Server) join(caller manager.ParentRef) (ch chan *treeState, latest *treeState, leave func()) {
+func (s *Server) join(caller seam.ParentRef) (ch chan *treeState, latest *treeState, leave func()) {
 	ch = make(chan *treeState, 1)
 	s.mu.Lock()
 	f := s.feeds[caller.Principal]
@@ -118,7 +119,7 @@ func (s *Server) publish(f *feed, st *treeState) {
 
 // list reads the principal's tree once: bounded and encoded for every
 // stream.
-func (s *Server) list(caller manager.ParentRef) (*treeState, error) {
+func (s *Server) list(caller seam.ParentRef) (*treeState, error) {
 	list, err := s.src.ListDescendants(caller)
 	if err != nil {
 		return nil, err

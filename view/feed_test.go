@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // countingSource lists a tree of one running child whose usage grows on
@@ -21,19 +23,19 @@ type countingSource struct {
 	lists atomic.Int64
 }
 
-func (c *countingSource) ListDescendants(manager.ParentRef) ([]manager.Row, error) {
+func (c *countingSource) ListDescendants(seam.ParentRef) ([]manager.Row, error) {
 	n := c.lists.Add(1)
-	u := manager.Usage{InputTokens: n}
+	u := llm.Usage{InputTokens: n}
 	return []manager.Row{{Kind: "child", ID: "busy", Status: manager.StatusRunning, Usage: &u}}, nil
 }
-func (*countingSource) Transcript(context.Context, manager.ParentRef, string, int64) (manager.Transcript, error) {
+func (*countingSource) Transcript(context.Context, seam.ParentRef, string, int64) (manager.Transcript, error) {
 	return manager.Transcript{}, errors.New("no transcripts here")
 }
-func (*countingSource) Watch(context.Context, manager.ParentRef, string) (*manager.Watch, error) {
+func (*countingSource) Watch(context.Context, seam.ParentRef, string) (*manager.Watch, error) {
 	return nil, errors.New("no transcripts here")
 }
-func (*countingSource) Interrupt(manager.ParentRef, string) error { return nil }
-func (*countingSource) Followup(context.Context, manager.ParentRef, string, string, bool) (*manager.Sent, error) {
+func (*countingSource) Interrupt(seam.ParentRef, string) error { return nil }
+func (*countingSource) Followup(context.Context, seam.ParentRef, string, string, bool) (*manager.Sent, error) {
 	return nil, errors.New("no messages here")
 }
 func (*countingSource) Subscribe(func(manager.Event)) func() { return func() {} }

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // events writes server-sent events: "event: NAME\ndata: JSON\n\n" (JSON
@@ -57,20 +59,20 @@ func (e events) ping() error {
 // Row is one child as the tree stream sends it: a listing row with its
 // free text clipped so a tree of thousands stays small.
 type Row struct {
-	Kind           string         `json:"kind"` // child or diagnostic
-	ID             string         `json:"id"`
-	Label          string         `json:"label,omitempty"`
-	Status         string         `json:"status,omitempty"`
-	Provider       string         `json:"provider,omitempty"`
-	Model          string         `json:"model,omitempty"`
-	Parent         string         `json:"parent,omitempty"`
-	Depth          int            `json:"depth,omitempty"`
-	CreatedAt      time.Time      `json:"created_at,omitzero"`
-	Usage          *manager.Usage `json:"usage,omitempty"`
-	TreeUsage      *manager.Usage `json:"tree_usage,omitempty"`
-	LastStopReason string         `json:"last_stop_reason,omitempty"`
-	LastMessage    string         `json:"last_message,omitempty"`
-	Reason         string         `json:"reason,omitempty"` // a diagnostic row's: corrupt, unavailable
+	Kind           string     `json:"kind"` // child or diagnostic
+	ID             string     `json:"id"`
+	Label          string     `json:"label,omitempty"`
+	Status         string     `json:"status,omitempty"`
+	Provider       string     `json:"provider,omitempty"`
+	Model          string     `json:"model,omitempty"`
+	Parent         string     `json:"parent,omitempty"`
+	Depth          int        `json:"depth,omitempty"`
+	CreatedAt      time.Time  `json:"created_at,omitzero"`
+	Usage          *llm.Usage `json:"usage,omitempty"`
+	TreeUsage      *llm.Usage `json:"tree_usage,omitempty"`
+	LastStopReason string     `json:"last_stop_reason,omitempty"`
+	LastMessage    string     `json:"last_message,omitempty"`
+	Reason         string     `json:"reason,omitempty"` // a diagnostic row's: corrupt, unavailable
 }
 
 func viewRow(r manager.Row) Row {
@@ -100,7 +102,7 @@ type Change struct {
 
 // tree streams the caller's tree: a snapshot, then changes, from the
 // principal's shared feed (feed.go).
-func (s *Server) tree(w http.ResponseWriter, r *http.Request, caller manager.ParentRef) {
+func (s *Server) tree(w http.ResponseWriter, r *http.Request, caller seam.ParentRef) {
 	if !s.stream() {
 		writeError(w, http.StatusServiceUnavailable, "the web view is closing")
 		return
@@ -237,7 +239,7 @@ type TranscriptMore struct {
 }
 
 // transcript streams one child's transcript, live while it runs.
-func (s *Server) transcript(w http.ResponseWriter, r *http.Request, caller manager.ParentRef) {
+func (s *Server) transcript(w http.ResponseWriter, r *http.Request, caller seam.ParentRef) {
 	id := r.URL.Query().Get("id")
 	if id == "" {
 		writeError(w, http.StatusBadRequest, `INVALID_REQUEST: field "id": required; give the child's id`)

@@ -20,17 +20,18 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Source is what the view needs from the manager; *manager.Manager is
 // one. Every method applies the manager's own authority checks for the
 // caller the view passes: the token's principal as a root caller.
 type Source interface {
-	ListDescendants(caller manager.ParentRef) ([]manager.Row, error)
-	Transcript(ctx context.Context, caller manager.ParentRef, childID string, after int64) (manager.Transcript, error)
-	Watch(ctx context.Context, caller manager.ParentRef, childID string) (*manager.Watch, error)
-	Interrupt(caller manager.ParentRef, childID string) error
-	Followup(ctx context.Context, caller manager.ParentRef, childID, content string, wait bool) (*manager.Sent, error)
+	ListDescendants(caller seam.ParentRef) ([]manager.Row, error)
+	Transcript(ctx context.Context, caller seam.ParentRef, childID string, after int64) (manager.Transcript, error)
+	Watch(ctx context.Context, caller seam.ParentRef, childID string) (*manager.Watch, error)
+	Interrupt(caller seam.ParentRef, childID string) error
+	Followup(ctx context.Context, caller seam.ParentRef, childID, content string, wait bool) (*manager.Sent, error)
 	Subscribe(fn func(manager.Event)) (cancel func())
 }
 
@@ -236,7 +237,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 
 // authed runs h for the request's principal; without a valid token it
 // answers 401 (none) or 403 (unknown), naming the query parameter.
-func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, caller manager.ParentRef)) http.HandlerFunc {
+func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, caller seam.ParentRef)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, status := s.principal(r)
 		if p == "" {
@@ -247,15 +248,15 @@ func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, caller ma
 			writeError(w, status, msg)
 			return
 		}
-		h(w, r, manager.ParentRef{Principal: p})
+		h(w, r, seam.ParentRef{Principal: p})
 	}
 }
 
 // action guards a state-changing request: a POST with a JSON body from no
 // other origin (a cross-site form cannot send one without a preflight the
 // view never answers).
-func (s *Server) action(h func(w http.ResponseWriter, r *http.Request, caller manager.ParentRef)) func(http.ResponseWriter, *http.Request, manager.ParentRef) {
-	return func(w http.ResponseWriter, r *http.Request, caller manager.ParentRef) {
+func (s *Server) action(h func(w http.ResponseWriter, r *http.Request, caller seam.ParentRef)) func(http.ResponseWriter, *http.Request, seam.ParentRef) {
+	return func(w http.ResponseWriter, r *http.Request, caller seam.ParentRef) {
 		if o := r.Header.Get("Origin"); o != "" && !s.opts.SameOrigin(o, r) {
 			writeError(w, http.StatusForbidden, fmt.Sprintf("UNAUTHORIZED: origin %q is not this view's", truncate.Head(o, 200)))
 			return
@@ -307,7 +308,7 @@ func decodeAction(w http.ResponseWriter, r *http.Request, needMessage bool, maxM
 	return in, true
 }
 
-func (s *Server) interrupt(w http.ResponseWriter, r *http.Request, caller manager.ParentRef) {
+func (s *Server) interrupt(w http.ResponseWriter, r *http.Request, caller seam.ParentRef) {
 	in, ok := decodeAction(w, r, false, s.opts.MaxMessageBytes)
 	if !ok {
 		return
@@ -320,7 +321,7 @@ func (s *Server) interrupt(w http.ResponseWriter, r *http.Request, caller manage
 	writeJSON(w, http.StatusOK, map[string]any{"accepted": true})
 }
 
-func (s *Server) send(w http.ResponseWriter, r *http.Request, caller manager.ParentRef) {
+func (s *Server) send(w http.ResponseWriter, r *http.Request, caller seam.ParentRef) {
 	in, ok := decodeAction(w, r, true, s.opts.MaxMessageBytes)
 	if !ok {
 		return
@@ -337,18 +338,18 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, caller manager.Par
 // writeManagerError answers a manager error with the status its code
 // means and the tools' wording ("CODE: sentence").
 func writeManagerError(w http.ResponseWriter, err error) {
-	var e *manager.Error
+	var e *seam.Error
 	if !errors.As(err, &e) {
 		writeError(w, http.StatusInternalServerError, truncate.Bound(err.Error(), maxErrorBytes))
 		return
 	}
 	status := http.StatusBadRequest
 	switch e.Code {
-	case manager.CodeUnauthorized:
+	case seam.CodeUnauthorized:
 		status = http.StatusForbidden
-	case manager.CodePersistenceUnavailable, manager.CodeControlUnavailable, manager.CodeDraining:
+	case seam.CodePersistenceUnavailable, seam.CodeControlUnavailable, seam.CodeDraining:
 		status = http.StatusServiceUnavailable
-	case manager.CodeNotResumable:
+	case seam.CodeNotResumable:
 		status = http.StatusConflict
 	}
 	// Bounded: a message may quote what the request named.

@@ -17,10 +17,12 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/internal/seed"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // rig is a real manager running spawn children on a fake chat server, a
@@ -40,8 +42,8 @@ type rig struct {
 }
 
 var (
-	alice = manager.ParentRef{Principal: "alice", Cwd: "/tmp"}
-	bob   = manager.ParentRef{Principal: "bob", Cwd: "/tmp"}
+	alice = seam.ParentRef{Principal: "alice", Cwd: "/tmp"}
+	bob   = seam.ParentRef{Principal: "bob", Cwd: "/tmp"}
 )
 
 func newRig(t *testing.T, o Options) *rig {
@@ -63,7 +65,7 @@ func newRig(t *testing.T, o Options) *rig {
 	})
 	r.m = manager.New(manager.Options{Store: r.st})
 	if err := r.m.Register(spawn.New(spawn.Options{Model: "m",
-		Client: llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})})); err != nil {
+		Client: openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})})); err != nil {
 		t.Fatal(err)
 	}
 	r.v = New(r.m, o)
@@ -90,16 +92,16 @@ func newRig(t *testing.T, o Options) *rig {
 
 func (r *rig) unhold() { r.once.Do(func() { close(r.release) }) }
 
-func (r *rig) start(t *testing.T, parent manager.ParentRef, prompt string) string {
+func (r *rig) start(t *testing.T, parent seam.ParentRef, prompt string) string {
 	t.Helper()
-	st, err := r.m.StartContinuable(context.Background(), "spawn", manager.StartRequest{Label: prompt, Prompt: prompt, Parent: parent}, false)
+	st, err := r.m.StartContinuable(context.Background(), "spawn", seam.StartRequest{Label: prompt, Prompt: prompt, Parent: parent}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return st.ChildID
 }
 
-func (r *rig) token(t *testing.T, p manager.ParentRef) string {
+func (r *rig) token(t *testing.T, p seam.ParentRef) string {
 	t.Helper()
 	tok, err := r.v.Token(p.Principal)
 	if err != nil {
@@ -309,7 +311,7 @@ func TestTreeStreamsSnapshotThenChangesLive(t *testing.T) {
 		t.Fatalf("alice's snapshot = %+v, want only %s", snap, held)
 	}
 	row := snap.Rows[0]
-	if row.Status != manager.StatusRunning || row.Provider != "spawn" || row.Depth != 1 || row.Parent != manager.PrincipalAddress("alice") {
+	if row.Status != manager.StatusRunning || row.Provider != "spawn" || row.Depth != 1 || row.Parent != seam.PrincipalAddress("alice") {
 		t.Errorf("row = %+v, want running spawn depth 1 under principal:alice", row)
 	}
 	for _, r := range snap.Rows {

@@ -20,6 +20,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/seed"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/view"
 )
 
@@ -54,7 +55,7 @@ func TestIssue22BigTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := manager.ParentRef{Principal: "local"}
+	root := seam.ParentRef{Principal: "local"}
 	t0 := time.Now()
 	if err := seed.Children(st, root, n); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
@@ -154,7 +155,7 @@ func age(now, t time.Time) string {
 }
 
 // usageText is "in/out tok" and the cost when known.
-func usageText(u *manager.Usage) string {
+func usageText(u *llm.Usage) string {
 	if u == nil {
 		return "-"
 	}

@@ -12,7 +12,9 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
@@ -110,7 +112,7 @@ type transcriptPrinter struct {
 	w    io.Writer
 	json bool // one JSON entry per line instead
 	err  error
-	turn manager.Usage // the current turn's usage so far
+	turn llm.Usage // the current turn's usage so far
 }
 
 func (p *transcriptPrinter) printf(format string, args ...any) {
@@ -145,7 +147,7 @@ func (p *transcriptPrinter) entry(e manager.TranscriptEntry) {
 	}
 	switch e.Kind {
 	case string(agent.EventTurnStart):
-		p.turn = manager.Usage{}
+		p.turn = llm.Usage{}
 		p.printf("\n── turn %d ── %s\n", e.Turn, e.Time.Format("15:04:05"))
 	case string(agent.EventTurnEnd):
 		p.printf("── turn %d ended: %s · %s", e.Turn, e.StopReason, usageText(&p.turn))
@@ -198,8 +200,8 @@ func sourceLabel(source string) string {
 func indent(s string) string { return strings.ReplaceAll(s, "\n", "\n    ") }
 
 // budgetText says what a budget grant allows: its limits, or unlimited.
-func budgetText(b *manager.Budget) string {
-	if b == nil || *b == (manager.Budget{}) {
+func budgetText(b *seam.Budget) string {
+	if b == nil || *b == (seam.Budget{}) {
 		return "unlimited"
 	}
 	var parts []string

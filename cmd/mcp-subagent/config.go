@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/schemas"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
@@ -77,8 +78,8 @@ func (l LimitsConfig) tools() tools.Limits {
 // BudgetConfig is limits.budget: the budget of a call that gives none, and
 // the caps of every field a call asks; zero: none.
 type BudgetConfig struct {
-	Default manager.Budget `json:"default"`
-	Max     manager.Budget `json:"max"`
+	Default seam.Budget `json:"default"`
+	Max     seam.Budget `json:"max"`
 }
 
 func (b BudgetConfig) limits() manager.BudgetLimits {
@@ -96,10 +97,10 @@ type LLMConfig struct {
 	MaxTokens  int64  `json:"max_tokens,omitempty"`
 	MaxSteps   int    `json:"max_steps,omitempty"`
 	// StreamIdleSeconds cuts a model stream with no event for this long
-	// (a retried broken stream); zero: llm.DefaultStreamIdleTimeout.
+	// (a retried broken stream); zero: transport.DefaultStreamIdleTimeout.
 	StreamIdleSeconds float64 `json:"stream_idle_seconds,omitempty"`
 	// MaxOutputBytes bounds one model answer (text and tool calls); zero:
-	// llm.DefaultMaxOutputBytes.
+	// transport.DefaultMaxOutputBytes.
 	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
 }
 

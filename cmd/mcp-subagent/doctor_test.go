@@ -12,8 +12,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // storeWithChildren writes a session store of three children under dir.
@@ -27,12 +27,12 @@ func storeWithChildren(t *testing.T, dir string) []string {
 	var ids []string
 	for i, label := range []string{"one", "two", "three"} {
 		id := "agent-doctor-" + label
-		h := manager.Header{ID: id, Parent: "principal:local", Principal: "local", Depth: 1, DepthCap: 3, Mode: manager.ModeContinuable,
+		h := seam.Header{ID: id, Parent: "principal:local", Principal: "local", Depth: 1, DepthCap: 3, Mode: seam.ModeContinuable,
 			Provider: "spawn", Label: label, Cwd: "/work", CreatedAt: time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC)}
-		d := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn", Label: label}
+		d := seam.Descriptor{Version: seam.DescriptorVersion, Mode: seam.ModeContinuable, Provider: "spawn", Label: label}
 		ev := []agent.Event{{Seq: 0, Kind: agent.EventTurnStart, Time: h.CreatedAt, Turn: 1}}
 		// Left mid-turn and claimed, as a crash leaves a child.
-		w := manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}, Claim: &manager.Owner{ID: "test", Expires: time.Now()}, Events: ev}
+		w := seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: d}, Claim: &seam.Owner{ID: "test", Expires: time.Now()}, Events: ev}
 		if err := st.WriteChild(context.Background(), id, w); err != nil {
 			t.Fatal(err)
 		}

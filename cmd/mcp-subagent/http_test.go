@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
@@ -32,14 +33,14 @@ import (
 // children it started.
 type plainProvider struct{ started atomic.Int32 }
 
-func (p *plainProvider) Name() string                       { return "plain" }
-func (p *plainProvider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
-func (p *plainProvider) InheritsParentContext() bool        { return false }
-func (p *plainProvider) Prepare(context.Context, manager.StartRequest) (manager.CreationInputs, error) {
+func (p *plainProvider) Name() string                    { return "plain" }
+func (p *plainProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
+func (p *plainProvider) InheritsParentContext() bool     { return false }
+func (p *plainProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
 	p.started.Add(1)
-	return manager.CreationInputs{}, nil
+	return seam.CreationInputs{}, nil
 }
-func (p *plainProvider) NewDriver(_ context.Context, req manager.DriverRequest) (manager.Driver, error) {
+func (p *plainProvider) NewDriver(_ context.Context, req seam.DriverRequest) (seam.Driver, error) {
 	return plainDriver{req.Journal}, nil
 }
 
@@ -116,7 +117,7 @@ func callToolOn(t *testing.T, c *client.Client, name string, args map[string]any
 // call must be refused, and nothing may start.
 func TestACallbackWhoseTokenIsRevokedAfterTheGuardIsRefused(t *testing.T) {
 	ts, ms, p := toolsServer(t, nil)
-	cb, revoke := ts.MintCallback(manager.ParentRef{Principal: "local", AgentID: "agent-child", Depth: 1, Cwd: t.TempDir()})
+	cb, revoke := ts.MintCallback(seam.ParentRef{Principal: "local", AgentID: "agent-child", Depth: 1, Cwd: t.TempDir()})
 	streamable := newStreamable(ms, HTTPConfig{}, slog.New(slog.DiscardHandler))
 	t.Cleanup(func() { _ = streamable.Shutdown(context.Background()) })
 	var armed atomic.Bool
@@ -159,7 +160,7 @@ func TestACallbackWhoseTokenIsRevokedAfterTheGuardIsRefused(t *testing.T) {
 func TestTheBearerSchemeIsCaseInsensitive(t *testing.T) {
 	const token = "alice-secret-token-0123456789"
 	ts, _, _ := toolsServer(t, nil)
-	cb, _ := ts.MintCallback(manager.ParentRef{Principal: "local", AgentID: "agent-child", Depth: 1})
+	cb, _ := ts.MintCallback(seam.ParentRef{Principal: "local", AgentID: "agent-child", Depth: 1})
 	var got string
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = tools.Principal(r.Context()) })
 	mainGuard := guard(ok, HTTPConfig{Tokens: []TokenConfig{{Principal: "alice", Token: token}}})

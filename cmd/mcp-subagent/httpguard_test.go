@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
@@ -78,7 +78,7 @@ func (g *guarded) localChild(t *testing.T, prompt string) string {
 	}
 	id := res.Result.Structured.AgentID
 	if !waitFor(10*time.Second, func() bool {
-		rows, _ := g.mgr.ListDescendants(manager.ParentRef{Principal: "local"})
+		rows, _ := g.mgr.ListDescendants(seam.ParentRef{Principal: "local"})
 		for _, r := range rows {
 			if r.ID == id && r.Status != "running" {
 				return true
@@ -171,7 +171,7 @@ func TestEveryLoopbackRouteRefusesAnotherHost(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { stop(); <-cbDone })
-		cb, revoke := g.ts.MintCallback(manager.ParentRef{Principal: "local", AgentID: id, Depth: 1, Cwd: t.TempDir()})
+		cb, revoke := g.ts.MintCallback(seam.ParentRef{Principal: "local", AgentID: id, Depth: 1, Cwd: t.TempDir()})
 		t.Cleanup(revoke)
 		bearer := map[string]string{"Authorization": "Bearer " + g.token}
 		mcpPost := map[string]string{"Authorization": "Bearer " + g.token, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}

@@ -9,8 +9,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/seed"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // BenchmarkListPageOverStdio pages list_agents over 100,000 stored root
@@ -30,7 +30,7 @@ func BenchmarkListPageOverStdio(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := seed.Children(st, manager.ParentRef{Principal: "local"}, n); err != nil {
+		if err := seed.Children(st, seam.ParentRef{Principal: "local"}, n); err != nil {
 			b.Fatal(err)
 		}
 		if err := st.Close(); err != nil {

@@ -9,6 +9,9 @@ import (
 	"strings"
 
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/anthropic"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
 )
 
@@ -155,8 +158,8 @@ func buildModels(ms []ModelConfig, all LLMConfig, log *slog.Logger) []spawn.Mode
 func buildModelsEnv(ms []ModelConfig, all LLMConfig, getenv func(string) string, keyFrom func(name string) string, log *slog.Logger) []spawn.Model {
 	out := make([]spawn.Model, 0, len(ms))
 	for _, m := range ms {
-		cfg := llm.Config{BaseURL: m.BaseURL, Model: m.Model, Logger: log.With("model", m.Name),
-			StreamIdleTimeout: orSeconds(all.StreamIdleSeconds, llm.DefaultStreamIdleTimeout),
+		cfg := transport.Config{BaseURL: m.BaseURL, Model: m.Model, Logger: log.With("model", m.Name),
+			StreamIdleTimeout: orSeconds(all.StreamIdleSeconds, transport.DefaultStreamIdleTimeout),
 			MaxOutputBytes:    all.MaxOutputBytes}
 		if all.MaxRetries != nil {
 			cfg.MaxRetries = *all.MaxRetries
@@ -173,9 +176,9 @@ func buildModelsEnv(ms []ModelConfig, all LLMConfig, getenv func(string) string,
 			if cfg.BaseURL == "" {
 				cfg.BaseURL = defaultAnthropicBaseURL
 			}
-			client = llm.NewAnthropic(cfg)
+			client = anthropic.New(cfg)
 		} else {
-			client = llm.NewOpenAI(cfg)
+			client = openai.New(cfg)
 		}
 		if m.Price != nil {
 			client = llm.Priced{Client: client, Price: *m.Price}

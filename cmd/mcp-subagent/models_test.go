@@ -13,6 +13,8 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeanthropic"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -88,7 +90,7 @@ func TestStreamBoundsReachEveryModel(t *testing.T) {
 		}()
 		select {
 		case err := <-done:
-			var e *llm.Error
+			var e *transport.Error
 			if !errors.As(err, &e) || !strings.Contains(e.Message, "no event from the server for 300ms") {
 				t.Errorf("model %s: err = %v, want the stall cut after 300ms", m.Name, err)
 			}
@@ -117,7 +119,7 @@ func TestZeroConfigModels(t *testing.T) {
 		}
 		return ms[0]
 	}
-	if m := one(Config{}); m.API != apiOpenAI || m.BaseURL != llm.DefaultBaseURL || m.Model != "gpt-4.1-mini" || m.APIKeyEnv != "OPENAI_API_KEY" {
+	if m := one(Config{}); m.API != apiOpenAI || m.BaseURL != openai.DefaultBaseURL || m.Model != "gpt-4.1-mini" || m.APIKeyEnv != "OPENAI_API_KEY" {
 		t.Errorf("no environment: %+v", m)
 	}
 	t.Setenv("DEEPSEEK_API_KEY", "k")

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/acp"
 	"github.com/mcp-subagent/mcp-subagent/providers/claudecode"
 	"github.com/mcp-subagent/mcp-subagent/providers/codex"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // ProviderConfig is one external provider in the config file. After
@@ -137,7 +137,7 @@ func (pc ProviderConfig) childEnvWith(lookup func(string) (string, bool)) []stri
 // envFor, when set, reads a variable for a child started under a
 // session's settings, so its passed variables (PATH, HOME, keys) are the
 // session's.
-func externalProviders(cfgs []ProviderConfig, envFor func(principal string, s *manager.Settings) func(string) (string, bool), log *slog.Logger) ([]manager.Provider, error) {
+func externalProviders(cfgs []ProviderConfig, envFor func(principal string, s *seam.Settings) func(string) (string, bool), log *slog.Logger) ([]seam.Provider, error) {
 	if cfgs == nil {
 		for _, c := range []ProviderConfig{{Name: "codex", Kind: "codex"}, {Name: "claude-code", Kind: "claude-code"}} {
 			cmd := map[string]string{"codex": "codex", "claude-code": "claude"}[c.Kind]
@@ -146,7 +146,7 @@ func externalProviders(cfgs []ProviderConfig, envFor func(principal string, s *m
 			}
 		}
 	}
-	var out []manager.Provider
+	var out []seam.Provider
 	abi, reason := sandbox.ABI()
 	for i, pc := range cfgs {
 		if pc.Name == "spawn" || pc.Name == "fork" {
@@ -156,9 +156,9 @@ func externalProviders(cfgs []ProviderConfig, envFor func(principal string, s *m
 			return nil, fmt.Errorf("config: %w", err)
 		}
 		timeout := time.Duration(pc.TimeoutSeconds * float64(time.Second))
-		var childEnvFor func(string, *manager.Settings) []string
+		var childEnvFor func(string, *seam.Settings) []string
 		if envFor != nil {
-			childEnvFor = func(principal string, s *manager.Settings) []string { return pc.childEnvWith(envFor(principal, s)) }
+			childEnvFor = func(principal string, s *seam.Settings) []string { return pc.childEnvWith(envFor(principal, s)) }
 		}
 		plog := log.With("provider", pc.Name)
 		confine, err := resolveConfine(pc.Confine, i, abi, reason, plog)

@@ -20,12 +20,14 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/daemon"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/persist/pgstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tasks"
+	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
@@ -76,7 +78,7 @@ func llmModelEnv(c LLMConfig, getenv func(string) string) ModelConfig {
 			m.BaseURL, m.from.baseURL = "https://api.deepseek.com/v1", "DeepSeek's default, DEEPSEEK_API_KEY being set"
 		}
 		if m.BaseURL == "" {
-			m.BaseURL, m.from.baseURL = llm.DefaultBaseURL, "the default, OPENAI_BASE_URL being unset"
+			m.BaseURL, m.from.baseURL = openai.DefaultBaseURL, "the default, OPENAI_BASE_URL being unset"
 		}
 	}
 	if m.Model == "" {
@@ -163,9 +165,9 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	}()
 	// The session store keeps continuable children; --ephemeral runs
 	// without one: foreground one-shot children only, control tools hidden.
-	var store manager.Store
-	var taskStore tasks.Store // the store's task records; nil with --ephemeral
-	var worktrees string      // isolation "worktree": refused with --ephemeral (no data directory)
+	var store seam.Store
+	var taskStore taskstore.Store // the store's task records; nil with --ephemeral
+	var worktrees string          // isolation "worktree": refused with --ephemeral (no data directory)
 	if dataDir != "" {
 		worktrees = filepath.Join(dataDir, "worktrees")
 		// For benchmarks only: what the durable path costs without the
@@ -199,16 +201,16 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	var ts *tools.Server
 	mgr := manager.New(manager.Options{MaxDepth: cfg.MaxDepth, Budget: cfg.Limits.Budget.limits(), Logger: log.With("component", "manager"), Store: store,
 		MaxRunningChildren: cfg.Limits.MaxRunningChildren, MaxRunningTotal: cfg.Limits.MaxRunningTotal, Worktrees: worktrees,
-		OnNotice: func(principal string, n manager.Notice) {
+		OnNotice: func(principal string, n seam.Notice) {
 			if ts != nil {
 				ts.PushNotice(principal, n)
 			}
 		},
 		SessionConnected: func(id string) bool { return ts != nil && ts.SessionConnected(id) },
 		Removed:          func(ids []string) { removeChildCaches(dataDir, ids, log) },
-		Callback: func(self manager.ParentRef) (manager.Callback, func()) {
+		Callback: func(self seam.ParentRef) (seam.Callback, func()) {
 			if ts == nil {
-				return manager.Callback{}, nil
+				return seam.Callback{}, nil
 			}
 			return ts.MintCallback(self)
 		}})
@@ -221,7 +223,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		_ = mgr.Close(cctx)
 	})
 	models := buildModels(resolveModels(cfg), cfg.LLM, log.With("component", "llm"))
-	delegation := func(self manager.ParentRef) []agent.Tool {
+	delegation := func(self seam.ParentRef) []agent.Tool {
 		if ts == nil {
 			return nil
 		}
@@ -248,7 +250,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range append([]manager.Provider{spawn.New(sopts), spawn.NewFork(sopts)}, external...) {
+	for _, p := range append([]seam.Provider{spawn.New(sopts), spawn.NewFork(sopts)}, external...) {
 		if err := mgr.Register(p); err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}

@@ -11,8 +11,8 @@ import (
 	"sync"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Settings per session. One daemon hosts every session of a data
@@ -21,7 +21,7 @@ import (
 // variables below, those its config names, and the config file's path),
 // and the children a session starts run with them: the model's address,
 // key and id, and the session's config's models. A child records them in
-// its descriptor (manager.Settings), so a follow-up from another session
+// its descriptor (seam.Settings), so a follow-up from another session
 // or a resume after a restart runs with them too; secret variables are
 // recorded by name only, never by value.
 //
@@ -130,11 +130,11 @@ const maxModelSets = 64
 // opened records a connected session's settings and returns what its
 // children record: the non-secret values, the secrets' names. end is
 // called when the session ends.
-func (r *sessionSettings) opened(id, principal string, s *daemon.Settings) (ms *manager.Settings, end func()) {
+func (r *sessionSettings) opened(id, principal string, s *daemon.Settings) (ms *seam.Settings, end func()) {
 	if s == nil {
 		return nil, func() {}
 	}
-	ms = &manager.Settings{Names: slices.Clone(s.Names), Config: s.Config, Session: id}
+	ms = &seam.Settings{Names: slices.Clone(s.Names), Config: s.Config, Session: id}
 	for _, name := range s.Names {
 		v, ok := s.Env[name]
 		switch {
@@ -166,7 +166,7 @@ func (r *sessionSettings) opened(id, principal string, s *daemon.Settings) (ms *
 // principal: the session s came from while it is connected, else the most
 // recent connected session of principal that sets it, else the daemon's
 // environment. from says where it was found, or where it was looked for.
-func (r *sessionSettings) secret(principal string, s *manager.Settings, name string) (value, from string, ok bool) {
+func (r *sessionSettings) secret(principal string, s *seam.Settings, name string) (value, from string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if o, live := r.open[s.Session]; live {
@@ -193,7 +193,7 @@ func (r *sessionSettings) secret(principal string, s *manager.Settings, name str
 // lookup, another of s.Names from s (unset when s does not set it), any
 // other from the daemon's environment. from says where each secret was
 // found (or looked for).
-func (r *sessionSettings) env(principal string, s *manager.Settings) (getenv func(string) string, from func(string) string) {
+func (r *sessionSettings) env(principal string, s *seam.Settings) (getenv func(string) string, from func(string) string) {
 	look := r.lookup(principal, s)
 	froms := map[string]string{}
 	getenv = func(name string) string {
@@ -219,7 +219,7 @@ func (r *sessionSettings) env(principal string, s *manager.Settings) (getenv fun
 
 // lookup is how a child under settings s reads a variable, as
 // os.LookupEnv does (see env); external providers pass it on to the CLI.
-func (r *sessionSettings) lookup(principal string, s *manager.Settings) func(string) (string, bool) {
+func (r *sessionSettings) lookup(principal string, s *seam.Settings) func(string) (string, bool) {
 	return func(name string) (string, bool) {
 		if slices.Contains(s.Secrets, name) {
 			v, _, ok := r.secret(principal, s, name)
@@ -237,7 +237,7 @@ func (r *sessionSettings) lookup(principal string, s *manager.Settings) func(str
 // session's config's models (re-read, so an edited file counts; none when
 // it named no config file) resolved with the session's variables. Models
 // built from the same inputs are shared.
-func (a *app) modelsFor(principal string, s *manager.Settings) ([]spawn.Model, error) {
+func (a *app) modelsFor(principal string, s *seam.Settings) ([]spawn.Model, error) {
 	getenv, from := a.settings.env(principal, s)
 	var raw []byte
 	if s.Config != "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/seed"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // chromiumPath is the headless browser the web view's tests drive:
@@ -303,7 +304,7 @@ func TestWebViewThousandChildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := seed.Children(st, manager.ParentRef{Principal: "local", Cwd: os.TempDir()}, 1000); err != nil {
+	if err := seed.Children(st, seam.ParentRef{Principal: "local", Cwd: os.TempDir()}, 1000); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Close(); err != nil {

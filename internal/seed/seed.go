@@ -13,7 +13,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // TurnEvents returns n complete turns (four events each: start, the user's
@@ -40,7 +40,7 @@ func TurnEvents(from int64, n int) []agent.Event {
 // turn and a checkpoint each, ids agent-%016d in creation order, with 64
 // writers so the store's group commit batches them (100,000 one commit at
 // a time would take minutes).
-func Children(st manager.Store, parent manager.ParentRef, n int) error {
+func Children(st seam.Store, parent seam.ParentRef, n int) error {
 	now := time.Now().UTC()
 	var (
 		wg    sync.WaitGroup
@@ -58,13 +58,13 @@ func Children(st manager.Store, parent manager.ParentRef, n int) error {
 					return
 				}
 				id := fmt.Sprintf("agent-%016d", i)
-				h := manager.Header{ID: id, Parent: parent.Address(), Principal: parent.Principal, Depth: parent.Depth + 1, DepthCap: 3,
-					Mode: manager.ModeContinuable, Provider: "spawn", Label: "child " + strconv.Itoa(i), Cwd: os.TempDir(),
+				h := seam.Header{ID: id, Parent: parent.Address(), Principal: parent.Principal, Depth: parent.Depth + 1, DepthCap: 3,
+					Mode: seam.ModeContinuable, Provider: "spawn", Label: "child " + strconv.Itoa(i), Cwd: os.TempDir(),
 					CreatedAt: now.Add(time.Duration(i))}
-				d := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn", Label: h.Label}
+				d := seam.Descriptor{Version: seam.DescriptorVersion, Mode: seam.ModeContinuable, Provider: "spawn", Label: h.Label}
 				evs := TurnEvents(0, 1)
-				cp := manager.Checkpoint{Seq: int64(len(evs)), Mode: h.Mode, Label: h.Label}
-				err := st.WriteChild(context.Background(), id, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}, Events: evs, Settle: &cp})
+				cp := seam.Checkpoint{Seq: int64(len(evs)), Mode: h.Mode, Label: h.Label}
+				err := st.WriteChild(context.Background(), id, seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: d}, Events: evs, Settle: &cp})
 				if err != nil {
 					errMu.Lock()
 					if first == nil {

@@ -1,4 +1,4 @@
-// Package memstore is an in-memory manager.Store: for tests, and for a
+// Package memstore is an in-memory seam.Store: for tests, and for a
 // server run without a data directory, where children live only as long as
 // the process.
 //
@@ -33,14 +33,14 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
-var _ manager.Store = (*Store)(nil)
+var _ seam.Store = (*Store)(nil)
 
 // ErrNotFound is returned (wrapped, naming the id) by every per-child method
-// for an id the store does not hold. It is manager.ErrNotFound.
-var ErrNotFound = manager.ErrNotFound
+// for an id the store does not hold. It is seam.ErrNotFound.
+var ErrNotFound = seam.ErrNotFound
 
 // ErrExists is returned (wrapped) by WriteChild for a Create of an id
 // already stored.
@@ -53,9 +53,9 @@ type child struct {
 	header     []byte
 	descriptor []byte
 	events     [][]byte
-	checkpoint []byte          // nil: none
-	inbox      [][]byte        // queued messages (manager.QueuedMessage JSON), in order
-	listing    manager.Listing // what a listing row shows, without the checkpoint
+	checkpoint []byte       // nil: none
+	inbox      [][]byte     // queued messages (seam.QueuedMessage JSON), in order
+	listing    seam.Listing // what a listing row shows, without the checkpoint
 }
 
 // indexEntry orders a parent's children.
@@ -69,7 +69,7 @@ type queue struct {
 	items [][]byte
 }
 
-// Store is an in-memory manager.Store, safe for concurrent use. The zero
+// Store is an in-memory seam.Store, safe for concurrent use. The zero
 // value is not usable; call New.
 type Store struct {
 	mu       sync.RWMutex
@@ -80,7 +80,7 @@ type Store struct {
 	// Descendants' pages.
 	byAncestor map[string][]indexEntry
 	notices    map[string]*queue
-	claims     map[string]manager.Owner // child id → its owner
+	claims     map[string]seam.Owner // child id → its owner
 	// epochs is each child's last claim epoch; it outlives the claim.
 	epochs map[string]int64
 }
@@ -92,7 +92,7 @@ func New() *Store {
 		byParent:   map[string][]indexEntry{},
 		byAncestor: map[string][]indexEntry{},
 		notices:    map[string]*queue{},
-		claims:     map[string]manager.Owner{},
+		claims:     map[string]seam.Owner{},
 		epochs:     map[string]int64{},
 	}
 }
@@ -139,8 +139,8 @@ var (
 )
 
 // create stores a validated new child under s.mu.
-func (s *Store) create(h manager.Header, hb, db []byte) *child {
-	c := &child{header: hb, descriptor: db, listing: manager.Listing{Header: manager.Header{ID: h.ID, Parent: h.Parent,
+func (s *Store) create(h seam.Header, hb, db []byte) *child {
+	c := &child{header: hb, descriptor: db, listing: seam.Listing{Header: seam.Header{ID: h.ID, Parent: h.Parent,
 		Depth: h.Depth, Mode: h.Mode, Provider: h.Provider, Label: h.Label, Cwd: h.Cwd, Model: h.Model, CreatedAt: h.CreatedAt}}}
 	s.children[h.ID] = c
 	e := indexEntry{createdAt: h.CreatedAt.UnixNano(), id: h.ID}
@@ -169,7 +169,7 @@ func (s *Store) ancestry(parent string) []string {
 	}
 }
 
-func encodeNew(h manager.Header, d manager.Descriptor) (hb, db []byte, err error) {
+func encodeNew(h seam.Header, d seam.Descriptor) (hb, db []byte, err error) {
 	switch {
 	case h.ID == "":
 		return nil, nil, errors.New("memstore: header id must not be empty")
@@ -179,8 +179,8 @@ func encodeNew(h manager.Header, d manager.Descriptor) (hb, db []byte, err error
 		return nil, nil, fmt.Errorf("memstore: child %q: header created_at must be set", h.ID)
 	case h.CreatedAt.Before(minCreatedAt) || h.CreatedAt.After(maxCreatedAt):
 		return nil, nil, fmt.Errorf("memstore: child %q: header created_at %s is outside the years 1678-2262", h.ID, h.CreatedAt)
-	case d.Version != manager.DescriptorVersion:
-		return nil, nil, fmt.Errorf("memstore: child %q: descriptor version %d is not %d", h.ID, d.Version, manager.DescriptorVersion)
+	case d.Version != seam.DescriptorVersion:
+		return nil, nil, fmt.Errorf("memstore: child %q: descriptor version %d is not %d", h.ID, d.Version, seam.DescriptorVersion)
 	}
 	if hb, err = json.Marshal(h); err != nil {
 		return nil, nil, fmt.Errorf("memstore: child %q: encode header: %w", h.ID, err)
@@ -202,9 +202,9 @@ func compareEntries(a, b indexEntry) int {
 }
 
 // Header returns the child's header.
-func (s *Store) Header(ctx context.Context, childID string) (manager.Header, error) {
+func (s *Store) Header(ctx context.Context, childID string) (seam.Header, error) {
 	var b []byte
-	var h manager.Header
+	var h seam.Header
 	if err := s.read(ctx, childID, func(c *child) { b = c.header }); err != nil {
 		return h, err
 	}
@@ -212,9 +212,9 @@ func (s *Store) Header(ctx context.Context, childID string) (manager.Header, err
 }
 
 // Descriptor returns the child's descriptor.
-func (s *Store) Descriptor(ctx context.Context, childID string) (manager.Descriptor, error) {
+func (s *Store) Descriptor(ctx context.Context, childID string) (seam.Descriptor, error) {
 	var b []byte
-	var d manager.Descriptor
+	var d seam.Descriptor
 	if err := s.read(ctx, childID, func(c *child) { b = c.descriptor }); err != nil {
 		return d, err
 	}
@@ -258,7 +258,7 @@ func (s *Store) JournalLen(ctx context.Context, childID string) (int64, error) {
 
 // Listings returns parent's direct children ordered by created_at, ties by
 // id, each with its checkpoint.
-func (s *Store) Listings(ctx context.Context, parent string, page manager.Page) ([]manager.Listing, error) {
+func (s *Store) Listings(ctx context.Context, parent string, page seam.Page) ([]seam.Listing, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
@@ -271,7 +271,7 @@ func (s *Store) Listings(ctx context.Context, parent string, page manager.Page) 
 }
 
 // Descendants returns root's whole subtree in creation order, ties by id.
-func (s *Store) Descendants(ctx context.Context, root string, page manager.Page) ([]manager.Listing, error) {
+func (s *Store) Descendants(ctx context.Context, root string, page seam.Page) ([]seam.Listing, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
@@ -285,7 +285,7 @@ func (s *Store) Descendants(ctx context.Context, root string, page manager.Page)
 
 // page reads one page of an index; it is called with s.mu read-locked
 // and unlocks it.
-func (s *Store) page(idx []indexEntry, page manager.Page) ([]manager.Listing, error) {
+func (s *Store) page(idx []indexEntry, page seam.Page) ([]seam.Listing, error) {
 	if !page.After.IsZero() {
 		after := indexEntry{createdAt: page.After.CreatedAt.UnixNano(), id: page.After.ID}
 		i, found := slices.BinarySearchFunc(idx, after, compareEntries)
@@ -297,7 +297,7 @@ func (s *Store) page(idx []indexEntry, page manager.Page) ([]manager.Listing, er
 	if page.Limit > 0 && len(idx) > page.Limit {
 		idx = idx[:page.Limit]
 	}
-	out := make([]manager.Listing, len(idx))
+	out := make([]seam.Listing, len(idx))
 	cps := make([][]byte, len(idx))
 	for i, e := range idx {
 		c := s.children[e.id]
@@ -310,7 +310,7 @@ func (s *Store) page(idx []indexEntry, page manager.Page) ([]manager.Listing, er
 		if b == nil {
 			continue
 		}
-		var cp manager.Checkpoint
+		var cp seam.Checkpoint
 		if err := json.Unmarshal(b, &cp); err != nil {
 			return nil, err
 		}
@@ -323,21 +323,21 @@ func (s *Store) page(idx []indexEntry, page manager.Page) ([]manager.Listing, er
 }
 
 // Checkpoint returns the child's projection checkpoint, if one is stored.
-func (s *Store) Checkpoint(ctx context.Context, childID string) (manager.Checkpoint, bool, error) {
+func (s *Store) Checkpoint(ctx context.Context, childID string) (seam.Checkpoint, bool, error) {
 	var b []byte
-	var cp manager.Checkpoint
+	var cp seam.Checkpoint
 	if err := s.read(ctx, childID, func(c *child) { b = c.checkpoint }); err != nil || b == nil {
 		return cp, false, err
 	}
 	if err := json.Unmarshal(b, &cp); err != nil {
-		return manager.Checkpoint{}, false, err
+		return seam.Checkpoint{}, false, err
 	}
 	return cp, true, nil
 }
 
 // SetCheckpoint replaces the child's projection checkpoint, if it is
 // current (its Seq is the journal's length); a stale one is dropped.
-func (s *Store) SetCheckpoint(ctx context.Context, childID string, cp manager.Checkpoint) error {
+func (s *Store) SetCheckpoint(ctx context.Context, childID string, cp seam.Checkpoint) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
@@ -359,7 +359,7 @@ func (s *Store) SetCheckpoint(ctx context.Context, childID string, cp manager.Ch
 
 // AddNotice queues n under to. The store assigns n.Seq (per address, from
 // 1, never reused, whatever the caller set) and n.Time when zero.
-func (s *Store) AddNotice(ctx context.Context, to string, n manager.Notice) error {
+func (s *Store) AddNotice(ctx context.Context, to string, n seam.Notice) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
@@ -378,7 +378,7 @@ func (s *Store) AddNotice(ctx context.Context, to string, n manager.Notice) erro
 }
 
 // addNotice numbers and queues n under s.mu.
-func (s *Store) addNotice(to string, n manager.Notice) error {
+func (s *Store) addNotice(to string, n seam.Notice) error {
 	q := s.notices[to]
 	if q == nil {
 		q = &queue{}
@@ -397,7 +397,7 @@ func (s *Store) addNotice(to string, n manager.Notice) error {
 // TakeNotices removes and returns the notices queued under to that take
 // accepts (every one when take is nil), in order; a notice is returned
 // once and the rest stay queued.
-func (s *Store) TakeNotices(ctx context.Context, to string, take func(manager.Notice) bool) ([]manager.Notice, error) {
+func (s *Store) TakeNotices(ctx context.Context, to string, take func(seam.Notice) bool) ([]seam.Notice, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
@@ -410,10 +410,10 @@ func (s *Store) TakeNotices(ctx context.Context, to string, take func(manager.No
 	if q == nil {
 		return nil, nil
 	}
-	var out []manager.Notice
+	var out []seam.Notice
 	kept := q.items[:0]
 	for _, b := range q.items {
-		var n manager.Notice
+		var n seam.Notice
 		if err := json.Unmarshal(b, &n); err != nil {
 			return nil, err
 		}
@@ -431,7 +431,7 @@ func (s *Store) TakeNotices(ctx context.Context, to string, take func(manager.No
 // WriteChild applies a child's writes (create, claim, inbox, events,
 // settle and its notice) as one: every check passes before anything
 // changes, so a refused write leaves no trace.
-func (s *Store) WriteChild(ctx context.Context, childID string, w manager.ChildWrite) error {
+func (s *Store) WriteChild(ctx context.Context, childID string, w seam.ChildWrite) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
@@ -465,7 +465,7 @@ func (s *Store) WriteChild(ctx context.Context, childID string, w manager.ChildW
 		queued[i] = b
 	}
 	var cb, nb []byte
-	var notice manager.Notice
+	var notice seam.Notice
 	if w.Settle != nil {
 		var err error
 		if cb, err = json.Marshal(*w.Settle); err != nil {
@@ -554,7 +554,7 @@ func (s *Store) WriteChild(ctx context.Context, childID string, w manager.ChildW
 			gone[id] = true
 		}
 		c.inbox = slices.DeleteFunc(c.inbox, func(b []byte) bool {
-			var q manager.QueuedMessage
+			var q seam.QueuedMessage
 			return json.Unmarshal(b, &q) != nil || gone[q.ID]
 		})
 	}
@@ -581,47 +581,47 @@ func (s *Store) WriteChild(ctx context.Context, childID string, w manager.ChildW
 }
 
 // checkClaim refuses a claim while another owner's lease is unexpired.
-func (s *Store) checkClaim(id string, want manager.Owner) error {
+func (s *Store) checkClaim(id string, want seam.Owner) error {
 	held, ok := s.claims[id]
 	if !ok || held.ID == want.ID || !time.Now().Before(held.Expires) {
 		return nil
 	}
-	return fmt.Errorf("memstore: child %q is claimed by owner %q until %s: %w", id, held.ID, held.Expires.UTC().Format(time.RFC3339), manager.ErrOwned)
+	return fmt.Errorf("memstore: child %q is claimed by owner %q until %s: %w", id, held.ID, held.Expires.UTC().Format(time.RFC3339), seam.ErrOwned)
 }
 
 // checkFence refuses a write whose writer no longer holds the child's
 // claim at its epoch.
-func (s *Store) checkFence(id string, f manager.Fence) error {
+func (s *Store) checkFence(id string, f seam.Fence) error {
 	held, ok := s.claims[id]
 	if ok && held.ID == f.Owner && s.epochs[id] == f.Epoch {
 		return nil
 	}
 	return fmt.Errorf("memstore: child %q: the write is fenced to owner %q at epoch %d, and the child's claim is no longer that (owner %q, epoch %d): %w",
-		id, f.Owner, f.Epoch, held.ID, s.epochs[id], manager.ErrOwned)
+		id, f.Owner, f.Epoch, held.ID, s.epochs[id], seam.ErrOwned)
 }
 
 // ClaimOf returns the child's claim, if it is claimed.
-func (s *Store) ClaimOf(ctx context.Context, childID string) (manager.Claim, bool, error) {
-	var cl manager.Claim
+func (s *Store) ClaimOf(ctx context.Context, childID string) (seam.Claim, bool, error) {
+	var cl seam.Claim
 	var ok bool
 	err := s.read(ctx, childID, func(*child) {
-		var o manager.Owner
+		var o seam.Owner
 		if o, ok = s.claims[childID]; ok {
-			cl = manager.Claim{ChildID: childID, Owner: o, Epoch: s.epochs[childID]}
+			cl = seam.Claim{ChildID: childID, Owner: o, Epoch: s.epochs[childID]}
 		}
 	})
 	return cl, ok, err
 }
 
 // Queued returns a child's inbox in admission order.
-func (s *Store) Queued(ctx context.Context, childID string) ([]manager.QueuedMessage, error) {
+func (s *Store) Queued(ctx context.Context, childID string) ([]seam.QueuedMessage, error) {
 	var raw [][]byte
 	if err := s.read(ctx, childID, func(c *child) { raw = slices.Clone(c.inbox) }); err != nil {
 		return nil, err
 	}
-	out := make([]manager.QueuedMessage, 0, len(raw))
+	out := make([]seam.QueuedMessage, 0, len(raw))
 	for _, b := range raw {
-		var q manager.QueuedMessage
+		var q seam.QueuedMessage
 		if err := json.Unmarshal(b, &q); err != nil {
 			return nil, err
 		}
@@ -631,7 +631,7 @@ func (s *Store) Queued(ctx context.Context, childID string) ([]manager.QueuedMes
 }
 
 // Renew sets the expiry of every claim owner.ID holds to owner.Expires.
-func (s *Store) Renew(ctx context.Context, owner manager.Owner) error {
+func (s *Store) Renew(ctx context.Context, owner seam.Owner) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
@@ -652,7 +652,7 @@ func (s *Store) Renew(ctx context.Context, owner manager.Owner) error {
 }
 
 // Residents lists every claim, by child id.
-func (s *Store) Residents(ctx context.Context) ([]manager.Claim, error) {
+func (s *Store) Residents(ctx context.Context) ([]seam.Claim, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
@@ -661,11 +661,11 @@ func (s *Store) Residents(ctx context.Context) ([]manager.Claim, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
-	var out []manager.Claim
+	var out []seam.Claim
 	for id, o := range s.claims {
-		out = append(out, manager.Claim{ChildID: id, Owner: o, Epoch: s.epochs[id]})
+		out = append(out, seam.Claim{ChildID: id, Owner: o, Epoch: s.epochs[id]})
 	}
-	slices.SortFunc(out, func(a, b manager.Claim) int { return strings.Compare(a.ChildID, b.ChildID) })
+	slices.SortFunc(out, func(a, b seam.Claim) int { return strings.Compare(a.ChildID, b.ChildID) })
 	return out, nil
 }
 
@@ -679,7 +679,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Delete removes childID and its whole subtree (see manager.Store.Delete),
+// Delete removes childID and its whole subtree (see seam.Store.Delete),
 // refusing the lot while any of them holds a claim.
 func (s *Store) Delete(ctx context.Context, childID string) ([]string, error) {
 	if err := ctxErr(ctx); err != nil {
@@ -694,7 +694,7 @@ func (s *Store) Delete(ctx context.Context, childID string) ([]string, error) {
 	ids := []string{childID}
 	for i := 0; i < len(ids); i++ {
 		if _, claimed := s.claims[ids[i]]; claimed {
-			return nil, fmt.Errorf("memstore: child %q: %w", ids[i], manager.ErrClaimed)
+			return nil, fmt.Errorf("memstore: child %q: %w", ids[i], seam.ErrClaimed)
 		}
 		for _, e := range s.byParent[ids[i]] {
 			ids = append(ids, e.id)

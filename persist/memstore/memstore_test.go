@@ -3,11 +3,11 @@ package memstore_test
 import (
 	"testing"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/persist/storetest"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) manager.Store { return memstore.New() })
+	storetest.Run(t, func(t *testing.T) seam.Store { return memstore.New() })
 }

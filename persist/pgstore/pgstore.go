@@ -1,4 +1,4 @@
-// Package pgstore is a manager.Store on PostgreSQL (DESIGN §10): the store
+// Package pgstore is a seam.Store on PostgreSQL (DESIGN §10): the store
 // several servers share. It holds what the bbolt store holds (headers,
 // descriptors, journals, inboxes, notices, checkpoints, claims, tasks) and
 // passes the same conformance suite (persist/storetest).
@@ -42,10 +42,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
-var _ manager.Store = (*Store)(nil)
+var _ seam.Store = (*Store)(nil)
 
 // ErrExists is returned (wrapped) by WriteChild for a Create of an id
 // already stored.
@@ -54,7 +54,7 @@ var ErrExists = errors.New("child already exists")
 // ErrClosed is returned by every method after Close.
 var ErrClosed = errors.New("pgstore: store is closed")
 
-// Store is a manager.Store on a PostgreSQL database, safe for concurrent
+// Store is a seam.Store on a PostgreSQL database, safe for concurrent
 // use.
 type Store struct {
 	pool     *pgxpool.Pool
@@ -188,10 +188,10 @@ func (s *Store) fail(op string, err error) error {
 	return scrub(fmt.Errorf("pgstore: %s: %w", op, err), s.password)
 }
 
-func notFound(id string) error { return fmt.Errorf("pgstore: child %q: %w", id, manager.ErrNotFound) }
+func notFound(id string) error { return fmt.Errorf("pgstore: child %q: %w", id, seam.ErrNotFound) }
 
 func corrupt(id, part string, cause error) error {
-	return fmt.Errorf("pgstore: child %q %s: %w: %w", id, part, manager.ErrCorrupt, cause)
+	return fmt.Errorf("pgstore: child %q %s: %w: %w", id, part, seam.ErrCorrupt, cause)
 }
 
 // nowNS is the database's clock in Unix nanoseconds (now() is the
@@ -199,21 +199,21 @@ func corrupt(id, part string, cause error) error {
 const nowNS = `(extract(epoch from now()) * 1000000000)::bigint`
 
 // Header returns the child's header.
-func (s *Store) Header(ctx context.Context, childID string) (manager.Header, error) {
-	var h manager.Header
+func (s *Store) Header(ctx context.Context, childID string) (seam.Header, error) {
+	var h seam.Header
 	b, err := s.column(ctx, childID, "header")
 	if err != nil {
 		return h, err
 	}
 	if err := json.Unmarshal(b, &h); err != nil {
-		return manager.Header{}, corrupt(childID, "header", err)
+		return seam.Header{}, corrupt(childID, "header", err)
 	}
 	return h, nil
 }
 
 // Descriptor returns the child's descriptor.
-func (s *Store) Descriptor(ctx context.Context, childID string) (manager.Descriptor, error) {
-	var d manager.Descriptor
+func (s *Store) Descriptor(ctx context.Context, childID string) (seam.Descriptor, error) {
+	var d seam.Descriptor
 	b, err := s.column(ctx, childID, "descriptor")
 	if err != nil {
 		return d, err
@@ -221,10 +221,10 @@ func (s *Store) Descriptor(ctx context.Context, childID string) (manager.Descrip
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
-		return manager.Descriptor{}, corrupt(childID, "descriptor", err)
+		return seam.Descriptor{}, corrupt(childID, "descriptor", err)
 	}
-	if d.Version != manager.DescriptorVersion {
-		return manager.Descriptor{}, corrupt(childID, "descriptor", fmt.Errorf("version %d is not %d", d.Version, manager.DescriptorVersion))
+	if d.Version != seam.DescriptorVersion {
+		return seam.Descriptor{}, corrupt(childID, "descriptor", fmt.Errorf("version %d is not %d", d.Version, seam.DescriptorVersion))
 	}
 	return d, nil
 }
@@ -306,7 +306,7 @@ func (s *Store) JournalLen(ctx context.Context, childID string) (int64, error) {
 }
 
 // Queued returns the child's inbox in admission order.
-func (s *Store) Queued(ctx context.Context, childID string) ([]manager.QueuedMessage, error) {
+func (s *Store) Queued(ctx context.Context, childID string) ([]seam.QueuedMessage, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -316,7 +316,7 @@ func (s *Store) Queued(ctx context.Context, childID string) ([]manager.QueuedMes
 	}
 	defer rows.Close()
 	found := false
-	out := []manager.QueuedMessage{}
+	out := []seam.QueuedMessage{}
 	for rows.Next() {
 		found = true
 		var b []byte
@@ -326,7 +326,7 @@ func (s *Store) Queued(ctx context.Context, childID string) ([]manager.QueuedMes
 		if b == nil {
 			continue
 		}
-		var q manager.QueuedMessage
+		var q seam.QueuedMessage
 		if err := json.Unmarshal(b, &q); err != nil {
 			return nil, corrupt(childID, "inbox", err)
 		}
@@ -342,21 +342,21 @@ func (s *Store) Queued(ctx context.Context, childID string) ([]manager.QueuedMes
 }
 
 // Checkpoint returns the child's projection checkpoint, if one is stored.
-func (s *Store) Checkpoint(ctx context.Context, childID string) (manager.Checkpoint, bool, error) {
-	var cp manager.Checkpoint
+func (s *Store) Checkpoint(ctx context.Context, childID string) (seam.Checkpoint, bool, error) {
+	var cp seam.Checkpoint
 	b, err := s.column(ctx, childID, "checkpoint")
 	if err != nil || b == nil {
 		return cp, false, err
 	}
 	if err := json.Unmarshal(b, &cp); err != nil {
-		return manager.Checkpoint{}, false, corrupt(childID, "checkpoint", err)
+		return seam.Checkpoint{}, false, corrupt(childID, "checkpoint", err)
 	}
 	return cp, true, nil
 }
 
 // SetCheckpoint stores cp if it is current (its Seq is the journal's
 // length); a stale one is dropped.
-func (s *Store) SetCheckpoint(ctx context.Context, childID string, cp manager.Checkpoint) error {
+func (s *Store) SetCheckpoint(ctx context.Context, childID string, cp seam.Checkpoint) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
@@ -381,19 +381,19 @@ const listingCols = `c.id, c.header, c.checkpoint, c.journal_len, exists (select
 
 // Listings returns parent's direct children in creation order, ties by
 // id, from the listing index.
-func (s *Store) Listings(ctx context.Context, parent string, page manager.Page) ([]manager.Listing, error) {
+func (s *Store) Listings(ctx context.Context, parent string, page seam.Page) ([]seam.Listing, error) {
 	return s.listing(ctx, `select `+listingCols+` from children c where c.parent = $1
 		and ($2 or (c.created_ns, c.id) > ($3, $4)) order by c.created_ns, c.id limit $5`, parent, page)
 }
 
 // Descendants returns root's whole subtree in creation order, ties by id,
 // from the ancestors index.
-func (s *Store) Descendants(ctx context.Context, root string, page manager.Page) ([]manager.Listing, error) {
+func (s *Store) Descendants(ctx context.Context, root string, page seam.Page) ([]seam.Listing, error) {
 	return s.listing(ctx, `select `+listingCols+` from ancestors a join children c on c.id = a.child_id where a.ancestor = $1
 		and ($2 or (a.created_ns, a.child_id) > ($3, $4)) order by a.created_ns, a.child_id limit $5`, root, page)
 }
 
-func (s *Store) listing(ctx context.Context, query, addr string, page manager.Page) ([]manager.Listing, error) {
+func (s *Store) listing(ctx context.Context, query, addr string, page seam.Page) ([]seam.Listing, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -410,20 +410,20 @@ func (s *Store) listing(ctx context.Context, query, addr string, page manager.Pa
 		return nil, s.fail("listing "+addr, err)
 	}
 	defer rows.Close()
-	var out []manager.Listing
+	var out []seam.Listing
 	for rows.Next() {
 		var id string
 		var hb, cb []byte
-		var l manager.Listing
+		var l seam.Listing
 		if err := rows.Scan(&id, &hb, &cb, &l.JournalLen, &l.HasChildren); err != nil {
 			return nil, s.fail("listing "+addr, err)
 		}
 		if err := json.Unmarshal(hb, &l.Header); err != nil || l.Header.ID != id {
 			s.log.Warn("a child's header does not decode; listing it as corrupt", "child", id, "err", err)
-			l.Header, l.Corrupt = manager.Header{ID: id}, true
+			l.Header, l.Corrupt = seam.Header{ID: id}, true
 		}
 		if cb != nil {
-			var cp manager.Checkpoint
+			var cp seam.Checkpoint
 			if json.Unmarshal(cb, &cp) == nil {
 				l.Checkpoint = &cp
 			}
@@ -440,7 +440,7 @@ func (s *Store) listing(ctx context.Context, query, addr string, page manager.Pa
 }
 
 // AddNotice queues n under to, numbered per address.
-func (s *Store) AddNotice(ctx context.Context, to string, n manager.Notice) error {
+func (s *Store) AddNotice(ctx context.Context, to string, n seam.Notice) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
@@ -457,7 +457,7 @@ func (s *Store) AddNotice(ctx context.Context, to string, n manager.Notice) erro
 
 // addNotice numbers n under to (the counter's row lock orders concurrent
 // adders) and queues it.
-func addNotice(ctx context.Context, tx pgx.Tx, to string, n manager.Notice) error {
+func addNotice(ctx context.Context, tx pgx.Tx, to string, n seam.Notice) error {
 	if err := tx.QueryRow(ctx, `insert into notice_seqs (addr, last) values ($1, 1)
 		on conflict (addr) do update set last = notice_seqs.last + 1 returning last`, to).Scan(&n.Seq); err != nil {
 		return err
@@ -473,11 +473,11 @@ func addNotice(ctx context.Context, tx pgx.Tx, to string, n manager.Notice) erro
 // TakeNotices removes and returns, in one transaction, the notices under
 // to that take accepts. The rows are locked: a concurrent taker waits and
 // then sees them gone.
-func (s *Store) TakeNotices(ctx context.Context, to string, take func(manager.Notice) bool) ([]manager.Notice, error) {
+func (s *Store) TakeNotices(ctx context.Context, to string, take func(seam.Notice) bool) ([]seam.Notice, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
-	var out []manager.Notice
+	var out []seam.Notice
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		out = nil
 		rows, err := tx.Query(ctx, `select seq, body from notices where addr = $1 order by seq for update`, to)
@@ -492,10 +492,10 @@ func (s *Store) TakeNotices(ctx context.Context, to string, take func(manager.No
 				rows.Close()
 				return err
 			}
-			var n manager.Notice
+			var n seam.Notice
 			if err := json.Unmarshal(b, &n); err != nil {
 				rows.Close()
-				return fmt.Errorf("notice %d of %q: %w: %w", seq, to, manager.ErrCorrupt, err)
+				return fmt.Errorf("notice %d of %q: %w: %w", seq, to, seam.ErrCorrupt, err)
 			}
 			if take == nil || take(n) {
 				out = append(out, n)
@@ -517,7 +517,7 @@ func (s *Store) TakeNotices(ctx context.Context, to string, take func(manager.No
 
 // Renew sets the expiry of owner.ID's lease, which is every one of its
 // claims'.
-func (s *Store) Renew(ctx context.Context, owner manager.Owner) error {
+func (s *Store) Renew(ctx context.Context, owner seam.Owner) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
@@ -529,7 +529,7 @@ func (s *Store) Renew(ctx context.Context, owner manager.Owner) error {
 }
 
 // Residents lists every claim, by child id.
-func (s *Store) Residents(ctx context.Context) ([]manager.Claim, error) {
+func (s *Store) Residents(ctx context.Context) ([]seam.Claim, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -539,7 +539,7 @@ func (s *Store) Residents(ctx context.Context) ([]manager.Claim, error) {
 		return nil, s.fail("listing claims", err)
 	}
 	defer rows.Close()
-	var out []manager.Claim
+	var out []seam.Claim
 	for rows.Next() {
 		c, err := scanClaim(rows)
 		if err != nil {
@@ -550,8 +550,8 @@ func (s *Store) Residents(ctx context.Context) ([]manager.Claim, error) {
 	return out, s.fail("listing claims", rows.Err())
 }
 
-func scanClaim(row pgx.Row) (manager.Claim, error) {
-	var c manager.Claim
+func scanClaim(row pgx.Row) (seam.Claim, error) {
+	var c seam.Claim
 	var expires int64
 	if err := row.Scan(&c.ChildID, &c.Owner.ID, &expires, &c.Epoch); err != nil {
 		return c, err
@@ -563,21 +563,21 @@ func scanClaim(row pgx.Row) (manager.Claim, error) {
 }
 
 // ClaimOf returns the child's claim, if it is claimed.
-func (s *Store) ClaimOf(ctx context.Context, childID string) (manager.Claim, bool, error) {
+func (s *Store) ClaimOf(ctx context.Context, childID string) (seam.Claim, bool, error) {
 	if err := s.begin(ctx); err != nil {
-		return manager.Claim{}, false, err
+		return seam.Claim{}, false, err
 	}
 	var owner *string
 	var expires, epoch int64
 	err := s.pool.QueryRow(ctx, `select c.claim_owner, coalesce(o.expires_ns, 0), c.claim_epoch from children c
 		left join owners o on o.id = c.claim_owner where c.id = $1`, childID).Scan(&owner, &expires, &epoch)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return manager.Claim{}, false, notFound(childID)
+		return seam.Claim{}, false, notFound(childID)
 	}
 	if err != nil || owner == nil {
-		return manager.Claim{}, false, s.fail("reading the claim of "+childID, err)
+		return seam.Claim{}, false, s.fail("reading the claim of "+childID, err)
 	}
-	c := manager.Claim{ChildID: childID, Owner: manager.Owner{ID: *owner}, Epoch: epoch}
+	c := seam.Claim{ChildID: childID, Owner: seam.Owner{ID: *owner}, Epoch: epoch}
 	if expires != 0 {
 		c.Owner.Expires = time.Unix(0, expires)
 	}
@@ -621,7 +621,7 @@ func (s *Store) Delete(ctx context.Context, childID string) ([]string, error) {
 		case len(ids) == 0 || ids[0] != childID:
 			return notFound(childID)
 		case claimed != "":
-			return fmt.Errorf("pgstore: child %q: %w", claimed, manager.ErrClaimed)
+			return fmt.Errorf("pgstore: child %q: %w", claimed, seam.ErrClaimed)
 		}
 		// Events, inboxes and index rows go with the children (on delete
 		// cascade); the notices queued under their addresses go here.
@@ -634,7 +634,7 @@ func (s *Store) Delete(ctx context.Context, childID string) ([]string, error) {
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, manager.ErrNotFound) || errors.Is(err, manager.ErrClaimed) {
+		if errors.Is(err, seam.ErrNotFound) || errors.Is(err, seam.ErrClaimed) {
 			return nil, err
 		}
 		return nil, s.fail("deleting "+childID, err)

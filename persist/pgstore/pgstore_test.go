@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/pgtest"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/pgstore"
 	"github.com/mcp-subagent/mcp-subagent/persist/storetest"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -25,5 +25,5 @@ func open(t *testing.T) *pgstore.Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) manager.Store { return open(t) })
+	storetest.Run(t, func(t *testing.T) seam.Store { return open(t) })
 }

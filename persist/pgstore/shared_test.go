@@ -12,19 +12,19 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/pgtest"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/pgstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 var ctx = context.Background()
 
-func header(id string) manager.Header {
-	return manager.Header{ID: id, Parent: "principal:local", Principal: "local", Depth: 1, DepthCap: 3,
-		Mode: manager.ModeContinuable, Provider: "spawn", CreatedAt: time.Now()}
+func header(id string) seam.Header {
+	return seam.Header{ID: id, Parent: "principal:local", Principal: "local", Depth: 1, DepthCap: 3,
+		Mode: seam.ModeContinuable, Provider: "spawn", CreatedAt: time.Now()}
 }
 
-func descriptor() manager.Descriptor {
-	return manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn"}
+func descriptor() seam.Descriptor {
+	return seam.Descriptor{Version: seam.DescriptorVersion, Mode: seam.ModeContinuable, Provider: "spawn"}
 }
 
 // Two instances on one database: a takeover by one fences the other.
@@ -40,27 +40,27 @@ func TestTwoInstancesFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	oa := manager.Owner{ID: "instance-a", Expires: time.Now().Add(time.Hour)}
-	if err := a.WriteChild(ctx, "c", manager.ChildWrite{Create: &manager.NewChild{Header: header("c"), Descriptor: descriptor()}, Claim: &oa}); err != nil {
+	oa := seam.Owner{ID: "instance-a", Expires: time.Now().Add(time.Hour)}
+	if err := a.WriteChild(ctx, "c", seam.ChildWrite{Create: &seam.NewChild{Header: header("c"), Descriptor: descriptor()}, Claim: &oa}); err != nil {
 		t.Fatal(err)
 	}
-	ob := manager.Owner{ID: "instance-b", Expires: time.Now().Add(time.Hour)}
-	if err := b.WriteChild(ctx, "c", manager.ChildWrite{Claim: &ob}); !errors.Is(err, manager.ErrOwned) {
+	ob := seam.Owner{ID: "instance-b", Expires: time.Now().Add(time.Hour)}
+	if err := b.WriteChild(ctx, "c", seam.ChildWrite{Claim: &ob}); !errors.Is(err, seam.ErrOwned) {
 		t.Fatalf("b's claim of a's live child = %v, want ErrOwned", err)
 	}
 	// a's lease runs out (it stops renewing); b takes the child over.
-	if err := a.Renew(ctx, manager.Owner{ID: oa.ID, Expires: time.Now().Add(-time.Second)}); err != nil {
+	if err := a.Renew(ctx, seam.Owner{ID: oa.ID, Expires: time.Now().Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.WriteChild(ctx, "c", manager.ChildWrite{Claim: &ob}); err != nil {
+	if err := b.WriteChild(ctx, "c", seam.ChildWrite{Claim: &ob}); err != nil {
 		t.Fatalf("b's takeover = %v", err)
 	}
 	c, ok, err := a.ClaimOf(ctx, "c")
 	if err != nil || !ok || c.Owner.ID != ob.ID || c.Epoch != 2 {
 		t.Fatalf("a reads the claim as %+v, %v, %v; want b's at epoch 2", c, ok, err)
 	}
-	ev := manager.ChildWrite{Fence: &manager.Fence{Owner: oa.ID, Epoch: 1}, Enqueue: []manager.QueuedMessage{{ID: "late"}}}
-	if err := a.WriteChild(ctx, "c", ev); !errors.Is(err, manager.ErrOwned) {
+	ev := seam.ChildWrite{Fence: &seam.Fence{Owner: oa.ID, Epoch: 1}, Enqueue: []seam.QueuedMessage{{ID: "late"}}}
+	if err := a.WriteChild(ctx, "c", ev); !errors.Is(err, seam.ErrOwned) {
 		t.Fatalf("a's fenced write after b's takeover = %v, want ErrOwned", err)
 	}
 	if q, _ := b.Queued(ctx, "c"); len(q) != 0 {
@@ -155,7 +155,7 @@ func TestServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.WriteChild(ctx, "c", manager.ChildWrite{Create: &manager.NewChild{Header: header("c"), Descriptor: descriptor()}}); err != nil {
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Create: &seam.NewChild{Header: header("c"), Descriptor: descriptor()}}); err != nil {
 		t.Fatal(err)
 	}
 	srv.Stop(t)

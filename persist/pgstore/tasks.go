@@ -8,16 +8,16 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mcp-subagent/mcp-subagent/persist"
-	"github.com/mcp-subagent/mcp-subagent/tasks"
+	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 )
 
-var _ tasks.Store = (*Store)(nil)
+var _ taskstore.Store = (*Store)(nil)
 
 // Task records are stored in the bbolt store's encoding (persist.EncodeTask),
 // so both read them alike.
 
 // PutTask creates or replaces a task record.
-func (s *Store) PutTask(ctx context.Context, r tasks.Record) error {
+func (s *Store) PutTask(ctx context.Context, r taskstore.Record) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
@@ -29,18 +29,18 @@ func (s *Store) PutTask(ctx context.Context, r tasks.Record) error {
 	return s.fail("storing task "+r.ID, err)
 }
 
-// Task reads a task record: tasks.ErrNotFound for an unknown id.
-func (s *Store) Task(ctx context.Context, id string) (tasks.Record, error) {
+// Task reads a task record: taskstore.ErrNotFound for an unknown id.
+func (s *Store) Task(ctx context.Context, id string) (taskstore.Record, error) {
 	if err := s.begin(ctx); err != nil {
-		return tasks.Record{}, err
+		return taskstore.Record{}, err
 	}
 	var b []byte
 	err := s.pool.QueryRow(ctx, `select body from tasks where id = $1`, id).Scan(&b)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return tasks.Record{}, fmt.Errorf("pgstore: task %q: %w", id, tasks.ErrNotFound)
+		return taskstore.Record{}, fmt.Errorf("pgstore: task %q: %w", id, taskstore.ErrNotFound)
 	}
 	if err != nil {
-		return tasks.Record{}, s.fail("reading task "+id, err)
+		return taskstore.Record{}, s.fail("reading task "+id, err)
 	}
 	return persist.DecodeTask(b)
 }
@@ -56,7 +56,7 @@ func (s *Store) DeleteTask(ctx context.Context, id string) error {
 
 // Tasks lists every task record; one that does not decode is skipped and
 // logged.
-func (s *Store) Tasks(ctx context.Context) ([]tasks.Record, error) {
+func (s *Store) Tasks(ctx context.Context) ([]taskstore.Record, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (s *Store) Tasks(ctx context.Context) ([]tasks.Record, error) {
 		return nil, s.fail("listing tasks", err)
 	}
 	defer rows.Close()
-	var out []tasks.Record
+	var out []taskstore.Record
 	for rows.Next() {
 		var id string
 		var b []byte

@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // encoded is a ChildWrite's bytes, made before the transaction.
@@ -20,10 +19,10 @@ type encoded struct {
 	queued     [][]byte
 	queuedIDs  []string
 	notify     []byte // the settlement notice for a parent's inbox
-	notice     manager.Notice
+	notice     seam.Notice
 }
 
-func encode(childID string, w manager.ChildWrite) (*encoded, error) {
+func encode(childID string, w seam.ChildWrite) (*encoded, error) {
 	e := &encoded{}
 	var err error
 	if c := w.Create; c != nil {
@@ -39,8 +38,8 @@ func encode(childID string, w manager.ChildWrite) (*encoded, error) {
 			return nil, fmt.Errorf("pgstore: child %q: header created_at must be set", h.ID)
 		case h.CreatedAt.Before(minCreatedAt) || h.CreatedAt.After(maxCreatedAt):
 			return nil, fmt.Errorf("pgstore: child %q: header created_at %s is outside the years 1678-2262", h.ID, h.CreatedAt)
-		case d.Version != manager.DescriptorVersion:
-			return nil, fmt.Errorf("pgstore: child %q: descriptor version %d is not %d", h.ID, d.Version, manager.DescriptorVersion)
+		case d.Version != seam.DescriptorVersion:
+			return nil, fmt.Errorf("pgstore: child %q: descriptor version %d is not %d", h.ID, d.Version, seam.DescriptorVersion)
 		}
 		if e.hb, err = json.Marshal(h); err != nil {
 			return nil, fmt.Errorf("pgstore: child %q: encode header: %w", h.ID, err)
@@ -115,7 +114,7 @@ const lockCols = `c.journal_len, c.claim_owner, c.claim_epoch, coalesce(o.expire
 // WriteChild applies w in one transaction: it locks the child's row (a
 // takeover skips a row locked by another writer, refused at once), checks
 // every part against what is committed, then applies them all.
-func (s *Store) WriteChild(ctx context.Context, childID string, w manager.ChildWrite) error {
+func (s *Store) WriteChild(ctx context.Context, childID string, w seam.ChildWrite) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
@@ -131,11 +130,11 @@ func (s *Store) WriteChild(ctx context.Context, childID string, w manager.ChildW
 	return s.fail("writing child "+childID, err)
 }
 
-func (s *Store) write(ctx context.Context, tx pgx.Tx, id string, w manager.ChildWrite, e *encoded) error {
+func (s *Store) write(ctx context.Context, tx pgx.Tx, id string, w seam.ChildWrite, e *encoded) error {
 	var r row
 	if c := w.Create; c != nil {
 		if f := w.Fence; f != nil {
-			return refuse("pgstore: child %q: the write is fenced to owner %q at epoch %d, and nobody holds a child not yet created: %w", id, f.Owner, f.Epoch, manager.ErrOwned)
+			return refuse("pgstore: child %q: the write is fenced to owner %q at epoch %d, and nobody holds a child not yet created: %w", id, f.Owner, f.Epoch, seam.ErrOwned)
 		}
 		tag, err := tx.Exec(ctx, `insert into children (id, parent, created_ns, header, descriptor) values ($1, $2, $3, $4, $5)
 			on conflict (id) do nothing`, id, c.Header.Parent, c.Header.CreatedAt.UnixNano(), e.hb, e.db)
@@ -163,12 +162,12 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, id string, w manager.Child
 				holder = *r.holder
 			}
 			return refuse("pgstore: child %q: the write is fenced to owner %q at epoch %d, and the child's claim is no longer that (owner %q, epoch %d): %w",
-				id, f.Owner, f.Epoch, holder, r.epoch, manager.ErrOwned)
+				id, f.Owner, f.Epoch, holder, r.epoch, seam.ErrOwned)
 		}
 	}
 	if c := w.Claim; c != nil {
 		if r.holder != nil && *r.holder != c.ID && r.live {
-			return refuse("pgstore: child %q is claimed by owner %q, whose lease has not expired: %w", id, *r.holder, manager.ErrOwned)
+			return refuse("pgstore: child %q is claimed by owner %q, whose lease has not expired: %w", id, *r.holder, seam.ErrOwned)
 		}
 		if _, err := tx.Exec(ctx, `insert into owners (id, expires_ns) values ($1, $2)
 			on conflict (id) do update set expires_ns = excluded.expires_ns`, c.ID, c.Expires.UnixNano()); err != nil {
@@ -244,7 +243,7 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, id string, w manager.Child
 // the holder (a takeover, or a claim of an unclaimed child) skips a row
 // another transaction holds: someone is writing or taking it right now,
 // so it is not this claimer's to take. Everyone else waits their turn.
-func (s *Store) lock(ctx context.Context, tx pgx.Tx, id string, w manager.ChildWrite) (row, error) {
+func (s *Store) lock(ctx context.Context, tx pgx.Tx, id string, w seam.ChildWrite) (row, error) {
 	var r row
 	q := `select ` + lockCols + ` from children c left join owners o on o.id = c.claim_owner where c.id = $1 for update of c`
 	if c := w.Claim; c != nil && w.Fence == nil {
@@ -265,7 +264,7 @@ func (s *Store) lock(ctx context.Context, tx pgx.Tx, id string, w manager.ChildW
 			return r, err
 		}
 		if holder == nil || *holder != c.ID {
-			return r, refuse("pgstore: child %q is being written or taken over by another instance right now: %w", id, manager.ErrOwned)
+			return r, refuse("pgstore: child %q is being written or taken over by another instance right now: %w", id, seam.ErrOwned)
 		}
 		// The holder's own claim again: wait for its other write.
 	}

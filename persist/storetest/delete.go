@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // testDelete: a deleted child is gone with everything keyed by it, its
 // descendants go with it, and its siblings are untouched.
-func testDelete(t *testing.T, s manager.Store) {
-	root := manager.PrincipalAddress("local")
+func testDelete(t *testing.T, s seam.Store) {
+	root := seam.PrincipalAddress("local")
 	mustCreate(t, s, header("a", root, 0))
 	mustCreate(t, s, header("keep", root, time.Second))
 	mustCreate(t, s, header("a1", "a", 2*time.Second))
@@ -23,13 +23,13 @@ func testDelete(t *testing.T, s manager.Store) {
 		if err := appendEvents(s, id, turn(0, 1, "work of "+id)); err != nil {
 			t.Fatalf("append %s: %v", id, err)
 		}
-		if err := s.SetCheckpoint(ctx, id, manager.Checkpoint{Seq: 4, Mode: manager.ModeContinuable, Label: "l"}); err != nil {
+		if err := s.SetCheckpoint(ctx, id, seam.Checkpoint{Seq: 4, Mode: seam.ModeContinuable, Label: "l"}); err != nil {
 			t.Fatalf("checkpoint %s: %v", id, err)
 		}
-		if err := s.WriteChild(ctx, id, manager.ChildWrite{Enqueue: []manager.QueuedMessage{{ID: "m-" + id, Text: "later", Source: agent.SourceUser}}}); err != nil {
+		if err := s.WriteChild(ctx, id, seam.ChildWrite{Enqueue: []seam.QueuedMessage{{ID: "m-" + id, Text: "later", Source: agent.SourceUser}}}); err != nil {
 			t.Fatalf("enqueue %s: %v", id, err)
 		}
-		if err := s.AddNotice(ctx, id, manager.Notice{ChildID: "x", Source: agent.SourceReport, Text: "for " + id}); err != nil {
+		if err := s.AddNotice(ctx, id, seam.Notice{ChildID: "x", Source: agent.SourceReport, Text: "for " + id}); err != nil {
 			t.Fatalf("notice %s: %v", id, err)
 		}
 	}
@@ -42,16 +42,16 @@ func testDelete(t *testing.T, s manager.Store) {
 		t.Fatalf("Delete(a) removed %v, want %v", removed, want)
 	}
 	for _, id := range []string{"a", "a1", "a1x"} {
-		if _, err := s.Header(ctx, id); !errors.Is(err, manager.ErrNotFound) {
+		if _, err := s.Header(ctx, id); !errors.Is(err, seam.ErrNotFound) {
 			t.Errorf("Header(%s) after Delete: %v, want ErrNotFound", id, err)
 		}
-		if _, err := s.Events(ctx, id); !errors.Is(err, manager.ErrNotFound) {
+		if _, err := s.Events(ctx, id); !errors.Is(err, seam.ErrNotFound) {
 			t.Errorf("Events(%s) after Delete: %v, want ErrNotFound", id, err)
 		}
-		if _, err := s.Queued(ctx, id); !errors.Is(err, manager.ErrNotFound) {
+		if _, err := s.Queued(ctx, id); !errors.Is(err, seam.ErrNotFound) {
 			t.Errorf("Queued(%s) after Delete: %v, want ErrNotFound", id, err)
 		}
-		if _, _, err := s.Checkpoint(ctx, id); !errors.Is(err, manager.ErrNotFound) {
+		if _, _, err := s.Checkpoint(ctx, id); !errors.Is(err, seam.ErrNotFound) {
 			t.Errorf("Checkpoint(%s) after Delete: %v, want ErrNotFound", id, err)
 		}
 		if ns, err := s.TakeNotices(ctx, id, nil); err != nil || len(ns) != 0 {
@@ -64,7 +64,7 @@ func testDelete(t *testing.T, s manager.Store) {
 	if got := listed(t, s, root); !slices.Equal(got, []string{"keep"}) {
 		t.Errorf("root listing after Delete: %v, want [keep]", got)
 	}
-	if ls, _ := s.Listings(ctx, root, manager.Page{}); len(ls) != 1 || !ls[0].HasChildren || ls[0].Checkpoint == nil {
+	if ls, _ := s.Listings(ctx, root, seam.Page{}); len(ls) != 1 || !ls[0].HasChildren || ls[0].Checkpoint == nil {
 		t.Errorf("the sibling's row changed: %+v", ls)
 	}
 	if evs, err := s.Events(ctx, "keep"); err != nil || len(evs) != 4 {
@@ -79,7 +79,7 @@ func testDelete(t *testing.T, s manager.Store) {
 	if got := listed(t, s, "keep"); !slices.Equal(got, []string{"k1"}) {
 		t.Errorf("the sibling's children: %v", got)
 	}
-	if _, err := s.Delete(ctx, "a"); !errors.Is(err, manager.ErrNotFound) {
+	if _, err := s.Delete(ctx, "a"); !errors.Is(err, seam.ErrNotFound) {
 		t.Errorf("a second Delete(a): %v, want ErrNotFound", err)
 	}
 	// A deleted id can be created again from nothing.
@@ -92,7 +92,7 @@ func testDelete(t *testing.T, s manager.Store) {
 	if _, err := s.Delete(ctx, "k1"); err != nil {
 		t.Fatalf("Delete(k1): %v", err)
 	}
-	if ls, _ := s.Listings(ctx, root, manager.Page{}); len(ls) != 2 || ls[0].HasChildren {
+	if ls, _ := s.Listings(ctx, root, seam.Page{}); len(ls) != 2 || ls[0].HasChildren {
 		t.Errorf("after its only child went, keep still has children: %+v", ls)
 	}
 }
@@ -100,16 +100,16 @@ func testDelete(t *testing.T, s manager.Store) {
 // testDeleteClaimed: a claimed child, or a child with a claimed
 // descendant, is never deleted, whether the claim is live or expired; the
 // settlement that revokes the claim makes it deletable.
-func testDeleteClaimed(t *testing.T, s manager.Store) {
-	root := manager.PrincipalAddress("local")
+func testDeleteClaimed(t *testing.T, s seam.Store) {
+	root := seam.PrincipalAddress("local")
 	o := owner("o1")
 	mustClaim(t, s, header("live", root, 0), o)
 	mustCreate(t, s, header("parent", root, time.Second))
 	mustClaim(t, s, header("kid", "parent", 2*time.Second), o)
-	stale := manager.Owner{ID: "gone", Expires: time.Now().Add(-time.Hour)}
+	stale := seam.Owner{ID: "gone", Expires: time.Now().Add(-time.Hour)}
 	mustClaim(t, s, header("stale", root, 3*time.Second), stale)
 	for _, id := range []string{"live", "parent", "kid", "stale"} {
-		if _, err := s.Delete(ctx, id); !errors.Is(err, manager.ErrClaimed) {
+		if _, err := s.Delete(ctx, id); !errors.Is(err, seam.ErrClaimed) {
 			t.Errorf("Delete(%s): %v, want ErrClaimed", id, err)
 		}
 	}
@@ -122,14 +122,14 @@ func testDeleteClaimed(t *testing.T, s manager.Store) {
 	if got := residents(t, s); !slices.Equal(got, []string{"kid", "live", "stale"}) {
 		t.Fatalf("a refused Delete touched the claims: %v", got)
 	}
-	settle := manager.ChildWrite{Settle: &manager.Checkpoint{Mode: manager.ModeContinuable}}
+	settle := seam.ChildWrite{Settle: &seam.Checkpoint{Mode: seam.ModeContinuable}}
 	if err := s.WriteChild(ctx, "kid", settle); err != nil {
 		t.Fatalf("settle kid: %v", err)
 	}
 	if removed, err := s.Delete(ctx, "parent"); err != nil || len(removed) != 2 {
 		t.Errorf("Delete(parent) once kid settled: %v, %v", removed, err)
 	}
-	if _, err := s.Header(ctx, "kid"); !errors.Is(err, manager.ErrNotFound) {
+	if _, err := s.Header(ctx, "kid"); !errors.Is(err, seam.ErrNotFound) {
 		t.Errorf("kid after its parent's Delete: %v", err)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // testDescendants: a root's whole subtree lists in one creation order
@@ -14,8 +14,8 @@ import (
 // after its key and following pages visits every descendant once, also
 // while descendants are being created; another root's tree never shows;
 // and a deleted subtree leaves every ancestor's listing.
-func testDescendants(t *testing.T, s manager.Store) {
-	root := manager.PrincipalAddress("tree")
+func testDescendants(t *testing.T, s seam.Store) {
+	root := seam.PrincipalAddress("tree")
 	// Interleaved levels: a child of an early child is created after a
 	// later sibling, so creation order is not depth-first order.
 	mk := func(id, parent string, off time.Duration) {
@@ -30,12 +30,12 @@ func testDescendants(t *testing.T, s manager.Store) {
 	mk("a1x", "a1", 4*time.Second)
 	mk("b1", "b", 4*time.Second) // ties a1x: by id
 	mk("a2", "a", 5*time.Second)
-	mk("other", manager.PrincipalAddress("someone-else"), 2*time.Second)
+	mk("other", seam.PrincipalAddress("someone-else"), 2*time.Second)
 	mk("o1", "other", 3*time.Second)
-	if err := s.SetCheckpoint(ctx, "a1", manager.Checkpoint{Seq: 0, Mode: manager.ModeContinuable, Label: "l"}); err != nil {
+	if err := s.SetCheckpoint(ctx, "a1", seam.Checkpoint{Seq: 0, Mode: seam.ModeContinuable, Label: "l"}); err != nil {
 		t.Fatalf("checkpoint a1: %v", err)
 	}
-	desc := func(r string, page manager.Page) []manager.Listing {
+	desc := func(r string, page seam.Page) []seam.Listing {
 		t.Helper()
 		ls, err := s.Descendants(ctx, r, page)
 		if err != nil {
@@ -46,14 +46,14 @@ func testDescendants(t *testing.T, s manager.Store) {
 		}
 		return ls
 	}
-	ids := func(ls []manager.Listing) []string {
+	ids := func(ls []seam.Listing) []string {
 		var out []string
 		for _, l := range ls {
 			out = append(out, l.Header.ID)
 		}
 		return out
 	}
-	ls := desc(root, manager.Page{})
+	ls := desc(root, seam.Page{})
 	if got, want := ids(ls), []string{"a", "b", "a1", "c", "a1x", "b1", "a2"}; !slices.Equal(got, want) {
 		t.Fatalf("Descendants(root) = %v, want %v", got, want)
 	}
@@ -71,21 +71,21 @@ func testDescendants(t *testing.T, s manager.Store) {
 			t.Errorf("entry %s: checkpoint %+v", l.Header.ID, l.Checkpoint)
 		}
 	}
-	if got := ids(desc("a", manager.Page{})); !slices.Equal(got, []string{"a1", "a1x", "a2"}) {
+	if got := ids(desc("a", seam.Page{})); !slices.Equal(got, []string{"a1", "a1x", "a2"}) {
 		t.Errorf("Descendants(a) = %v, want [a1 a1x a2]", got)
 	}
-	if got := ids(desc("c", manager.Page{})); len(got) != 0 {
+	if got := ids(desc("c", seam.Page{})); len(got) != 0 {
 		t.Errorf("Descendants(a leaf) = %v, want none", got)
 	}
-	if got := ids(desc(manager.PrincipalAddress("nobody"), manager.Page{})); len(got) != 0 {
+	if got := ids(desc(seam.PrincipalAddress("nobody"), seam.Page{})); len(got) != 0 {
 		t.Errorf("Descendants(an unknown root) = %v, want none", got)
 	}
 
 	// Pages of 2, a later descendant (under an early child) joining the end.
 	var got []string
-	var after manager.ListingKey
+	var after seam.ListingKey
 	for late := 0; ; late++ {
-		page := desc(root, manager.Page{After: after, Limit: 2})
+		page := desc(root, seam.Page{After: after, Limit: 2})
 		if len(page) == 0 {
 			break
 		}
@@ -99,8 +99,8 @@ func testDescendants(t *testing.T, s manager.Store) {
 		t.Errorf("paging by 2 visited %v, want %v", got, want)
 	}
 	// A key between two entries starts at the next.
-	between := manager.ListingKey{CreatedAt: base.Add(time.Second), ID: "a9"}
-	if got := ids(desc(root, manager.Page{After: between, Limit: 1})); !slices.Equal(got, []string{"b"}) {
+	between := seam.ListingKey{CreatedAt: base.Add(time.Second), ID: "a9"}
+	if got := ids(desc(root, seam.Page{After: between, Limit: 1})); !slices.Equal(got, []string{"b"}) {
 		t.Errorf("after a key between a and b: %v, want [b]", got)
 	}
 
@@ -108,21 +108,21 @@ func testDescendants(t *testing.T, s manager.Store) {
 	if _, err := s.Delete(ctx, "a1"); err != nil {
 		t.Fatalf("Delete(a1): %v", err)
 	}
-	if got, want := ids(desc(root, manager.Page{})), []string{"a", "b", "c", "b1", "a2"}; !slices.Equal(got, want) {
+	if got, want := ids(desc(root, seam.Page{})), []string{"a", "b", "c", "b1", "a2"}; !slices.Equal(got, want) {
 		t.Errorf("Descendants(root) after Delete(a1) = %v, want %v", got, want)
 	}
-	if got := ids(desc("a", manager.Page{})); !slices.Equal(got, []string{"a2"}) {
+	if got := ids(desc("a", seam.Page{})); !slices.Equal(got, []string{"a2"}) {
 		t.Errorf("Descendants(a) after Delete(a1) = %v, want [a2]", got)
 	}
-	if got := ids(desc("a1", manager.Page{})); len(got) != 0 {
+	if got := ids(desc("a1", seam.Page{})); len(got) != 0 {
 		t.Errorf("Descendants(a1) after its Delete = %v, want none", got)
 	}
 	// A re-created id starts with no descendants.
 	mk("a1", root, 2*time.Hour)
-	if got := ids(desc("a1", manager.Page{})); len(got) != 0 {
+	if got := ids(desc("a1", seam.Page{})); len(got) != 0 {
 		t.Errorf("a re-created a1 lists descendants %v", got)
 	}
-	if got := ids(desc(manager.PrincipalAddress("someone-else"), manager.Page{})); !slices.Equal(got, []string{"other", "o1"}) {
+	if got := ids(desc(seam.PrincipalAddress("someone-else"), seam.Page{})); !slices.Equal(got, []string{"other", "o1"}) {
 		t.Errorf("the other tree: %v", got)
 	}
 }

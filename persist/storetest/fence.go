@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // claimOf returns the child's claim, failing the test when it is not
 // claimed.
-func claimOf(t *testing.T, s manager.Store, id string) manager.Claim {
+func claimOf(t *testing.T, s seam.Store, id string) seam.Claim {
 	t.Helper()
 	c, ok, err := s.ClaimOf(ctx, id)
 	if err != nil || !ok {
@@ -21,14 +21,14 @@ func claimOf(t *testing.T, s manager.Store, id string) manager.Claim {
 }
 
 // lapse lets owner's lease run out, so another owner may take over.
-func lapse(t *testing.T, s manager.Store, id string) {
+func lapse(t *testing.T, s seam.Store, id string) {
 	t.Helper()
-	if err := s.Renew(ctx, manager.Owner{ID: id, Expires: time.Now().Add(-time.Millisecond)}); err != nil {
+	if err := s.Renew(ctx, seam.Owner{ID: id, Expires: time.Now().Add(-time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func testClaimEpochs(t *testing.T, s manager.Store) {
+func testClaimEpochs(t *testing.T, s seam.Store) {
 	a, b := owner("owner-a"), owner("owner-b")
 	mustClaim(t, s, header("c", "p", 0), a)
 	mustCreate(t, s, header("u", "p", time.Second))
@@ -39,8 +39,8 @@ func testClaimEpochs(t *testing.T, s manager.Store) {
 		t.Errorf("ClaimOf(an unclaimed child) = %+v, %v, %v; want none", c, ok, err)
 	}
 	// The holder claiming again keeps its epoch.
-	a2 := manager.Owner{ID: a.ID, Expires: a.Expires.Add(time.Minute)}
-	if err := s.WriteChild(ctx, "c", manager.ChildWrite{Claim: &a2}); err != nil {
+	a2 := seam.Owner{ID: a.ID, Expires: a.Expires.Add(time.Minute)}
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Claim: &a2}); err != nil {
 		t.Fatal(err)
 	}
 	if c := claimOf(t, s, "c"); c.Epoch != 1 || !c.Owner.Expires.Equal(a2.Expires) {
@@ -48,7 +48,7 @@ func testClaimEpochs(t *testing.T, s manager.Store) {
 	}
 	// A takeover starts the next epoch; Residents reports it too.
 	lapse(t, s, a.ID)
-	if err := s.WriteChild(ctx, "c", manager.ChildWrite{Claim: &b}); err != nil {
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Claim: &b}); err != nil {
 		t.Fatal(err)
 	}
 	if c := claimOf(t, s, "c"); c.Epoch != 2 || c.Owner.ID != b.ID {
@@ -59,20 +59,20 @@ func testClaimEpochs(t *testing.T, s manager.Store) {
 	}
 	// A settlement revokes the claim and keeps the number: the next
 	// claim, even the same owner's, is a new epoch.
-	if err := s.WriteChild(ctx, "c", manager.ChildWrite{Settle: &manager.Checkpoint{Mode: manager.ModeContinuable}}); err != nil {
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Settle: &seam.Checkpoint{Mode: seam.ModeContinuable}}); err != nil {
 		t.Fatal(err)
 	}
 	if c, ok, err := s.ClaimOf(ctx, "c"); err != nil || ok {
 		t.Errorf("ClaimOf a settled child = %+v, %v, %v; want none", c, ok, err)
 	}
-	if err := s.WriteChild(ctx, "c", manager.ChildWrite{Claim: &b}); err != nil {
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Claim: &b}); err != nil {
 		t.Fatal(err)
 	}
 	if c := claimOf(t, s, "c"); c.Epoch != 3 {
 		t.Errorf("a claim after the settlement = %+v; want epoch 3", c)
 	}
 	// A claim of an unclaimed stored child (a cold resume) is epoch 1.
-	if err := s.WriteChild(ctx, "u", manager.ChildWrite{Claim: &a}); err != nil {
+	if err := s.WriteChild(ctx, "u", seam.ChildWrite{Claim: &a}); err != nil {
 		t.Fatal(err)
 	}
 	if c := claimOf(t, s, "u"); c.Epoch != 1 {
@@ -80,34 +80,34 @@ func testClaimEpochs(t *testing.T, s manager.Store) {
 	}
 }
 
-func testFencedWrites(t *testing.T, s manager.Store) {
+func testFencedWrites(t *testing.T, s seam.Store) {
 	a, b := owner("owner-a"), owner("owner-b")
 	mustClaim(t, s, header("c", "p", 0), a)
 	mustCreate(t, s, header("parent", "p", time.Second))
-	fa := manager.Fence{Owner: a.ID, Epoch: claimOf(t, s, "c").Epoch}
-	if err := s.WriteChild(ctx, "c", manager.ChildWrite{Fence: &fa, Events: turn(0, 1, "by a"),
-		Enqueue: []manager.QueuedMessage{{ID: "m1", Text: "kept", Source: agent.SourceUser}}}); err != nil {
+	fa := seam.Fence{Owner: a.ID, Epoch: claimOf(t, s, "c").Epoch}
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Fence: &fa, Events: turn(0, 1, "by a"),
+		Enqueue: []seam.QueuedMessage{{ID: "m1", Text: "kept", Source: agent.SourceUser}}}); err != nil {
 		t.Fatalf("the holder's fenced write = %v", err)
 	}
 	// a pauses; its lease runs out; b takes the child over.
 	lapse(t, s, a.ID)
-	if err := s.WriteChild(ctx, "c", manager.ChildWrite{Claim: &b}); err != nil {
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Claim: &b}); err != nil {
 		t.Fatal(err)
 	}
-	fb := manager.Fence{Owner: b.ID, Epoch: claimOf(t, s, "c").Epoch}
+	fb := seam.Fence{Owner: b.ID, Epoch: claimOf(t, s, "c").Epoch}
 	if fb.Epoch <= fa.Epoch {
 		t.Fatalf("the takeover's epoch %d is not above the former %d", fb.Epoch, fa.Epoch)
 	}
 	// Every kind of write a's stale writer could make is refused whole.
-	stale := map[string]manager.ChildWrite{
+	stale := map[string]seam.ChildWrite{
 		"events":           {Fence: &fa, Events: turn(4, 2, "by a, late")},
-		"inbox in and out": {Fence: &fa, Enqueue: []manager.QueuedMessage{{ID: "m2"}}, Dequeue: []string{"m1"}},
+		"inbox in and out": {Fence: &fa, Enqueue: []seam.QueuedMessage{{ID: "m2"}}, Dequeue: []string{"m1"}},
 		"claim again":      {Fence: &fa, Claim: &a},
-		"settlement and notice": {Fence: &fa, Settle: &manager.Checkpoint{Seq: 4, Mode: manager.ModeContinuable},
-			Notify: &manager.ParentNotice{To: "parent", Inbox: true, Message: manager.QueuedMessage{ID: "n1", Text: "done"}}},
+		"settlement and notice": {Fence: &fa, Settle: &seam.Checkpoint{Seq: 4, Mode: seam.ModeContinuable},
+			Notify: &seam.ParentNotice{To: "parent", Inbox: true, Message: seam.QueuedMessage{ID: "n1", Text: "done"}}},
 	}
 	for what, w := range stale {
-		if err := s.WriteChild(ctx, "c", w); !errors.Is(err, manager.ErrOwned) {
+		if err := s.WriteChild(ctx, "c", w); !errors.Is(err, seam.ErrOwned) {
 			t.Errorf("the former owner's fenced write (%s) after a takeover = %v, want ErrOwned", what, err)
 		}
 	}
@@ -124,26 +124,26 @@ func testFencedWrites(t *testing.T, s manager.Store) {
 		t.Errorf("claim = %+v after refused writes; want %s's at epoch %d", c, b.ID, fb.Epoch)
 	}
 	// The right owner at a stale epoch, and a stranger, are refused too.
-	for _, f := range []manager.Fence{{Owner: b.ID, Epoch: fa.Epoch}, {Owner: "owner-x", Epoch: fb.Epoch}} {
-		if err := s.WriteChild(ctx, "c", manager.ChildWrite{Fence: &f, Events: turn(4, 2, "x")}); !errors.Is(err, manager.ErrOwned) {
+	for _, f := range []seam.Fence{{Owner: b.ID, Epoch: fa.Epoch}, {Owner: "owner-x", Epoch: fb.Epoch}} {
+		if err := s.WriteChild(ctx, "c", seam.ChildWrite{Fence: &f, Events: turn(4, 2, "x")}); !errors.Is(err, seam.ErrOwned) {
 			t.Errorf("a write fenced to %+v while the claim is %s's at %d = %v, want ErrOwned", f, b.ID, fb.Epoch, err)
 		}
 	}
 	// The new holder writes and settles.
-	if err := s.WriteChild(ctx, "c", manager.ChildWrite{Fence: &fb, Events: turn(4, 2, "by b"),
-		Settle: &manager.Checkpoint{Seq: 8, Mode: manager.ModeContinuable}}); err != nil {
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Fence: &fb, Events: turn(4, 2, "by b"),
+		Settle: &seam.Checkpoint{Seq: 8, Mode: seam.ModeContinuable}}); err != nil {
 		t.Fatalf("the new holder's fenced write = %v", err)
 	}
 	// Settled, nobody holds it: any fenced write is refused, and a's
 	// later claim (a new epoch) does not revive its old writer's fence.
-	if err := s.WriteChild(ctx, "c", manager.ChildWrite{Fence: &fb, Enqueue: []manager.QueuedMessage{{ID: "m3"}}}); !errors.Is(err, manager.ErrOwned) {
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Fence: &fb, Enqueue: []seam.QueuedMessage{{ID: "m3"}}}); !errors.Is(err, seam.ErrOwned) {
 		t.Errorf("a fenced write to a settled child = %v, want ErrOwned", err)
 	}
 	a3 := owner(a.ID)
-	if err := s.WriteChild(ctx, "c", manager.ChildWrite{Claim: &a3}); err != nil {
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Claim: &a3}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WriteChild(ctx, "c", manager.ChildWrite{Fence: &fa, Events: turn(8, 3, "by a's old writer")}); !errors.Is(err, manager.ErrOwned) {
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Fence: &fa, Events: turn(8, 3, "by a's old writer")}); !errors.Is(err, seam.ErrOwned) {
 		t.Errorf("a's old writer after a claimed again = %v, want ErrOwned", err)
 	}
 	if n, _ := s.JournalLen(ctx, "c"); n != 8 {
@@ -151,15 +151,15 @@ func testFencedWrites(t *testing.T, s manager.Store) {
 	}
 	// A create carrying a fence is refused: nobody holds a child not yet
 	// stored.
-	if err := s.WriteChild(ctx, "new", manager.ChildWrite{Fence: &fa, Create: &manager.NewChild{Header: header("new", "p", time.Hour), Descriptor: descriptor()}}); !errors.Is(err, manager.ErrOwned) {
+	if err := s.WriteChild(ctx, "new", seam.ChildWrite{Fence: &fa, Create: &seam.NewChild{Header: header("new", "p", time.Hour), Descriptor: descriptor()}}); !errors.Is(err, seam.ErrOwned) {
 		t.Errorf("a fenced create = %v, want ErrOwned", err)
 	}
-	if _, err := s.Header(ctx, "new"); !errors.Is(err, manager.ErrNotFound) {
+	if _, err := s.Header(ctx, "new"); !errors.Is(err, seam.ErrNotFound) {
 		t.Errorf("a refused fenced create stored the child: %v", err)
 	}
 }
 
-func testEventsFrom(t *testing.T, s manager.Store) {
+func testEventsFrom(t *testing.T, s seam.Store) {
 	mustCreate(t, s, header("c", "p", 0))
 	all := append(turn(0, 1, "one"), turn(4, 2, "two")...)
 	if err := appendEvents(s, "c", all); err != nil {

@@ -11,21 +11,21 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
-func testQueuedOrder(t *testing.T, s manager.Store) {
+func testQueuedOrder(t *testing.T, s seam.Store) {
 	mustCreate(t, s, header("q", "p", 0))
 	mustCreate(t, s, header("other", "p", time.Second))
 	var want []string
 	for i := range 5 {
-		var batch []manager.QueuedMessage
+		var batch []seam.QueuedMessage
 		for j := range 3 {
 			id := fmt.Sprintf("m%d-%d", i, j)
-			batch = append(batch, manager.QueuedMessage{ID: id, Text: "text " + id, Source: agent.SourceUser, Quiet: j == 1})
+			batch = append(batch, seam.QueuedMessage{ID: id, Text: "text " + id, Source: agent.SourceUser, Quiet: j == 1})
 			want = append(want, id)
 		}
-		if err := s.WriteChild(ctx, "q", manager.ChildWrite{Enqueue: batch}); err != nil {
+		if err := s.WriteChild(ctx, "q", seam.ChildWrite{Enqueue: batch}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -38,8 +38,8 @@ func testQueuedOrder(t *testing.T, s manager.Store) {
 	}
 	// Removing from the middle keeps the others' order; an unknown id is
 	// ignored; a message admitted in the same write lands after the rest.
-	if err := s.WriteChild(ctx, "q", manager.ChildWrite{Dequeue: []string{"m1-1", "m3-0", "never"},
-		Enqueue: []manager.QueuedMessage{{ID: "late"}}}); err != nil {
+	if err := s.WriteChild(ctx, "q", seam.ChildWrite{Dequeue: []string{"m1-1", "m3-0", "never"},
+		Enqueue: []seam.QueuedMessage{{ID: "late"}}}); err != nil {
 		t.Fatal(err)
 	}
 	want = slices.DeleteFunc(append(want, "late"), func(id string) bool { return id == "m1-1" || id == "m3-0" })
@@ -51,7 +51,7 @@ func testQueuedOrder(t *testing.T, s manager.Store) {
 	}
 }
 
-func testNoticesTakenOnce(t *testing.T, s manager.Store) {
+func testNoticesTakenOnce(t *testing.T, s seam.Store) {
 	const n, takers = 60, 6
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -79,7 +79,7 @@ func testNoticesTakenOnce(t *testing.T, s manager.Store) {
 		})
 	}
 	for i := range n {
-		if err := s.AddNotice(ctx, "alice", manager.Notice{ChildID: "c", Text: fmt.Sprint("notice ", i)}); err != nil {
+		if err := s.AddNotice(ctx, "alice", seam.Notice{ChildID: "c", Text: fmt.Sprint("notice ", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,19 +99,19 @@ func testNoticesTakenOnce(t *testing.T, s manager.Store) {
 	}
 }
 
-func testClaimRefused(t *testing.T, s manager.Store) {
+func testClaimRefused(t *testing.T, s seam.Store) {
 	a, b := owner("owner-a"), owner("owner-b")
 	mustClaim(t, s, header("c", "p", 0), a)
-	err := s.WriteChild(ctx, "c", manager.ChildWrite{Claim: &b})
-	if !errors.Is(err, manager.ErrOwned) {
+	err := s.WriteChild(ctx, "c", seam.ChildWrite{Claim: &b})
+	if !errors.Is(err, seam.ErrOwned) {
 		t.Fatalf("another owner's claim of a live claim = %v, want ErrOwned", err)
 	}
-	if errors.Is(err, manager.ErrNotFound) || errors.Is(err, manager.ErrCorrupt) {
+	if errors.Is(err, seam.ErrNotFound) || errors.Is(err, seam.ErrCorrupt) {
 		t.Errorf("ErrOwned = %v also matches not-found or corrupt", err)
 	}
 	// The owner itself claims again (a resume of its own child).
-	a2 := manager.Owner{ID: a.ID, Expires: a.Expires.Add(time.Minute)}
-	if err := s.WriteChild(ctx, "c", manager.ChildWrite{Claim: &a2, Events: turn(0, 1, "x")}); err != nil {
+	a2 := seam.Owner{ID: a.ID, Expires: a.Expires.Add(time.Minute)}
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Claim: &a2, Events: turn(0, 1, "x")}); err != nil {
 		t.Fatalf("the owner's own claim again = %v", err)
 	}
 	cs, err := s.Residents(ctx)
@@ -119,7 +119,7 @@ func testClaimRefused(t *testing.T, s manager.Store) {
 		t.Errorf("Residents = %+v, %v; want c held by %s until %v", cs, err, a.ID, a2.Expires)
 	}
 	// A create with a claim of an id already stored is refused as a duplicate.
-	if err := s.WriteChild(ctx, "c", manager.ChildWrite{Create: &manager.NewChild{Header: header("c", "p", 0), Descriptor: descriptor()}, Claim: &b}); err == nil {
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Create: &seam.NewChild{Header: header("c", "p", 0), Descriptor: descriptor()}, Claim: &b}); err == nil {
 		t.Error("a create of a stored id with another claim was accepted")
 	}
 	if cs, _ := s.Residents(ctx); len(cs) != 1 || cs[0].Owner.ID != a.ID {
@@ -127,11 +127,11 @@ func testClaimRefused(t *testing.T, s manager.Store) {
 	}
 }
 
-func testClaimTakeover(t *testing.T, s manager.Store) {
-	gone := manager.Owner{ID: "owner-gone", Expires: time.Now().Add(-time.Second)}
+func testClaimTakeover(t *testing.T, s seam.Store) {
+	gone := seam.Owner{ID: "owner-gone", Expires: time.Now().Add(-time.Second)}
 	mustClaim(t, s, header("c", "p", 0), gone)
 	b := owner("owner-b")
-	if err := s.WriteChild(ctx, "c", manager.ChildWrite{Claim: &b}); err != nil {
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Claim: &b}); err != nil {
 		t.Fatalf("claiming a child whose claim expired = %v, want granted", err)
 	}
 	cs, err := s.Residents(ctx)
@@ -140,17 +140,17 @@ func testClaimTakeover(t *testing.T, s manager.Store) {
 	}
 	// The old owner cannot take it back while the new lease runs.
 	back := owner("owner-gone")
-	if err := s.WriteChild(ctx, "c", manager.ChildWrite{Claim: &back}); !errors.Is(err, manager.ErrOwned) {
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Claim: &back}); !errors.Is(err, seam.ErrOwned) {
 		t.Errorf("the old owner's claim after a takeover = %v, want ErrOwned", err)
 	}
 }
 
-func testRenew(t *testing.T, s manager.Store) {
+func testRenew(t *testing.T, s seam.Store) {
 	a, b := owner("owner-a"), owner("owner-b")
 	mustClaim(t, s, header("a1", "p", 0), a)
 	mustClaim(t, s, header("a2", "p", time.Second), a)
 	mustClaim(t, s, header("b1", "p", 2*time.Second), b)
-	later := manager.Owner{ID: a.ID, Expires: a.Expires.Add(time.Hour)}
+	later := seam.Owner{ID: a.ID, Expires: a.Expires.Add(time.Hour)}
 	if err := s.Renew(ctx, later); err != nil {
 		t.Fatal(err)
 	}
@@ -173,22 +173,22 @@ func testRenew(t *testing.T, s manager.Store) {
 	if err := s.Renew(ctx, owner("owner-none")); err != nil {
 		t.Errorf("Renew of an owner without claims = %v", err)
 	}
-	if err := s.Renew(ctx, manager.Owner{Expires: time.Now()}); err == nil {
+	if err := s.Renew(ctx, seam.Owner{Expires: time.Now()}); err == nil {
 		t.Error("Renew without an owner id was accepted")
 	}
 	// Renewing to the past lets the claims go: another owner takes them over.
-	if err := s.Renew(ctx, manager.Owner{ID: a.ID, Expires: time.Now().Add(-time.Millisecond)}); err != nil {
+	if err := s.Renew(ctx, seam.Owner{ID: a.ID, Expires: time.Now().Add(-time.Millisecond)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WriteChild(ctx, "a1", manager.ChildWrite{Claim: &b}); err != nil {
+	if err := s.WriteChild(ctx, "a1", seam.ChildWrite{Claim: &b}); err != nil {
 		t.Errorf("claiming a child whose owner let its lease go = %v", err)
 	}
-	if err := s.WriteChild(ctx, "b1", manager.ChildWrite{Claim: &a}); !errors.Is(err, manager.ErrOwned) {
+	if err := s.WriteChild(ctx, "b1", seam.ChildWrite{Claim: &a}); !errors.Is(err, seam.ErrOwned) {
 		t.Errorf("a's claim of b's live child = %v, want ErrOwned", err)
 	}
 }
 
-func testResidents(t *testing.T, s manager.Store) {
+func testResidents(t *testing.T, s seam.Store) {
 	if cs, err := s.Residents(ctx); err != nil || len(cs) != 0 {
 		t.Fatalf("Residents of an empty store = %+v, %v", cs, err)
 	}
@@ -201,12 +201,12 @@ func testResidents(t *testing.T, s manager.Store) {
 		t.Errorf("Residents = %v, want [a b c] by id", got)
 	}
 	// A claim on a stored, unclaimed child (a cold resume).
-	if err := s.WriteChild(ctx, "unclaimed", manager.ChildWrite{Claim: &a}); err != nil {
+	if err := s.WriteChild(ctx, "unclaimed", seam.ChildWrite{Claim: &a}); err != nil {
 		t.Fatal(err)
 	}
-	cp := manager.Checkpoint{Seq: 0, Mode: manager.ModeContinuable, Stop: agent.StopCompleted}
+	cp := seam.Checkpoint{Seq: 0, Mode: seam.ModeContinuable, Stop: agent.StopCompleted}
 	for _, id := range []string{"b", "unclaimed"} {
-		if err := s.WriteChild(ctx, id, manager.ChildWrite{Settle: &cp}); err != nil {
+		if err := s.WriteChild(ctx, id, seam.ChildWrite{Settle: &cp}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -221,12 +221,12 @@ func testResidents(t *testing.T, s manager.Store) {
 	}
 	// A settled child may be claimed again by anyone.
 	b := owner("owner-b")
-	if err := s.WriteChild(ctx, "b", manager.ChildWrite{Claim: &b}); err != nil {
+	if err := s.WriteChild(ctx, "b", seam.ChildWrite{Claim: &b}); err != nil {
 		t.Errorf("claiming a settled child = %v", err)
 	}
 }
 
-func testConcurrentClaims(t *testing.T, s manager.Store) {
+func testConcurrentClaims(t *testing.T, s seam.Store) {
 	mustCreate(t, s, header("c", "p", 0))
 	const racers = 16
 	var wg sync.WaitGroup
@@ -235,13 +235,13 @@ func testConcurrentClaims(t *testing.T, s manager.Store) {
 	for i := range racers {
 		wg.Go(func() {
 			o := owner(fmt.Sprint("owner-", i))
-			err := s.WriteChild(ctx, "c", manager.ChildWrite{Claim: &o})
+			err := s.WriteChild(ctx, "c", seam.ChildWrite{Claim: &o})
 			switch {
 			case err == nil:
 				mu.Lock()
 				won = append(won, o.ID)
 				mu.Unlock()
-			case !errors.Is(err, manager.ErrOwned):
+			case !errors.Is(err, seam.ErrOwned):
 				t.Errorf("a losing claim = %v, want ErrOwned", err)
 			}
 		})
@@ -255,9 +255,9 @@ func testConcurrentClaims(t *testing.T, s manager.Store) {
 	}
 }
 
-func testDoneContext(t *testing.T, s manager.Store) {
+func testDoneContext(t *testing.T, s seam.Store) {
 	mustClaim(t, s, header("c", "p", 0), owner("o1"))
-	if err := s.AddNotice(ctx, "alice", manager.Notice{Text: "kept"}); err != nil {
+	if err := s.AddNotice(ctx, "alice", seam.Notice{Text: "kept"}); err != nil {
 		t.Fatal(err)
 	}
 	done, cancel := context.WithCancel(context.Background())
@@ -282,24 +282,24 @@ func testDoneContext(t *testing.T, s manager.Store) {
 	check("ClaimOf", err)
 	_, err = s.Queued(done, "c")
 	check("Queued", err)
-	_, err = s.Listings(done, "p", manager.Page{})
+	_, err = s.Listings(done, "p", seam.Page{})
 	check("Listings", err)
 	_, _, err = s.Checkpoint(done, "c")
 	check("Checkpoint", err)
-	check("SetCheckpoint", s.SetCheckpoint(done, "c", manager.Checkpoint{}))
-	check("AddNotice", s.AddNotice(done, "alice", manager.Notice{Text: "dropped"}))
+	check("SetCheckpoint", s.SetCheckpoint(done, "c", seam.Checkpoint{}))
+	check("AddNotice", s.AddNotice(done, "alice", seam.Notice{Text: "dropped"}))
 	_, err = s.TakeNotices(done, "alice", nil)
 	check("TakeNotices", err)
-	check("Renew", s.Renew(done, manager.Owner{ID: "o1", Expires: time.Now()}))
+	check("Renew", s.Renew(done, seam.Owner{ID: "o1", Expires: time.Now()}))
 	_, err = s.Residents(done)
 	check("Residents", err)
 	_, err = s.Delete(done, "d")
 	check("Delete", err)
 	b := owner("o2")
-	check("WriteChild", s.WriteChild(done, "d", manager.ChildWrite{Create: &manager.NewChild{Header: header("d", "p", 0), Descriptor: descriptor()}, Claim: &b}))
-	check("WriteChild (settle)", s.WriteChild(done, "c", manager.ChildWrite{Events: turn(0, 1, "x"), Settle: &manager.Checkpoint{Seq: 4}}))
+	check("WriteChild", s.WriteChild(done, "d", seam.ChildWrite{Create: &seam.NewChild{Header: header("d", "p", 0), Descriptor: descriptor()}, Claim: &b}))
+	check("WriteChild (settle)", s.WriteChild(done, "c", seam.ChildWrite{Events: turn(0, 1, "x"), Settle: &seam.Checkpoint{Seq: 4}}))
 	// Nothing was done.
-	if _, err := s.Header(ctx, "d"); !errors.Is(err, manager.ErrNotFound) {
+	if _, err := s.Header(ctx, "d"); !errors.Is(err, seam.ErrNotFound) {
 		t.Errorf("a create under a cancelled ctx stored the child: %v", err)
 	}
 	if n, _ := s.JournalLen(ctx, "c"); n != 0 {

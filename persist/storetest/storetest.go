@@ -1,10 +1,10 @@
-// Package storetest is the conformance suite for manager.Store
+// Package storetest is the conformance suite for seam.Store
 // implementations. Every backend (the bbolt store in persist, the in-memory
 // one in persist/memstore, a future shared one) runs it from its own tests,
 // with no skips and no backend-specific branches:
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) manager.Store { return memstore.New() })
+//		storetest.Run(t, func(t *testing.T) seam.Store { return memstore.New() })
 //	}
 //
 // The suite pins every method and every ability the manager relies on:
@@ -40,17 +40,17 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Run runs the suite. open must return a new, empty store for each call;
 // the suite closes it when the subtest ends (Close must therefore tolerate
 // a second call if open registers its own cleanup).
-func Run(t *testing.T, open func(t *testing.T) manager.Store) {
+func Run(t *testing.T, open func(t *testing.T) seam.Store) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
-		fn   func(t *testing.T, s manager.Store)
+		fn   func(t *testing.T, s seam.Store)
 	}{
 		{"a created child reads back as written", testCreateRead},
 		{"returned and passed values do not alias the store", testNoAliasing},
@@ -101,30 +101,30 @@ var ctx = context.Background()
 var base = time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
 
 // header returns a valid header for id under parent, created at base+offset.
-func header(id, parent string, offset time.Duration) manager.Header {
-	return manager.Header{
+func header(id, parent string, offset time.Duration) seam.Header {
+	return seam.Header{
 		ID: id, Parent: parent, Principal: "local", Depth: 1, DepthCap: 3,
-		Mode: manager.ModeContinuable, Provider: "spawn", Label: "label of " + id,
+		Mode: seam.ModeContinuable, Provider: "spawn", Label: "label of " + id,
 		Cwd: "/work/" + id, Model: "fast", CreatedAt: base.Add(offset),
 	}
 }
 
-func descriptor() manager.Descriptor {
-	return manager.Descriptor{
-		Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn",
+func descriptor() seam.Descriptor {
+	return seam.Descriptor{
+		Version: seam.DescriptorVersion, Mode: seam.ModeContinuable, Provider: "spawn",
 		Label: "review the parser", Model: "deepseek-chat", Persona: "Be terse.",
-		ToolFilter:   &manager.ToolFilter{Allow: []string{"read_file", "list_dir"}},
+		ToolFilter:   &seam.ToolFilter{Allow: []string{"read_file", "list_dir"}},
 		OutputSchema: json.RawMessage(`{"type":"object","properties":{"ok":{"type":"boolean"}}}`),
 		Session:      "thread-42",
 	}
 }
 
 // create writes a new child, unclaimed.
-func create(s manager.Store, h manager.Header, d manager.Descriptor) error {
-	return s.WriteChild(ctx, h.ID, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: d}})
+func create(s seam.Store, h seam.Header, d seam.Descriptor) error {
+	return s.WriteChild(ctx, h.ID, seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: d}})
 }
 
-func mustCreate(t *testing.T, s manager.Store, h manager.Header) {
+func mustCreate(t *testing.T, s seam.Store, h seam.Header) {
 	t.Helper()
 	if err := create(s, h, descriptor()); err != nil {
 		t.Fatalf("create %q: %v", h.ID, err)
@@ -132,21 +132,21 @@ func mustCreate(t *testing.T, s manager.Store, h manager.Header) {
 }
 
 // mustClaim creates a child claimed by owner, as the manager creates one.
-func mustClaim(t *testing.T, s manager.Store, h manager.Header, owner manager.Owner) {
+func mustClaim(t *testing.T, s seam.Store, h seam.Header, owner seam.Owner) {
 	t.Helper()
-	if err := s.WriteChild(ctx, h.ID, manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: descriptor()}, Claim: &owner}); err != nil {
+	if err := s.WriteChild(ctx, h.ID, seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: descriptor()}, Claim: &owner}); err != nil {
 		t.Fatalf("create %q claimed by %q: %v", h.ID, owner.ID, err)
 	}
 }
 
-func appendEvents(s manager.Store, id string, evs []agent.Event) error {
-	return s.WriteChild(ctx, id, manager.ChildWrite{Events: evs})
+func appendEvents(s seam.Store, id string, evs []agent.Event) error {
+	return s.WriteChild(ctx, id, seam.ChildWrite{Events: evs})
 }
 
 // listed returns the ids Listings gives for parent, in order.
-func listed(t *testing.T, s manager.Store, parent string) []string {
+func listed(t *testing.T, s seam.Store, parent string) []string {
 	t.Helper()
-	ls, err := s.Listings(ctx, parent, manager.Page{})
+	ls, err := s.Listings(ctx, parent, seam.Page{})
 	if err != nil {
 		t.Fatalf("Listings(%q): %v", parent, err)
 	}
@@ -158,7 +158,7 @@ func listed(t *testing.T, s manager.Store, parent string) []string {
 }
 
 // residents returns the ids of claimed children, in Residents' order.
-func residents(t *testing.T, s manager.Store) []string {
+func residents(t *testing.T, s seam.Store) []string {
 	t.Helper()
 	cs, err := s.Residents(ctx)
 	if err != nil {
@@ -172,7 +172,7 @@ func residents(t *testing.T, s manager.Store) []string {
 }
 
 // owner is a lease held for an hour from now.
-func owner(id string) manager.Owner { return manager.Owner{ID: id, Expires: time.Now().Add(time.Hour)} }
+func owner(id string) seam.Owner { return seam.Owner{ID: id, Expires: time.Now().Add(time.Hour)} }
 
 // turn returns a complete turn's events starting at seq.
 func turn(seq int64, n int, text string) []agent.Event {
@@ -188,7 +188,7 @@ func turn(seq int64, n int, text string) []agent.Event {
 	}
 }
 
-func sameHeader(a, b manager.Header) bool {
+func sameHeader(a, b seam.Header) bool {
 	if !a.CreatedAt.Equal(b.CreatedAt) {
 		return false
 	}
@@ -213,8 +213,8 @@ func sameEvents(a, b []agent.Event) bool {
 	return true
 }
 
-func testCreateRead(t *testing.T, s manager.Store) {
-	h := header("c1", manager.PrincipalAddress("local"), 0)
+func testCreateRead(t *testing.T, s seam.Store) {
+	h := header("c1", seam.PrincipalAddress("local"), 0)
 	h.SeedLen = 4
 	mustCreate(t, s, h)
 
@@ -247,12 +247,12 @@ func testCreateRead(t *testing.T, s manager.Store) {
 	if act := residents(t, s); len(act) != 0 {
 		t.Errorf("Residents = %v; a child created without a claim is not resident", act)
 	}
-	ls, err := s.Listings(ctx, h.Parent, manager.Page{})
+	ls, err := s.Listings(ctx, h.Parent, seam.Page{})
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("Listings = %+v, %v; want the one child", ls, err)
 	}
 	l := ls[0]
-	want := manager.Header{ID: h.ID, Parent: h.Parent, Depth: h.Depth, Mode: h.Mode, Provider: h.Provider, Label: h.Label, Cwd: h.Cwd, Model: h.Model, CreatedAt: h.CreatedAt}
+	want := seam.Header{ID: h.ID, Parent: h.Parent, Depth: h.Depth, Mode: h.Mode, Provider: h.Provider, Label: h.Label, Cwd: h.Cwd, Model: h.Model, CreatedAt: h.CreatedAt}
 	got.Principal, got.DepthCap, got.SeedLen, got.Session = "", 0, 0, ""
 	lh := l.Header
 	lh.Principal, lh.DepthCap, lh.SeedLen, lh.Session = "", 0, 0, "" // a listing may leave them out
@@ -261,7 +261,7 @@ func testCreateRead(t *testing.T, s manager.Store) {
 	}
 }
 
-func testNoAliasing(t *testing.T, s manager.Store) {
+func testNoAliasing(t *testing.T, s seam.Store) {
 	h := header("c1", "p", 0)
 	d := descriptor()
 	if err := create(s, h, d); err != nil {
@@ -311,7 +311,7 @@ func testNoAliasing(t *testing.T, s manager.Store) {
 	}
 }
 
-func testCreateRefusals(t *testing.T, s manager.Store) {
+func testCreateRefusals(t *testing.T, s seam.Store) {
 	mustCreate(t, s, header("dup", "p", 0))
 	if err := create(s, header("dup", "q", time.Second), descriptor()); err == nil {
 		t.Errorf("a create of a duplicate id = %v, want refused", err)
@@ -323,7 +323,7 @@ func testCreateRefusals(t *testing.T, s manager.Store) {
 		t.Errorf("a refused duplicate changed the stored header: %+v, %v", h, err)
 	}
 
-	bad := func(name string, h manager.Header, d manager.Descriptor) {
+	bad := func(name string, h seam.Header, d seam.Descriptor) {
 		t.Helper()
 		if err := create(s, h, d); err == nil {
 			t.Errorf("a create accepted %s", name)
@@ -338,7 +338,7 @@ func testCreateRefusals(t *testing.T, s manager.Store) {
 	zeroTime := header("zt", "p", 0)
 	zeroTime.CreatedAt = time.Time{}
 	v0, v2 := descriptor(), descriptor()
-	v0.Version, v2.Version = 0, manager.DescriptorVersion+1
+	v0.Version, v2.Version = 0, seam.DescriptorVersion+1
 	bad("an empty id", header("", "p", 0), descriptor())
 	bad("an empty parent", noParent, descriptor())
 	bad("a zero created_at", zeroTime, descriptor())
@@ -348,12 +348,12 @@ func testCreateRefusals(t *testing.T, s manager.Store) {
 		t.Errorf("Listings(p) after refusals = %v, want [dup]", got)
 	}
 	// A create that names another id than the one written is refused.
-	if err := s.WriteChild(ctx, "other", manager.ChildWrite{Create: &manager.NewChild{Header: header("named", "p", 0), Descriptor: descriptor()}}); err == nil {
+	if err := s.WriteChild(ctx, "other", seam.ChildWrite{Create: &seam.NewChild{Header: header("named", "p", 0), Descriptor: descriptor()}}); err == nil {
 		t.Error("a create under another id was accepted")
 	}
 }
 
-func testUnknownChild(t *testing.T, s manager.Store) {
+func testUnknownChild(t *testing.T, s seam.Store) {
 	mustCreate(t, s, header("known", "p", 0))
 	const id = "ghost-7f3a"
 	check := func(method string, err error) {
@@ -361,10 +361,10 @@ func testUnknownChild(t *testing.T, s manager.Store) {
 		switch {
 		case err == nil:
 			t.Errorf("%s(%q) succeeded for an unknown child", method, id)
-		case errors.Is(err, manager.ErrCorrupt):
+		case errors.Is(err, seam.ErrCorrupt):
 			t.Errorf("%s(%q) = %v: an unknown child is not corrupt", method, id, err)
-		case !errors.Is(err, manager.ErrNotFound):
-			t.Errorf("%s(%q) = %v: does not match manager.ErrNotFound", method, id, err)
+		case !errors.Is(err, seam.ErrNotFound):
+			t.Errorf("%s(%q) = %v: does not match seam.ErrNotFound", method, id, err)
 		case !strings.Contains(err.Error(), id):
 			t.Errorf("%s(%q) = %v: the error does not name the child", method, id, err)
 		}
@@ -385,24 +385,24 @@ func testUnknownChild(t *testing.T, s manager.Store) {
 	check("AppendEvents (empty)", appendEvents(s, id, nil))
 	_, _, err = s.Checkpoint(ctx, id)
 	check("Checkpoint", err)
-	check("SetCheckpoint", s.SetCheckpoint(ctx, id, manager.Checkpoint{Seq: 1}))
+	check("SetCheckpoint", s.SetCheckpoint(ctx, id, seam.Checkpoint{Seq: 1}))
 	_, err = s.Queued(ctx, id)
 	check("Queued", err)
 	_, err = s.Delete(ctx, id)
 	check("Delete", err)
 	o := owner("o1")
-	check("WriteChild (claim)", s.WriteChild(ctx, id, manager.ChildWrite{Claim: &o}))
-	check("WriteChild (inbox)", s.WriteChild(ctx, id, manager.ChildWrite{Enqueue: []manager.QueuedMessage{{ID: "m"}}}))
-	check("WriteChild (settle)", s.WriteChild(ctx, id, manager.ChildWrite{Settle: &manager.Checkpoint{}}))
+	check("WriteChild (claim)", s.WriteChild(ctx, id, seam.ChildWrite{Claim: &o}))
+	check("WriteChild (inbox)", s.WriteChild(ctx, id, seam.ChildWrite{Enqueue: []seam.QueuedMessage{{ID: "m"}}}))
+	check("WriteChild (settle)", s.WriteChild(ctx, id, seam.ChildWrite{Settle: &seam.Checkpoint{}}))
 	if act := residents(t, s); len(act) != 0 {
 		t.Errorf("Residents = %v after refused claims, want none", act)
 	}
-	if ls, err := s.Listings(ctx, "nobody", manager.Page{}); err != nil || len(ls) != 0 {
+	if ls, err := s.Listings(ctx, "nobody", seam.Page{}); err != nil || len(ls) != 0 {
 		t.Errorf("Listings of an unknown parent = %v, %v; want empty, nil", ls, err)
 	}
 }
 
-func testAppendContinuity(t *testing.T, s manager.Store) {
+func testAppendContinuity(t *testing.T, s seam.Store) {
 	mustCreate(t, s, header("c", "p", 0))
 	first := turn(0, 1, "one")[:3]
 	if err := appendEvents(s, "c", first); err != nil {
@@ -452,7 +452,7 @@ func testAppendContinuity(t *testing.T, s manager.Store) {
 	}
 }
 
-func testEventContent(t *testing.T, s manager.Store) {
+func testEventContent(t *testing.T, s seam.Store) {
 	mustCreate(t, s, header("c", "p", 0))
 	at := base.In(time.FixedZone("CET", 3600))
 	events := []agent.Event{
@@ -484,10 +484,10 @@ func testEventContent(t *testing.T, s manager.Store) {
 	}
 }
 
-func testListingsOrder(t *testing.T, s manager.Store) {
-	p, q := manager.PrincipalAddress("alice"), manager.PrincipalAddress("bob")
+func testListingsOrder(t *testing.T, s seam.Store) {
+	p, q := seam.PrincipalAddress("alice"), seam.PrincipalAddress("bob")
 	// Created out of order on purpose; two share a timestamp (ties by id).
-	for _, h := range []manager.Header{
+	for _, h := range []seam.Header{
 		header("c3", p, 3*time.Second),
 		header("q1", q, 2*time.Second),
 		header("c1", p, time.Second),
@@ -501,7 +501,7 @@ func testListingsOrder(t *testing.T, s manager.Store) {
 	}
 	check := func(parent string, want ...string) {
 		t.Helper()
-		ls, err := s.Listings(ctx, parent, manager.Page{})
+		ls, err := s.Listings(ctx, parent, seam.Page{})
 		if err != nil {
 			t.Fatalf("Listings(%q): %v", parent, err)
 		}
@@ -523,17 +523,17 @@ func testListingsOrder(t *testing.T, s manager.Store) {
 	check(q, "q1")
 	check("c1", "g1")
 	check("c2")
-	check(manager.PrincipalAddress("carol"))
+	check(seam.PrincipalAddress("carol"))
 }
 
-func testCheckpoints(t *testing.T, s manager.Store) {
+func testCheckpoints(t *testing.T, s seam.Store) {
 	mustCreate(t, s, header("c", "p", 0))
 	mustCreate(t, s, header("d", "p", time.Second))
 	if err := appendEvents(s, "c", turn(0, 1, "a")); err != nil { // 4 events
 		t.Fatal(err)
 	}
-	cp := manager.Checkpoint{Seq: 4, Mode: manager.ModeContinuable, Label: "x",
-		Usage: manager.Usage{InputTokens: 100, OutputTokens: 7, CostUSD: 0.25}, Stop: agent.StopAborted}
+	cp := seam.Checkpoint{Seq: 4, Mode: seam.ModeContinuable, Label: "x",
+		Usage: llm.Usage{InputTokens: 100, OutputTokens: 7, CostUSD: 0.25}, Stop: agent.StopAborted}
 	if err := s.SetCheckpoint(ctx, "c", cp); err != nil {
 		t.Fatal(err)
 	}
@@ -541,7 +541,7 @@ func testCheckpoints(t *testing.T, s manager.Store) {
 	if err != nil || !ok || !reflect.DeepEqual(got, cp) {
 		t.Errorf("Checkpoint = %+v, %v, %v; want %+v", got, ok, err, cp)
 	}
-	cp2 := manager.Checkpoint{Seq: 4, Mode: manager.ModeContinuable, Label: "y"}
+	cp2 := seam.Checkpoint{Seq: 4, Mode: seam.ModeContinuable, Label: "y"}
 	if err := s.SetCheckpoint(ctx, "c", cp2); err != nil {
 		t.Fatal(err)
 	}
@@ -552,7 +552,7 @@ func testCheckpoints(t *testing.T, s manager.Store) {
 		t.Errorf("a sibling's checkpoint: ok=%v err=%v; want absent", ok, err)
 	}
 	// A checkpoint that is not current is a cache miss, never stored.
-	if err := s.SetCheckpoint(ctx, "d", manager.Checkpoint{Seq: 5}); err != nil {
+	if err := s.SetCheckpoint(ctx, "d", seam.Checkpoint{Seq: 5}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, _ := s.Checkpoint(ctx, "d"); ok {
@@ -566,12 +566,12 @@ func testCheckpoints(t *testing.T, s manager.Store) {
 		t.Error("a checkpoint survived a journal append")
 	}
 	// A listing carries the current checkpoint with its gate.
-	cp3 := manager.Checkpoint{Seq: 8, Mode: manager.ModeContinuable, Label: "z", Stop: agent.StopCompleted, Closing: "bye",
-		Usage: manager.Usage{InputTokens: 3, OutputTokens: 1, CostUSD: 0.5}}
+	cp3 := seam.Checkpoint{Seq: 8, Mode: seam.ModeContinuable, Label: "z", Stop: agent.StopCompleted, Closing: "bye",
+		Usage: llm.Usage{InputTokens: 3, OutputTokens: 1, CostUSD: 0.5}}
 	if err := s.SetCheckpoint(ctx, "c", cp3); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := s.Listings(ctx, "p", manager.Page{})
+	ls, err := s.Listings(ctx, "p", seam.Page{})
 	if err != nil || len(ls) != 2 {
 		t.Fatalf("Listings = %+v, %v", ls, err)
 	}
@@ -584,15 +584,15 @@ func testCheckpoints(t *testing.T, s manager.Store) {
 	if err := appendEvents(s, "c", turn(8, 3, "c")); err != nil {
 		t.Fatal(err)
 	}
-	if ls, _ := s.Listings(ctx, "p", manager.Page{}); len(ls) != 2 || ls[0].Checkpoint != nil {
+	if ls, _ := s.Listings(ctx, "p", seam.Page{}); len(ls) != 2 || ls[0].Checkpoint != nil {
 		t.Errorf("a listing after an append still has the stale checkpoint: %+v", ls)
 	}
 }
 
-func testNotices(t *testing.T, s manager.Store) {
+func testNotices(t *testing.T, s seam.Store) {
 	given := base.Add(time.Hour)
 	before := time.Now()
-	for i, n := range []manager.Notice{
+	for i, n := range []seam.Notice{
 		{ChildID: "c1", Source: agent.SourceReport, Text: "first", Time: given},
 		{ChildID: "c2", Source: agent.SourceSettled, Text: "second", Seq: 999},
 		{ChildID: "c1", Source: agent.SourceSettled, Text: "third"},
@@ -601,10 +601,10 @@ func testNotices(t *testing.T, s manager.Store) {
 			t.Fatalf("AddNotice %d: %v", i, err)
 		}
 	}
-	if err := s.AddNotice(ctx, "bob", manager.Notice{ChildID: "b1", Source: agent.SourceReport, Text: "bob's"}); err != nil {
+	if err := s.AddNotice(ctx, "bob", seam.Notice{ChildID: "b1", Source: agent.SourceReport, Text: "bob's"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddNotice(ctx, "", manager.Notice{Text: "nobody's"}); err == nil {
+	if err := s.AddNotice(ctx, "", seam.Notice{Text: "nobody's"}); err == nil {
 		t.Error("AddNotice accepted an empty principal")
 	}
 	got, err := s.TakeNotices(ctx, "alice", nil)
@@ -637,7 +637,7 @@ func testNotices(t *testing.T, s manager.Store) {
 	if again, err := s.TakeNotices(ctx, "alice", nil); err != nil || len(again) != 0 {
 		t.Errorf("second TakeNotices(alice) = %+v, %v; want none (taken once)", again, err)
 	}
-	if err := s.AddNotice(ctx, "alice", manager.Notice{ChildID: "c9", Text: "later"}); err != nil {
+	if err := s.AddNotice(ctx, "alice", seam.Notice{ChildID: "c9", Text: "later"}); err != nil {
 		t.Fatal(err)
 	}
 	later, err := s.TakeNotices(ctx, "alice", nil)
@@ -653,8 +653,8 @@ func testNotices(t *testing.T, s manager.Store) {
 	}
 }
 
-func testNoticesFiltered(t *testing.T, s manager.Store) {
-	for _, n := range []manager.Notice{
+func testNoticesFiltered(t *testing.T, s seam.Store) {
+	for _, n := range []seam.Notice{
 		{ChildID: "c1", Session: "s1", Text: "one", StopReason: agent.StopCompleted},
 		{ChildID: "c2", Session: "s2", Text: "two"},
 		{ChildID: "c3", Session: "s1", Text: "three"},
@@ -664,21 +664,21 @@ func testNoticesFiltered(t *testing.T, s manager.Store) {
 			t.Fatal(err)
 		}
 	}
-	texts := func(ns []manager.Notice) []string {
+	texts := func(ns []seam.Notice) []string {
 		out := []string{}
 		for _, n := range ns {
 			out = append(out, n.Text)
 		}
 		return out
 	}
-	s1, err := s.TakeNotices(ctx, "alice", func(n manager.Notice) bool { return n.Session == "s1" })
+	s1, err := s.TakeNotices(ctx, "alice", func(n seam.Notice) bool { return n.Session == "s1" })
 	if err != nil || !reflect.DeepEqual(texts(s1), []string{"one", "three"}) {
 		t.Fatalf("take of session s1 = %v, %v; want [one three]", texts(s1), err)
 	}
 	if s1[0].StopReason != agent.StopCompleted || s1[0].Session != "s1" {
 		t.Errorf("notice fields lost: %+v", s1[0])
 	}
-	if again, _ := s.TakeNotices(ctx, "alice", func(n manager.Notice) bool { return n.Session == "s1" }); len(again) != 0 {
+	if again, _ := s.TakeNotices(ctx, "alice", func(n seam.Notice) bool { return n.Session == "s1" }); len(again) != 0 {
 		t.Errorf("second take of s1 = %v; want none", texts(again))
 	}
 	rest, err := s.TakeNotices(ctx, "alice", nil)
@@ -687,7 +687,7 @@ func testNoticesFiltered(t *testing.T, s manager.Store) {
 	}
 }
 
-func testConcurrentAppends(t *testing.T, s manager.Store) {
+func testConcurrentAppends(t *testing.T, s seam.Store) {
 	const children, turns = 8, 25
 	for i := range children {
 		mustCreate(t, s, header(fmt.Sprintf("c%d", i), "p", time.Duration(i)))
@@ -726,7 +726,7 @@ func testConcurrentAppends(t *testing.T, s manager.Store) {
 	}
 }
 
-func testConcurrentCreate(t *testing.T, s manager.Store) {
+func testConcurrentCreate(t *testing.T, s seam.Store) {
 	const distinct, racers = 32, 16
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -767,7 +767,7 @@ func testConcurrentCreate(t *testing.T, s manager.Store) {
 	}
 }
 
-func testReadersBesideWriters(t *testing.T, s manager.Store) {
+func testReadersBesideWriters(t *testing.T, s seam.Store) {
 	mustCreate(t, s, header("w", "p", 0))
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -803,7 +803,7 @@ func testReadersBesideWriters(t *testing.T, s manager.Store) {
 				if err := agent.Validate(evs); err != nil {
 					t.Error(err)
 				}
-				if _, err := s.Listings(ctx, "p", manager.Page{}); err != nil {
+				if _, err := s.Listings(ctx, "p", seam.Page{}); err != nil {
 					t.Error(err)
 				}
 				if _, err := s.JournalLen(ctx, "w"); err != nil {
@@ -815,7 +815,7 @@ func testReadersBesideWriters(t *testing.T, s manager.Store) {
 	wg.Wait()
 }
 
-func testClose(t *testing.T, s manager.Store) {
+func testClose(t *testing.T, s seam.Store) {
 	mustCreate(t, s, header("c", "p", 0))
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -829,10 +829,10 @@ func testClose(t *testing.T, s manager.Store) {
 	if err := create(s, header("d", "p", 0), descriptor()); err == nil {
 		t.Error("a create after Close succeeded")
 	}
-	if err := s.AddNotice(ctx, "alice", manager.Notice{Text: "x"}); err == nil {
+	if err := s.AddNotice(ctx, "alice", seam.Notice{Text: "x"}); err == nil {
 		t.Error("AddNotice after Close succeeded")
 	}
-	if _, err := s.Listings(ctx, "p", manager.Page{}); err == nil {
+	if _, err := s.Listings(ctx, "p", seam.Page{}); err == nil {
 		t.Error("Listings after Close succeeded")
 	}
 	if _, err := s.Residents(ctx); err == nil {
@@ -846,7 +846,7 @@ func testClose(t *testing.T, s manager.Store) {
 	}
 }
 
-func queuedIDs(t *testing.T, s manager.Store, id string) []string {
+func queuedIDs(t *testing.T, s seam.Store, id string) []string {
 	t.Helper()
 	qs, err := s.Queued(ctx, id)
 	if err != nil {
@@ -859,11 +859,11 @@ func queuedIDs(t *testing.T, s manager.Store, id string) []string {
 	return out
 }
 
-func testWriteChild(t *testing.T, s manager.Store) {
+func testWriteChild(t *testing.T, s seam.Store) {
 	h := header("w1", "principal:local", 0)
 	o := owner("o1")
-	err := s.WriteChild(ctx, "w1", manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: descriptor()}, Claim: &o, Events: turn(0, 1, "seed"),
-		Enqueue: []manager.QueuedMessage{{ID: "m1", Text: "first", Source: agent.SourceUser}, {ID: "m2", Text: "quiet", Source: agent.SourceReport, Quiet: true}}})
+	err := s.WriteChild(ctx, "w1", seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: descriptor()}, Claim: &o, Events: turn(0, 1, "seed"),
+		Enqueue: []seam.QueuedMessage{{ID: "m1", Text: "first", Source: agent.SourceUser}, {ID: "m2", Text: "quiet", Source: agent.SourceReport, Quiet: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -881,8 +881,8 @@ func testWriteChild(t *testing.T, s manager.Store) {
 		t.Fatalf("Queued = %+v, %v", qs, err)
 	}
 	// A turn claims m1 with its first events.
-	if err := s.WriteChild(ctx, "w1", manager.ChildWrite{Dequeue: []string{"m1"}, Events: turn(4, 2, "first"),
-		Enqueue: []manager.QueuedMessage{{ID: "m3", Text: "third"}}}); err != nil {
+	if err := s.WriteChild(ctx, "w1", seam.ChildWrite{Dequeue: []string{"m1"}, Events: turn(4, 2, "first"),
+		Enqueue: []seam.QueuedMessage{{ID: "m3", Text: "third"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := queuedIDs(t, s, "w1"); !reflect.DeepEqual(got, []string{"m2", "m3"}) {
@@ -891,8 +891,8 @@ func testWriteChild(t *testing.T, s manager.Store) {
 	if n, _ := s.JournalLen(ctx, "w1"); n != 8 {
 		t.Errorf("JournalLen = %d, want 8", n)
 	}
-	cp := manager.Checkpoint{Seq: 8, Mode: manager.ModeContinuable, Label: "l", Stop: agent.StopCompleted, Closing: "done"}
-	if err := s.WriteChild(ctx, "w1", manager.ChildWrite{Dequeue: []string{"m2", "m3"}, Settle: &cp}); err != nil {
+	cp := seam.Checkpoint{Seq: 8, Mode: seam.ModeContinuable, Label: "l", Stop: agent.StopCompleted, Closing: "done"}
+	if err := s.WriteChild(ctx, "w1", seam.ChildWrite{Dequeue: []string{"m2", "m3"}, Settle: &cp}); err != nil {
 		t.Fatal(err)
 	}
 	if act := residents(t, s); len(act) != 0 {
@@ -909,12 +909,12 @@ func testWriteChild(t *testing.T, s manager.Store) {
 // A short foreground turn whose record lingered (manager.GatedDriver)
 // commits everything at once: the message is queued and taken in the same
 // write, and the settlement revokes the claim made in it.
-func testWholeLifeInOneWrite(t *testing.T, s manager.Store) {
+func testWholeLifeInOneWrite(t *testing.T, s seam.Store) {
 	h := header("once", "principal:local", 0)
 	o := owner("o1")
-	cp := manager.Checkpoint{Seq: 4, Mode: manager.ModeContinuable, Label: "l", Stop: agent.StopCompleted, Closing: "done"}
-	err := s.WriteChild(ctx, "once", manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: descriptor()}, Claim: &o,
-		Enqueue: []manager.QueuedMessage{{ID: "m1", Text: "first", Source: agent.SourceUser}}, Dequeue: []string{"m1"},
+	cp := seam.Checkpoint{Seq: 4, Mode: seam.ModeContinuable, Label: "l", Stop: agent.StopCompleted, Closing: "done"}
+	err := s.WriteChild(ctx, "once", seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: descriptor()}, Claim: &o,
+		Enqueue: []seam.QueuedMessage{{ID: "m1", Text: "first", Source: agent.SourceUser}}, Dequeue: []string{"m1"},
 		Events: turn(0, 1, "first"), Settle: &cp})
 	if err != nil {
 		t.Fatal(err)
@@ -941,15 +941,15 @@ func testWholeLifeInOneWrite(t *testing.T, s manager.Store) {
 
 // A write may take a message it admits itself beside ones stored before:
 // what it admits and does not take stays, in admission order.
-func testInboxInAndOutInOneWrite(t *testing.T, s manager.Store) {
+func testInboxInAndOutInOneWrite(t *testing.T, s seam.Store) {
 	h := header("io", "principal:local", 0)
-	err := s.WriteChild(ctx, "io", manager.ChildWrite{Create: &manager.NewChild{Header: h, Descriptor: descriptor()},
-		Enqueue: []manager.QueuedMessage{{ID: "old-1", Text: "a"}, {ID: "old-2", Text: "b"}}})
+	err := s.WriteChild(ctx, "io", seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: descriptor()},
+		Enqueue: []seam.QueuedMessage{{ID: "old-1", Text: "a"}, {ID: "old-2", Text: "b"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.WriteChild(ctx, "io", manager.ChildWrite{Events: turn(0, 1, "a"),
-		Enqueue: []manager.QueuedMessage{{ID: "new-1", Text: "c"}, {ID: "new-2", Text: "d"}, {ID: "new-3", Text: "e"}},
+	err = s.WriteChild(ctx, "io", seam.ChildWrite{Events: turn(0, 1, "a"),
+		Enqueue: []seam.QueuedMessage{{ID: "new-1", Text: "c"}, {ID: "new-2", Text: "d"}, {ID: "new-3", Text: "e"}},
 		Dequeue: []string{"new-2", "old-1"}})
 	if err != nil {
 		t.Fatal(err)
@@ -958,7 +958,7 @@ func testInboxInAndOutInOneWrite(t *testing.T, s manager.Store) {
 		t.Errorf("Queued = %v, want [old-2 new-1 new-3]", got)
 	}
 	// Taking only what the same write admits leaves the stored ones.
-	err = s.WriteChild(ctx, "io", manager.ChildWrite{Enqueue: []manager.QueuedMessage{{ID: "new-4", Text: "f"}}, Dequeue: []string{"new-4"}})
+	err = s.WriteChild(ctx, "io", seam.ChildWrite{Enqueue: []seam.QueuedMessage{{ID: "new-4", Text: "f"}}, Dequeue: []string{"new-4"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -967,24 +967,24 @@ func testInboxInAndOutInOneWrite(t *testing.T, s manager.Store) {
 	}
 }
 
-func testSettlementNotice(t *testing.T, s manager.Store) {
+func testSettlementNotice(t *testing.T, s seam.Store) {
 	o := owner("o1")
 	mustClaim(t, s, header("parent", "principal:local", 0), o)
 	mustClaim(t, s, header("kid", "parent", time.Second), o)
 	mustClaim(t, s, header("root-kid", "principal:local", 2*time.Second), o)
 	// To a live parent agent: into its stored inbox.
-	cp := manager.Checkpoint{Seq: 0, Mode: manager.ModeContinuable}
-	msg := manager.QueuedMessage{ID: "msg-settled", Text: "kid finished", Source: agent.SourceSettled}
-	if err := s.WriteChild(ctx, "kid", manager.ChildWrite{Settle: &cp, Notify: &manager.ParentNotice{To: "parent", Inbox: true, Message: msg}}); err != nil {
+	cp := seam.Checkpoint{Seq: 0, Mode: seam.ModeContinuable}
+	msg := seam.QueuedMessage{ID: "msg-settled", Text: "kid finished", Source: agent.SourceSettled}
+	if err := s.WriteChild(ctx, "kid", seam.ChildWrite{Settle: &cp, Notify: &seam.ParentNotice{To: "parent", Inbox: true, Message: msg}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := queuedIDs(t, s, "parent"); !reflect.DeepEqual(got, []string{"msg-settled"}) {
 		t.Errorf("parent's inbox = %v, want the settlement notice", got)
 	}
 	// To a principal: queued as a notice, numbered by the store.
-	n := manager.Notice{ChildID: "root-kid", Source: agent.SourceSettled, StopReason: agent.StopCompleted, Text: "root-kid finished"}
-	if err := s.WriteChild(ctx, "root-kid", manager.ChildWrite{Events: turn(0, 1, "go"), Settle: &manager.Checkpoint{Seq: 4},
-		Notify: &manager.ParentNotice{To: "principal:local", Notice: n}}); err != nil {
+	n := seam.Notice{ChildID: "root-kid", Source: agent.SourceSettled, StopReason: agent.StopCompleted, Text: "root-kid finished"}
+	if err := s.WriteChild(ctx, "root-kid", seam.ChildWrite{Events: turn(0, 1, "go"), Settle: &seam.Checkpoint{Seq: 4},
+		Notify: &seam.ParentNotice{To: "principal:local", Notice: n}}); err != nil {
 		t.Fatal(err)
 	}
 	if act := residents(t, s); !reflect.DeepEqual(act, []string{"parent"}) {
@@ -999,13 +999,13 @@ func testSettlementNotice(t *testing.T, s manager.Store) {
 	}
 }
 
-func testWriteChildRefused(t *testing.T, s manager.Store) {
+func testWriteChildRefused(t *testing.T, s seam.Store) {
 	mustClaim(t, s, header("r1", "principal:local", 0), owner("o1"))
-	cp := manager.Checkpoint{Seq: 4}
+	cp := seam.Checkpoint{Seq: 4}
 	// The recipient of the notice does not exist: nothing of the write lands.
-	err := s.WriteChild(ctx, "r1", manager.ChildWrite{Events: turn(0, 1, "x"), Settle: &cp,
-		Enqueue: []manager.QueuedMessage{{ID: "q"}},
-		Notify:  &manager.ParentNotice{To: "ghost", Inbox: true, Message: manager.QueuedMessage{ID: "n"}}})
+	err := s.WriteChild(ctx, "r1", seam.ChildWrite{Events: turn(0, 1, "x"), Settle: &cp,
+		Enqueue: []seam.QueuedMessage{{ID: "q"}},
+		Notify:  &seam.ParentNotice{To: "ghost", Inbox: true, Message: seam.QueuedMessage{ID: "n"}}})
 	if err == nil {
 		t.Fatal("a settlement notice to an unknown child's inbox was accepted")
 	}
@@ -1019,23 +1019,23 @@ func testWriteChildRefused(t *testing.T, s manager.Store) {
 		t.Errorf("Queued = %v after a refused write", got)
 	}
 	// Events that do not continue the journal: refused whole.
-	if err := s.WriteChild(ctx, "r1", manager.ChildWrite{Events: turn(1, 1, "x"), Settle: &cp}); err == nil {
+	if err := s.WriteChild(ctx, "r1", seam.ChildWrite{Events: turn(1, 1, "x"), Settle: &cp}); err == nil {
 		t.Error("events with a gap were accepted")
 	}
 	if act := residents(t, s); !reflect.DeepEqual(act, []string{"r1"}) {
 		t.Errorf("Residents = %v after a refused settlement", act)
 	}
 	// A notice without a settlement is refused.
-	if err := s.WriteChild(ctx, "r1", manager.ChildWrite{Notify: &manager.ParentNotice{To: "principal:local"}}); err == nil {
+	if err := s.WriteChild(ctx, "r1", seam.ChildWrite{Notify: &seam.ParentNotice{To: "principal:local"}}); err == nil {
 		t.Error("a notice without its settlement was accepted")
 	}
 	// A claim another owner holds refuses the write whole: no inbox, no
 	// events, no settlement, no notice.
 	other := owner("o2")
-	n := manager.Notice{ChildID: "r1", Text: "r1 finished"}
-	err = s.WriteChild(ctx, "r1", manager.ChildWrite{Claim: &other, Enqueue: []manager.QueuedMessage{{ID: "q"}}, Events: turn(0, 1, "x"),
-		Settle: &cp, Notify: &manager.ParentNotice{To: "principal:local", Notice: n}})
-	if !errors.Is(err, manager.ErrOwned) {
+	n := seam.Notice{ChildID: "r1", Text: "r1 finished"}
+	err = s.WriteChild(ctx, "r1", seam.ChildWrite{Claim: &other, Enqueue: []seam.QueuedMessage{{ID: "q"}}, Events: turn(0, 1, "x"),
+		Settle: &cp, Notify: &seam.ParentNotice{To: "principal:local", Notice: n}})
+	if !errors.Is(err, seam.ErrOwned) {
 		t.Errorf("a write claiming another owner's child = %v, want ErrOwned", err)
 	}
 	if n, _ := s.JournalLen(ctx, "r1"); n != 0 {
@@ -1048,7 +1048,7 @@ func testWriteChildRefused(t *testing.T, s manager.Store) {
 		t.Errorf("Residents = %+v after a refused claim, want r1 still o1's", cs)
 	}
 	// A claim without an owner id is refused.
-	if err := s.WriteChild(ctx, "r1", manager.ChildWrite{Claim: &manager.Owner{Expires: time.Now().Add(time.Hour)}}); err == nil {
+	if err := s.WriteChild(ctx, "r1", seam.ChildWrite{Claim: &seam.Owner{Expires: time.Now().Add(time.Hour)}}); err == nil {
 		t.Error("a claim without an owner id was accepted")
 	}
 	if ns, _ := s.TakeNotices(ctx, "principal:local", nil); len(ns) != 0 {
@@ -1060,8 +1060,8 @@ func testWriteChildRefused(t *testing.T, s manager.Store) {
 // last key of each page visits every child once, in order, also while
 // later children are being created, and a key that names no child (one
 // between two) still starts at the next.
-func testListingPages(t *testing.T, s manager.Store) {
-	p := manager.PrincipalAddress("pager")
+func testListingPages(t *testing.T, s seam.Store) {
+	p := seam.PrincipalAddress("pager")
 	var all []string
 	for i := range 23 {
 		off := time.Duration(i/2) * time.Second // pairs share a time: ties by id
@@ -1069,10 +1069,10 @@ func testListingPages(t *testing.T, s manager.Store) {
 		mustCreate(t, s, header(id, p, off))
 		all = append(all, id)
 	}
-	mustCreate(t, s, header("other", manager.PrincipalAddress("someone-else"), 0))
-	page := func(after manager.ListingKey, limit int) []manager.Listing {
+	mustCreate(t, s, header("other", seam.PrincipalAddress("someone-else"), 0))
+	page := func(after seam.ListingKey, limit int) []seam.Listing {
 		t.Helper()
-		ls, err := s.Listings(ctx, p, manager.Page{After: after, Limit: limit})
+		ls, err := s.Listings(ctx, p, seam.Page{After: after, Limit: limit})
 		if err != nil {
 			t.Fatalf("Listings(after %v, limit %d): %v", after, limit, err)
 		}
@@ -1082,7 +1082,7 @@ func testListingPages(t *testing.T, s manager.Store) {
 		return ls
 	}
 	var got []string
-	var after manager.ListingKey
+	var after seam.ListingKey
 	created := 0
 	for {
 		ls := page(after, 5)
@@ -1104,16 +1104,16 @@ func testListingPages(t *testing.T, s manager.Store) {
 		t.Errorf("paging visited %v, want each child once in order: %v", got, all)
 	}
 	// A key between two children: the page starts at the next one.
-	between := manager.ListingKey{CreatedAt: base.Add(3 * time.Second), ID: "c06x"}
+	between := seam.ListingKey{CreatedAt: base.Add(3 * time.Second), ID: "c06x"}
 	if ls := page(between, 2); len(ls) != 2 || ls[0].Header.ID != "c07" || ls[1].Header.ID != "c08" {
 		t.Errorf("a page after %v = %v, want c07, c08", between, ls)
 	}
 	// The zero key and no limit: everything.
-	if ls := page(manager.ListingKey{}, 0); len(ls) != len(all) {
+	if ls := page(seam.ListingKey{}, 0); len(ls) != len(all) {
 		t.Errorf("an unbounded page has %d children, want %d", len(ls), len(all))
 	}
 	// Past the end: nothing.
-	if ls := page(manager.ListingKey{CreatedAt: base.Add(48 * time.Hour)}, 3); len(ls) != 0 {
+	if ls := page(seam.ListingKey{CreatedAt: base.Add(48 * time.Hour)}, 3); len(ls) != 0 {
 		t.Errorf("a page past the end = %v, want none", ls)
 	}
 }

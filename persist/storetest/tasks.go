@@ -1,23 +1,22 @@
 package storetest
 
 import (
+	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 	"testing"
 	"time"
-
-	"github.com/mcp-subagent/mcp-subagent/tasks"
 )
 
-// TaskReplaceDelete checks a tasks.Store holding keep and drop (and
+// TaskReplaceDelete checks a taskstore.Store holding keep and drop (and
 // others, want records in all): a record put again replaces the stored
 // one by id; a delete removes one, and deleting an unknown id is no
 // error; Tasks then lists want-1 records.
-func TaskReplaceDelete(t *testing.T, s tasks.Store, keep, drop tasks.Record, want int) {
+func TaskReplaceDelete(t *testing.T, s taskstore.Store, keep, drop taskstore.Record, want int) {
 	t.Helper()
-	keep.Status, keep.SettledAt = tasks.StatusCancelled, keep.CreatedAt.Add(time.Minute)
+	keep.Status, keep.SettledAt = taskstore.StatusCancelled, keep.CreatedAt.Add(time.Minute)
 	if err := s.PutTask(ctx, keep); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Task(ctx, keep.ID); got.Status != tasks.StatusCancelled {
+	if got, _ := s.Task(ctx, keep.ID); got.Status != taskstore.StatusCancelled {
 		t.Fatalf("a replaced record reads %v", got.Status)
 	}
 	if err := s.DeleteTask(ctx, drop.ID); err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Permission policies for the agent's session/request_permission calls.
@@ -34,11 +34,11 @@ type Options struct {
 	// environment (real agents usually need at least HOME and PATH).
 	Env []string
 	// EnvFor, when set, is the environment of a child started under a root
-	// session's settings (manager.Settings: its PATH, its keys), for
+	// session's settings (seam.Settings: its PATH, its keys), for
 	// principal; it replaces Env for that child (the preset's variables
 	// are added to it as to Env). Nil: Env for every child. The command
 	// itself is resolved once, on the server's PATH.
-	EnvFor func(principal string, s *manager.Settings) []string
+	EnvFor func(principal string, s *seam.Settings) []string
 	// Permission is the policy for the agent's permission requests:
 	// PermissionDeny (zero) or PermissionAllow.
 	Permission string
@@ -73,9 +73,9 @@ type Provider struct {
 }
 
 var (
-	_ manager.Provider    = (*Provider)(nil)
-	_ manager.Continuable = (*Provider)(nil)
-	_ manager.Describer   = (*Provider)(nil)
+	_ seam.Provider    = (*Provider)(nil)
+	_ seam.Continuable = (*Provider)(nil)
+	_ seam.Describer   = (*Provider)(nil)
 )
 
 // New returns an ACP provider. It fails, naming the field, when Command is
@@ -125,7 +125,7 @@ func (p *Provider) Name() string { return p.opts.Name }
 // Capabilities are all false: ACP has no standard way to ask an agent for
 // an output schema, a tool filter or a persona, and an agent may nest
 // agents of its own that no depth cap of ours can see (see the package doc).
-func (p *Provider) Capabilities() manager.Capabilities { return manager.Capabilities{} }
+func (p *Provider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
 
 // InheritsParentContext is false: the child starts from its prompt only.
 func (p *Provider) InheritsParentContext() bool { return false }
@@ -139,17 +139,17 @@ func (p *Provider) Description() string {
 // Prepare supplies a new child's creation inputs. The ACP session id is
 // not known yet: the first turn opens the session and records its id in
 // the journal.
-func (p *Provider) Prepare(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+func (p *Provider) Prepare(ctx context.Context, req seam.StartRequest) (seam.CreationInputs, error) {
 	for _, f := range []struct{ name, value string }{{"model", req.Model}, {"effort", string(req.Effort)}} {
 		if f.value != "" {
-			return manager.CreationInputs{}, &manager.Error{Code: manager.CodeUnsupportedCapability, Provider: p.opts.Name,
+			return seam.CreationInputs{}, &seam.Error{Code: seam.CodeUnsupportedCapability, Provider: p.opts.Name,
 				Message: fmt.Sprintf("field %q: provider %q (ACP) cannot choose a model or effort; remove it, or set the agent's model in its command line in the config", f.name, p.opts.Name)}
 		}
 	}
 	if _, err := absCwd(req.Cwd); err != nil {
-		return manager.CreationInputs{}, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
+		return seam.CreationInputs{}, &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
 	}
-	return manager.CreationInputs{}, nil
+	return seam.CreationInputs{}, nil
 }
 
 // Continuable marks ACP children as continuable: a later activation
@@ -161,7 +161,7 @@ func (p *Provider) Continuable() {}
 // one. It starts nothing: the agent process is started by the first turn
 // that needs it, and Close (when the run is disposed, or the activation
 // settles) stops it.
-func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
+func (p *Provider) NewDriver(ctx context.Context, req seam.DriverRequest) (seam.Driver, error) {
 	d, err := p.newDriver(req.Header.ID, req.Header.Cwd, req.Descriptor.Session, req.Journal, req.Callback)
 	if err != nil {
 		return nil, err
@@ -175,10 +175,10 @@ func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (ma
 	return d, nil
 }
 
-func (p *Provider) newDriver(id, cwd, session string, journal *agent.Journal, cb manager.Callback) (*driver, error) {
+func (p *Provider) newDriver(id, cwd, session string, journal *agent.Journal, cb seam.Callback) (*driver, error) {
 	abs, err := absCwd(cwd)
 	if err != nil {
-		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
+		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
 	}
 	return &driver{p: p, id: id, cwd: abs, descSession: session, journal: journal, callback: cb,
 		env: p.opts.Env, log: p.log.With("agent_id", id)}, nil

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/mcp-subagent/mcp-subagent/internal/fakeacp"
-	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -19,9 +17,13 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeacp"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 func TestMain(m *testing.M) {
@@ -77,7 +79,7 @@ func (f *fixture) provider() *Provider {
 
 // manager returns a manager on store with a fresh provider registered;
 // it is closed when the test ends.
-func (f *fixture) manager(store manager.Store, cb manager.CallbackFunc) *manager.Manager {
+func (f *fixture) manager(store seam.Store, cb seam.CallbackFunc) *manager.Manager {
 	f.t.Helper()
 	m := manager.New(manager.Options{Store: store, Callback: cb})
 	if err := m.Register(f.provider()); err != nil {
@@ -95,35 +97,35 @@ func closeManager(t *testing.T, m *manager.Manager) {
 	}
 }
 
-var root = manager.ParentRef{Principal: "local"}
+var root = seam.ParentRef{Principal: "local"}
 
-func (f *fixture) request(prompt string) manager.StartRequest {
+func (f *fixture) request(prompt string) seam.StartRequest {
 	parent := root
 	parent.Cwd = f.cwd
-	return manager.StartRequest{Label: "acp test", Prompt: prompt, Parent: parent}
+	return seam.StartRequest{Label: "acp test", Prompt: prompt, Parent: parent}
 }
 
 // start starts a continuable child and waits for its first turn.
-func (f *fixture) start(m *manager.Manager, prompt string) (string, manager.Result) {
+func (f *fixture) start(m *manager.Manager, prompt string) (string, seam.Result) {
 	f.t.Helper()
 	st, err := m.StartContinuable(context.Background(), "acp", f.request(prompt), true)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return st.ChildID, f.wait(func(ctx context.Context) (manager.Result, bool) { return st.Wait(ctx) })
+	return st.ChildID, f.wait(func(ctx context.Context) (seam.Result, bool) { return st.Wait(ctx) })
 }
 
 // send sends a follow-up and waits for its turn.
-func (f *fixture) send(m *manager.Manager, id, text string) (manager.Route, manager.Result) {
+func (f *fixture) send(m *manager.Manager, id, text string) (manager.Route, seam.Result) {
 	f.t.Helper()
 	sent, err := m.Followup(context.Background(), root, id, text, true)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return sent.Route, f.wait(func(ctx context.Context) (manager.Result, bool) { return sent.Wait(ctx) })
+	return sent.Route, f.wait(func(ctx context.Context) (seam.Result, bool) { return sent.Wait(ctx) })
 }
 
-func (f *fixture) wait(w func(context.Context) (manager.Result, bool)) manager.Result {
+func (f *fixture) wait(w func(context.Context) (seam.Result, bool)) seam.Result {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -212,7 +214,7 @@ func (f *fixture) checkGroupsGone() {
 
 // settledEvents waits until the child has settled (its writer's last
 // commit clears the active mark) and returns its stored journal.
-func settledEvents(t *testing.T, store manager.Store, id string) []agent.Event {
+func settledEvents(t *testing.T, store seam.Store, id string) []agent.Event {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -220,7 +222,7 @@ func settledEvents(t *testing.T, store manager.Store, id string) []agent.Event {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.ContainsFunc(claims, func(c manager.Claim) bool { return c.ChildID == id }) {
+		if !slices.ContainsFunc(claims, func(c seam.Claim) bool { return c.ChildID == id }) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -236,7 +238,7 @@ func settledEvents(t *testing.T, store manager.Store, id string) []agent.Event {
 }
 
 // assistantMessages returns the assistant messages a child's journal holds.
-func assistantMessages(t *testing.T, store manager.Store, id string) []string {
+func assistantMessages(t *testing.T, store seam.Store, id string) []string {
 	t.Helper()
 	evs := settledEvents(t, store, id)
 	var out []string
@@ -248,7 +250,7 @@ func assistantMessages(t *testing.T, store manager.Store, id string) []string {
 	return out
 }
 
-func lastSession(t *testing.T, store manager.Store, id string) string {
+func lastSession(t *testing.T, store seam.Store, id string) string {
 	t.Helper()
 	return agent.LastSession(settledEvents(t, store, id))
 }
@@ -311,22 +313,22 @@ func TestStopReasonMapping(t *testing.T) {
 func TestCapabilitiesAreRefusedBeforeStart(t *testing.T) {
 	f := newFixture(t, fakeConfig{})
 	m := f.manager(memstore.New(), nil)
-	if caps := f.provider().Capabilities(); caps != (manager.Capabilities{}) {
+	if caps := f.provider().Capabilities(); caps != (seam.Capabilities{}) {
 		t.Fatalf("capabilities = %+v, want all false", caps)
 	}
 	two := 2
-	for name, mut := range map[string]func(*manager.StartRequest){
-		"output_schema": func(r *manager.StartRequest) { r.OutputSchema = json.RawMessage(`{"type":"object"}`) },
-		"max_depth":     func(r *manager.StartRequest) { r.MaxDepth = &two },
-		"tool_filter":   func(r *manager.StartRequest) { r.ToolFilter = &manager.ToolFilter{Deny: []string{"x"}} },
-		"persona":       func(r *manager.StartRequest) { r.Persona = "a pirate" },
-		"model":         func(r *manager.StartRequest) { r.Model = "gpt-5" },
-		"effort":        func(r *manager.StartRequest) { r.Effort = "high" },
+	for name, mut := range map[string]func(*seam.StartRequest){
+		"output_schema": func(r *seam.StartRequest) { r.OutputSchema = json.RawMessage(`{"type":"object"}`) },
+		"max_depth":     func(r *seam.StartRequest) { r.MaxDepth = &two },
+		"tool_filter":   func(r *seam.StartRequest) { r.ToolFilter = &seam.ToolFilter{Deny: []string{"x"}} },
+		"persona":       func(r *seam.StartRequest) { r.Persona = "a pirate" },
+		"model":         func(r *seam.StartRequest) { r.Model = "gpt-5" },
+		"effort":        func(r *seam.StartRequest) { r.Effort = "high" },
 	} {
 		req := f.request("hello")
 		mut(&req)
 		_, err := m.StartContinuable(context.Background(), "acp", req, true)
-		if !errors.Is(err, &manager.Error{Code: manager.CodeUnsupportedCapability}) || !strings.Contains(err.Error(), name) {
+		if !errors.Is(err, &seam.Error{Code: seam.CodeUnsupportedCapability}) || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: err = %v, want UNSUPPORTED_CAPABILITY naming it", name, err)
 		}
 	}
@@ -515,7 +517,7 @@ func TestInterruptIsAnsweredWithinASecond(t *testing.T) {
 	if err := m.Interrupt(root, st.ChildID); err != nil {
 		t.Fatal(err)
 	}
-	res := f.wait(func(ctx context.Context) (manager.Result, bool) { return st.Wait(ctx) })
+	res := f.wait(func(ctx context.Context) (seam.Result, bool) { return st.Wait(ctx) })
 	if d := time.Since(t0); d > time.Second {
 		t.Errorf("the interrupt took %v", d)
 	}
@@ -547,7 +549,7 @@ func TestIgnoredCancelStopsTheGroup(t *testing.T) {
 	if err := m.Interrupt(root, st.ChildID); err != nil {
 		t.Fatal(err)
 	}
-	res := f.wait(func(ctx context.Context) (manager.Result, bool) { return st.Wait(ctx) })
+	res := f.wait(func(ctx context.Context) (seam.Result, bool) { return st.Wait(ctx) })
 	if d := time.Since(t0); d > cancelWait+stopGrace+time.Second {
 		t.Errorf("the interrupt took %v", d)
 	}
@@ -637,8 +639,8 @@ func TestCallbackBecomesAnHTTPMCPServer(t *testing.T) {
 			f := newFixture(t, fakeConfig{http: http})
 			var mu sync.Mutex
 			revoked := 0
-			cb := func(self manager.ParentRef) (manager.Callback, func()) {
-				return manager.Callback{URL: "http://127.0.0.1:9/mcp", Token: "tok-" + self.AgentID},
+			cb := func(self seam.ParentRef) (seam.Callback, func()) {
+				return seam.Callback{URL: "http://127.0.0.1:9/mcp", Token: "tok-" + self.AgentID},
 					func() { mu.Lock(); revoked++; mu.Unlock() }
 			}
 			m := f.manager(memstore.New(), cb)
@@ -691,7 +693,7 @@ func jsonEqual(a, b any) bool {
 func TestOneShotRun(t *testing.T) {
 	f := newFixture(t, fakeConfig{})
 	m := f.manager(nil, nil)
-	_, res, err := m.RunOnce(context.Background(), "acp", f.request("once"))
+	_, res, err := managertest.RunOnce(context.Background(), m, "acp", f.request("once"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // askAs is the fake's prompt for a permission request shaped as an agent
@@ -71,8 +71,8 @@ func TestCallbackToolPermissionIsAllowed(t *testing.T) {
 		{"a command titled as the tool, its kind in the tool_call", tool("mcp__subagent__report", "execute", nil), tool("mcp__subagent__report", "", nil), false},
 		{"an edit whose meta names the tool", nil, tool("Write a.txt", "edit", map[string]any{"toolName": "mcp__subagent__report"}), false},
 	}
-	cb := func(self manager.ParentRef) (manager.Callback, func()) {
-		return manager.Callback{URL: "http://127.0.0.1:9/mcp", Token: "tok"}, func() {}
+	cb := func(self seam.ParentRef) (seam.Callback, func()) {
+		return seam.Callback{URL: "http://127.0.0.1:9/mcp", Token: "tok"}, func() {}
 	}
 	for _, tt := range tests {
 		for _, policy := range []string{PermissionDeny, PermissionAllow} {
@@ -101,8 +101,8 @@ func TestCallbackToolPermissionIsAllowed(t *testing.T) {
 // tool is not ours: it keeps the deny policy.
 func TestCallbackToolPermissionNeedsTheCallbackServer(t *testing.T) {
 	f := newFixture(t, fakeConfig{http: false})
-	cb := func(self manager.ParentRef) (manager.Callback, func()) {
-		return manager.Callback{URL: "http://127.0.0.1:9/mcp", Token: "tok"}, func() {}
+	cb := func(self seam.ParentRef) (seam.Callback, func()) {
+		return seam.Callback{URL: "http://127.0.0.1:9/mcp", Token: "tok"}, func() {}
 	}
 	m := f.manager(memstore.New(), cb)
 	_, res := f.start(m, askAs(t, nil, map[string]any{"toolCallId": "c", "title": "mcp__subagent__report"}))

@@ -13,9 +13,9 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 const (
@@ -46,7 +46,7 @@ type driver struct {
 	cwd         string // absolute
 	descSession string // the descriptor's session handle, if any
 	journal     *agent.Journal
-	callback    manager.Callback
+	callback    seam.Callback
 	log         *slog.Logger
 
 	// The live agent, nil between processes.
@@ -61,7 +61,7 @@ type driver struct {
 	costSeen float64
 }
 
-var _ manager.Driver = (*driver)(nil)
+var _ seam.Driver = (*driver)(nil)
 
 func (d *driver) Journal() *agent.Journal { return d.journal }
 

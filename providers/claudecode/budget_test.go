@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // An external child is stopped at its budget, mid-turn, by the manager:
@@ -17,19 +17,19 @@ import (
 func TestAnExternalChildIsStoppedAtItsBudget(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		budget manager.Budget
+		budget seam.Budget
 		diag   []string // in order
 	}{
 		// Long enough for the fake (the test binary, slow to start under
 		// -race) to get going and write its pid.
-		{"seconds", manager.Budget{Seconds: 3}, []string{"budget exhausted: seconds ", " of 3 (tokens ", ", steps 1)"}},
-		{"steps", manager.Budget{Steps: 1}, []string{"budget exhausted: steps 1 of 1 (tokens ", "s)"}},
+		{"seconds", seam.Budget{Seconds: 3}, []string{"budget exhausted: seconds ", " of 3 (tokens ", ", steps 1)"}},
+		{"steps", seam.Budget{Steps: 1}, []string{"budget exhausted: steps 1 of 1 (tokens ", "s)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t)
 			m := newManager(t, memstore.New(), f.options(t), nil)
 			b := tc.budget
-			_, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "SCENARIO:sleep-stubborn", Budget: &b})
+			_, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "SCENARIO:sleep-stubborn", Budget: &b})
 			if res.StopReason != agent.StopBudget || !inOrder(res.Diagnostic, tc.diag) {
 				t.Errorf("stop %s, diagnostic %q; want budget, %q", res.StopReason, res.Diagnostic, tc.diag)
 			}

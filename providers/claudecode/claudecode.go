@@ -12,10 +12,10 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
 	"github.com/mcp-subagent/mcp-subagent/schemas"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // DefaultName is the provider's name when Options.Name is empty.
@@ -35,9 +35,9 @@ type Options struct {
 	// it keeps sessions) and its credentials (ANTHROPIC_API_KEY, …).
 	Env []string
 	// EnvFor, when set, is the environment of a child started under a root
-	// session's settings (manager.Settings: its PATH, its keys), for
+	// session's settings (seam.Settings: its PATH, its keys), for
 	// principal; it replaces Env for that child. Nil: Env for every child.
-	EnvFor func(principal string, s *manager.Settings) []string
+	EnvFor func(principal string, s *seam.Settings) []string
 	Model  string // zero: the CLI's default; passed as --model
 	// PermissionMode is passed as --permission-mode; zero: "dontAsk", which
 	// denies every tool use not pre-approved, so no approval is ever left
@@ -64,9 +64,9 @@ type Provider struct {
 }
 
 var (
-	_ manager.Provider    = (*Provider)(nil)
-	_ manager.Continuable = (*Provider)(nil)
-	_ manager.Describer   = (*Provider)(nil)
+	_ seam.Provider    = (*Provider)(nil)
+	_ seam.Continuable = (*Provider)(nil)
+	_ seam.Describer   = (*Provider)(nil)
 )
 
 // New returns a claude-code provider.
@@ -92,8 +92,8 @@ func (p *Provider) Name() string { return p.opts.Name }
 
 // Capabilities are true only where the tests show the CLI honours them;
 // see the package documentation for the table.
-func (p *Provider) Capabilities() manager.Capabilities {
-	return manager.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
+func (p *Provider) Capabilities() seam.Capabilities {
+	return seam.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
 }
 
 // InheritsParentContext is false: a child starts a fresh Claude session.
@@ -108,15 +108,15 @@ func (p *Provider) Description() string {
 // request's Claude model id, else Options.Model) and the effort. The
 // Claude session id is chosen by the first turn and recorded in the
 // journal as a session event once the CLI confirms it.
-func (p *Provider) Prepare(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+func (p *Provider) Prepare(ctx context.Context, req seam.StartRequest) (seam.CreationInputs, error) {
 	if err := ctx.Err(); err != nil {
-		return manager.CreationInputs{}, err
+		return seam.CreationInputs{}, err
 	}
 	model := req.Model
 	if model == "" {
 		model = p.opts.Model
 	}
-	return manager.CreationInputs{Model: model, Effort: req.Effort}, nil
+	return seam.CreationInputs{Model: model, Effort: req.Effort}, nil
 }
 
 // Continuable marks Claude Code children as continuable: a later turn
@@ -128,7 +128,7 @@ func (p *Provider) Continuable() {}
 // from the journal's last session event, the cwd from the header. A
 // one-shot run's session is not persisted by the CLI either
 // (--no-session-persistence).
-func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
+func (p *Provider) NewDriver(ctx context.Context, req seam.DriverRequest) (seam.Driver, error) {
 	d := req.Descriptor
 	model := d.Model
 	if model == "" {
@@ -140,7 +140,7 @@ func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (ma
 }
 
 // envFor is the environment of a child under settings s.
-func (p *Provider) envFor(principal string, s *manager.Settings) []string {
+func (p *Provider) envFor(principal string, s *seam.Settings) []string {
 	if s == nil || p.opts.EnvFor == nil {
 		return p.opts.Env
 	}
@@ -153,9 +153,9 @@ type turnConfig struct {
 	model     string
 	effort    llm.Effort // --effort; empty: the CLI's default
 	persona   string
-	filter    *manager.ToolFilter
+	filter    *seam.ToolFilter
 	schema    json.RawMessage
-	callback  manager.Callback
+	callback  seam.Callback
 	session   string   // the descriptor's session, used when the journal has none
 	ephemeral bool     // one-shot: no session kept
 	env       []string // the child's environment (Options.Env, or EnvFor's)
@@ -169,19 +169,19 @@ func (p *Provider) newDriver(cfg turnConfig, journal *agent.Journal) (*driver, e
 		path, err = filepath.Abs(path)
 	}
 	if err != nil {
-		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
+		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name,
 			Message: fmt.Sprintf("the Claude Code CLI %q was not found: %v", p.opts.Command, err), Err: err}
 	}
 	d := &driver{p: p, path: path, cfg: cfg, journal: journal}
 	if len(cfg.schema) > 0 {
 		compact, err := compactJSON(cfg.schema)
 		if err != nil {
-			return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "output_schema: " + err.Error()}
+			return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name, Message: "output_schema: " + err.Error()}
 		}
 		d.cfg.schema = compact
 		rs, err := agent.ResolveObjectSchema(compact)
 		if err != nil {
-			return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "output_schema: " + err.Error()}
+			return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name, Message: "output_schema: " + err.Error()}
 		}
 		d.resolved = rs
 	}

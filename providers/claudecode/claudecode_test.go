@@ -20,9 +20,12 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // fake is one test's fake claude: its state directory and the child's cwd.
@@ -94,9 +97,9 @@ func (f *fake) pids(t *testing.T) []int {
 	return nil
 }
 
-var root = manager.ParentRef{Principal: "tester"}
+var root = seam.ParentRef{Principal: "tester"}
 
-func newManager(t *testing.T, store manager.Store, opts Options, cb manager.CallbackFunc) *manager.Manager {
+func newManager(t *testing.T, store seam.Store, opts Options, cb seam.CallbackFunc) *manager.Manager {
 	t.Helper()
 	m := manager.New(manager.Options{Store: store, Callback: cb})
 	if err := m.Register(New(opts)); err != nil {
@@ -112,7 +115,7 @@ func newManager(t *testing.T, store manager.Store, opts Options, cb manager.Call
 
 // startAndWait starts a continuable child in f.cwd and waits for its first
 // turn.
-func startAndWait(t *testing.T, m *manager.Manager, f *fake, req manager.StartRequest) (string, manager.Result) {
+func startAndWait(t *testing.T, m *manager.Manager, f *fake, req seam.StartRequest) (string, seam.Result) {
 	t.Helper()
 	req.Parent = root
 	req.Parent.Cwd = f.cwd
@@ -132,7 +135,7 @@ func startAndWait(t *testing.T, m *manager.Manager, f *fake, req manager.StartRe
 	return st.ChildID, res
 }
 
-func followup(t *testing.T, m *manager.Manager, id, text string) (manager.Route, manager.Result) {
+func followup(t *testing.T, m *manager.Manager, id, text string) (manager.Route, seam.Result) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -215,14 +218,14 @@ func TestCompletedTurnRecordsOutputUsageAndSession(t *testing.T) {
 	opts := f.options(t)
 	opts.Model = "claude-test-model"
 	m := newManager(t, memstore.New(), opts, nil)
-	_, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "hello there"})
+	_, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "hello there"})
 	if res.StopReason != agent.StopCompleted {
 		t.Fatalf("stop = %s (%s)", res.StopReason, res.Diagnostic)
 	}
 	if res.Output != "turn 1: hello there" {
 		t.Errorf("output = %q", res.Output)
 	}
-	want := manager.Usage{InputTokens: 150, OutputTokens: 7, CostUSD: 0.0123}
+	want := llm.Usage{InputTokens: 150, OutputTokens: 7, CostUSD: 0.0123}
 	if res.Usage != want {
 		t.Errorf("usage = %+v, want %+v (input counts cache creation and reads)", res.Usage, want)
 	}
@@ -270,7 +273,7 @@ func TestNonCompletedTurnsAreErrorsWithADiagnostic(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			req := manager.StartRequest{Prompt: "SCENARIO:" + tc.scenario}
+			req := seam.StartRequest{Prompt: "SCENARIO:" + tc.scenario}
 			if tc.schema != "" {
 				req.OutputSchema = json.RawMessage(tc.schema)
 			}
@@ -289,7 +292,7 @@ func TestNonCompletedTurnsAreErrorsWithADiagnostic(t *testing.T) {
 		})
 	}
 	t.Run("an API failure is not the child's output", func(t *testing.T) {
-		_, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "SCENARIO:api-error"})
+		_, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "SCENARIO:api-error"})
 		if res.Output != "" {
 			t.Errorf("output = %q: the CLI's synthetic error message is not the model's words", res.Output)
 		}
@@ -304,7 +307,7 @@ func TestStructuredOutputComesFromTheResult(t *testing.T) {
 		"properties": {"answer": {"type": "integer"}},
 		"required": ["answer"]
 	}`
-	_, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "SCENARIO:structured", OutputSchema: json.RawMessage(schema)})
+	_, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "SCENARIO:structured", OutputSchema: json.RawMessage(schema)})
 	if res.StopReason != agent.StopCompleted {
 		t.Fatalf("stop = %s (%s)", res.StopReason, res.Diagnostic)
 	}
@@ -325,8 +328,8 @@ func TestFollowupAndColdResumeContinueTheSameSession(t *testing.T) {
 	// same activation.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := m1.StartContinuable(ctx, DefaultName, manager.StartRequest{Label: "resumer", Prompt: "first SCENARIO:slow",
-		Parent: manager.ParentRef{Principal: root.Principal, Cwd: f.cwd}}, true)
+	st, err := m1.StartContinuable(ctx, DefaultName, seam.StartRequest{Label: "resumer", Prompt: "first SCENARIO:slow",
+		Parent: seam.ParentRef{Principal: root.Principal, Cwd: f.cwd}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +398,7 @@ func TestResumeOfAnUnknownSessionIsAnError(t *testing.T) {
 	f := newFake(t)
 	store := memstore.New()
 	m := newManager(t, store, f.options(t), nil)
-	id, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "one"})
+	id, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "one"})
 	if res.StopReason != agent.StopCompleted {
 		t.Fatal(res)
 	}
@@ -416,8 +419,8 @@ func TestInterruptStopsTheWholeGroupWithinASecond(t *testing.T) {
 			m := newManager(t, memstore.New(), f.options(t), nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			st, err := m.StartContinuable(ctx, DefaultName, manager.StartRequest{Label: "sleeper", Prompt: "SCENARIO:" + scenario,
-				Parent: manager.ParentRef{Principal: root.Principal, Cwd: f.cwd}}, true)
+			st, err := m.StartContinuable(ctx, DefaultName, seam.StartRequest{Label: "sleeper", Prompt: "SCENARIO:" + scenario,
+				Parent: seam.ParentRef{Principal: root.Principal, Cwd: f.cwd}}, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -460,7 +463,7 @@ func TestTimeoutKillsTheGroup(t *testing.T) {
 	opts.Timeout = 3 * time.Second
 	m := newManager(t, memstore.New(), opts, nil)
 	t0 := time.Now()
-	_, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "SCENARIO:sleep"})
+	_, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "SCENARIO:sleep"})
 	if res.StopReason != agent.StopError || !strings.Contains(res.Diagnostic, "timed out after 3s") {
 		t.Errorf("stop %s, diagnostic %q", res.StopReason, res.Diagnostic)
 	}
@@ -477,8 +480,8 @@ func TestShutdownStopsARunningChild(t *testing.T) {
 	m := newManager(t, memstore.New(), f.options(t), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := m.StartContinuable(ctx, DefaultName, manager.StartRequest{Label: "sleeper", Prompt: "SCENARIO:sleep",
-		Parent: manager.ParentRef{Principal: root.Principal, Cwd: f.cwd}}, true)
+	st, err := m.StartContinuable(ctx, DefaultName, seam.StartRequest{Label: "sleeper", Prompt: "SCENARIO:sleep",
+		Parent: seam.ParentRef{Principal: root.Principal, Cwd: f.cwd}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +506,7 @@ func TestALingeringCLIIsStoppedAfterItsResult(t *testing.T) {
 	t.Cleanup(func() { lingerGrace = old })
 	f := newFake(t)
 	m := newManager(t, memstore.New(), f.options(t), nil)
-	_, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "SCENARIO:linger"})
+	_, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "SCENARIO:linger"})
 	if res.StopReason != agent.StopCompleted || res.Output != "done, but slow to exit" {
 		t.Errorf("stop %s, output %q (%s)", res.StopReason, res.Output, res.Diagnostic)
 	}
@@ -516,7 +519,7 @@ func TestPermissionDenialsAreRecordedInTheDiagnostic(t *testing.T) {
 	f := newFake(t)
 	store := memstore.New()
 	m := newManager(t, store, f.options(t), nil)
-	id, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "SCENARIO:denied"})
+	id, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "SCENARIO:denied"})
 	if res.StopReason != agent.StopCompleted {
 		t.Fatalf("stop = %s", res.StopReason)
 	}
@@ -551,7 +554,7 @@ func TestPermissionModeIsConfigurable(t *testing.T) {
 	opts.PermissionMode = "acceptEdits"
 	opts.Args = []string{"--max-budget-usd", "1"}
 	m := newManager(t, memstore.New(), opts, nil)
-	startAndWait(t, m, f, manager.StartRequest{Prompt: "x"})
+	startAndWait(t, m, f, seam.StartRequest{Prompt: "x"})
 	c := f.lastCall(t)
 	if c.Flags.PermissionMode != "acceptEdits" {
 		t.Errorf("--permission-mode = %q", c.Flags.PermissionMode)
@@ -565,7 +568,7 @@ func TestTheChildSeesOnlyTheConfiguredEnvironment(t *testing.T) {
 	t.Setenv("MCP_SUBAGENT_SERVER_SECRET", "must-not-leak")
 	f := newFake(t)
 	m := newManager(t, memstore.New(), f.options(t), nil)
-	startAndWait(t, m, f, manager.StartRequest{Prompt: "env"})
+	startAndWait(t, m, f, seam.StartRequest{Prompt: "env"})
 	got := f.lastCall(t).Env
 	want := f.options(t).Env
 	slices.Sort(got)
@@ -577,15 +580,15 @@ func TestTheChildSeesOnlyTheConfiguredEnvironment(t *testing.T) {
 
 func TestToolFilterPersonaAndCallbackFlags(t *testing.T) {
 	f := newFake(t)
-	cb := func(self manager.ParentRef) (manager.Callback, func()) {
-		return manager.Callback{URL: "http://127.0.0.1:9/mcp", Token: "tok-" + self.AgentID}, nil
+	cb := func(self seam.ParentRef) (seam.Callback, func()) {
+		return seam.Callback{URL: "http://127.0.0.1:9/mcp", Token: "tok-" + self.AgentID}, nil
 	}
 	m := newManager(t, memstore.New(), f.options(t), cb)
 	mcp := func(n string) string { return "mcp__subagent__" + n }
 
 	t.Run("allow", func(t *testing.T) {
-		id, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "x", Persona: "- You are terse.",
-			ToolFilter: &manager.ToolFilter{Allow: []string{"Read", "Bash(git log:*)", "Bash(git diff:*)", "report", "Task"}}})
+		id, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "x", Persona: "- You are terse.",
+			ToolFilter: &seam.ToolFilter{Allow: []string{"Read", "Bash(git log:*)", "Bash(git diff:*)", "report", "Task"}}})
 		if res.StopReason != agent.StopCompleted {
 			t.Fatal(res)
 		}
@@ -630,15 +633,15 @@ func TestToolFilterPersonaAndCallbackFlags(t *testing.T) {
 		}
 	})
 	t.Run("empty allow keeps no tool", func(t *testing.T) {
-		startAndWait(t, m, f, manager.StartRequest{Prompt: "x", ToolFilter: &manager.ToolFilter{Allow: []string{}}})
+		startAndWait(t, m, f, seam.StartRequest{Prompt: "x", ToolFilter: &seam.ToolFilter{Allow: []string{}}})
 		fl := f.lastCall(t).Flags
 		if !fl.ToolsSet || !slices.Equal(fl.Tools, []string{""}) || len(fl.Allowed) != 0 {
 			t.Errorf("--tools %q --allowedTools %q", fl.Tools, fl.Allowed)
 		}
 	})
 	t.Run("deny", func(t *testing.T) {
-		startAndWait(t, m, f, manager.StartRequest{Prompt: "x",
-			ToolFilter: &manager.ToolFilter{Deny: []string{"Bash", "WebFetch", "mcp__subagent__subagent"}}})
+		startAndWait(t, m, f, seam.StartRequest{Prompt: "x",
+			ToolFilter: &seam.ToolFilter{Deny: []string{"Bash", "WebFetch", "mcp__subagent__subagent"}}})
 		fl := f.lastCall(t).Flags
 		if fl.ToolsSet {
 			t.Errorf("--tools %q with a deny filter", fl.Tools)
@@ -658,7 +661,7 @@ func TestToolFilterPersonaAndCallbackFlags(t *testing.T) {
 func TestDepthIsEnforcedForDelegationsThroughTheCallback(t *testing.T) {
 	f := newFake(t)
 	var mu sync.Mutex
-	selves := map[string]manager.ParentRef{}
+	selves := map[string]seam.ParentRef{}
 	var m *manager.Manager
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -670,22 +673,22 @@ func TestDepthIsEnforcedForDelegationsThroughTheCallback(t *testing.T) {
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
-		st, err := m.StartContinuable(r.Context(), DefaultName, manager.StartRequest{Label: "grandchild", Prompt: string(body), Parent: self}, false)
+		st, err := m.StartContinuable(r.Context(), DefaultName, seam.StartRequest{Label: "grandchild", Prompt: string(body), Parent: self}, false)
 		if err != nil {
-			fmt.Fprintf(w, "%s: %v", manager.CodeOf(err), err)
+			fmt.Fprintf(w, "%s: %v", seam.CodeOf(err), err)
 			return
 		}
 		fmt.Fprintf(w, "started %s at depth %d", st.ChildID, self.Depth+1)
 	}))
 	defer srv.Close()
 	n := 0
-	cb := func(self manager.ParentRef) (manager.Callback, func()) {
+	cb := func(self seam.ParentRef) (seam.Callback, func()) {
 		mu.Lock()
 		defer mu.Unlock()
 		n++
 		tok := fmt.Sprintf("tok-%d", n)
 		selves[tok] = self
-		return manager.Callback{URL: srv.URL, Token: tok}, func() {
+		return seam.Callback{URL: srv.URL, Token: tok}, func() {
 			mu.Lock()
 			delete(selves, tok)
 			mu.Unlock()
@@ -693,11 +696,11 @@ func TestDepthIsEnforcedForDelegationsThroughTheCallback(t *testing.T) {
 	}
 	m = newManager(t, memstore.New(), f.options(t), cb)
 	one, two := 1, 2
-	_, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "SCENARIO:delegate", MaxDepth: &one})
+	_, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "SCENARIO:delegate", MaxDepth: &one})
 	if res.StopReason != agent.StopCompleted || !strings.Contains(res.Output, "DEPTH_EXCEEDED: subagent depth 2 exceeds maxDepth 1") {
 		t.Errorf("max_depth 1: %s %q", res.StopReason, res.Output)
 	}
-	_, res = startAndWait(t, m, f, manager.StartRequest{Prompt: "SCENARIO:delegate", MaxDepth: &two})
+	_, res = startAndWait(t, m, f, seam.StartRequest{Prompt: "SCENARIO:delegate", MaxDepth: &two})
 	if res.StopReason != agent.StopCompleted || !strings.Contains(res.Output, "at depth 2") {
 		t.Errorf("max_depth 2: %s %q", res.StopReason, res.Output)
 	}
@@ -708,8 +711,8 @@ func TestOneShotRunKeepsNoSession(t *testing.T) {
 	m := newManager(t, nil, f.options(t), nil)
 	var notes []string
 	var mu sync.Mutex
-	_, res, err := m.RunOnce(context.Background(), DefaultName, manager.StartRequest{Prompt: "once",
-		Parent: manager.ParentRef{Principal: root.Principal, Cwd: f.cwd},
+	_, res, err := managertest.RunOnce(context.Background(), m, DefaultName, seam.StartRequest{Prompt: "once",
+		Parent: seam.ParentRef{Principal: root.Principal, Cwd: f.cwd},
 		Progress: func(n string) {
 			mu.Lock()
 			notes = append(notes, n)
@@ -737,21 +740,21 @@ func TestAMissingCommandRefusesTheStart(t *testing.T) {
 	opts := f.options(t)
 	opts.Command = "claude-definitely-not-installed"
 	m := newManager(t, memstore.New(), opts, nil)
-	_, err := m.StartContinuable(context.Background(), DefaultName, manager.StartRequest{Label: "x", Prompt: "x",
-		Parent: manager.ParentRef{Principal: root.Principal, Cwd: f.cwd}}, true)
-	if manager.CodeOf(err) != manager.CodeInvalidRequest || !strings.Contains(err.Error(), "claude-definitely-not-installed") {
+	_, err := m.StartContinuable(context.Background(), DefaultName, seam.StartRequest{Label: "x", Prompt: "x",
+		Parent: seam.ParentRef{Principal: root.Principal, Cwd: f.cwd}}, true)
+	if seam.CodeOf(err) != seam.CodeInvalidRequest || !strings.Contains(err.Error(), "claude-definitely-not-installed") {
 		t.Errorf("err = %v", err)
 	}
 }
 
 func TestCapabilities(t *testing.T) {
 	got := New(Options{}).Capabilities()
-	want := manager.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
+	want := seam.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
 	if got != want {
 		t.Errorf("capabilities = %+v", got)
 	}
-	var p manager.Provider = New(Options{})
-	if _, ok := p.(manager.ToolNamer); ok {
+	var p seam.Provider = New(Options{})
+	if _, ok := p.(seam.ToolNamer); ok {
 		t.Error("claude-code must not be a ToolNamer: Claude's tool names are open-ended")
 	}
 	if p.Name() != "claude-code" {
@@ -818,7 +821,7 @@ func TestNoGoroutineOutlivesATurn(t *testing.T) {
 	before := settle()
 	for _, prompt := range []string{"hi", "SCENARIO:no-result", "SCENARIO:denied", "SCENARIO:sleep", "SCENARIO:linger"} {
 		j, _ := agent.NewJournal(nil)
-		d, err := p.newDriver(turnConfig{cwd: f.cwd, callback: manager.Callback{URL: "http://127.0.0.1:9/mcp", Token: "t"}}, j)
+		d, err := p.newDriver(turnConfig{cwd: f.cwd, callback: seam.Callback{URL: "http://127.0.0.1:9/mcp", Token: "t"}}, j)
 		if err != nil {
 			t.Fatal(err)
 		}

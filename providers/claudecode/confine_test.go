@@ -7,9 +7,9 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/confinetest"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // TestRealClaudeRunsConfined runs the real Claude Code CLI under the
@@ -41,7 +41,7 @@ func TestRealClaudeRunsConfined(t *testing.T) {
 				}}
 			m := newManager(t, memstore.New(), opts, nil)
 			f := &fake{cwd: t.TempDir()}
-			id, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "run the probe"})
+			id, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "run the probe"})
 			if res.StopReason != agent.StopCompleted || res.Output != "probe done" {
 				t.Fatalf("turn: %s %q (%s)", res.StopReason, res.Output, res.Diagnostic)
 			}

@@ -127,7 +127,7 @@
 //	                    ways to start agents, Task/Agent and Workflow, are always removed, so nesting
 //	                    cannot bypass it (checked on the wire in TestRealCLI).
 //
-// The provider is not a manager.ToolNamer: Claude's tool names are
+// The provider is not a seam.ToolNamer: Claude's tool names are
 // open-ended (built-ins vary by version; permission rules such as
 // "Bash(git *)" are valid names), so a filter's names are passed through
 // unchecked. The CLI ignores a --tools name it does not know.

@@ -14,10 +14,10 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
 	"github.com/mcp-subagent/mcp-subagent/schemas"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 const (
@@ -278,7 +278,7 @@ type flags struct {
 // plainly ("report") or as Claude sees them ("mcp__subagent__report"); a
 // kept one is pre-approved, a filtered one removed. alwaysDenied are
 // always removed.
-func toolFlags(f *manager.ToolFilter, callback bool) flags {
+func toolFlags(f *seam.ToolFilter, callback bool) flags {
 	var fl flags
 	denied := map[string]bool{}
 	for _, n := range alwaysDenied {
@@ -328,7 +328,7 @@ func toolFlags(f *manager.ToolFilter, callback bool) flags {
 func mcpName(tool string) string { return "mcp__" + mcpServerName + "__" + tool }
 
 // keeps reports whether f keeps a callback tool known by either name.
-func keeps(f *manager.ToolFilter, plain, full string) bool {
+func keeps(f *seam.ToolFilter, plain, full string) bool {
 	if f == nil {
 		return true
 	}

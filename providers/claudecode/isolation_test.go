@@ -14,8 +14,8 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // TestRealCLIChildSeesOnlyThisServer: the user's own Claude configuration
@@ -128,11 +128,11 @@ func childSeesOnlyThisServer(t *testing.T, path string, configDir bool) {
 		}
 	}
 
-	m := newManager(t, memstore.New(), opts, func(manager.ParentRef) (manager.Callback, func()) {
-		return manager.Callback{URL: cb.URL + "/mcp", Token: cb.token}, nil
+	m := newManager(t, memstore.New(), opts, func(seam.ParentRef) (seam.Callback, func()) {
+		return seam.Callback{URL: cb.URL + "/mcp", Token: cb.token}, nil
 	})
 	f := &fake{cwd: cwd}
-	id, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "REAL:report isolation-7802"})
+	id, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "REAL:report isolation-7802"})
 	if res.StopReason != agent.StopCompleted {
 		t.Fatalf("first turn: %s %q (%s)", res.StopReason, res.Output, res.Diagnostic)
 	}

@@ -5,8 +5,8 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // A call's model and effort reach claude's command line (--model,
@@ -18,7 +18,7 @@ func TestTheCallsModelAndEffortReachEveryTurnsCommandLine(t *testing.T) {
 	opts := f.options(t)
 	opts.Model = "deployment-model"
 	m1 := newManager(t, store, opts, nil)
-	id, res := startAndWait(t, m1, f, manager.StartRequest{Prompt: "one", Model: "opus", Effort: llm.EffortLow})
+	id, res := startAndWait(t, m1, f, seam.StartRequest{Prompt: "one", Model: "opus", Effort: llm.EffortLow})
 	if res.StopReason != agent.StopCompleted {
 		t.Fatalf("stop = %q (%s)", res.StopReason, res.Diagnostic)
 	}
@@ -42,7 +42,7 @@ func TestWithoutACallModelTheDeploymentsIsUsed(t *testing.T) {
 	f := newFake(t)
 	opts := f.options(t)
 	opts.Model = "deployment-model"
-	if _, res := startAndWait(t, newManager(t, memstore.New(), opts, nil), f, manager.StartRequest{Prompt: "one"}); res.StopReason != agent.StopCompleted {
+	if _, res := startAndWait(t, newManager(t, memstore.New(), opts, nil), f, seam.StartRequest{Prompt: "one"}); res.StopReason != agent.StopCompleted {
 		t.Fatalf("stop = %q (%s)", res.StopReason, res.Diagnostic)
 	}
 	if c := f.lastCall(t); c.Flags.Model != "deployment-model" || c.Flags.Effort != "" {

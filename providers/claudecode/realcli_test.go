@@ -27,8 +27,10 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // realClaude finds a claude binary that runs: on PATH, or where `npm
@@ -320,8 +322,8 @@ func TestRealCLI(t *testing.T) {
 	cwd := t.TempDir()
 	opts := realOptions(t, path, api.URL)
 	cb := newCallbackServer(t)
-	callback := func(self manager.ParentRef) (manager.Callback, func()) {
-		return manager.Callback{URL: cb.URL + "/mcp", Token: cb.token}, nil
+	callback := func(self seam.ParentRef) (seam.Callback, func()) {
+		return seam.Callback{URL: cb.URL + "/mcp", Token: cb.token}, nil
 	}
 	store := memstore.New()
 	m := newManager(t, store, opts, callback)
@@ -329,7 +331,7 @@ func TestRealCLI(t *testing.T) {
 	outer := t // owns the managers the subtests share
 
 	t.Run("a completed delegation, a follow-up and a cold resume continue one session", func(t *testing.T) {
-		id, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "REAL:hello first-marker-7731"})
+		id, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "REAL:hello first-marker-7731"})
 		if res.StopReason != agent.StopCompleted || !strings.HasPrefix(res.Output, "hello from the fake model") {
 			t.Fatalf("first turn: %s %q (%s)", res.StopReason, res.Output, res.Diagnostic)
 		}
@@ -372,7 +374,7 @@ func TestRealCLI(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
 			claims, _ := store.Residents(context.Background())
-			if !slices.ContainsFunc(claims, func(c manager.Claim) bool { return c.ChildID == id }) {
+			if !slices.ContainsFunc(claims, func(c seam.Claim) bool { return c.ChildID == id }) {
 				break
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -391,15 +393,15 @@ func TestRealCLI(t *testing.T) {
 
 	t.Run("structured output", func(t *testing.T) {
 		schema := `{"type":"object","properties":{"answer":{"type":"integer"}},"required":["answer"]}`
-		_, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "REAL:structured", OutputSchema: json.RawMessage(schema)})
+		_, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "REAL:structured", OutputSchema: json.RawMessage(schema)})
 		if res.StopReason != agent.StopCompleted || string(res.Structured) != `{"answer":42}` {
 			t.Errorf("%s structured %s (%s)", res.StopReason, res.Structured, res.Diagnostic)
 		}
 	})
 
 	t.Run("persona and tool filter reach the model", func(t *testing.T) {
-		_, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "REAL:hello allow-marker-7741", Persona: "PERSONA-MARKER-7741: answer tersely.",
-			ToolFilter: &manager.ToolFilter{Allow: []string{"Read", "Bash(git status:*)"}}})
+		_, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "REAL:hello allow-marker-7741", Persona: "PERSONA-MARKER-7741: answer tersely.",
+			ToolFilter: &seam.ToolFilter{Allow: []string{"Read", "Bash(git status:*)"}}})
 		if res.StopReason != agent.StopCompleted {
 			t.Fatalf("%s (%s)", res.StopReason, res.Diagnostic)
 		}
@@ -417,8 +419,8 @@ func TestRealCLI(t *testing.T) {
 			t.Errorf("tools shown with allow [Read, Bash(git status:*)] = %q", got)
 		}
 
-		_, res = startAndWait(t, m, f, manager.StartRequest{Prompt: "REAL:hello deny-marker-7742",
-			ToolFilter: &manager.ToolFilter{Deny: []string{"Bash", "report"}}})
+		_, res = startAndWait(t, m, f, seam.StartRequest{Prompt: "REAL:hello deny-marker-7742",
+			ToolFilter: &seam.ToolFilter{Deny: []string{"Bash", "report"}}})
 		if res.StopReason != agent.StopCompleted {
 			t.Fatalf("%s (%s)", res.StopReason, res.Diagnostic)
 		}
@@ -439,7 +441,7 @@ func TestRealCLI(t *testing.T) {
 	})
 
 	t.Run("a tool the policy does not allow is denied and recorded", func(t *testing.T) {
-		_, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "REAL:denied"})
+		_, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "REAL:denied"})
 		if res.StopReason != agent.StopCompleted || !strings.Contains(res.Diagnostic, "denied: Bash") {
 			t.Errorf("%s, diagnostic %q", res.StopReason, res.Diagnostic)
 		}
@@ -453,7 +455,7 @@ func TestRealCLI(t *testing.T) {
 		if err := os.WriteFile(file, []byte("CONTENT-MARKER-7751\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "REAL:read READ-PATH=" + file})
+		_, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "REAL:read READ-PATH=" + file})
 		if res.StopReason != agent.StopCompleted || res.Diagnostic != "" {
 			t.Fatalf("%s (%s)", res.StopReason, res.Diagnostic)
 		}
@@ -468,7 +470,7 @@ func TestRealCLI(t *testing.T) {
 	})
 
 	t.Run("the child calls report back over HTTP with its token", func(t *testing.T) {
-		_, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "REAL:report"})
+		_, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "REAL:report"})
 		if res.StopReason != agent.StopCompleted {
 			t.Fatalf("%s (%s)", res.StopReason, res.Diagnostic)
 		}
@@ -485,8 +487,8 @@ func TestRealCLI(t *testing.T) {
 	t.Run("interrupt stops the CLI within a second", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		st, err := m.StartContinuable(ctx, DefaultName, manager.StartRequest{Label: "hang", Prompt: "REAL:hang",
-			Parent: manager.ParentRef{Principal: root.Principal, Cwd: cwd}}, true)
+		st, err := m.StartContinuable(ctx, DefaultName, seam.StartRequest{Label: "hang", Prompt: "REAL:hang",
+			Parent: seam.ParentRef{Principal: root.Principal, Cwd: cwd}}, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -522,8 +524,8 @@ func TestRealCLI(t *testing.T) {
 	})
 
 	t.Run("a one-shot run", func(t *testing.T) {
-		_, res, err := m.RunOnce(context.Background(), DefaultName, manager.StartRequest{Prompt: "REAL:hello oneshot-7771",
-			Parent: manager.ParentRef{Principal: root.Principal, Cwd: cwd}})
+		_, res, err := managertest.RunOnce(context.Background(), m, DefaultName, seam.StartRequest{Prompt: "REAL:hello oneshot-7771",
+			Parent: seam.ParentRef{Principal: root.Principal, Cwd: cwd}})
 		if err != nil || res.StopReason != agent.StopCompleted || !strings.HasPrefix(res.Output, "hello from the fake model") {
 			t.Errorf("%v: %s %q (%s)", err, res.StopReason, res.Output, res.Diagnostic)
 		}

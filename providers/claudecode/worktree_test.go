@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/gittest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // A Claude Code child asked for isolation runs inside its own worktree:
@@ -28,7 +29,7 @@ func TestAClaudeCodeChildWorksInsideItsWorktree(t *testing.T) {
 		defer cancel()
 		_ = m.Close(ctx)
 	})
-	_, res := startAndWait(t, m, f, manager.StartRequest{Prompt: "SCENARIO: write", Isolation: manager.IsolationWorktree})
+	_, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "SCENARIO: write", Isolation: manager.IsolationWorktree})
 	if res.StopReason != "completed" || res.Worktree == nil {
 		t.Fatalf("result %+v", res)
 	}
@@ -57,7 +58,7 @@ func TestRealCLIWorksInsideItsWorktree(t *testing.T) {
 		defer cancel()
 		_ = m.Close(ctx)
 	})
-	_, res := startAndWait(t, m, &fake{cwd: repo}, manager.StartRequest{Prompt: "REAL:hello worktree-marker-7791", Isolation: manager.IsolationWorktree})
+	_, res := startAndWait(t, m, &fake{cwd: repo}, seam.StartRequest{Prompt: "REAL:hello worktree-marker-7791", Isolation: manager.IsolationWorktree})
 	if res.StopReason != "completed" || res.Worktree == nil {
 		t.Fatalf("%s %+v (%s)", res.StopReason, res.Worktree, res.Diagnostic)
 	}

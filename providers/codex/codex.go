@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // TokenEnv is the environment variable through which a child's Codex gets
@@ -43,9 +43,9 @@ type Options struct {
 	// the package documentation, Isolation).
 	Env []string
 	// EnvFor, when set, is the environment of a child started under a root
-	// session's settings (manager.Settings: its PATH, its keys), for
+	// session's settings (seam.Settings: its PATH, its keys), for
 	// principal; it replaces Env for that child. Nil: Env for every child.
-	EnvFor func(principal string, s *manager.Settings) []string
+	EnvFor func(principal string, s *seam.Settings) []string
 	Model  string // -m; zero: Codex's configured model
 	// Sandbox is the -s sandbox for the child's commands (read-only,
 	// workspace-write, danger-full-access); zero: DefaultSandbox, or
@@ -78,9 +78,9 @@ type Provider struct {
 }
 
 var (
-	_ manager.Provider    = (*Provider)(nil)
-	_ manager.Continuable = (*Provider)(nil)
-	_ manager.Describer   = (*Provider)(nil)
+	_ seam.Provider    = (*Provider)(nil)
+	_ seam.Continuable = (*Provider)(nil)
+	_ seam.Describer   = (*Provider)(nil)
 )
 
 // New returns a codex provider.
@@ -120,8 +120,8 @@ func (p *Provider) Name() string { return p.opts.Name }
 // sub-agents are switched off, so nesting goes only through this server).
 // There is no tool filter: Codex's built-in tools cannot be listed and
 // removed per child.
-func (p *Provider) Capabilities() manager.Capabilities {
-	return manager.Capabilities{OutputSchema: true, DepthLimit: true, Persona: true}
+func (p *Provider) Capabilities() seam.Capabilities {
+	return seam.Capabilities{OutputSchema: true, DepthLimit: true, Persona: true}
 }
 
 // InheritsParentContext is false: a Codex child starts from its prompt only.
@@ -138,7 +138,7 @@ func (p *Provider) Description() string {
 }
 
 // envFor is the environment of a child under settings s.
-func (p *Provider) envFor(principal string, s *manager.Settings) []string {
+func (p *Provider) envFor(principal string, s *seam.Settings) []string {
 	if s == nil || p.opts.EnvFor == nil {
 		return p.opts.Env
 	}
@@ -149,7 +149,7 @@ func (p *Provider) envFor(principal string, s *manager.Settings) []string {
 func (p *Provider) command(env []string) (string, error) {
 	path, err := extturn.LookPath(p.opts.Command, env)
 	if err != nil {
-		return "", &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
+		return "", &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name,
 			Message: fmt.Sprintf("the codex command %q was not found; install @openai/codex or configure its path", p.opts.Command), Err: err}
 	}
 	return path, nil
@@ -159,15 +159,15 @@ func (p *Provider) command(env []string) (string, error) {
 // request's Codex model id, else Options.Model) and the effort. The Codex
 // thread id is not known until the first turn starts; the driver records
 // it in the journal as a session event.
-func (p *Provider) Prepare(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+func (p *Provider) Prepare(ctx context.Context, req seam.StartRequest) (seam.CreationInputs, error) {
 	if _, err := p.command(p.envFor(req.Parent.Principal, req.Parent.Settings)); err != nil {
-		return manager.CreationInputs{}, err
+		return seam.CreationInputs{}, err
 	}
 	model := req.Model
 	if model == "" {
 		model = p.opts.Model
 	}
-	return manager.CreationInputs{Model: model, Effort: req.Effort}, nil
+	return seam.CreationInputs{Model: model, Effort: req.Effort}, nil
 }
 
 // Continuable marks Codex children as continuable: a later turn resumes
@@ -178,7 +178,7 @@ func (p *Provider) Continuable() {}
 // journal, for a one-shot run, a new child and a cold resume alike: the
 // thread to continue is the last session the journal recorded. A one-shot
 // run's thread is --ephemeral: Codex keeps nothing of it.
-func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
+func (p *Provider) NewDriver(ctx context.Context, req seam.DriverRequest) (seam.Driver, error) {
 	if req.Journal == nil {
 		return nil, errors.New("codex: no journal")
 	}

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
-	"github.com/mcp-subagent/mcp-subagent/internal/subreaper/leaktest"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,8 +20,12 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
+	"github.com/mcp-subagent/mcp-subagent/internal/subreaper/leaktest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 func TestMain(m *testing.M) {
@@ -41,7 +43,7 @@ type fixture struct {
 	cwd    string // the parent's (and child's) working directory
 	store  *memstore.Store
 	m      *manager.Manager
-	parent manager.ParentRef
+	parent seam.ParentRef
 	opts   Options
 
 	// open counts each child's epochs begun and not yet ended, over every
@@ -67,7 +69,7 @@ func newFixture(t *testing.T, mod func(*Options), mopts ...func(*manager.Options
 	if mod != nil {
 		mod(&f.opts)
 	}
-	f.parent = manager.ParentRef{Principal: "local", Cwd: f.cwd}
+	f.parent = seam.ParentRef{Principal: "local", Cwd: f.cwd}
 	f.m = f.newManager(mopts...)
 	return f
 }
@@ -115,9 +117,9 @@ func ctxT(t *testing.T) context.Context {
 }
 
 // start starts a continuable child and waits for its first turn.
-func (f *fixture) start(prompt string, mod func(*manager.StartRequest)) (*manager.Started, manager.Result) {
+func (f *fixture) start(prompt string, mod func(*seam.StartRequest)) (*manager.Started, seam.Result) {
 	f.t.Helper()
-	req := manager.StartRequest{Label: "test", Prompt: prompt, Parent: f.parent}
+	req := seam.StartRequest{Label: "test", Prompt: prompt, Parent: f.parent}
 	if mod != nil {
 		mod(&req)
 	}
@@ -132,7 +134,7 @@ func (f *fixture) start(prompt string, mod func(*manager.StartRequest)) (*manage
 	return st, res
 }
 
-func (f *fixture) followup(m *manager.Manager, id, text string) (*manager.Sent, manager.Result) {
+func (f *fixture) followup(m *manager.Manager, id, text string) (*manager.Sent, seam.Result) {
 	f.t.Helper()
 	s, err := m.Followup(ctxT(f.t), f.parent, id, text, true)
 	if err != nil {
@@ -300,7 +302,7 @@ const testSchema = `{"type":"object","properties":{"answer":{"type":"string"}},"
 
 func TestAnOutputSchemaGoesToCodexAndItsAnswerIsStructured(t *testing.T) {
 	f := newFixture(t, nil)
-	_, res := f.start("SCHEMA please", func(r *manager.StartRequest) { r.OutputSchema = json.RawMessage(testSchema) })
+	_, res := f.start("SCHEMA please", func(r *seam.StartRequest) { r.OutputSchema = json.RawMessage(testSchema) })
 	if res.StopReason != agent.StopCompleted {
 		t.Fatalf("stop = %q (%s)", res.StopReason, res.Diagnostic)
 	}
@@ -315,7 +317,7 @@ func TestAnOutputSchemaGoesToCodexAndItsAnswerIsStructured(t *testing.T) {
 		t.Errorf("the schema file was left behind: %v", err)
 	}
 
-	_, res = f.start("BADSCHEMA please", func(r *manager.StartRequest) { r.OutputSchema = json.RawMessage(testSchema) })
+	_, res = f.start("BADSCHEMA please", func(r *seam.StartRequest) { r.OutputSchema = json.RawMessage(testSchema) })
 	if res.StopReason != agent.StopError || res.Structured != nil || res.Output != "not JSON at all" ||
 		!strings.Contains(res.Diagnostic, "does not meet the output schema") {
 		t.Errorf("bad answer: stop %q, structured %s, output %q, diagnostic %q", res.StopReason, res.Structured, res.Output, res.Diagnostic)
@@ -493,7 +495,7 @@ func TestLiveMembersSeesRunningMembersAndNotKilledOnes(t *testing.T) {
 
 func TestInterruptAbortsTheTurnWithinASecondAndEndsTheWholeGroup(t *testing.T) {
 	f := newFixture(t, nil)
-	req := manager.StartRequest{Label: "hang", Prompt: "HANG", Parent: f.parent}
+	req := seam.StartRequest{Label: "hang", Prompt: "HANG", Parent: f.parent}
 	st, err := f.m.StartContinuable(ctxT(t), "codex", req, true)
 	if err != nil {
 		t.Fatal(err)
@@ -547,7 +549,7 @@ func TestATimeoutEndsTheTurnAsAnErrorAndKillsTheGroup(t *testing.T) {
 func TestServerShutdownEndsTheTurnAndTheGroupAndLeaksNoGoroutine(t *testing.T) {
 	base := runtime.NumGoroutine()
 	f := newFixture(t, nil)
-	_, err := f.m.StartContinuable(ctxT(t), "codex", manager.StartRequest{Label: "hang", Prompt: "HANG", Parent: f.parent}, false)
+	_, err := f.m.StartContinuable(ctxT(t), "codex", seam.StartRequest{Label: "hang", Prompt: "HANG", Parent: f.parent}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -598,8 +600,8 @@ func TestTheChildCallsThisServerBackWithItsBearerToken(t *testing.T) {
 	defer srv.Close()
 	revoked := make(chan string, 4)
 	f := newFixture(t, nil, func(o *manager.Options) {
-		o.Callback = func(self manager.ParentRef) (manager.Callback, func()) {
-			return manager.Callback{URL: srv.URL + "/mcp", Token: token}, func() { revoked <- self.AgentID }
+		o.Callback = func(self seam.ParentRef) (seam.Callback, func()) {
+			return seam.Callback{URL: srv.URL + "/mcp", Token: token}, func() { revoked <- self.AgentID }
 		}
 	})
 	st, res := f.start("CALLBACK", nil)
@@ -631,7 +633,7 @@ func TestTheChildCallsThisServerBackWithItsBearerToken(t *testing.T) {
 func TestAPersonaBecomesDeveloperInstructions(t *testing.T) {
 	f := newFixture(t, nil)
 	persona := "You are \"terse\".\nAnswer in one line\\no more."
-	_, res := f.start("hi", func(r *manager.StartRequest) { r.Persona = persona })
+	_, res := f.start("hi", func(r *seam.StartRequest) { r.Persona = persona })
 	if res.StopReason != agent.StopCompleted {
 		t.Fatalf("stop = %q (%s)", res.StopReason, res.Diagnostic)
 	}
@@ -654,16 +656,16 @@ func TestASandboxDenialIsDiagnosed(t *testing.T) {
 
 func TestCapabilitiesAreCheckedBeforeStart(t *testing.T) {
 	f := newFixture(t, nil)
-	req := manager.StartRequest{Label: "x", Prompt: "hi", Parent: f.parent, ToolFilter: &manager.ToolFilter{Deny: []string{"shell"}}}
+	req := seam.StartRequest{Label: "x", Prompt: "hi", Parent: f.parent, ToolFilter: &seam.ToolFilter{Deny: []string{"shell"}}}
 	_, err := f.m.StartContinuable(ctxT(t), "codex", req, true)
-	if !errors.Is(err, manager.ErrUnsupportedCapability) {
+	if !errors.Is(err, seam.ErrUnsupportedCapability) {
 		t.Errorf("tool filter: err = %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(f.dir, "calls.jsonl")); err == nil {
 		t.Error("codex ran for a refused request")
 	}
 	one := 1
-	_, res := f.start("capped", func(r *manager.StartRequest) { r.MaxDepth = &one })
+	_, res := f.start("capped", func(r *seam.StartRequest) { r.MaxDepth = &one })
 	if res.StopReason != agent.StopCompleted {
 		t.Errorf("max_depth: %q (%s)", res.StopReason, res.Diagnostic)
 	}
@@ -675,7 +677,7 @@ func TestAOneShotRunUsesAnEphemeralThread(t *testing.T) {
 	var events []manager.Event
 	var mu sync.Mutex
 	defer f.m.Subscribe(func(e manager.Event) { mu.Lock(); events = append(events, e); mu.Unlock() })()
-	id, res, err := f.m.RunOnce(ctxT(t), "codex", manager.StartRequest{Label: "x", Prompt: "once", Parent: f.parent,
+	id, res, err := managertest.RunOnce(ctxT(t), f.m, "codex", seam.StartRequest{Label: "x", Prompt: "once", Parent: f.parent,
 		Progress: func(n string) { notes = append(notes, n) }})
 	if err != nil {
 		t.Fatal(err)
@@ -699,7 +701,7 @@ func TestAOneShotRunUsesAnEphemeralThread(t *testing.T) {
 
 func TestAMissingCommandIsRefusedAtStart(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.Command = filepath.Join(t.TempDir(), "no-codex") })
-	_, err := f.m.StartContinuable(ctxT(t), "codex", manager.StartRequest{Label: "x", Prompt: "hi", Parent: f.parent}, true)
+	_, err := f.m.StartContinuable(ctxT(t), "codex", seam.StartRequest{Label: "x", Prompt: "hi", Parent: f.parent}, true)
 	if err == nil || !strings.Contains(err.Error(), "was not found") {
 		t.Errorf("err = %v", err)
 	}
@@ -784,7 +786,7 @@ func TestNothingCodexStartedOutlivesItsTurn(t *testing.T) {
 	})
 	t.Run("interrupt", func(t *testing.T) {
 		f, mark := escapes(t)
-		st, err := f.m.StartContinuable(ctxT(t), "codex", manager.StartRequest{Label: "escape", Prompt: "ESCAPE STAY", Parent: f.parent}, true)
+		st, err := f.m.StartContinuable(ctxT(t), "codex", seam.StartRequest{Label: "escape", Prompt: "ESCAPE STAY", Parent: f.parent}, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -799,7 +801,7 @@ func TestNothingCodexStartedOutlivesItsTurn(t *testing.T) {
 	})
 	t.Run("shutdown", func(t *testing.T) {
 		f, mark := escapes(t)
-		if _, err := f.m.StartContinuable(ctxT(t), "codex", manager.StartRequest{Label: "escape", Prompt: "ESCAPE STAY", Parent: f.parent}, false); err != nil {
+		if _, err := f.m.StartContinuable(ctxT(t), "codex", seam.StartRequest{Label: "escape", Prompt: "ESCAPE STAY", Parent: f.parent}, false); err != nil {
 			t.Fatal(err)
 		}
 		waitPID(t, f.dir, "pid")

@@ -13,9 +13,9 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeresponses"
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/confinetest"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // shellCall is a call to the shell tool the request offers, running
@@ -94,7 +94,7 @@ func TestRealCodexRunsConfined(t *testing.T) {
 			f.opts = Options{Command: bin, Timeout: 2 * time.Minute, Sandbox: c.codexSandbox,
 				Confine: sandbox.Agent{Mode: c.mode},
 				Env:     []string{"PATH=" + strings.Join(path, ":"), "HOME=" + probe.Home, "FAKE_API_KEY=test"}}
-			f.parent = manager.ParentRef{Principal: "local", Cwd: f.cwd}
+			f.parent = seam.ParentRef{Principal: "local", Cwd: f.cwd}
 			f.m = f.newManager()
 
 			st, res := f.start("run the probe", nil)

@@ -15,9 +15,9 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 const (
@@ -50,7 +50,7 @@ type driver struct {
 	p         *Provider
 	cwd       string
 	journal   *agent.Journal
-	callback  manager.Callback
+	callback  seam.Callback
 	ephemeral bool // one-shot: the thread is not kept
 	model     string
 	effort    llm.Effort // -c model_reasoning_effort; empty: Codex's own setting

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // userMCPConfig is a user's Codex home whose config.toml registers this
@@ -144,8 +145,8 @@ trust_level = "trusted"
 		o.Env = append(o.Env, "CODEX_HOME="+u.home, "CORP_KEY=k")
 		o.Config = []string{`model_reasoning_effort="low"`}
 	}, func(o *manager.Options) {
-		o.Callback = func(manager.ParentRef) (manager.Callback, func()) {
-			return manager.Callback{URL: srv.URL + "/mcp", Token: token}, nil
+		o.Callback = func(seam.ParentRef) (seam.Callback, func()) {
+			return seam.Callback{URL: srv.URL + "/mcp", Token: token}, nil
 		}
 	})
 	st, res := f.start("CALLBACK", nil)

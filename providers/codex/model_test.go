@@ -5,7 +5,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // A call's model and effort reach Codex's command line (-m, and
@@ -16,7 +16,7 @@ func TestTheCallsModelAndEffortReachEveryTurnsCommandLine(t *testing.T) {
 		o.Model = "deployment-model"
 		o.Config = []string{`model_reasoning_effort="minimal"`}
 	})
-	st, res := f.start("one", func(r *manager.StartRequest) { r.Model, r.Effort = "gpt-5-codex", llm.EffortHigh })
+	st, res := f.start("one", func(r *seam.StartRequest) { r.Model, r.Effort = "gpt-5-codex", llm.EffortHigh })
 	if res.StopReason != agent.StopCompleted {
 		t.Fatalf("stop = %q (%s)", res.StopReason, res.Diagnostic)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // The real Codex CLI against a fake Responses API (REFERENCE §4). These
@@ -273,7 +274,7 @@ func realFixtureIn(t *testing.T, bin, home string, cfg string, mopts ...func(*ma
 	f.store = memstore.New()
 	f.opts = Options{Command: bin, Timeout: 2 * time.Minute, Env: []string{
 		"PATH=" + strings.Join(path, ":"), "HOME=" + home, "CODEX_HOME=" + home, "FAKE_API_KEY=test"}}
-	f.parent = manager.ParentRef{Principal: "local", Cwd: f.cwd}
+	f.parent = seam.ParentRef{Principal: "local", Cwd: f.cwd}
 	f.m = f.newManager(mopts...)
 	return f, api
 }
@@ -292,7 +293,7 @@ func TestRealCodexCompletesAFollowupAndAColdResumeOnOneThread(t *testing.T) {
 	f, api := realFixture(t, bin)
 	const persona = "PERSONA-MARKER: answer tersely."
 
-	st, res := f.start("first prompt", func(r *manager.StartRequest) { r.Persona = persona })
+	st, res := f.start("first prompt", func(r *seam.StartRequest) { r.Persona = persona })
 	if res.StopReason != agent.StopCompleted || res.Output != "real reply to: first prompt" {
 		t.Fatalf("first turn: %q %q (%s)", res.StopReason, res.Output, res.Diagnostic)
 	}
@@ -357,7 +358,7 @@ func TestRealCodexCompletesAFollowupAndAColdResumeOnOneThread(t *testing.T) {
 func TestRealCodexHonoursTheOutputSchema(t *testing.T) {
 	bin := findCodex(t)
 	f, api := realFixture(t, bin)
-	_, res := f.start("structured please", func(r *manager.StartRequest) { r.OutputSchema = json.RawMessage(testSchema) })
+	_, res := f.start("structured please", func(r *seam.StartRequest) { r.OutputSchema = json.RawMessage(testSchema) })
 	if res.StopReason != agent.StopCompleted || string(res.Structured) != `{"answer":"42"}` {
 		t.Fatalf("stop %q, structured %s (%s)", res.StopReason, res.Structured, res.Diagnostic)
 	}
@@ -408,8 +409,8 @@ func newReportServer(t *testing.T, token string) *reportServer {
 
 func (rs *reportServer) callback(token string) func(o *manager.Options) {
 	return func(o *manager.Options) {
-		o.Callback = func(manager.ParentRef) (manager.Callback, func()) {
-			return manager.Callback{URL: rs.URL + "/mcp", Token: token}, nil
+		o.Callback = func(seam.ParentRef) (seam.Callback, func()) {
+			return seam.Callback{URL: rs.URL + "/mcp", Token: token}, nil
 		}
 	}
 }
@@ -613,7 +614,7 @@ func codexProcesses(dir string) []string {
 func TestRealCodexIsInterruptedWithinASecondAndLeavesNoProcess(t *testing.T) {
 	bin := findCodex(t)
 	f, api := realFixture(t, bin)
-	st, err := f.m.StartContinuable(ctxT(t), "codex", manager.StartRequest{Label: "hang", Prompt: "HANG", Parent: f.parent}, true)
+	st, err := f.m.StartContinuable(ctxT(t), "codex", seam.StartRequest{Label: "hang", Prompt: "HANG", Parent: f.parent}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

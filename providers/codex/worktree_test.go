@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/internal/gittest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // A Codex child asked for isolation runs inside its own worktree: the
@@ -18,7 +19,7 @@ import (
 func TestACodexChildWorksInsideItsWorktree(t *testing.T) {
 	f := newFixture(t, nil, func(o *manager.Options) { o.Worktrees = filepath.Join(t.TempDir(), "worktrees") })
 	repo := gittest.Init(t, f.cwd, nil)
-	_, res := f.start("WRITE a file", func(r *manager.StartRequest) { r.Isolation = manager.IsolationWorktree })
+	_, res := f.start("WRITE a file", func(r *seam.StartRequest) { r.Isolation = manager.IsolationWorktree })
 	if res.StopReason != "completed" || res.Worktree == nil {
 		t.Fatalf("result %+v", res)
 	}
@@ -39,7 +40,7 @@ func TestRealCodexWorksInsideItsWorktree(t *testing.T) {
 	bin := findCodex(t)
 	f, api := realFixture(t, bin, func(o *manager.Options) { o.Worktrees = filepath.Join(t.TempDir(), "worktrees") })
 	repo := gittest.Init(t, f.cwd, nil)
-	_, res := f.start("hello from a worktree", func(r *manager.StartRequest) { r.Isolation = manager.IsolationWorktree })
+	_, res := f.start("hello from a worktree", func(r *seam.StartRequest) { r.Isolation = manager.IsolationWorktree })
 	if res.StopReason != "completed" || res.Worktree == nil {
 		t.Fatalf("%s %+v (%s)", res.StopReason, res.Worktree, res.Diagnostic)
 	}

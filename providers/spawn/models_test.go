@@ -11,29 +11,32 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // twoModels is a manager whose spawn and fork run on two models, each
 // behind its own fake server: "main" (the default, id main-id) and "fast"
 // (id fast-id, default effort low).
-func twoModels(t *testing.T, store manager.Store) (main, fast *fakeopenai.Server, m *manager.Manager) {
+func twoModels(t *testing.T, store seam.Store) (main, fast *fakeopenai.Server, m *manager.Manager) {
 	t.Helper()
 	main = fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "from main"}))
 	fast = fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "from fast"}))
 	t.Cleanup(main.Close)
 	t.Cleanup(fast.Close)
 	client := func(s *fakeopenai.Server) llm.Client {
-		return llm.NewOpenAI(llm.Config{BaseURL: s.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
+		return openai.New(transport.Config{BaseURL: s.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
 	}
 	opts := spawn.Options{Models: []spawn.Model{
 		{Name: "main", Client: client(main), ID: "main-id"},
 		{Name: "fast", Client: client(fast), ID: "fast-id", MaxTokens: 77, Effort: llm.EffortLow},
 	}}
 	m = manager.New(manager.Options{Store: store})
-	for _, p := range []manager.Provider{spawn.New(opts), spawn.NewFork(opts)} {
+	for _, p := range []seam.Provider{spawn.New(opts), spawn.NewFork(opts)} {
 		if err := m.Register(p); err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +45,7 @@ func twoModels(t *testing.T, store manager.Store) (main, fast *fakeopenai.Server
 	return main, fast, m
 }
 
-func runChild(t *testing.T, m *manager.Manager, provider string, req manager.StartRequest) manager.Result {
+func runChild(t *testing.T, m *manager.Manager, provider string, req seam.StartRequest) seam.Result {
 	t.Helper()
 	st, err := m.StartContinuable(context.Background(), provider, req, true)
 	if err != nil {
@@ -70,15 +73,15 @@ func rawField(t *testing.T, req fakeopenai.Request, name string) any {
 // request's, else the model's default; max_tokens is the model's.
 func TestAChildRunsOnTheModelItsRequestNames(t *testing.T) {
 	main, fast, m := twoModels(t, memstore.New())
-	caller := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	caller := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 
-	if res := runChild(t, m, "spawn", manager.StartRequest{Label: "l", Prompt: "p", Parent: caller}); res.Output != "from main" {
+	if res := runChild(t, m, "spawn", seam.StartRequest{Label: "l", Prompt: "p", Parent: caller}); res.Output != "from main" {
 		t.Fatalf("default model answered %+v", res)
 	}
-	if res := runChild(t, m, "spawn", manager.StartRequest{Label: "l", Prompt: "p", Parent: caller, Model: "fast"}); res.Output != "from fast" {
+	if res := runChild(t, m, "spawn", seam.StartRequest{Label: "l", Prompt: "p", Parent: caller, Model: "fast"}); res.Output != "from fast" {
 		t.Fatalf("model fast answered %+v", res)
 	}
-	if res := runChild(t, m, "spawn", manager.StartRequest{Label: "l", Prompt: "p", Parent: caller, Model: "fast", Effort: llm.EffortHigh}); res.Output != "from fast" {
+	if res := runChild(t, m, "spawn", seam.StartRequest{Label: "l", Prompt: "p", Parent: caller, Model: "fast", Effort: llm.EffortHigh}); res.Output != "from fast" {
 		t.Fatalf("model fast answered %+v", res)
 	}
 	mr, fr := main.Requests(), fast.Requests()
@@ -100,11 +103,11 @@ func TestAChildRunsOnTheModelItsRequestNames(t *testing.T) {
 // and the choices; a model id is not a name.
 func TestAnUnknownModelIsRefusedWithTheChoices(t *testing.T) {
 	main, fast, m := twoModels(t, memstore.New())
-	caller := manager.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	caller := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	for _, name := range []string{"gpt-9", "fast-id"} {
-		_, err := m.StartContinuable(context.Background(), "spawn", manager.StartRequest{Label: "l", Prompt: "p", Parent: caller, Model: name}, true)
-		var me *manager.Error
-		if !errors.As(err, &me) || me.Code != manager.CodeInvalidRequest ||
+		_, err := m.StartContinuable(context.Background(), "spawn", seam.StartRequest{Label: "l", Prompt: "p", Parent: caller, Model: name}, true)
+		var me *seam.Error
+		if !errors.As(err, &me) || me.Code != seam.CodeInvalidRequest ||
 			!strings.Contains(me.Message, `field "model"`) || !strings.Contains(me.Message, "main, fast") {
 			t.Errorf("model %q: %v; want INVALID_REQUEST naming the field and the choices", name, err)
 		}
@@ -121,12 +124,12 @@ func TestAForkRunsOnItsParentsModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caller := manager.ParentRef{Principal: "p", AgentID: "agent-parent", Depth: 1, Cwd: t.TempDir(), Model: "fast",
+	caller := seam.ParentRef{Principal: "p", AgentID: "agent-parent", Depth: 1, Cwd: t.TempDir(), Model: "fast",
 		CompletedTurns: parent.CompletedPrefix}
-	if res := runChild(t, m, "fork", manager.StartRequest{Label: "l", Prompt: "p", Parent: caller}); res.Output != "from fast" {
+	if res := runChild(t, m, "fork", seam.StartRequest{Label: "l", Prompt: "p", Parent: caller}); res.Output != "from fast" {
 		t.Errorf("a fork of a fast parent answered %+v", res)
 	}
-	if res := runChild(t, m, "fork", manager.StartRequest{Label: "l", Prompt: "p", Parent: caller, Model: "main"}); res.Output != "from main" {
+	if res := runChild(t, m, "fork", seam.StartRequest{Label: "l", Prompt: "p", Parent: caller, Model: "main"}); res.Output != "from main" {
 		t.Errorf("a fork asked for main answered %+v", res)
 	}
 	if len(main.Requests()) != 1 || len(fast.Requests()) != 1 {
@@ -136,24 +139,24 @@ func TestAForkRunsOnItsParentsModel(t *testing.T) {
 
 // storeChild writes a stored, settled spawn child whose descriptor names
 // model, as an earlier run (or an earlier build) left it.
-func storeChild(t *testing.T, store manager.Store, model string) manager.Header {
+func storeChild(t *testing.T, store seam.Store, model string) seam.Header {
 	t.Helper()
-	hdr := manager.Header{ID: manager.NewID(), Parent: manager.PrincipalAddress("local"), Principal: "local",
-		Depth: 1, DepthCap: 3, Mode: manager.ModeContinuable, Provider: "spawn", Label: "old", Cwd: t.TempDir(),
+	hdr := seam.Header{ID: manager.NewID(), Parent: seam.PrincipalAddress("local"), Principal: "local",
+		Depth: 1, DepthCap: 3, Mode: seam.ModeContinuable, Provider: "spawn", Label: "old", Cwd: t.TempDir(),
 		CreatedAt: time.Now()}
-	desc := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn",
+	desc := seam.Descriptor{Version: seam.DescriptorVersion, Mode: seam.ModeContinuable, Provider: "spawn",
 		Label: "old", Model: model}
-	if err := store.WriteChild(context.Background(), hdr.ID, manager.ChildWrite{Create: &manager.NewChild{Header: hdr, Descriptor: desc}}); err != nil {
+	if err := store.WriteChild(context.Background(), hdr.ID, seam.ChildWrite{Create: &seam.NewChild{Header: hdr, Descriptor: desc}}); err != nil {
 		t.Fatal(err)
 	}
 	return hdr
 }
 
-func followup(t *testing.T, m *manager.Manager, hdr manager.Header) (manager.Result, error) {
+func followup(t *testing.T, m *manager.Manager, hdr seam.Header) (seam.Result, error) {
 	t.Helper()
-	sent, err := m.Followup(context.Background(), manager.ParentRef{Principal: "local", Cwd: hdr.Cwd}, hdr.ID, "go on", true)
+	sent, err := m.Followup(context.Background(), seam.ParentRef{Principal: "local", Cwd: hdr.Cwd}, hdr.ID, "go on", true)
 	if err != nil {
-		return manager.Result{}, err
+		return seam.Result{}, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -177,8 +180,8 @@ func TestAColdResumeKeepsItsModelOrRefuses(t *testing.T) {
 		t.Errorf("resuming a child that recorded the id fast-id: %+v, %v", res, err)
 	}
 	_, err := followup(t, m, storeChild(t, store, "retired"))
-	var me *manager.Error
-	if !errors.As(err, &me) || me.Code != manager.CodeNotResumable || !strings.Contains(me.Message, `"retired" is no longer configured`) {
+	var me *seam.Error
+	if !errors.As(err, &me) || me.Code != seam.CodeNotResumable || !strings.Contains(me.Message, `"retired" is no longer configured`) {
 		t.Errorf("resuming a child of a retired model: %v; want NOT_RESUMABLE naming it", err)
 	}
 	if len(main.Requests()) != 0 || len(fast.Requests()) != 2 {

@@ -40,7 +40,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent/workspace"
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
 	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Model is one model children can run on.
@@ -79,12 +79,12 @@ type Options struct {
 	MaxTokens int64 // bounds one answer of a model that sets none; zero: the server's default
 	// DelegationTools returns the delegation tools for a child, which calls
 	// them as self. Nil: children cannot delegate.
-	DelegationTools func(self manager.ParentRef) []agent.Tool
+	DelegationTools func(self seam.ParentRef) []agent.Tool
 	// ModelsFor returns the models of the children started under a root
-	// session's settings (manager.Settings: its model address, key and
+	// session's settings (seam.Settings: its model address, key and
 	// model, its config's models), for principal; nil: Models for all.
 	// It is asked only when a child has settings.
-	ModelsFor func(principal string, s *manager.Settings) ([]Model, error)
+	ModelsFor func(principal string, s *seam.Settings) ([]Model, error)
 	Logger    *slog.Logger
 }
 
@@ -95,10 +95,10 @@ type Provider struct {
 }
 
 var (
-	_ manager.Provider    = (*Provider)(nil)
-	_ manager.ToolNamer   = (*Provider)(nil)
-	_ manager.Continuable = (*Provider)(nil)
-	_ manager.ModelNamer  = (*Provider)(nil)
+	_ seam.Provider    = (*Provider)(nil)
+	_ seam.ToolNamer   = (*Provider)(nil)
+	_ seam.Continuable = (*Provider)(nil)
+	_ seam.ModelNamer  = (*Provider)(nil)
 )
 
 // New returns the spawn provider.
@@ -127,8 +127,8 @@ func NewFork(opts Options) *Provider {
 
 func (p *Provider) Name() string { return p.opts.Name }
 
-func (p *Provider) Capabilities() manager.Capabilities {
-	return manager.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
+func (p *Provider) Capabilities() seam.Capabilities {
+	return seam.Capabilities{OutputSchema: true, DepthLimit: true, ToolFilter: true, Persona: true}
 }
 
 func (p *Provider) InheritsParentContext() bool { return p.fork }
@@ -146,13 +146,13 @@ func (p *Provider) Models() []string { return names(p.opts.Models) }
 
 // models are the models of children under settings s of principal: the
 // session's (Options.ModelsFor) when s is set, else the deployment's.
-func (p *Provider) models(principal string, s *manager.Settings) ([]Model, error) {
+func (p *Provider) models(principal string, s *seam.Settings) ([]Model, error) {
 	if s == nil || p.opts.ModelsFor == nil {
 		return p.opts.Models, nil
 	}
 	ms, err := p.opts.ModelsFor(principal, s)
 	if err != nil {
-		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: err.Error()}
+		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name, Message: err.Error()}
 	}
 	if len(ms) == 0 {
 		return p.opts.Models, nil
@@ -179,7 +179,7 @@ func model(models []Model, name string) (Model, bool) {
 
 // choose resolves a new child's model: the one the request names, else
 // (fork) its parent's, else the default.
-func (p *Provider) choose(req manager.StartRequest) (Model, error) {
+func (p *Provider) choose(req seam.StartRequest) (Model, error) {
 	models, err := p.models(req.Parent.Principal, req.Parent.Settings)
 	if err != nil {
 		return Model{}, err
@@ -188,7 +188,7 @@ func (p *Provider) choose(req manager.StartRequest) (Model, error) {
 		if m, ok := model(models, req.Model); ok && m.Name == req.Model {
 			return m, nil
 		}
-		return Model{}, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
+		return Model{}, &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name,
 			Message: fmt.Sprintf("field \"model\": no model named %q is configured; choose one of: %s", req.Model, strings.Join(names(models), ", "))}
 	}
 	if p.fork && req.Parent.Model != "" {
@@ -211,7 +211,7 @@ func names(models []Model) []string {
 func (p *Provider) ToolNames() []string {
 	names := workspace.Names(p.opts.Shell)
 	if p.opts.DelegationTools != nil {
-		for _, t := range p.opts.DelegationTools(manager.ParentRef{}) {
+		for _, t := range p.opts.DelegationTools(seam.ParentRef{}) {
 			names = append(names, t.Def().Name)
 		}
 	}
@@ -224,7 +224,7 @@ const basePrompt = "You are a delegated subagent. Your parent gave you a task; d
 
 // build assembles a child agent: workspace tools in cwd, delegation tools
 // for self, the filter over all of them, the persona over the deployment's.
-func (p *Provider) build(d manager.Descriptor, cwd string, journal *agent.Journal, self manager.ParentRef, budget func(bool) error) (*agent.Agent, error) {
+func (p *Provider) build(d seam.Descriptor, cwd string, journal *agent.Journal, self seam.ParentRef, budget func(bool) error) (*agent.Agent, error) {
 	models, err := p.models(self.Principal, d.Settings)
 	if err != nil {
 		return nil, err
@@ -234,7 +234,7 @@ func (p *Provider) build(d manager.Descriptor, cwd string, journal *agent.Journa
 		m, ok = models[0], true // a descriptor from before models were recorded
 	}
 	if !ok {
-		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
+		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name,
 			Message: fmt.Sprintf("its model %q is no longer configured (configured: %s); it is not moved to another model: start a new child", d.Model, strings.Join(names(models), ", "))}
 	}
 	filter, persona := d.ToolFilter, d.Persona
@@ -244,7 +244,7 @@ func (p *Provider) build(d manager.Descriptor, cwd string, journal *agent.Journa
 	}
 	ws, err := workspace.Tools(workspace.Options{Root: cwd, Shell: p.opts.Shell, Sandbox: pol})
 	if err != nil {
-		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
+		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
 	}
 	tools := ws
 	if p.opts.DelegationTools != nil {
@@ -276,35 +276,35 @@ func (p *Provider) build(d manager.Descriptor, cwd string, journal *agent.Journa
 	a, err := agent.New(agent.Config{Client: m.Client, Model: m.ID, System: system, Tools: tools,
 		MaxSteps: p.opts.MaxSteps, MaxTokens: maxTokens, Effort: effort, OutputSchema: d.OutputSchema, Journal: journal, Budget: budget})
 	if err != nil {
-		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name, Message: err.Error()}
+		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name, Message: err.Error()}
 	}
 	return a, nil
 }
 
 // seed returns the journal a new child starts from: empty for spawn, the
 // parent's completed turns for fork.
-func (p *Provider) seed(parent manager.ParentRef) ([]agent.Event, error) {
+func (p *Provider) seed(parent seam.ParentRef) ([]agent.Event, error) {
 	if !p.fork {
 		return nil, nil
 	}
 	if parent.CompletedTurns == nil {
-		return nil, &manager.Error{Code: manager.CodeInvalidRequest, Provider: p.opts.Name,
+		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name,
 			Message: "fork needs an in-process parent with a conversation to copy; a root MCP client has none, so use spawn instead"}
 	}
 	return parent.CompletedTurns(), nil
 }
 
 // Prepare supplies a new child's seed, model name and effort.
-func (p *Provider) Prepare(ctx context.Context, req manager.StartRequest) (manager.CreationInputs, error) {
+func (p *Provider) Prepare(ctx context.Context, req seam.StartRequest) (seam.CreationInputs, error) {
 	m, err := p.choose(req)
 	if err != nil {
-		return manager.CreationInputs{}, err
+		return seam.CreationInputs{}, err
 	}
 	seed, err := p.seed(req.Parent)
 	if err != nil {
-		return manager.CreationInputs{}, err
+		return seam.CreationInputs{}, err
 	}
-	return manager.CreationInputs{Seed: seed, Model: m.Name, Effort: req.Effort}, nil
+	return seam.CreationInputs{Seed: seed, Model: m.Name, Effort: req.Effort}, nil
 }
 
 // Continuable marks spawn and fork children as continuable: the agent
@@ -313,7 +313,7 @@ func (p *Provider) Continuable() {}
 
 // NewDriver builds a child's agent from its descriptor and journal: for a
 // one-shot run, a new child and a cold resume alike.
-func (p *Provider) NewDriver(ctx context.Context, req manager.DriverRequest) (manager.Driver, error) {
+func (p *Provider) NewDriver(ctx context.Context, req seam.DriverRequest) (seam.Driver, error) {
 	d := req.Descriptor
 	a, err := p.build(d, req.Header.Cwd, req.Journal, req.Self, req.Budget)
 	if err != nil {

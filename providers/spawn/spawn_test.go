@@ -12,9 +12,12 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // delegate is a stand-in delegation tool, so filters and names can be
@@ -30,11 +33,11 @@ func newProviders(t *testing.T, h fakeopenai.Handler) (*fakeopenai.Server, *mana
 	t.Helper()
 	fake := fakeopenai.New(h)
 	t.Cleanup(fake.Close)
-	opts := spawn.Options{Client: llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond}),
+	opts := spawn.Options{Client: openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond}),
 		Model: "m", Persona: "DEPLOYMENT",
-		DelegationTools: func(manager.ParentRef) []agent.Tool { return []agent.Tool{delegate{}} }}
+		DelegationTools: func(seam.ParentRef) []agent.Tool { return []agent.Tool{delegate{}} }}
 	m := manager.New(manager.Options{Store: memstore.New()})
-	for _, p := range []manager.Provider{spawn.New(opts), spawn.NewFork(opts)} {
+	for _, p := range []seam.Provider{spawn.New(opts), spawn.NewFork(opts)} {
 		if err := m.Register(p); err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +47,7 @@ func newProviders(t *testing.T, h fakeopenai.Handler) (*fakeopenai.Server, *mana
 }
 
 func TestToolNamesIncludeWorkspaceAndDelegationTools(t *testing.T) {
-	p := spawn.New(spawn.Options{DelegationTools: func(manager.ParentRef) []agent.Tool { return []agent.Tool{delegate{}} }})
+	p := spawn.New(spawn.Options{DelegationTools: func(seam.ParentRef) []agent.Tool { return []agent.Tool{delegate{}} }})
 	names := p.ToolNames()
 	for _, want := range []string{"read_file", "list_dir", "search", "write_file", "subagent"} {
 		if !slices.Contains(names, want) {
@@ -59,8 +62,8 @@ func TestToolNamesIncludeWorkspaceAndDelegationTools(t *testing.T) {
 func TestForkRefusesARootCaller(t *testing.T) {
 	_, m := newProviders(t, fakeopenai.Script(fakeopenai.Reply{Text: "ok"}))
 	_, err := m.StartContinuable(context.Background(), "fork",
-		manager.StartRequest{Label: "l", Prompt: "p", Parent: manager.ParentRef{Principal: "p", Cwd: t.TempDir()}}, true)
-	if !errors.Is(err, manager.ErrInvalidRequest) || !strings.Contains(err.Error(), "use spawn instead") {
+		seam.StartRequest{Label: "l", Prompt: "p", Parent: seam.ParentRef{Principal: "p", Cwd: t.TempDir()}}, true)
+	if !errors.Is(err, seam.ErrInvalidRequest) || !strings.Contains(err.Error(), "use spawn instead") {
 		t.Errorf("fork from a root caller: %v", err)
 	}
 }
@@ -75,7 +78,7 @@ func TestForkSeedFilterAndPersona(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Config{Client: llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k", Model: "m"}), Journal: parent})
+	a, err := agent.New(agent.Config{Client: openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", Model: "m"}), Journal: parent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +90,9 @@ func TestForkSeedFilterAndPersona(t *testing.T) {
 	parent.Append(agent.Event{Kind: agent.EventMessage, Turn: 2, Source: agent.SourceUser,
 		Message: &llm.Message{Role: llm.RoleUser, Content: "IN-FLIGHT"}})
 
-	caller := manager.ParentRef{Principal: "p", AgentID: "agent-parent", Depth: 1, Cwd: t.TempDir(), CompletedTurns: parent.CompletedPrefix}
-	st, err := m.StartContinuable(context.Background(), "fork", manager.StartRequest{Label: "l", Prompt: "forked task", Parent: caller,
-		ToolFilter: &manager.ToolFilter{Deny: []string{"subagent"}}, Persona: "CHILD-PERSONA"}, true)
+	caller := seam.ParentRef{Principal: "p", AgentID: "agent-parent", Depth: 1, Cwd: t.TempDir(), CompletedTurns: parent.CompletedPrefix}
+	st, err := m.StartContinuable(context.Background(), "fork", seam.StartRequest{Label: "l", Prompt: "forked task", Parent: caller,
+		ToolFilter: &seam.ToolFilter{Deny: []string{"subagent"}}, Persona: "CHILD-PERSONA"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

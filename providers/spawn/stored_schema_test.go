@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // A child an older version stored with a cyclic output schema is not
@@ -28,23 +30,23 @@ func TestAStoredCyclicSchemaFailsTheFollowupCleanly(t *testing.T) {
 	})
 	t.Cleanup(fake.Close)
 	store := memstore.New()
-	hdr := manager.Header{ID: manager.NewID(), Parent: manager.PrincipalAddress("local"), Principal: "local",
-		Depth: 1, DepthCap: 3, Mode: manager.ModeContinuable, Provider: "spawn", Label: "old", Cwd: t.TempDir(),
+	hdr := seam.Header{ID: manager.NewID(), Parent: seam.PrincipalAddress("local"), Principal: "local",
+		Depth: 1, DepthCap: 3, Mode: seam.ModeContinuable, Provider: "spawn", Label: "old", Cwd: t.TempDir(),
 		CreatedAt: time.Now()}
-	desc := manager.Descriptor{Version: manager.DescriptorVersion, Mode: manager.ModeContinuable, Provider: "spawn",
+	desc := seam.Descriptor{Version: seam.DescriptorVersion, Mode: seam.ModeContinuable, Provider: "spawn",
 		Label: "old", OutputSchema: json.RawMessage(`{"type":"object","$ref":"#"}`)}
-	if err := store.WriteChild(context.Background(), hdr.ID, manager.ChildWrite{Create: &manager.NewChild{Header: hdr, Descriptor: desc}}); err != nil {
+	if err := store.WriteChild(context.Background(), hdr.ID, seam.ChildWrite{Create: &seam.NewChild{Header: hdr, Descriptor: desc}}); err != nil {
 		t.Fatal(err)
 	}
 	m := manager.New(manager.Options{Store: store})
-	if err := m.Register(spawn.New(spawn.Options{Client: llm.NewOpenAI(llm.Config{BaseURL: fake.URL(), APIKey: "k"}), Model: "m"})); err != nil {
+	if err := m.Register(spawn.New(spawn.Options{Client: openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k"}), Model: "m"})); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = m.Close(context.Background()) })
-	caller := manager.ParentRef{Principal: "local", Cwd: hdr.Cwd}
+	caller := seam.ParentRef{Principal: "local", Cwd: hdr.Cwd}
 	_, err := m.Followup(context.Background(), caller, hdr.ID, "go on", true)
-	var me *manager.Error
-	if !errors.As(err, &me) || me.Code != manager.CodeNotResumable {
+	var me *seam.Error
+	if !errors.As(err, &me) || me.Code != seam.CodeNotResumable {
 		t.Fatalf("Followup = %v, want NOT_RESUMABLE", err)
 	}
 	if cause := errors.Unwrap(me); cause == nil || !strings.Contains(cause.Error(), "applies itself to the same value forever") {

@@ -1,11 +1,14 @@
-package manager
+package seam
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // Capabilities are a provider's start features. A request that
@@ -72,6 +75,15 @@ type ParentRef struct {
 	CompletedTurns func() []agent.Event
 }
 
+// Address is the caller's address as a parent: its agent id, or its
+// principal's address for a root caller.
+func (p ParentRef) Address() string {
+	if p.AgentID != "" {
+		return p.AgentID
+	}
+	return PrincipalAddress(p.Principal)
+}
+
 // StartRequest is what a caller asks of a provider.
 type StartRequest struct {
 	Label        string
@@ -118,12 +130,6 @@ type Callback struct {
 // CallbackFunc mints a Callback for a child acting as self; revoke ends it.
 type CallbackFunc func(self ParentRef) (cb Callback, revoke func())
 
-// selfOf is the ParentRef a child uses for its own delegations.
-func selfOf(hdr Header, desc Descriptor, journal *agent.Journal) ParentRef {
-	return ParentRef{Principal: hdr.Principal, AgentID: hdr.ID, Depth: hdr.Depth, DepthCap: hdr.DepthCap,
-		Cwd: hdr.Cwd, Model: desc.Model, Settings: desc.Settings, CompletedTurns: journal.CompletedPrefix}
-}
-
 // Budget is a spending limit; a zero field is no limit of that kind.
 // Tokens counts input plus output tokens as usage reports them, Steps
 // counts model calls (each request to the model is one), Seconds is the
@@ -136,9 +142,25 @@ type Budget struct {
 	CostUSD float64 `json:"cost_usd,omitempty"`
 }
 
-// Usage counts what a run consumed. It is the model client's own type, so
-// a turn's usage needs no conversion and stored checkpoints keep its JSON.
-type Usage = llm.Usage
+// Check reports a field of b that is not a valid budget value, named as
+// the field of what prefix names ("budget" for a tool argument).
+func (b Budget) Check(prefix string) error {
+	bad := func(field, why string) error {
+		return &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf("field %q: %s; 0 (or leaving it out) means no limit", prefix+"."+field, why)}
+	}
+	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+	switch {
+	case b.Tokens < 0:
+		return bad("tokens", "must not be negative")
+	case b.Steps < 0:
+		return bad("steps", "must not be negative")
+	case !finite(b.Seconds) || b.Seconds < 0:
+		return bad("seconds", "must be a finite, non-negative number")
+	case !finite(b.CostUSD) || b.CostUSD < 0:
+		return bad("cost_usd", "must be a finite, non-negative number")
+	}
+	return nil
+}
 
 // Result is how a run ended. A child's failure is a Result with a
 // non-completed StopReason, never an error.
@@ -147,12 +169,14 @@ type Result struct {
 	Structured json.RawMessage // only when a schema was asked for and met
 	Diagnostic string          // secret-free, at most MaxDiagnostic bytes
 	StopReason agent.StopReason
-	Usage      Usage
+	// Usage is the model client's own type: a turn's usage needs no
+	// conversion, and stored checkpoints keep its JSON.
+	Usage llm.Usage
 	// Worktree and Changes are set for a child run in its own worktree:
 	// where it is, and what its branch holds beyond its base once the
 	// turn's changes are committed (nil when that could not be read).
-	Worktree *Worktree
-	Changes  *Changes
+	Worktree *worktree.Info
+	Changes  *worktree.Changes
 }
 
 // MaxDiagnostic bounds Result.Diagnostic.

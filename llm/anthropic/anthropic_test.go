@@ -1,4 +1,4 @@
-package llm_test
+package anthropic_test
 
 import (
 	"context"
@@ -7,21 +7,54 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeanthropic"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/anthropic"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 )
+
+// testKey is the API key the fake expects; no error may show it.
+const testKey = "sk-test-secret-123456"
+
+func userRequest(text string) llm.Request {
+	return llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: text}}}
+}
+
+// deltas collects onDelta calls.
+type deltas struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (d *deltas) add(s string) { d.mu.Lock(); d.got = append(d.got, s); d.mu.Unlock() }
+
+// newClient starts a fake chat completions API with h and returns an
+// OpenAI client pointed at it, to compare the two backends.
+func newClient(t *testing.T, h fakeopenai.Handler) (*openai.Client, *fakeopenai.Server) {
+	t.Helper()
+	srv := fakeopenai.New(h)
+	t.Cleanup(srv.Close)
+	return openai.New(transport.Config{
+		BaseURL:        srv.URL(),
+		APIKey:         testKey,
+		Model:          "test-model",
+		RetryBaseDelay: time.Millisecond,
+	}), srv
+}
 
 // newAnthropic starts a fake Messages API with h and returns a client
 // pointed at it.
-func newAnthropic(t *testing.T, h fakeanthropic.Handler, maxRetries int) (*llm.Anthropic, *fakeanthropic.Server) {
+func newAnthropic(t *testing.T, h fakeanthropic.Handler, maxRetries int) (*anthropic.Client, *fakeanthropic.Server) {
 	t.Helper()
 	srv := fakeanthropic.New(h)
 	t.Cleanup(srv.Close)
-	return llm.NewAnthropic(llm.Config{
+	return anthropic.New(transport.Config{
 		BaseURL:        srv.URL(),
 		APIKey:         testKey,
 		Model:          "claude-test",
@@ -133,7 +166,7 @@ func TestAnthropicRequestMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := srv.Requests()[0]
-	if r.Path != "/v1/messages" || !r.Stream || r.Model != "claude-test" || r.MaxTokens != llm.DefaultAnthropicMaxTokens {
+	if r.Path != "/v1/messages" || !r.Stream || r.Model != "claude-test" || r.MaxTokens != anthropic.DefaultMaxTokens {
 		t.Errorf("path %s stream %v model %q max_tokens %d", r.Path, r.Stream, r.Model, r.MaxTokens)
 	}
 	if got := r.Header.Get("X-Api-Key"); got != testKey {
@@ -301,9 +334,9 @@ func TestAnthropicGivesUp(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c, srv := newAnthropic(t, fakeanthropic.Script(tt.reply), 2)
 			_, err := c.Complete(context.Background(), userRequest("hi"), nil)
-			var le *llm.Error
+			var le *transport.Error
 			if !errors.As(err, &le) {
-				t.Fatalf("err = %v (%T), want *llm.Error", err, err)
+				t.Fatalf("err = %v (%T), want *transport.Error", err, err)
 			}
 			if le.Attempts != tt.attempts || le.StatusCode != tt.status || le.Retryable != tt.retryable {
 				t.Errorf("Error = %+v, want %d attempts, status %d, retryable %v", le, tt.attempts, tt.status, tt.retryable)
@@ -330,7 +363,7 @@ func TestAnthropicIgnoresTheEnvironment(t *testing.T) {
 	t.Setenv("ANTHROPIC_CUSTOM_HEADERS", "X-Leak: yes")
 	srv := fakeanthropic.New(nil)
 	defer srv.Close()
-	c := llm.NewAnthropic(llm.Config{BaseURL: srv.URL() + "/gateway", Model: "m", MaxRetries: -1})
+	c := anthropic.New(transport.Config{BaseURL: srv.URL() + "/gateway", Model: "m", MaxRetries: -1})
 	if _, err := c.Complete(context.Background(), userRequest("hi"), nil); err != nil {
 		t.Fatal(err)
 	}

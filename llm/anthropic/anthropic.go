@@ -1,4 +1,4 @@
-package llm
+package anthropic
 
 import (
 	"bytes"
@@ -11,33 +11,36 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 )
 
-// DefaultAnthropicBaseURL is the Anthropic API root used when Config.BaseURL
+// DefaultBaseURL is the Anthropic API root used when Config.BaseURL
 // is empty. Like the SDK, it has no /v1: requests go to {root}/v1/messages.
-const DefaultAnthropicBaseURL = "https://api.anthropic.com"
+const DefaultBaseURL = "https://api.anthropic.com"
 
-// DefaultAnthropicMaxTokens is the max_tokens sent when Request.MaxTokens is
+// DefaultMaxTokens is the max_tokens sent when Request.MaxTokens is
 // zero: the Messages API requires one, and this fits within every current
 // Claude model's output limit.
-const DefaultAnthropicMaxTokens = 16384
+const DefaultMaxTokens = 16384
 
-// Anthropic is a Client for the Anthropic Messages API. It is safe for
+// Client is an llm.Client for the Anthropic Messages API. It is safe for
 // concurrent use.
-type Anthropic struct {
-	retrier
-	limits streamLimits
+type Client struct {
+	transport.Retrier
+	limits transport.StreamLimits
 	msgs   anthropic.MessageService
 	model  string
-	tools  toolCache
+	tools  transport.ToolCache
 }
 
-var _ Client = (*Anthropic)(nil)
+var _ llm.Client = (*Client)(nil)
 
-// NewAnthropic returns a Client for the Anthropic Messages API at
+// New returns a Client for the Anthropic Messages API at
 // cfg.BaseURL, the API root without /v1 (empty: https://api.anthropic.com).
-func NewAnthropic(cfg Config) *Anthropic {
-	base, hc := cfg.endpoint(DefaultAnthropicBaseURL)
+func New(cfg transport.Config) *Client {
+	base, hc := cfg.Endpoint(DefaultBaseURL)
 	opts := []option.RequestOption{
 		option.WithBaseURL(base),
 		option.WithHTTPClient(hc),
@@ -48,71 +51,71 @@ func NewAnthropic(cfg Config) *Anthropic {
 		// the key as a bearer token, which only some gateways accept.
 		opts = append(opts, option.WithHeader("x-api-key", cfg.APIKey))
 	}
-	return &Anthropic{
-		retrier: newRetrier(cfg),
-		limits:  newStreamLimits(cfg),
+	return &Client{
+		Retrier: transport.NewRetrier(cfg),
+		limits:  transport.NewStreamLimits(cfg),
 		// The service, not anthropic.NewClient: NewClient folds in
 		// ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_CUSTOM_HEADERS and
 		// credential profiles on disk, and the Config must be the whole truth.
 		msgs:  anthropic.NewMessageService(opts...),
 		model: cfg.Model,
-		tools: toolCache{encode: encodeAnthropicTool},
+		tools: transport.ToolCache{Encode: encodeAnthropicTool},
 	}
 }
 
 // Complete sends req and returns the model's answer, retrying transient
 // failures. See the package doc for what is mapped, retried and cached.
-func (c *Anthropic) Complete(ctx context.Context, req Request, onDelta func(text string)) (Response, error) {
+func (c *Client) Complete(ctx context.Context, req llm.Request, onDelta func(text string)) (llm.Response, error) {
 	params, err := c.params(req)
 	if err != nil {
-		return Response{}, c.paramsError(err)
+		return llm.Response{}, c.ParamsError(err)
 	}
-	return c.run(ctx, func() (Response, *failure) { return c.attempt(ctx, params, onDelta) })
+	return c.Run(ctx, func() (llm.Response, *transport.Failure) { return c.attempt(ctx, params, onDelta) })
 }
 
 // attempt makes one streaming request. It returns the answer, or why there
 // is none.
-func (c *Anthropic) attempt(ctx context.Context, params anthropic.MessageNewParams, onDelta func(string)) (Response, *failure) {
-	x := &exchange{}
-	w := c.limits.watch(ctx)
-	defer w.stop()
-	stream := c.msgs.NewStreaming(w.ctx, params, option.WithMiddleware(x.middleware))
+func (c *Client) attempt(ctx context.Context, params anthropic.MessageNewParams, onDelta func(string)) (llm.Response, *transport.Failure) {
+	x := &transport.Exchange{}
+	w := c.limits.Watch(ctx)
+	defer w.Stop()
+	stream := c.msgs.NewStreaming(w.Ctx, params, option.WithMiddleware(x.Middleware))
 	defer stream.Close()
 
-	acc := messageAccumulator{bound: outputBound{limit: c.limits.maxOutput}}
+	acc := messageAccumulator{bound: transport.OutputBound{Limit: c.limits.MaxOutput}}
 	for stream.Next() {
-		w.tick()
+		w.Tick()
 		acc.add(stream.Current(), onDelta)
-		if acc.bound.cut {
+		if acc.bound.Cut {
 			break // the rest is not read; Close drops the connection
 		}
 		if acc.stopped {
 			// The answer is whole; the server should end the body now
 			// (read to its end, the connection is kept for the next
 			// call), but one that holds it open is not waited for.
-			w.shorten(finishWait)
+			w.Shorten(transport.FinishWait)
 		}
 	}
 	err := stream.Err()
-	if ctx.Err() == nil && w.stalled() {
+	if ctx.Err() == nil && w.Stalled() {
 		if !acc.stopped {
-			return Response{}, w.failure()
+			return llm.Response{}, w.Failure()
 		}
 		err = nil
 	}
 
-	if f := x.httpFailure(ctx, err); f != nil {
-		return Response{}, f
+	if f := x.HTTPFailure(ctx, err); f != nil {
+		return llm.Response{}, f
 	}
 	switch {
-	case acc.bound.cut:
-		return acc.bound.cutResponse(acc.response()), nil
+	case acc.bound.Cut:
+		return acc.bound.CutResponse(acc.response()), nil
 	case err != nil:
-		return Response{}, eventFailure(err)
+		return llm.Response{}, eventFailure(err)
 	case !acc.started:
-		return Response{}, notAStream(x)
+		return llm.Response{}, transport.NotAStream(x)
 	case !acc.stopped:
-		return Response{}, &failure{message: "stream ended before message_stop", retryable: true}
+		return llm.Response{}, &transport.Failure{Message: "stream ended before message_stop", Retryable: true}
 	}
 	return acc.response(), nil
 }
@@ -132,7 +135,7 @@ var permanentErrorTypes = map[string]bool{
 // eventFailure describes a stream that broke after a 200: an error event
 // (the SDK decodes it into an *anthropic.Error, whose own message carries
 // the URL) or a read or decoding error.
-func eventFailure(err error) *failure {
+func eventFailure(err error) *transport.Failure {
 	var ae *anthropic.Error
 	if errors.As(err, &ae) {
 		typ := string(ae.Type())
@@ -140,19 +143,19 @@ func eventFailure(err error) *failure {
 		if typ != "" {
 			msg += ": " + typ
 		}
-		if m := errorMessage([]byte(ae.RawJSON())); m != "" && m != typ {
+		if m := transport.ErrorMessage([]byte(ae.RawJSON())); m != "" && m != typ {
 			msg += ": " + m
 		}
-		return &failure{message: msg, retryable: !permanentErrorTypes[typ], cause: err}
+		return &transport.Failure{Message: msg, Retryable: !permanentErrorTypes[typ], Cause: err}
 	}
-	return &failure{message: "stream broken: " + transportMessage(err), retryable: true, cause: err}
+	return &transport.Failure{Message: "stream broken: " + transport.TransportMessage(err), Retryable: true, Cause: err}
 }
 
 // messageAccumulator assembles one assistant message from stream events.
 type messageAccumulator struct {
 	text    strings.Builder
 	inText  bool // the last block opened was text
-	calls   []ToolCall
+	calls   []llm.ToolCall
 	args    [][]byte      // calls' arguments: += on a string copied it whole at every delta
 	callAt  map[int64]int // content block index -> position in calls
 	stop    anthropic.StopReason
@@ -162,7 +165,7 @@ type messageAccumulator struct {
 	// again); the largest value seen is the count.
 	input, cacheWrite, cacheRead, output int64
 	started, stopped                     bool
-	bound                                outputBound // the text and calls added so far
+	bound                                transport.OutputBound // the text and calls added so far
 }
 
 func (a *messageAccumulator) add(ev anthropic.MessageStreamEventUnion, onDelta func(string)) {
@@ -186,7 +189,7 @@ func (a *messageAccumulator) add(ev anthropic.MessageStreamEventUnion, onDelta f
 				a.callAt = map[int64]int{}
 			}
 			a.callAt[ev.Index] = len(a.calls)
-			a.calls = append(a.calls, ToolCall{ID: cb.ID, Name: a.bound.take(cb.Name)})
+			a.calls = append(a.calls, llm.ToolCall{ID: cb.ID, Name: a.bound.Take(cb.Name)})
 			a.args = append(a.args, nil)
 		default: // thinking and other blocks are not part of the answer
 			a.inText = false
@@ -197,7 +200,7 @@ func (a *messageAccumulator) add(ev anthropic.MessageStreamEventUnion, onDelta f
 			a.emit(d.Text, onDelta)
 		case "input_json_delta":
 			if pos, ok := a.callAt[ev.Index]; ok {
-				a.args[pos] = append(a.args[pos], a.bound.take(d.PartialJSON)...)
+				a.args[pos] = append(a.args[pos], a.bound.Take(d.PartialJSON)...)
 			}
 		}
 	case "message_delta":
@@ -215,7 +218,7 @@ func (a *messageAccumulator) add(ev anthropic.MessageStreamEventUnion, onDelta f
 }
 
 func (a *messageAccumulator) emit(s string, onDelta func(string)) {
-	s = a.bound.take(s)
+	s = a.bound.Take(s)
 	if s == "" {
 		return
 	}
@@ -232,8 +235,8 @@ func (a *messageAccumulator) usage(input, cacheWrite, cacheRead, output int64) {
 	a.output = max(a.output, output)
 }
 
-func (a *messageAccumulator) response() Response {
-	msg := Message{Role: RoleAssistant, Content: a.text.String()}
+func (a *messageAccumulator) response() llm.Response {
+	msg := llm.Message{Role: llm.RoleAssistant, Content: a.text.String()}
 	for i, call := range a.calls {
 		call.Arguments = string(a.args[i])
 		if strings.TrimSpace(call.Arguments) == "" {
@@ -241,21 +244,21 @@ func (a *messageAccumulator) response() Response {
 		}
 		msg.ToolCalls = append(msg.ToolCalls, call)
 	}
-	finish := FinishStop
+	finish := llm.FinishStop
 	switch a.stop {
 	case anthropic.StopReasonToolUse:
-		finish = FinishToolCalls
+		finish = llm.FinishToolCalls
 	case anthropic.StopReasonMaxTokens, anthropic.StopReasonModelContextWindowExceeded:
-		finish = FinishLength
+		finish = llm.FinishLength
 	case anthropic.StopReasonRefusal:
-		finish = FinishRefusal
+		finish = llm.FinishRefusal
 		msg.Refusal = refusalText(a.refusal)
 	default: // end_turn, stop_sequence, pause_turn (server tools only), unknown
 		if len(msg.ToolCalls) > 0 {
-			finish = FinishToolCalls
+			finish = llm.FinishToolCalls
 		}
 	}
-	return Response{Message: msg, FinishReason: finish, Usage: Usage{
+	return llm.Response{Message: msg, FinishReason: finish, Usage: llm.Usage{
 		InputTokens:  a.input + a.cacheWrite + a.cacheRead,
 		OutputTokens: a.output,
 	}}
@@ -270,13 +273,13 @@ func refusalText(d anthropic.RefusalStopDetails) string {
 	}
 	s += ")"
 	if e := strings.TrimSpace(d.Explanation); e != "" {
-		s = oneLine(e)
+		s = transport.OneLine(e)
 	}
 	return s
 }
 
 // params maps a Request to the SDK's parameters.
-func (c *Anthropic) params(req Request) (anthropic.MessageNewParams, error) {
+func (c *Client) params(req llm.Request) (anthropic.MessageNewParams, error) {
 	var p anthropic.MessageNewParams
 	p.Model = anthropic.Model(req.Model)
 	if p.Model == "" {
@@ -287,7 +290,7 @@ func (c *Anthropic) params(req Request) (anthropic.MessageNewParams, error) {
 	}
 	p.MaxTokens = req.MaxTokens
 	if p.MaxTokens <= 0 {
-		p.MaxTokens = DefaultAnthropicMaxTokens
+		p.MaxTokens = DefaultMaxTokens
 	}
 	if !req.Effort.Valid() {
 		return p, fmt.Errorf("effort %q: want low, medium or high", req.Effort)
@@ -297,7 +300,7 @@ func (c *Anthropic) params(req Request) (anthropic.MessageNewParams, error) {
 
 	var b turns
 	for i, m := range req.Messages {
-		if m.Role == RoleSystem {
+		if m.Role == llm.RoleSystem {
 			if strings.TrimSpace(m.Content) != "" {
 				p.System = append(p.System, anthropic.TextBlockParam{Text: m.Content})
 			}
@@ -321,7 +324,7 @@ func (c *Anthropic) params(req Request) (anthropic.MessageNewParams, error) {
 	}
 	for i, t := range req.Tools {
 		mark := len(p.System) == 0 && i == len(req.Tools)-1
-		raw, err := c.tools.encoded(t, mark)
+		raw, err := c.tools.Encoded(t, mark)
 		if err != nil {
 			return p, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
 		}
@@ -351,15 +354,15 @@ type turns struct {
 	user bool // the last message is a user message
 }
 
-func (b *turns) add(m Message) error {
+func (b *turns) add(m llm.Message) error {
 	var blocks []anthropic.ContentBlockParamUnion
 	user := true
 	switch m.Role {
-	case RoleUser:
+	case llm.RoleUser:
 		if m.Content != "" {
 			blocks = append(blocks, anthropic.NewTextBlock(m.Content))
 		}
-	case RoleTool:
+	case llm.RoleTool:
 		if m.ToolCallID == "" {
 			return errors.New("tool message without tool_call_id")
 		}
@@ -368,7 +371,7 @@ func (b *turns) add(m Message) error {
 			tr.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: m.Content}}}
 		}
 		blocks = append(blocks, anthropic.ContentBlockParamUnion{OfToolResult: &tr})
-	case RoleAssistant:
+	case llm.RoleAssistant:
 		user = false
 		// A refusal is the API's statement, not the model's words: it is
 		// not sent back.
@@ -416,8 +419,8 @@ func toolInput(args string) json.RawMessage {
 
 // encodeAnthropicTool encodes a tool as the Messages API takes it: name,
 // description if any, input_schema, and the cache mark when asked.
-func encodeAnthropicTool(t ToolDef, mark bool) ([]byte, error) {
-	schema, err := toolSchema(t)
+func encodeAnthropicTool(t llm.ToolDef, mark bool) ([]byte, error) {
+	schema, err := transport.ToolSchema(t)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package llm
+package openai
 
 import (
 	"bytes"
@@ -6,25 +6,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 )
 
 // DefaultBaseURL is the endpoint used when Config.BaseURL is empty.
 const DefaultBaseURL = "https://api.openai.com/v1"
 
-// OpenAI is a Client for OpenAI-compatible chat completions APIs. It is safe
+// Client is an llm.Client for OpenAI-compatible chat completions APIs. It is safe
 // for concurrent use.
 //
 // The SDK carries each request (base URL, headers, auth, the exchange
@@ -32,20 +32,20 @@ const DefaultBaseURL = "https://api.openai.com/v1"
 // body and the stream's chunks are encoded and decoded here, with
 // encoding/json on small structs of their own: the SDK's reflective
 // encoders were over a third of a delegation's CPU, for the same bytes.
-type OpenAI struct {
-	retrier
-	limits         streamLimits
+type Client struct {
+	transport.Retrier
+	limits         transport.StreamLimits
 	api            openai.Client
 	model          string
 	completionsKey bool // send max_completion_tokens rather than max_tokens
-	tools          toolCache
+	tools          transport.ToolCache
 }
 
-var _ Client = (*OpenAI)(nil)
+var _ llm.Client = (*Client)(nil)
 
-// NewOpenAI returns a Client for the chat completions API at cfg.BaseURL.
-func NewOpenAI(cfg Config) *OpenAI {
-	base, hc := cfg.endpoint(DefaultBaseURL)
+// New returns a Client for the chat completions API at cfg.BaseURL.
+func New(cfg transport.Config) *Client {
+	base, hc := cfg.Endpoint(DefaultBaseURL)
 	opts := []option.RequestOption{
 		option.WithBaseURL(base),
 		option.WithHTTPClient(hc),
@@ -56,16 +56,16 @@ func NewOpenAI(cfg Config) *OpenAI {
 		// the SDK's explicit override.
 		opts = append(opts, option.WithHeader("Authorization", "Bearer "+cfg.APIKey))
 	}
-	c := &OpenAI{
-		retrier: newRetrier(cfg),
-		limits:  newStreamLimits(cfg),
+	c := &Client{
+		Retrier: transport.NewRetrier(cfg),
+		limits:  transport.NewStreamLimits(cfg),
 		// A bare client, not openai.NewClient: NewClient folds in
 		// environment variables (OPENAI_BASE_URL, OPENAI_ORG_ID,
 		// OPENAI_CUSTOM_HEADERS...), and the caller's Config must be the
 		// whole truth.
 		api:   openai.Client{Options: opts},
 		model: cfg.Model,
-		tools: toolCache{encode: encodeTool},
+		tools: transport.ToolCache{Encode: encodeTool},
 	}
 	if u, err := url.Parse(base); err == nil && u.Hostname() == "api.openai.com" {
 		c.completionsKey = true
@@ -76,43 +76,43 @@ func NewOpenAI(cfg Config) *OpenAI {
 // Complete sends req and returns the model's answer, retrying transient
 // failures. See the package doc for what is retried and how the answer is
 // assembled.
-func (c *OpenAI) Complete(ctx context.Context, req Request, onDelta func(text string)) (Response, error) {
+func (c *Client) Complete(ctx context.Context, req llm.Request, onDelta func(text string)) (llm.Response, error) {
 	body, err := c.body(req)
 	if err != nil {
-		return Response{}, c.paramsError(err)
+		return llm.Response{}, c.ParamsError(err)
 	}
-	return c.run(ctx, func() (Response, *failure) { return c.attempt(ctx, body, onDelta) })
+	return c.Run(ctx, func() (llm.Response, *transport.Failure) { return c.attempt(ctx, body, onDelta) })
 }
 
 // attempt makes one streaming request. It returns the answer, or why there
 // is none.
-func (c *OpenAI) attempt(ctx context.Context, body []byte, onDelta func(string)) (Response, *failure) {
-	x := &exchange{}
-	w := c.limits.watch(ctx)
-	defer w.stop()
+func (c *Client) attempt(ctx context.Context, body []byte, onDelta func(string)) (llm.Response, *transport.Failure) {
+	x := &transport.Exchange{}
+	w := c.limits.Watch(ctx)
+	defer w.Stop()
 	var raw *http.Response
-	err := c.api.Post(w.ctx, "chat/completions", body, &raw, option.WithMiddleware(x.middleware))
-	acc := accumulator{bound: outputBound{limit: c.limits.maxOutput}}
+	err := c.api.Post(w.Ctx, "chat/completions", body, &raw, option.WithMiddleware(x.Middleware))
+	acc := accumulator{bound: transport.OutputBound{Limit: c.limits.MaxOutput}}
 	sawDone := false
 	if err == nil {
-		sawDone, err = readStream(raw, &acc, onDelta, w.tick)
+		sawDone, err = readStream(raw, &acc, onDelta, w.Tick)
 	}
 
-	if ctx.Err() == nil && w.stalled() {
-		return Response{}, w.failure()
+	if ctx.Err() == nil && w.Stalled() {
+		return llm.Response{}, w.Failure()
 	}
-	if f := x.httpFailure(ctx, err); f != nil {
-		return Response{}, f
+	if f := x.HTTPFailure(ctx, err); f != nil {
+		return llm.Response{}, f
 	}
 	switch {
-	case acc.bound.cut:
-		return acc.bound.cutResponse(acc.response()), nil
+	case acc.bound.Cut:
+		return acc.bound.CutResponse(acc.response()), nil
 	case err != nil:
-		return Response{}, &failure{message: "stream broken: " + streamMessage(err), retryable: true, cause: err}
+		return llm.Response{}, &transport.Failure{Message: "stream broken: " + streamMessage(err), Retryable: true, Cause: err}
 	case !acc.sawChoice:
-		return Response{}, notAStream(x)
+		return llm.Response{}, transport.NotAStream(x)
 	case acc.finish == "" && !sawDone:
-		return Response{}, &failure{message: "stream ended before the answer was complete", retryable: true}
+		return llm.Response{}, &transport.Failure{Message: "stream ended before the answer was complete", Retryable: true}
 	}
 	return acc.response(), nil
 }
@@ -148,7 +148,7 @@ func readStream(res *http.Response, acc *accumulator, onDelta func(string), tick
 			return false, &ssestream.StreamError{Message: "received error while streaming: " + string(ch.Error), Event: ev}
 		}
 		acc.add(ch, onDelta)
-		if acc.bound.cut {
+		if acc.bound.Cut {
 			// The rest is not read: closing the body loses the
 			// connection, which a runaway answer is not worth keeping.
 			dec.Close()
@@ -164,43 +164,41 @@ func readStream(res *http.Response, acc *accumulator, onDelta func(string), tick
 // closes it. A body closed before its end takes its HTTP/1.1 connection
 // with it, and the next call dialled anew: 20 connections for 20 calls
 // to a server that flushes [DONE] before it ends the body. A server that
-// never ends it is cut after finishWait.
+// never ends it is cut after transport.FinishWait.
 func finish(body io.ReadCloser) {
-	t := time.AfterFunc(finishWait, func() { body.Close() })
+	t := time.AfterFunc(transport.FinishWait, func() { body.Close() })
 	_, _ = io.CopyN(io.Discard, body, finishLimit)
 	t.Stop()
 	body.Close()
 }
 
-const (
-	finishWait  = time.Second
-	finishLimit = 64 << 10 // more than a terminator: the body is not worth keeping
-)
+// finishLimit is more than a terminator: the body is not worth keeping.
+const finishLimit = 64 << 10
 
 // streamMessage describes a failure while reading the stream, preferring the
 // server's message for an error event.
 func streamMessage(err error) string {
 	var se *ssestream.StreamError
 	if errors.As(err, &se) {
-		if m := errorMessage(se.Event.Data); m != "" {
+		if m := transport.ErrorMessage(se.Event.Data); m != "" {
 			return "server error event: " + m
 		}
 		return "server error event"
 	}
-	return transportMessage(err)
+	return transport.TransportMessage(err)
 }
 
 // accumulator assembles one assistant message from stream chunks.
 type accumulator struct {
 	content   strings.Builder
 	refusal   strings.Builder
-	calls     []ToolCall
+	calls     []llm.ToolCall
 	args      [][]byte      // calls' arguments: += on a string copied it whole at every delta
 	byIndex   map[int64]int // wire tool-call index -> position in calls
 	finish    string
-	usage     Usage
+	usage     llm.Usage
 	sawChoice bool
-	bound     outputBound // the text, refusal and calls added so far
+	bound     transport.OutputBound // the text, refusal and calls added so far
 }
 
 // legacyIndex keys the deprecated function_call delta among tool calls.
@@ -208,7 +206,7 @@ const legacyIndex = -1
 
 func (a *accumulator) add(ch chunk, onDelta func(string)) {
 	if ch.Usage != nil {
-		a.usage = Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
+		a.usage = llm.Usage{InputTokens: ch.Usage.PromptTokens, OutputTokens: ch.Usage.CompletionTokens}
 	}
 	for _, choice := range ch.Choices {
 		if choice.Index != 0 {
@@ -216,19 +214,19 @@ func (a *accumulator) add(ch chunk, onDelta func(string)) {
 		}
 		a.sawChoice = true
 		d := choice.Delta
-		if text := a.bound.take(d.Content); text != "" {
+		if text := a.bound.Take(d.Content); text != "" {
 			a.content.WriteString(text)
 			if onDelta != nil {
 				onDelta(text)
 			}
 		}
-		a.refusal.WriteString(a.bound.take(d.Refusal))
+		a.refusal.WriteString(a.bound.Take(d.Refusal))
 		for _, tc := range d.ToolCalls {
-			a.addCall(tc.Index, tc.ID, a.bound.take(tc.Function.Name), a.bound.take(tc.Function.Arguments))
+			a.addCall(tc.Index, tc.ID, a.bound.Take(tc.Function.Name), a.bound.Take(tc.Function.Arguments))
 		}
 		// Servers that speak the legacy function_call still exist.
 		if fc := d.FunctionCall; fc.Name != "" || fc.Arguments != "" {
-			a.addCall(legacyIndex, "", a.bound.take(fc.Name), a.bound.take(fc.Arguments))
+			a.addCall(legacyIndex, "", a.bound.Take(fc.Name), a.bound.Take(fc.Arguments))
 		}
 		if choice.FinishReason != "" {
 			a.finish = choice.FinishReason
@@ -245,7 +243,7 @@ func (a *accumulator) addCall(index int64, id, name, args string) {
 		if a.byIndex == nil {
 			a.byIndex = make(map[int64]int)
 		}
-		a.calls = append(a.calls, ToolCall{})
+		a.calls = append(a.calls, llm.ToolCall{})
 		a.args = append(a.args, nil)
 		pos = len(a.calls) - 1
 		a.byIndex[index] = pos
@@ -258,9 +256,9 @@ func (a *accumulator) addCall(index int64, id, name, args string) {
 	a.args[pos] = append(a.args[pos], args...)
 }
 
-func (a *accumulator) response() Response {
-	msg := Message{
-		Role:    RoleAssistant,
+func (a *accumulator) response() llm.Response {
+	msg := llm.Message{
+		Role:    llm.RoleAssistant,
 		Content: a.content.String(),
 		Refusal: a.refusal.String(),
 	}
@@ -271,30 +269,30 @@ func (a *accumulator) response() Response {
 		}
 		msg.ToolCalls = append(msg.ToolCalls, call)
 	}
-	return Response{Message: msg, FinishReason: finishReason(a.finish, msg), Usage: a.usage}
+	return llm.Response{Message: msg, FinishReason: finishReason(a.finish, msg), Usage: a.usage}
 }
 
 // finishReason maps the wire finish_reason; see the package doc.
-func finishReason(wire string, msg Message) FinishReason {
+func finishReason(wire string, msg llm.Message) llm.FinishReason {
 	if msg.Refusal != "" {
-		return FinishRefusal
+		return llm.FinishRefusal
 	}
 	switch wire {
 	case "length":
-		return FinishLength
+		return llm.FinishLength
 	case "content_filter":
-		return FinishContentFilter
+		return llm.FinishContentFilter
 	case "tool_calls", "function_call":
-		return FinishToolCalls
+		return llm.FinishToolCalls
 	}
 	if len(msg.ToolCalls) > 0 {
-		return FinishToolCalls
+		return llm.FinishToolCalls
 	}
-	return FinishStop
+	return llm.FinishStop
 }
 
 // body encodes a Request as a streaming chat completions request.
-func (c *OpenAI) body(req Request) ([]byte, error) {
+func (c *Client) body(req llm.Request) ([]byte, error) {
 	w := wireRequest{Model: req.Model, Stream: true}
 	if w.Model == "" {
 		w.Model = c.model
@@ -329,7 +327,7 @@ func (c *OpenAI) body(req Request) ([]byte, error) {
 	tools := make([][]byte, len(req.Tools))
 	size := 256
 	for i, t := range req.Tools {
-		raw, err := c.tools.encoded(t, false)
+		raw, err := c.tools.Encoded(t, false)
 		if err != nil {
 			return nil, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err)
 		}
@@ -392,15 +390,15 @@ type wireToolCall struct {
 	} `json:"function"`
 }
 
-func (w *wireMessage) set(m Message) error {
+func (w *wireMessage) set(m llm.Message) error {
 	switch m.Role {
-	case RoleSystem, RoleUser:
-	case RoleTool:
+	case llm.RoleSystem, llm.RoleUser:
+	case llm.RoleTool:
 		if m.ToolCallID == "" {
 			return errors.New("tool message without tool_call_id")
 		}
 		w.ToolCallID = m.ToolCallID
-	case RoleAssistant:
+	case llm.RoleAssistant:
 		w.Refusal = m.Refusal
 		if len(m.ToolCalls) > 0 {
 			w.ToolCalls = make([]wireToolCall, len(m.ToolCalls))
@@ -465,64 +463,11 @@ type chunkUsage struct {
 	CompletionTokens int64 `json:"completion_tokens"`
 }
 
-// toolCache holds encoded tool definitions by their content (and whether
-// they carry the backend's cache mark). Lookups take no lock and copy
-// nothing: every model call of every child makes one per tool, and 10,000
-// children calling at once queued on a mutex here. An entry is found by a
-// hash of the definition and used only if the definition is equal. It is
-// bounded: a deployment has a few dozen distinct tools; past
-// maxCachedTools it starts over rather than grow.
-type toolCache struct {
-	encode func(t ToolDef, mark bool) ([]byte, error)
-	m      sync.Map // uint64 -> *toolEntry
-	n      atomic.Int64
-}
-
-type toolEntry struct {
-	def  ToolDef
-	mark bool
-	raw  []byte
-}
-
-var toolSeed = maphash.MakeSeed()
-
-const maxCachedTools = 1024
-
-func (tc *toolCache) encoded(t ToolDef, mark bool) ([]byte, error) {
-	var h maphash.Hash
-	h.SetSeed(toolSeed)
-	h.WriteString(t.Name)
-	h.WriteByte(0)
-	h.WriteString(t.Description)
-	h.WriteByte(0)
-	h.Write(t.Parameters)
-	if mark {
-		h.WriteByte(1)
-	}
-	k := h.Sum64()
-	if v, ok := tc.m.Load(k); ok {
-		if e := v.(*toolEntry); e.mark == mark && e.def.Name == t.Name && e.def.Description == t.Description && bytes.Equal(e.def.Parameters, t.Parameters) {
-			return e.raw, nil
-		}
-	}
-	raw, err := tc.encode(t, mark)
-	if err != nil {
-		return nil, err
-	}
-	if tc.n.Add(1) > maxCachedTools {
-		tc.m.Clear()
-		tc.n.Store(1)
-	}
-	t.Parameters = bytes.Clone(t.Parameters)
-	tc.m.Store(k, &toolEntry{def: t, mark: mark, raw: raw})
-	return raw, nil
-}
-
 // encodeTool encodes a tool as the chat API takes it: a function with its
 // name, description if any, and the parameters schema. Chat completions
 // have no cache mark.
-func encodeTool(t ToolDef, _ bool) ([]byte, error) {
-	params, err := toolSchema(t)
+func encodeTool(t llm.ToolDef, _ bool) ([]byte, error) {
+	params, err := transport.ToolSchema(t)
 	if err != nil {
 		return nil, err
 	}
@@ -535,20 +480,4 @@ func encodeTool(t ToolDef, _ bool) ([]byte, error) {
 		Type     string   `json:"type"`
 		Function function `json:"function"`
 	}{"function", function{t.Name, t.Description, params}})
-}
-
-// toolSchema checks a tool definition and returns its parameters schema,
-// which must be a JSON object (an empty one when none is given).
-func toolSchema(t ToolDef) (json.RawMessage, error) {
-	if t.Name == "" {
-		return nil, errors.New("tool without a name")
-	}
-	params := json.RawMessage(`{"type":"object","properties":{}}`)
-	if trimmed := bytes.TrimSpace(t.Parameters); len(trimmed) > 0 {
-		if trimmed[0] != '{' || !json.Valid(trimmed) {
-			return nil, errors.New("parameters are not a JSON object")
-		}
-		params = trimmed
-	}
-	return params, nil
 }

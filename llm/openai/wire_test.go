@@ -1,4 +1,4 @@
-package llm
+package openai
 
 import (
 	"context"
@@ -17,12 +17,16 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/anthropic"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 )
 
 // sdkBody is the body the SDK would send for req: its parameter types,
 // mapped as the client did before it encoded bodies itself, and its
 // encoder. It is the reference the client's own encoding must match.
-func sdkBody(t *testing.T, c *OpenAI, req Request) []byte {
+func sdkBody(t *testing.T, c *Client, req llm.Request) []byte {
 	t.Helper()
 	var p openai.ChatCompletionNewParams
 	p.Model = req.Model
@@ -40,13 +44,13 @@ func sdkBody(t *testing.T, c *OpenAI, req Request) []byte {
 	p.ReasoningEffort = shared.ReasoningEffort(req.Effort)
 	for _, m := range req.Messages {
 		switch m.Role {
-		case RoleSystem:
+		case llm.RoleSystem:
 			p.Messages = append(p.Messages, openai.SystemMessage(m.Content))
-		case RoleUser:
+		case llm.RoleUser:
 			p.Messages = append(p.Messages, openai.UserMessage(m.Content))
-		case RoleTool:
+		case llm.RoleTool:
 			p.Messages = append(p.Messages, openai.ToolMessage(m.Content, m.ToolCallID))
-		case RoleAssistant:
+		case llm.RoleAssistant:
 			var a openai.ChatCompletionAssistantMessageParam
 			if m.Content != "" || len(m.ToolCalls) == 0 {
 				a.Content.OfString = param.NewOpt(m.Content)
@@ -67,7 +71,7 @@ func sdkBody(t *testing.T, c *OpenAI, req Request) []byte {
 		}
 	}
 	for _, td := range req.Tools {
-		params, err := toolSchema(td)
+		params, err := transport.ToolSchema(td)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,24 +105,24 @@ func sdkBody(t *testing.T, c *OpenAI, req Request) []byte {
 // both keys, effort, and tools with and without descriptions and schemas.
 func TestBodyIsTheSDKs(t *testing.T) {
 	tricky := "quotes \" backslash \\ newline \n tab \t html <b>&amp;</b> unicode é 😀 \u2028 nul-free"
-	reqs := map[string]Request{
-		"one user message": {Messages: []Message{{Role: RoleUser, Content: "hi"}}},
-		"a whole conversation": {MaxTokens: 256, Effort: "high", Messages: []Message{
-			{Role: RoleSystem, Content: "You are terse."},
-			{Role: RoleUser, Content: tricky},
-			{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "read", Arguments: `{"path":"a"}`}, {ID: "c2", Name: "ls", Arguments: "  "}}},
-			{Role: RoleTool, ToolCallID: "c1", Content: tricky},
-			{Role: RoleTool, ToolCallID: "c2", Content: ""},
-			{Role: RoleAssistant, Content: "both", ToolCalls: []ToolCall{{ID: "c3", Name: "cat", Arguments: "{}"}}},
-			{Role: RoleTool, ToolCallID: "c3", Content: "x"},
-			{Role: RoleAssistant, Content: "", Refusal: "I won't."},
-			{Role: RoleAssistant, Content: ""},
-			{Role: RoleUser, Content: ""},
-		}, Tools: append(benchTools(), ToolDef{Name: "bare"}, ToolDef{Name: "spaced", Description: tricky, Parameters: json.RawMessage(" {\"type\": \"object\"} ")})},
-		"model per request": {Model: "other", Messages: []Message{{Role: RoleUser, Content: "hi"}}},
+	reqs := map[string]llm.Request{
+		"one user message": {Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}},
+		"a whole conversation": {MaxTokens: 256, Effort: "high", Messages: []llm.Message{
+			{Role: llm.RoleSystem, Content: "You are terse."},
+			{Role: llm.RoleUser, Content: tricky},
+			{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c1", Name: "read", Arguments: `{"path":"a"}`}, {ID: "c2", Name: "ls", Arguments: "  "}}},
+			{Role: llm.RoleTool, ToolCallID: "c1", Content: tricky},
+			{Role: llm.RoleTool, ToolCallID: "c2", Content: ""},
+			{Role: llm.RoleAssistant, Content: "both", ToolCalls: []llm.ToolCall{{ID: "c3", Name: "cat", Arguments: "{}"}}},
+			{Role: llm.RoleTool, ToolCallID: "c3", Content: "x"},
+			{Role: llm.RoleAssistant, Content: "", Refusal: "I won't."},
+			{Role: llm.RoleAssistant, Content: ""},
+			{Role: llm.RoleUser, Content: ""},
+		}, Tools: append(benchTools(), llm.ToolDef{Name: "bare"}, llm.ToolDef{Name: "spaced", Description: tricky, Parameters: json.RawMessage(" {\"type\": \"object\"} ")})},
+		"model per request": {Model: "other", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}},
 	}
 	for _, openaiHost := range []bool{false, true} {
-		c := NewOpenAI(Config{Model: "m", APIKey: "k"})
+		c := New(transport.Config{Model: "m", APIKey: "k"})
 		c.completionsKey = openaiHost
 		for name, req := range reqs {
 			got, err := c.body(req)
@@ -266,14 +270,14 @@ func TestParallelCallersReuseConnections(t *testing.T) {
 	srv.Config.ConnState = conns.state
 	srv.Start()
 	defer srv.Close()
-	c := NewOpenAI(Config{BaseURL: srv.URL, Model: "m", MaxRetries: -1})
+	c := New(transport.Config{BaseURL: srv.URL, Model: "m", MaxRetries: -1})
 	const callers, steps = 16, 10
 	for range steps {
 		// Every call of a step ends before the next step's calls start.
 		var wg sync.WaitGroup
 		for range callers {
 			wg.Go(func() {
-				if _, err := c.Complete(context.Background(), Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}}, nil); err != nil {
+				if _, err := c.Complete(context.Background(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}, nil); err != nil {
 					t.Error(err)
 				}
 			})
@@ -299,26 +303,26 @@ func TestHTTPSCallsStartingTogetherDialAtMostTheCap(t *testing.T) {
 	srv.Config.ConnState = conns.state
 	srv.StartTLS()
 	defer srv.Close()
-	tr := DefaultTransport(srv.URL)
+	tr := transport.DefaultTransport(srv.URL)
 	// A copy: the server's own client transport rewrites its config when Close
 	// closes its idle connections, while dials of ours may still be going.
 	tr.TLSClientConfig = srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
-	c := NewOpenAI(Config{BaseURL: srv.URL, Model: "m", MaxRetries: -1, HTTPClient: &http.Client{Transport: tr}})
-	const calls = 4 * httpsMaxConnsPerHost
+	c := New(transport.Config{BaseURL: srv.URL, Model: "m", MaxRetries: -1, HTTPClient: &http.Client{Transport: tr}})
+	const calls = 4 * transport.HttpsMaxConnsPerHost
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for range calls {
 		wg.Go(func() {
 			<-start
-			if _, err := c.Complete(context.Background(), Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}}, nil); err != nil {
+			if _, err := c.Complete(context.Background(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}, nil); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	close(start)
 	wg.Wait()
-	if n := conns.count(); n > 2*httpsMaxConnsPerHost {
-		t.Errorf("%d TLS connections for %d calls started together, want at most %d", n, calls, 2*httpsMaxConnsPerHost)
+	if n := conns.count(); n > 2*transport.HttpsMaxConnsPerHost {
+		t.Errorf("%d TLS connections for %d calls started together, want at most %d", n, calls, 2*transport.HttpsMaxConnsPerHost)
 	}
 }
 
@@ -338,10 +342,10 @@ func TestCallsAfterAFlushedDoneReuseTheConnection(t *testing.T) {
 	srv.Config.ConnState = conns.state
 	srv.Start()
 	defer srv.Close()
-	c := NewOpenAI(Config{BaseURL: srv.URL, Model: "m", MaxRetries: -1})
+	c := New(transport.Config{BaseURL: srv.URL, Model: "m", MaxRetries: -1})
 	const calls = 20
 	for range calls {
-		if _, err := c.Complete(context.Background(), Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}}, nil); err != nil {
+		if _, err := c.Complete(context.Background(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -364,8 +368,8 @@ func TestADoneWithNoEndDoesNotHoldTheCall(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	c := NewOpenAI(Config{BaseURL: srv.URL, Model: "m", MaxRetries: -1})
-	resp, err := c.Complete(context.Background(), Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}}, nil)
+	c := New(transport.Config{BaseURL: srv.URL, Model: "m", MaxRetries: -1})
+	resp, err := c.Complete(context.Background(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}, nil)
 	if err != nil || resp.Message.Content != "ok" {
 		t.Fatalf("got %+v, %v", resp, err)
 	}
@@ -396,10 +400,10 @@ func TestAnthropicCallsReuseTheConnection(t *testing.T) {
 	srv.Config.ConnState = conns.state
 	srv.Start()
 	defer srv.Close()
-	c := NewAnthropic(Config{BaseURL: srv.URL, APIKey: "k", Model: "m", MaxRetries: -1})
+	c := anthropic.New(transport.Config{BaseURL: srv.URL, APIKey: "k", Model: "m", MaxRetries: -1})
 	const calls = 20
 	for range calls {
-		resp, err := c.Complete(context.Background(), Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}}, nil)
+		resp, err := c.Complete(context.Background(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}, nil)
 		if err != nil || resp.Message.Content != "ok" {
 			t.Fatalf("got %+v, %v", resp, err)
 		}

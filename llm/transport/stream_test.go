@@ -1,4 +1,4 @@
-package llm_test
+package transport_test
 
 import (
 	"context"
@@ -11,7 +11,14 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeanthropic"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/anthropic"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 )
+
+func userRequest(text string) llm.Request {
+	return llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: text}}}
+}
 
 // testIdle is the stream idle timeout of these tests: short, so a stall
 // is cut in a moment; long enough that a fake on a loaded machine is not
@@ -56,14 +63,14 @@ func TestStalledStreamIsCutAndRetried(t *testing.T) {
 		{"openai", func(t *testing.T, maxRetries int) (llm.Client, func() int) {
 			srv := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "a long answer that stalls", StallAfter: 2}, fakeopenai.Reply{Text: "recovered"}))
 			t.Cleanup(srv.Close)
-			c := llm.NewOpenAI(llm.Config{BaseURL: srv.URL(), Model: "m", MaxRetries: maxRetries,
+			c := openai.New(transport.Config{BaseURL: srv.URL(), Model: "m", MaxRetries: maxRetries,
 				RetryBaseDelay: time.Millisecond, StreamIdleTimeout: testIdle})
 			return c, func() int { return len(srv.Requests()) }
 		}},
 		{"anthropic", func(t *testing.T, maxRetries int) (llm.Client, func() int) {
 			srv := fakeanthropic.New(fakeanthropic.Script(fakeanthropic.Reply{Text: "a long answer that stalls", StallAfter: 2}, fakeanthropic.Reply{Text: "recovered"}))
 			t.Cleanup(srv.Close)
-			c := llm.NewAnthropic(llm.Config{BaseURL: srv.URL(), Model: "m", MaxRetries: maxRetries,
+			c := anthropic.New(transport.Config{BaseURL: srv.URL(), Model: "m", MaxRetries: maxRetries,
 				RetryBaseDelay: time.Millisecond, StreamIdleTimeout: testIdle})
 			return c, func() int { return len(srv.Requests()) }
 		}},
@@ -86,9 +93,9 @@ func TestStalledStreamIsCutAndRetried(t *testing.T) {
 			_, err := bounded(t, func() (llm.Response, error) {
 				return c.Complete(context.Background(), userRequest("hi"), nil)
 			})
-			var e *llm.Error
+			var e *transport.Error
 			if !errors.As(err, &e) || !e.Retryable || !strings.Contains(e.Message, "no event from the server for 300ms") {
-				t.Fatalf("err = %v, want a retryable *llm.Error naming the idle timeout", err)
+				t.Fatalf("err = %v, want a retryable *transport.Error naming the idle timeout", err)
 			}
 			if errors.Is(err, context.Canceled) {
 				t.Fatalf("err = %v: a stall is not a cancellation", err)
@@ -101,7 +108,7 @@ func TestStalledStreamIsCutAndRetried(t *testing.T) {
 func TestCancelDuringAStallIsACancellation(t *testing.T) {
 	srv := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "stalls", StallAfter: 1}))
 	t.Cleanup(srv.Close)
-	c := llm.NewOpenAI(llm.Config{BaseURL: srv.URL(), Model: "m", StreamIdleTimeout: time.Hour})
+	c := openai.New(transport.Config{BaseURL: srv.URL(), Model: "m", StreamIdleTimeout: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	_, err := bounded(t, func() (llm.Response, error) { return c.Complete(ctx, userRequest("hi"), nil) })
@@ -115,7 +122,7 @@ func TestCancelDuringAStallIsACancellation(t *testing.T) {
 func TestAnthropicAnswerWholeAtMessageStop(t *testing.T) {
 	srv := fakeanthropic.New(fakeanthropic.Script(fakeanthropic.Reply{Text: "done", HoldOpen: true}))
 	t.Cleanup(srv.Close)
-	c := llm.NewAnthropic(llm.Config{BaseURL: srv.URL(), Model: "m", MaxRetries: -1, StreamIdleTimeout: time.Hour})
+	c := anthropic.New(transport.Config{BaseURL: srv.URL(), Model: "m", MaxRetries: -1, StreamIdleTimeout: time.Hour})
 	resp, err := bounded(t, func() (llm.Response, error) { return c.Complete(context.Background(), userRequest("hi"), nil) })
 	if err != nil || resp.Message.Content != "done" || resp.FinishReason != llm.FinishStop {
 		t.Fatalf("got %+v, %v; want the answer \"done\"", resp, err)
@@ -137,24 +144,24 @@ func TestAnswerPastTheOutputBoundIsCut(t *testing.T) {
 		{"openai text", func(t *testing.T) llm.Client {
 			srv := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: piece, Repeat: 1000}))
 			t.Cleanup(srv.Close)
-			return llm.NewOpenAI(llm.Config{BaseURL: srv.URL(), Model: "m", MaxOutputBytes: limit})
+			return openai.New(transport.Config{BaseURL: srv.URL(), Model: "m", MaxOutputBytes: limit})
 		}, false},
 		{"openai tool arguments", func(t *testing.T) llm.Client {
 			args := `{"content":"` + strings.Repeat("x", 100_000) + `"}`
 			srv := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{Name: "write", Arguments: args}}}))
 			t.Cleanup(srv.Close)
-			return llm.NewOpenAI(llm.Config{BaseURL: srv.URL(), Model: "m", MaxOutputBytes: limit})
+			return openai.New(transport.Config{BaseURL: srv.URL(), Model: "m", MaxOutputBytes: limit})
 		}, true},
 		{"anthropic text", func(t *testing.T) llm.Client {
 			srv := fakeanthropic.New(fakeanthropic.Script(fakeanthropic.Reply{Text: piece, Repeat: 1000}))
 			t.Cleanup(srv.Close)
-			return llm.NewAnthropic(llm.Config{BaseURL: srv.URL(), Model: "m", MaxOutputBytes: limit})
+			return anthropic.New(transport.Config{BaseURL: srv.URL(), Model: "m", MaxOutputBytes: limit})
 		}, false},
 		{"anthropic tool arguments", func(t *testing.T) llm.Client {
 			in := map[string]any{"content": strings.Repeat("x", 100_000)}
 			srv := fakeanthropic.New(fakeanthropic.Script(fakeanthropic.Reply{ToolUses: []fakeanthropic.ToolUse{{Name: "write", Input: in}}}))
 			t.Cleanup(srv.Close)
-			return llm.NewAnthropic(llm.Config{BaseURL: srv.URL(), Model: "m", MaxOutputBytes: limit})
+			return anthropic.New(transport.Config{BaseURL: srv.URL(), Model: "m", MaxOutputBytes: limit})
 		}, true},
 	}
 	for _, tc := range tests {

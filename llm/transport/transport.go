@@ -1,4 +1,10 @@
-package llm
+// Package transport is what the two model clients (llm/openai and
+// llm/anthropic) share: the Config they take, the secret-free *Error they
+// return, the retry loop with its backoff, the stream bounds (idle timeout,
+// output size), the bookkeeping of one HTTP exchange that both SDKs'
+// middleware feeds, and the encoded-tool cache. It imports no SDK; it is
+// exported only so that the two client packages can share it.
+package transport
 
 // What both backends share: the Config, the *Error, the retry loop with its
 // backoff, and the bookkeeping of one HTTP exchange (status, error body,
@@ -20,7 +26,13 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/mcp-subagent/mcp-subagent/llm"
 )
+
+// FinishWait is how long a stream's end is waited for after its last
+// event before the body is cut.
+const FinishWait = time.Second
 
 const (
 	defaultMaxRetries     = 2
@@ -37,13 +49,13 @@ const (
 	DefaultMaxOutputBytes = 1 << 20
 )
 
-// Config configures NewOpenAI and NewAnthropic. Zero values mean the
+// Config configures openai.New and anthropic.New. Zero values mean the
 // documented defaults.
 type Config struct {
 	// BaseURL is the API root. For OpenAI it includes the version path,
 	// such as "https://api.deepseek.com/v1" or "http://localhost:11434/v1"
-	// (empty: DefaultBaseURL); for Anthropic it does not, as the SDK takes
-	// it (empty: DefaultAnthropicBaseURL).
+	// (empty: openai.DefaultBaseURL); for Anthropic it does not, as the SDK takes
+	// it (empty: anthropic.DefaultBaseURL).
 	BaseURL string
 	// APIKey is sent as a bearer token to OpenAI-compatible servers and as
 	// x-api-key to Anthropic. Empty: no credential header (local servers
@@ -82,21 +94,21 @@ type Config struct {
 // streamLimits are the bounds on one streamed answer that both backends
 // apply: how long the stream may go quiet, and how large the answer may
 // grow.
-type streamLimits struct {
+type StreamLimits struct {
 	idle      time.Duration
-	maxOutput int // zero: none
+	MaxOutput int // zero: none
 }
 
-func newStreamLimits(cfg Config) streamLimits {
-	l := streamLimits{idle: cfg.StreamIdleTimeout, maxOutput: cfg.MaxOutputBytes}
+func NewStreamLimits(cfg Config) StreamLimits {
+	l := StreamLimits{idle: cfg.StreamIdleTimeout, MaxOutput: cfg.MaxOutputBytes}
 	if l.idle <= 0 {
 		l.idle = DefaultStreamIdleTimeout
 	}
 	switch {
-	case l.maxOutput == 0:
-		l.maxOutput = DefaultMaxOutputBytes
-	case l.maxOutput < 0:
-		l.maxOutput = 0
+	case l.MaxOutput == 0:
+		l.MaxOutput = DefaultMaxOutputBytes
+	case l.MaxOutput < 0:
+		l.MaxOutput = 0
 	}
 	return l
 }
@@ -105,73 +117,73 @@ func newStreamLimits(cfg Config) streamLimits {
 // stream went quiet for too long.
 var errStreamIdle = errors.New("stream idle")
 
-// watchdog ends an attempt whose stream goes quiet: its context, which
+// Watchdog ends an attempt whose stream goes quiet: its context, which
 // the request runs under, is cancelled (with cause errStreamIdle) once d
 // passes without a tick. A cancelled request's body read fails at once,
 // on HTTP/1.1 and HTTP/2 alike, which closing the body from another
 // goroutine does not promise.
-type watchdog struct {
-	ctx    context.Context
+type Watchdog struct {
+	Ctx    context.Context
 	cancel context.CancelCauseFunc
 	t      *time.Timer
 	d      time.Duration
 }
 
-func (l streamLimits) watch(ctx context.Context) *watchdog {
-	w := &watchdog{d: l.idle}
-	w.ctx, w.cancel = context.WithCancelCause(ctx)
+func (l StreamLimits) Watch(ctx context.Context) *Watchdog {
+	w := &Watchdog{d: l.idle}
+	w.Ctx, w.cancel = context.WithCancelCause(ctx)
 	w.t = time.AfterFunc(w.d, func() { w.cancel(errStreamIdle) })
 	return w
 }
 
 // tick says an event came: the quiet time starts again.
-func (w *watchdog) tick() { w.t.Reset(w.d) }
+func (w *Watchdog) Tick() { w.t.Reset(w.d) }
 
 // shorten makes the allowed quiet time d from now on (the answer is
 // complete, and only the end of the body is awaited).
-func (w *watchdog) shorten(d time.Duration) {
+func (w *Watchdog) Shorten(d time.Duration) {
 	w.d = d
 	w.t.Reset(d)
 }
 
 // stalled reports whether the watchdog cut the attempt.
-func (w *watchdog) stalled() bool { return errors.Is(context.Cause(w.ctx), errStreamIdle) }
+func (w *Watchdog) Stalled() bool { return errors.Is(context.Cause(w.Ctx), errStreamIdle) }
 
 // failure is the stall as an attempt's failure: a broken stream, retried.
-func (w *watchdog) failure() *failure {
-	return &failure{message: fmt.Sprintf("stream broken: no event from the server for %s (the stream idle timeout, llm.stream_idle_seconds)", w.d),
-		retryable: true, cause: errStreamIdle}
+func (w *Watchdog) Failure() *Failure {
+	return &Failure{Message: fmt.Sprintf("stream broken: no event from the server for %s (the stream idle timeout, llm.stream_idle_seconds)", w.d),
+		Retryable: true, Cause: errStreamIdle}
 }
 
-func (w *watchdog) stop() {
+func (w *Watchdog) Stop() {
 	w.t.Stop()
 	w.cancel(nil)
 }
 
 // outputBound counts the bytes of an answer against a limit (zero: none).
-type outputBound struct {
-	limit int
+type OutputBound struct {
+	Limit int
 	size  int
-	cut   bool // the limit was reached: the answer is cut there
+	Cut   bool // the limit was reached: the answer is cut there
 }
 
 // take returns the part of s the bound still admits (cut at a rune
 // boundary) and counts it; once the limit is reached it admits nothing.
-func (b *outputBound) take(s string) string {
-	if b.cut {
+func (b *OutputBound) Take(s string) string {
+	if b.Cut {
 		return ""
 	}
-	if b.limit <= 0 {
+	if b.Limit <= 0 {
 		b.size += len(s)
 		return s
 	}
-	room := b.limit - b.size
+	room := b.Limit - b.size
 	if len(s) > room {
 		n := room
 		for n > 0 && !utf8.RuneStart(s[n]) {
 			n--
 		}
-		s, b.cut = s[:n], true
+		s, b.Cut = s[:n], true
 	}
 	b.size += len(s)
 	return s
@@ -180,16 +192,16 @@ func (b *outputBound) take(s string) string {
 // cutResponse marks r as an answer cut at the output bound. The usage a
 // cut stream reported has no final output count: it is at least a token
 // per four bytes read, so a budget still counts what the model wrote.
-func (b *outputBound) cutResponse(r Response) Response {
-	r.FinishReason = FinishLength
-	r.OutputLimit = b.limit
+func (b *OutputBound) CutResponse(r llm.Response) llm.Response {
+	r.FinishReason = llm.FinishLength
+	r.OutputLimit = b.Limit
 	r.Usage.OutputTokens = max(r.Usage.OutputTokens, int64(b.size/4))
 	return r
 }
 
 // endpoint is the base URL to use (def when Config.BaseURL is empty) and
 // the HTTP client.
-func (cfg Config) endpoint(def string) (string, *http.Client) {
+func (cfg Config) Endpoint(def string) (string, *http.Client) {
 	base, hc := cfg.BaseURL, cfg.HTTPClient
 	if base == "" {
 		base = def
@@ -207,7 +219,7 @@ func (cfg Config) endpoint(def string) (string, *http.Client) {
 // their CPU in TLS handshakes. With the cap, calls past it wait for a
 // connection, and an HTTP/2 one is handed to all of them. An HTTPS server
 // that speaks only HTTP/1.1 gets at most this many calls at once.
-const httpsMaxConnsPerHost = 64
+const HttpsMaxConnsPerHost = 64
 
 // maxIdleConnsPerHost keeps the connections of calls that just ended for
 // the next ones (Go keeps 2 per host by default): children of one model
@@ -224,7 +236,7 @@ func DefaultTransport(baseURL string) *http.Transport {
 		t.MaxIdleConns = maxIdleConnsPerHost
 	}
 	if strings.HasPrefix(strings.ToLower(baseURL), "https:") {
-		t.MaxConnsPerHost = httpsMaxConnsPerHost
+		t.MaxConnsPerHost = HttpsMaxConnsPerHost
 	}
 	t.ResponseHeaderTimeout = 10 * time.Minute
 	// An HTTP/1.1 connection keeps its buffers for its whole life, and
@@ -237,7 +249,7 @@ func DefaultTransport(baseURL string) *http.Transport {
 	return t
 }
 
-// Error is returned by OpenAI.Complete and Anthropic.Complete when no answer could be had, except
+// Error is returned by both clients' Complete when no answer could be had, except
 // for cancellation. Its message is safe to show and log: it carries neither
 // the API key nor the URL.
 type Error struct {
@@ -270,15 +282,15 @@ func (e *Error) Unwrap() error { return e.cause }
 // retrier is the retry policy both backends share: which failures are
 // retried, how long to wait, and how a final failure becomes a secret-free
 // *Error.
-type retrier struct {
+type Retrier struct {
 	apiKey     string
 	maxRetries int
 	baseDelay  time.Duration
 	log        *slog.Logger
 }
 
-func newRetrier(cfg Config) retrier {
-	r := retrier{apiKey: cfg.APIKey, maxRetries: cfg.MaxRetries, baseDelay: cfg.RetryBaseDelay, log: cfg.Logger}
+func NewRetrier(cfg Config) Retrier {
+	r := Retrier{apiKey: cfg.APIKey, maxRetries: cfg.MaxRetries, baseDelay: cfg.RetryBaseDelay, log: cfg.Logger}
 	switch {
 	case r.maxRetries == 0:
 		r.maxRetries = defaultMaxRetries
@@ -296,38 +308,38 @@ func newRetrier(cfg Config) retrier {
 
 // paramsError is the *Error for a request that could not be mapped, before
 // any attempt.
-func (c *retrier) paramsError(err error) error {
+func (c *Retrier) ParamsError(err error) error {
 	return &Error{Attempts: 0, Message: c.redact(err.Error()), cause: err}
 }
 
 // run calls attempt until it answers, fails for good, runs out of retries,
 // or ctx ends, waiting between attempts as backoff says.
-func (c *retrier) run(ctx context.Context, attempt func() (Response, *failure)) (Response, error) {
+func (c *Retrier) Run(ctx context.Context, attempt func() (llm.Response, *Failure)) (llm.Response, error) {
 	for n := 1; ; n++ {
 		resp, f := attempt()
 		if f == nil {
 			return resp, nil
 		}
 		if ctx.Err() != nil {
-			return Response{}, ctxError(ctx)
+			return llm.Response{}, ctxError(ctx)
 		}
-		if !f.retryable || n > c.maxRetries {
-			return Response{}, &Error{
+		if !f.Retryable || n > c.maxRetries {
+			return llm.Response{}, &Error{
 				Attempts:   n,
 				StatusCode: f.status,
-				Message:    c.redact(f.message),
-				Retryable:  f.retryable,
-				cause:      f.cause,
+				Message:    c.redact(f.Message),
+				Retryable:  f.Retryable,
+				cause:      f.Cause,
 			}
 		}
 		delay := c.backoff(n, f.retryAfter)
 		c.log.WarnContext(ctx, "chat completion failed, retrying",
-			"attempt", n, "status", f.status, "error", c.redact(f.message), "delay", delay)
+			"attempt", n, "status", f.status, "error", c.redact(f.Message), "delay", delay)
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return Response{}, ctxError(ctx)
+			return llm.Response{}, ctxError(ctx)
 		case <-t.C:
 		}
 	}
@@ -337,10 +349,10 @@ func (c *retrier) run(ctx context.Context, attempt func() (Response, *failure)) 
 // an error status, a request never sent, a connection that failed. It is
 // nil when the exchange itself went through, and the caller judges the
 // stream.
-func (x *exchange) httpFailure(ctx context.Context, err error) *failure {
+func (x *Exchange) HTTPFailure(ctx context.Context, err error) *Failure {
 	switch {
 	case ctx.Err() != nil:
-		return &failure{message: ctx.Err().Error(), cause: ctx.Err()}
+		return &Failure{Message: ctx.Err().Error(), Cause: ctx.Err()}
 	case x.status >= 400:
 		msg := fmt.Sprintf("%d %s", x.status, http.StatusText(x.status))
 		if x.status == 529 { // Anthropic's "overloaded", unknown to net/http
@@ -349,30 +361,30 @@ func (x *exchange) httpFailure(ctx context.Context, err error) *failure {
 		if x.message != "" {
 			msg += ": " + x.message
 		}
-		return &failure{
+		return &Failure{
 			status:     x.status,
-			message:    msg,
-			retryable:  x.status == http.StatusTooManyRequests || x.status >= 500,
+			Message:    msg,
+			Retryable:  x.status == http.StatusTooManyRequests || x.status >= 500,
 			retryAfter: x.retryAfter,
-			cause:      err,
+			Cause:      err,
 		}
 	case err != nil && !x.sent:
 		// The request could not even be built: retrying will not help.
-		return &failure{message: "preparing request: " + err.Error(), cause: err}
+		return &Failure{Message: "preparing request: " + err.Error(), Cause: err}
 	case err != nil && x.status == 0:
-		return &failure{message: "connection error: " + transportMessage(err), retryable: true, cause: err}
+		return &Failure{Message: "connection error: " + TransportMessage(err), Retryable: true, Cause: err}
 	}
 	return nil
 }
 
 // notAStream describes a 200 answer that carried no events, naming the
 // content type when it was not an event stream.
-func notAStream(x *exchange) *failure {
+func NotAStream(x *Exchange) *Failure {
 	msg := "stream ended without an answer"
 	if mt, _, _ := mime.ParseMediaType(x.contentType); mt != "" && mt != "text/event-stream" {
 		msg += " (the server answered " + mt + ", not an event stream)"
 	}
-	return &failure{message: msg, retryable: true}
+	return &Failure{Message: msg, Retryable: true}
 }
 
 // ctxError wraps ctx.Err() and, when different, the cancellation cause, so
@@ -386,7 +398,7 @@ func ctxError(ctx context.Context) error {
 }
 
 // backoff is the wait before retry number attempt (1-based).
-func (c *retrier) backoff(attempt int, retryAfter time.Duration) time.Duration {
+func (c *Retrier) backoff(attempt int, retryAfter time.Duration) time.Duration {
 	d := c.baseDelay
 	for i := 1; i < attempt && d < maxBackoff; i++ {
 		d *= 2
@@ -400,7 +412,7 @@ func (c *retrier) backoff(attempt int, retryAfter time.Duration) time.Duration {
 }
 
 // redact removes the API key from a message meant for humans.
-func (c *retrier) redact(s string) string {
+func (c *Retrier) redact(s string) string {
 	if len(c.apiKey) >= 4 {
 		s = strings.ReplaceAll(s, c.apiKey, "[REDACTED]")
 	}
@@ -411,18 +423,18 @@ func (c *retrier) redact(s string) string {
 }
 
 // failure is why one attempt produced no answer.
-type failure struct {
+type Failure struct {
 	status     int
-	message    string
-	retryable  bool
+	Message    string
+	Retryable  bool
 	retryAfter time.Duration
-	cause      error
+	Cause      error
 }
 
 // exchange records what the HTTP layer saw during one attempt. The SDK calls
 // the middleware, and the decoder reads the body, on the goroutine that runs
 // the attempt, so no locking is needed.
-type exchange struct {
+type Exchange struct {
 	sent        bool
 	status      int
 	contentType string
@@ -432,7 +444,7 @@ type exchange struct {
 
 // middleware is an option.Middleware of either SDK (both declare it as
 // this func type).
-func (x *exchange) middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+func (x *Exchange) Middleware(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	x.sent = true
 	res, err := next(req)
 	if err != nil || res == nil {
@@ -447,7 +459,7 @@ func (x *exchange) middleware(req *http.Request, next func(*http.Request) (*http
 		body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 		_ = res.Body.Close()
 		res.Body = io.NopCloser(bytes.NewReader(body))
-		x.message = errorMessage(body)
+		x.message = ErrorMessage(body)
 		x.retryAfter = retryAfter(res.Header)
 		return res, nil
 	}
@@ -456,7 +468,7 @@ func (x *exchange) middleware(req *http.Request, next func(*http.Request) (*http
 
 // transportMessage describes a transport error without the request URL,
 // which may carry credentials.
-func transportMessage(err error) string {
+func TransportMessage(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		return ue.Err.Error()
@@ -467,7 +479,7 @@ func transportMessage(err error) string {
 // errorMessage extracts the human part of an error body: OpenAI's
 // {"error":{"message":...}} (Anthropic's {"type":"error","error":{...}} too), the {"error":"..."} or {"message":"..."} of
 // other servers, or the start of a plain-text body.
-func errorMessage(body []byte) string {
+func ErrorMessage(body []byte) string {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
 		return ""
@@ -487,7 +499,7 @@ func errorMessage(body []byte) string {
 			if json.Unmarshal(v.Error, &e) == nil {
 				switch {
 				case e.Message != "":
-					return oneLine(e.Message)
+					return OneLine(e.Message)
 				case e.Type != "":
 					return e.Type
 				case e.Code != nil:
@@ -497,23 +509,23 @@ func errorMessage(body []byte) string {
 		}
 		var s string
 		if json.Unmarshal(v.Error, &s) == nil && s != "" {
-			return oneLine(s)
+			return OneLine(s)
 		}
 		if v.Message != "" {
-			return oneLine(v.Message)
+			return OneLine(v.Message)
 		}
 		if json.Unmarshal(v.Detail, &s) == nil && s != "" {
-			return oneLine(s)
+			return OneLine(s)
 		}
 		return ""
 	}
 	if body[0] == '<' { // an HTML error page says nothing the status does not
 		return ""
 	}
-	return oneLine(string(body))
+	return OneLine(string(body))
 }
 
-func oneLine(s string) string {
+func OneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > 300 {
 		s = s[:300] + "…"

@@ -1,4 +1,4 @@
-package manager
+package seam
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // Mode is how a child runs.
@@ -45,7 +46,7 @@ type Header struct {
 	// Worktree is the child's own git worktree (isolation "worktree");
 	// nil for a child working in its cwd, and in records from before it.
 	// Cwd lies inside it.
-	Worktree *Worktree `json:"worktree,omitempty"`
+	Worktree *worktree.Info `json:"worktree,omitempty"`
 }
 
 // PrincipalAddress is the parent address of a root principal's children.
@@ -112,7 +113,7 @@ type Checkpoint struct {
 	Seq   int64            `json:"seq"` // journal length when computed
 	Mode  Mode             `json:"mode"`
 	Label string           `json:"label"`
-	Usage Usage            `json:"usage"`
+	Usage llm.Usage        `json:"usage"`
 	Stop  agent.StopReason `json:"stop,omitempty"` // how the last epoch ended
 	// Closing is the last epoch's closing message, clipped to
 	// MaxClosingBytes.

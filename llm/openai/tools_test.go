@@ -1,22 +1,25 @@
-package llm
+package openai
 
 import (
 	"encoding/json"
 	"fmt"
 	"testing"
+
+	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 )
 
 // benchTools are tool definitions the size of a child's: the workspace
 // tools and the delegation tools, schemas of a few hundred bytes to 2 KB.
-func benchTools() []ToolDef {
-	var out []ToolDef
+func benchTools() []llm.ToolDef {
+	var out []llm.ToolDef
 	for i := range 10 {
 		props := map[string]any{}
 		for j := range 6 + i%4 {
 			props[fmt.Sprintf("field_%d", j)] = map[string]any{"type": "string", "description": "A field that a model fills in, described in a sentence of ordinary length."}
 		}
 		raw, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": []string{"field_0"}, "additionalProperties": false})
-		out = append(out, ToolDef{Name: fmt.Sprintf("tool_%d", i), Description: "Does one thing a child needs, described for the model in a couple of sentences so it knows when to call it.", Parameters: raw})
+		out = append(out, llm.ToolDef{Name: fmt.Sprintf("tool_%d", i), Description: "Does one thing a child needs, described for the model in a couple of sentences so it knows when to call it.", Parameters: raw})
 	}
 	return out
 }
@@ -25,8 +28,8 @@ func benchTools() []ToolDef {
 // HTTP round trip: encoding a request (a short conversation and a child's
 // tools) as the body sent.
 func BenchmarkRequestBody(b *testing.B) {
-	c := NewOpenAI(Config{Model: "m", APIKey: "k"})
-	req := Request{Messages: []Message{{Role: RoleSystem, Content: "You are a subagent."}, {Role: RoleUser, Content: "Do the task."}}, Tools: benchTools()}
+	c := New(transport.Config{Model: "m", APIKey: "k"})
+	req := llm.Request{Messages: []llm.Message{{Role: llm.RoleSystem, Content: "You are a subagent."}, {Role: llm.RoleUser, Content: "Do the task."}}, Tools: benchTools()}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := c.body(req); err != nil {
@@ -39,10 +42,10 @@ func BenchmarkRequestBody(b *testing.B) {
 // afresh or from the cache: name, description and parameters (an empty
 // object schema when none), as the chat API takes them.
 func TestRequestToolsAreTheDefinitionsGiven(t *testing.T) {
-	c := NewOpenAI(Config{Model: "m", APIKey: "k"})
-	defs := append(benchTools(), ToolDef{Name: "bare"}, ToolDef{Name: "spaced", Parameters: json.RawMessage(" {\"type\": \"object\"} ")})
+	c := New(transport.Config{Model: "m", APIKey: "k"})
+	defs := append(benchTools(), llm.ToolDef{Name: "bare"}, llm.ToolDef{Name: "spaced", Parameters: json.RawMessage(" {\"type\": \"object\"} ")})
 	for round := range 2 {
-		body, err := c.body(Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}, Tools: defs})
+		body, err := c.body(llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}, Tools: defs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,11 +83,11 @@ func TestRequestToolsAreTheDefinitionsGiven(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{`[1]`, `{"type":`, `"x"`} {
-		if _, err := c.body(Request{Model: "m", Tools: []ToolDef{{Name: "bad", Parameters: json.RawMessage(bad)}}}); err == nil {
+		if _, err := c.body(llm.Request{Model: "m", Tools: []llm.ToolDef{{Name: "bad", Parameters: json.RawMessage(bad)}}}); err == nil {
 			t.Errorf("parameters %s were accepted", bad)
 		}
 	}
-	if _, err := c.body(Request{Model: "m", Tools: []ToolDef{{Parameters: json.RawMessage(`{}`)}}}); err == nil {
+	if _, err := c.body(llm.Request{Model: "m", Tools: []llm.ToolDef{{Parameters: json.RawMessage(`{}`)}}}); err == nil {
 		t.Error("a tool without a name was accepted")
 	}
 }
@@ -103,13 +106,13 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 // The cache tells definitions apart by all they hold: the same name with
 // another description or schema, or the cache mark, is encoded afresh.
 func TestToolCacheKeepsDefinitionsApart(t *testing.T) {
-	tc := toolCache{encode: func(t ToolDef, mark bool) ([]byte, error) {
+	tc := transport.ToolCache{Encode: func(t llm.ToolDef, mark bool) ([]byte, error) {
 		return json.Marshal(struct {
-			T    ToolDef
+			T    llm.ToolDef
 			Mark bool
 		}{t, mark})
 	}}
-	defs := []ToolDef{
+	defs := []llm.ToolDef{
 		{Name: "x", Description: "a", Parameters: json.RawMessage(`{"type":"object"}`)},
 		{Name: "x", Description: "b", Parameters: json.RawMessage(`{"type":"object"}`)},
 		{Name: "x", Description: "a", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)},
@@ -118,11 +121,11 @@ func TestToolCacheKeepsDefinitionsApart(t *testing.T) {
 	for round := range 2 {
 		for _, mark := range []bool{false, true} {
 			for i, d := range defs {
-				got, err := tc.encoded(d, mark)
+				got, err := tc.Encoded(d, mark)
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, _ := tc.encode(d, mark)
+				want, _ := tc.Encode(d, mark)
 				if string(got) != string(want) {
 					t.Errorf("round %d, mark %v, defs[%d]: got %s, want %s", round, mark, i, got, want)
 				}

@@ -1,4 +1,4 @@
-package llm_test
+package openai_test
 
 import (
 	"bytes"
@@ -16,16 +16,18 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 )
 
 const testKey = "sk-test-secret-123456"
 
 // newClient starts a fake with h and returns a client pointed at it.
-func newClient(t *testing.T, h fakeopenai.Handler) (*llm.OpenAI, *fakeopenai.Server) {
+func newClient(t *testing.T, h fakeopenai.Handler) (*openai.Client, *fakeopenai.Server) {
 	t.Helper()
 	srv := fakeopenai.New(h)
 	t.Cleanup(srv.Close)
-	return llm.NewOpenAI(llm.Config{
+	return openai.New(transport.Config{
 		BaseURL:        srv.URL(),
 		APIKey:         testKey,
 		Model:          "test-model",
@@ -274,21 +276,21 @@ func TestCompleteRejectsBadRequestsBeforeSending(t *testing.T) {
 	defer srv.Close()
 	tests := []struct {
 		name string
-		cfg  llm.Config
+		cfg  transport.Config
 		req  llm.Request
 		want string
 	}{
-		{"no model anywhere", llm.Config{BaseURL: srv.URL()}, userRequest("hi"), "no model"},
-		{"unknown role", llm.Config{BaseURL: srv.URL(), Model: "m"}, llm.Request{Messages: []llm.Message{{Role: "wizard"}}}, `unknown role "wizard"`},
-		{"tool message without id", llm.Config{BaseURL: srv.URL(), Model: "m"}, llm.Request{Messages: []llm.Message{{Role: llm.RoleTool, Content: "x"}}}, "tool_call_id"},
-		{"parameters not an object", llm.Config{BaseURL: srv.URL(), Model: "m"}, llm.Request{
+		{"no model anywhere", transport.Config{BaseURL: srv.URL()}, userRequest("hi"), "no model"},
+		{"unknown role", transport.Config{BaseURL: srv.URL(), Model: "m"}, llm.Request{Messages: []llm.Message{{Role: "wizard"}}}, `unknown role "wizard"`},
+		{"tool message without id", transport.Config{BaseURL: srv.URL(), Model: "m"}, llm.Request{Messages: []llm.Message{{Role: llm.RoleTool, Content: "x"}}}, "tool_call_id"},
+		{"parameters not an object", transport.Config{BaseURL: srv.URL(), Model: "m"}, llm.Request{
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: "x"}},
 			Tools:    []llm.ToolDef{{Name: "t", Parameters: json.RawMessage(`[1]`)}},
 		}, "not a JSON object"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := llm.NewOpenAI(tt.cfg).Complete(context.Background(), tt.req, nil)
+			_, err := openai.New(tt.cfg).Complete(context.Background(), tt.req, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to mention %q", err, tt.want)
 			}
@@ -379,9 +381,9 @@ func TestCompleteRetries(t *testing.T) {
 				}
 			}
 			assertSecretFree(t, err, srv.URL())
-			var e *llm.Error
+			var e *transport.Error
 			if !errors.As(err, &e) {
-				t.Fatalf("error is %T, want *llm.Error", err)
+				t.Fatalf("error is %T, want *transport.Error", err)
 			}
 			if e.StatusCode != tt.status || e.Attempts != tt.requests {
 				t.Errorf("Error = %+v, want status %d after %d attempts", e, tt.status, tt.requests)
@@ -393,7 +395,7 @@ func TestCompleteRetries(t *testing.T) {
 func TestCompleteMaxRetriesNegativeMeansOneAttempt(t *testing.T) {
 	srv := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Status: 503}))
 	defer srv.Close()
-	c := llm.NewOpenAI(llm.Config{BaseURL: srv.URL(), Model: "m", MaxRetries: -1})
+	c := openai.New(transport.Config{BaseURL: srv.URL(), Model: "m", MaxRetries: -1})
 	_, err := c.Complete(context.Background(), userRequest("hi"), nil)
 	if err == nil || !strings.Contains(err.Error(), "chat completion failed: 503 Service Unavailable") {
 		t.Fatalf("err = %v", err)
@@ -407,7 +409,7 @@ func TestCompleteConnectionErrorIsRetriedAndSecretFree(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	base := srv.URL + "/v1?token=" + testKey
 	srv.Close() // nothing listens there any more
-	c := llm.NewOpenAI(llm.Config{BaseURL: base, APIKey: testKey, Model: "m", RetryBaseDelay: time.Millisecond, MaxRetries: 1})
+	c := openai.New(transport.Config{BaseURL: base, APIKey: testKey, Model: "m", RetryBaseDelay: time.Millisecond, MaxRetries: 1})
 	_, err := c.Complete(context.Background(), userRequest("hi"), nil)
 	if err == nil || !strings.Contains(err.Error(), "after 2 attempts: connection error") {
 		t.Fatalf("err = %v", err)
@@ -461,7 +463,7 @@ func TestCompleteCancellation(t *testing.T) {
 	t.Run("during the retry backoff", func(t *testing.T) {
 		srv := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Status: 500}))
 		defer srv.Close()
-		c := llm.NewOpenAI(llm.Config{BaseURL: srv.URL(), Model: "m", RetryBaseDelay: 10 * time.Second})
+		c := openai.New(transport.Config{BaseURL: srv.URL(), Model: "m", RetryBaseDelay: 10 * time.Second})
 		cause := errors.New("interrupted by parent")
 		ctx, cancel := context.WithCancelCause(context.Background())
 		time.AfterFunc(100*time.Millisecond, func() { cancel(cause) })
@@ -593,7 +595,7 @@ func TestCompleteWireShapes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, n := rawServer(t, tt.responses...)
-			c := llm.NewOpenAI(llm.Config{BaseURL: srv.URL + "/v1", Model: "m", RetryBaseDelay: time.Millisecond})
+			c := openai.New(transport.Config{BaseURL: srv.URL + "/v1", Model: "m", RetryBaseDelay: time.Millisecond})
 			resp, err := c.Complete(context.Background(), userRequest("hi"), nil)
 			if *n != tt.requests {
 				t.Errorf("server saw %d requests, want %d", *n, tt.requests)
@@ -651,13 +653,13 @@ func FuzzStreamDecode(f *testing.F) {
 				Body:       io.NopCloser(strings.NewReader(body)),
 			}, nil
 		})}
-		c := llm.NewOpenAI(llm.Config{BaseURL: "http://fuzz.invalid/v1", Model: "m", MaxRetries: -1, HTTPClient: hc})
+		c := openai.New(transport.Config{BaseURL: "http://fuzz.invalid/v1", Model: "m", MaxRetries: -1, HTTPClient: hc})
 		var d deltas
 		resp, err := c.Complete(context.Background(), userRequest("hi"), d.add)
 		if err != nil {
-			var e *llm.Error
+			var e *transport.Error
 			if !errors.As(err, &e) {
-				t.Fatalf("error %T is not *llm.Error: %v", err, err)
+				t.Fatalf("error %T is not *transport.Error: %v", err, err)
 			}
 			return
 		}

@@ -1,4 +1,9 @@
-package tasks
+// Package taskstore is the storage contract of the tasks layer: the durable
+// task record, its status, and the Store that keeps records. It is a leaf
+// (the standard library only) so that a store (persist, and any other
+// backend) implements it without linking the tasks layer, the MCP tools or
+// the MCP library above it; the tasks package uses it.
+package taskstore
 
 import (
 	"context"

@@ -1,0 +1,89 @@
+// Package archtest checks the arrows between packages: which packages may
+// link what. It has no code of its own, only tests.
+package archtest
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/mcp-subagent/mcp-subagent/"
+
+// forbidden are the module paths the core may not link: the vendor model
+// SDKs (only llm/openai and llm/anthropic speak to them) and the MCP
+// libraries (only the MCP edge speaks MCP).
+var forbidden = []string{
+	"github.com/openai/openai-go",
+	"github.com/anthropics/anthropic-sdk-go",
+	"github.com/mark3labs/mcp-go",
+	"github.com/modelcontextprotocol/go-sdk",
+}
+
+// core are the packages that hold the contracts and the lifecycle; a store
+// backend or a provider must be able to use them without linking a vendor
+// SDK or an MCP library.
+var core = []string{
+	"llm",
+	"llm/transport",
+	"agent",
+	"manager",
+	"persist",
+	"persist/memstore",
+	"tasks/taskstore",
+	"seam",
+}
+
+// deps returns the import paths pkg links (go list -deps, tests excluded).
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	out, err := exec.Command(gobin, "list", "-deps", module+pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+// linked returns the forbidden module paths pkg links, each with one of
+// its packages that pkg links, e.g. "github.com/mark3labs/mcp-go (…/mcp)".
+func linked(t *testing.T, pkg string) []string {
+	var bad []string
+	seen := map[string]bool{}
+	for _, d := range deps(t, pkg) {
+		for _, f := range forbidden {
+			if (d == f || strings.HasPrefix(d, f+"/")) && !seen[f] {
+				seen[f] = true
+				bad = append(bad, f+" ("+d+")")
+			}
+		}
+	}
+	return bad
+}
+
+func TestCoreLinksNoVendorSDKAndNoMCPLibrary(t *testing.T) {
+	for _, pkg := range core {
+		t.Run(pkg, func(t *testing.T) {
+			if bad := linked(t, pkg); len(bad) > 0 {
+				t.Errorf("%s links %s; the core must link no vendor SDK and no MCP library (see the package docs of llm and tasks/taskstore)", pkg, strings.Join(bad, ", "))
+			}
+		})
+	}
+}
+
+// TestTheProbeSeesWhatIsLinked keeps the check honest: the vendor clients
+// and the MCP tools do link what the core must not, and the probe must see
+// it, or an empty answer would read as clean.
+func TestTheProbeSeesWhatIsLinked(t *testing.T) {
+	for pkg, want := range map[string]string{
+		"llm/openai":    "github.com/openai/openai-go/v3",
+		"llm/anthropic": "github.com/anthropics/anthropic-sdk-go/v2",
+		"tools":         "github.com/mark3labs/mcp-go/mcp",
+	} {
+		if bad := linked(t, pkg); !strings.Contains(strings.Join(bad, " "), want) {
+			t.Errorf("%s: the probe found %v, want %s among them", pkg, bad, want)
+		}
+	}
+}
