@@ -20,8 +20,8 @@ func (m *Manager) ReportFrom(caller ParentRef, content string, delivery Delivery
 	m.mu.Lock()
 	a := m.live[caller.AgentID]
 	m.mu.Unlock()
-	if caller.AgentID == "" || a == nil {
-		return "", &Error{Code: CodeUnauthorized, Message: "only a running continuable subagent can report to its parent"}
+	if err := mayReport(caller, a); err != nil {
+		return "", err
 	}
 	text := reportText(a.hdr.ID, content)
 	if a.hdr.Parent == PrincipalAddress(a.hdr.Principal) {

@@ -90,7 +90,7 @@ func (a *app) admin(ctx context.Context, req daemon.AdminRequest) (any, error) {
 		if err := checkID(args.ID); err != nil {
 			return nil, err
 		}
-		return a.mgr.RemoveWorktree(ctx, req.Principal, args.ID)
+		return a.mgr.RemoveWorktree(ctx, manager.ParentRef{Principal: req.Principal}, args.ID)
 	}
 	return nil, fmt.Errorf("INVALID_REQUEST: unknown admin operation %q", truncate.Head(req.Op, echoBytes))
 }
