@@ -70,6 +70,13 @@
 //     claim, lists as corrupt (or unavailable), and its
 //     parent gets a notice saying so and naming mcp-subagent doctor, once
 //     per start while it stays unreadable.
+//   - Who may act on a child is decided in one file, authority.go: a send
+//     by its direct parent only (a root caller of its principal for a root
+//     child); an interrupt or a transcript read by any ancestor (the root
+//     principal of its tree, its parent, an agent above it), never by the
+//     child itself; a report by a resident continuable child, to its own
+//     parent; a worktree removal by its root principal as a root caller.
+//     Anything else is UNAUTHORIZED, with a message saying what is allowed.
 //   - Interrupt of an id the store does not hold is a no-op; a store that
 //     cannot say is PERSISTENCE_UNAVAILABLE. Progress notes stop when the
 //     caller's wait returns. A start refused while draining revokes the

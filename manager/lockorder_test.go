@@ -531,12 +531,7 @@ func (w *walker) call(c *ast.CallExpr, held map[string]bool) map[string]bool {
 					delete(held, class)
 					return held
 				}
-				if w.fn != nil {
-					if la.takes[w.fn] == nil {
-						la.takes[w.fn] = map[string]bool{}
-					}
-					la.takes[w.fn][class] = true
-				}
+				w.note(la.takes, class)
 				if len(held) > 0 {
 					la.sites = append(la.sites, site{held: w.heldList(held), lock: class, pos: c.Pos()})
 				}
@@ -548,12 +543,7 @@ func (w *walker) call(c *ast.CallExpr, held map[string]bool) map[string]bool {
 		if s := la.info.Selections[sel]; s != nil && s.Kind() == types.MethodVal && types.IsInterface(s.Recv()) {
 			if n, ok := types.Unalias(derefType(s.Recv())).(*types.Named); ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "manager" {
 				out := n.Obj().Name() + "." + sel.Sel.Name
-				if w.fn != nil {
-					if la.outs[w.fn] == nil {
-						la.outs[w.fn] = map[string]bool{}
-					}
-					la.outs[w.fn][out] = true
-				}
+				w.note(la.outs, out)
 				if len(held) > 0 {
 					la.sites = append(la.sites, site{held: w.heldList(held), out: out, pos: c.Pos()})
 				}
@@ -578,6 +568,18 @@ func (w *walker) call(c *ast.CallExpr, held map[string]bool) map[string]bool {
 		la.sites = append(la.sites, site{held: w.heldList(held), callee: callee, pos: c.Pos()})
 	}
 	return held
+}
+
+// note adds what to the walked function's summary in sum (a function
+// literal has none).
+func (w *walker) note(sum map[*types.Func]map[string]bool, what string) {
+	if w.fn == nil {
+		return
+	}
+	if sum[w.fn] == nil {
+		sum[w.fn] = map[string]bool{}
+	}
+	sum[w.fn][what] = true
 }
 
 func derefType(t types.Type) types.Type {
