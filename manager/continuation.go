@@ -352,9 +352,8 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller seam.ParentRef, chi
 		if err != nil {
 			return nil, err
 		}
-		if hdr.Parent != caller.Address() {
-			return nil, &seam.Error{Code: seam.CodeUnauthorized, AgentID: childID,
-				Message: fmt.Sprintf("only the direct parent of subagent %s may send it messages", childID)}
+		if err := maySend(caller, hdr); err != nil {
+			return nil, err
 		}
 		m.mu.Lock()
 		a := m.live[childID]

@@ -70,6 +70,13 @@
 //     claim, lists as corrupt (or unavailable), and its
 //     parent gets a notice saying so and naming mcp-subagent doctor, once
 //     per start while it stays unreadable.
+//   - Who may act on a child is decided in one file, authority.go: a send
+//     by its direct parent only (a root caller of its principal for a root
+//     child); an interrupt or a transcript read by any ancestor (the root
+//     principal of its tree, its parent, an agent above it), never by the
+//     child itself; a report by a resident continuable child, to its own
+//     parent; a worktree removal by its root principal as a root caller.
+//     Anything else is UNAUTHORIZED, with a message saying what is allowed.
 //   - Interrupt of an id the store does not hold is a no-op; a store that
 //     cannot say is PERSISTENCE_UNAVAILABLE. Progress notes stop when the
 //     caller's wait returns. A start refused while draining revokes the
@@ -247,4 +254,58 @@
 // holds its slot: it lends it only to turns it waits for in band. Stamps
 // follow the wall clock across a restart; a clock set back can reorder
 // turns queued before and after it.
+//
+// # Lock order
+//
+// The package has nine mutexes. A goroutine holding one may take only
+// those listed below it (outer first), and none nests in itself: one
+// activation's mu is never taken while another's is held, parent or child.
+//
+//  1. Manager.resumeMu — serialises cold resumes with each other and with
+//     what must not race one: Prune's deletes and RemoveWorktree.
+//  2. Manager.mu — the registry and the maps of the living: providers,
+//     listeners, one-shot runs, live activations, pending and session
+//     signals, corrupt children, lastCreated, closed, renewing, retaining.
+//  3. activation.mu — one child's inbox, parked queue, turn in flight,
+//     owned children, waiters, settling, last result and usage.
+//  4. persister.mu — one child's pending write and its counters (drained
+//     is its sync.Cond).
+//  5. budgetBook.mu — every ledger of the manager (read-locked by checks).
+//  6. admission.mu — the seats, queues and loans of turns in flight.
+//  7. Manager.wtMu — the worktrees' repositories file.
+//  8. Watch.mu — one transcript watch's journal subscription.
+//  9. progressOf.mu — one first turn's progress-note switch.
+//
+// The last four are leaves: nothing is taken while one is held.
+//
+// Only Manager.resumeMu may be held across a call into a Store, a
+// Provider, a Continuable's NewDriver or a Driver: a resume reads, claims
+// and builds its driver under it, which is what it serialises, and a
+// prune deletes under it. No other lock is held across I/O or a turn.
+// Accessors that return data the callee already holds may be called under
+// any lock: Provider.Name, Provider.Capabilities,
+// Provider.InheritsParentContext, Describer.Description, ModelNamer.Models,
+// Driver.Journal.
+//
+// Listeners (Subscribe) are called with no lock held: emit copies them out
+// of Manager.mu first.
+//
+// TestLockOrder checks this list against the source, statically (go/ast
+// and go/types over this package's files; about 0.1 s). In each function
+// it follows which locks are held statement by statement (a branch that
+// returns drops out, a deferred Unlock holds to the end, a loop body is
+// balanced), and fails on a Lock, or a call to a function of this package
+// that takes a lock (directly or through its own calls), while a lock
+// ranked at or below that one is held; on a call into a Store, Provider or
+// Driver method (directly or through a function of this package) under a
+// lock the rule above does not allow; and on a mutex this list does not
+// rank. It does not see calls through function values
+// (listeners, Options.Callback, cancel funcs, a journal's subscribers),
+// locks of other packages (agent.Journal's), or TryLock; function literals
+// are checked on their own as if nothing were held; instances are not
+// told apart, so a parent-then-child nesting of one lock would be refused
+// rather than allowed. A dynamic checker (a wrapper recording acquisitions
+// per goroutine) would see those, but only on the paths tests run, and
+// would wrap every lock; this one reads every path and costs nothing at
+// run time.
 package manager

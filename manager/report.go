@@ -21,8 +21,8 @@ func (m *Manager) ReportFrom(caller seam.ParentRef, content string, delivery Del
 	m.mu.Lock()
 	a := m.live[caller.AgentID]
 	m.mu.Unlock()
-	if caller.AgentID == "" || a == nil {
-		return "", &seam.Error{Code: seam.CodeUnauthorized, Message: "only a running continuable subagent can report to its parent"}
+	if err := mayReport(caller, a); err != nil {
+		return "", err
 	}
 	text := reportText(a.hdr.ID, content)
 	if a.hdr.Parent == seam.PrincipalAddress(a.hdr.Principal) {

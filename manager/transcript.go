@@ -101,7 +101,7 @@ func (m *Manager) Transcript(ctx context.Context, caller seam.ParentRef, childID
 		}
 		model = h.Model
 	}
-	if err := m.mayRead(ctx, caller, h); err != nil {
+	if err := m.mayRead(ctx, caller, h, a); err != nil {
 		return Transcript{}, err
 	}
 	if a == nil {
@@ -125,25 +125,6 @@ func transcriptErr(id string, err error) error {
 	}
 	return &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: id, Err: err,
 		Message: fmt.Sprintf("subagent %s cannot be read from the session store (%v)", id, err)}
-}
-
-// mayRead authorises reading h's child: the lineage's principal as a root
-// caller, or an ancestor agent of the child in that lineage.
-func (m *Manager) mayRead(ctx context.Context, caller seam.ParentRef, h seam.Header) error {
-	if caller.Principal == h.Principal {
-		if caller.AgentID == "" {
-			return nil
-		}
-		ok, err := m.isStoredAncestor(ctx, caller.AgentID, h)
-		if err != nil {
-			return transcriptErr(h.ID, err)
-		}
-		if ok {
-			return nil
-		}
-	}
-	return &seam.Error{Code: seam.CodeUnauthorized, AgentID: h.ID,
-		Message: fmt.Sprintf("you may read only your own descendants' transcripts; %s is not one of them", h.ID)}
 }
 
 func transcriptEntry(e agent.Event) TranscriptEntry {
@@ -215,7 +196,7 @@ func (m *Manager) Watch(ctx context.Context, caller seam.ParentRef, childID stri
 	} else if h, err = m.store.Header(ctx, childID); err != nil {
 		return nil, transcriptErr(childID, err)
 	}
-	if err := m.mayRead(ctx, caller, h); err != nil {
+	if err := m.mayRead(ctx, caller, h, a); err != nil {
 		return nil, err
 	}
 	w := &Watch{c: make(chan struct{}, 1), settled: make(chan struct{}, 1), id: childID}

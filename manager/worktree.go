@@ -331,11 +331,11 @@ func (m *Manager) reconcileOne(ctx context.Context, repo, id string, e worktree.
 
 // RemoveWorktree removes a stopped child's worktree and its branch,
 // changes and all (`mcp-subagent worktree rm`, asked of the daemon), for
-// the child's root principal. A resident child's is refused: it may be
+// the child's root principal calling as a root caller. A resident child's is refused: it may be
 // working there. The check and the removal are serialised with cold
 // resumes, so no message wakes the child in a worktree being removed; a
 // later one recreates it from the recorded base.
-func (m *Manager) RemoveWorktree(ctx context.Context, principal, id string) (worktree.Info, error) {
+func (m *Manager) RemoveWorktree(ctx context.Context, caller seam.ParentRef, id string) (worktree.Info, error) {
 	if m.store == nil {
 		return worktree.Info{}, newErr(seam.CodePersistenceUnavailable, "removing a worktree needs the session store; none is configured")
 	}
@@ -343,8 +343,8 @@ func (m *Manager) RemoveWorktree(ctx context.Context, principal, id string) (wor
 	if err != nil {
 		return worktree.Info{}, err
 	}
-	if hdr.Principal != principal {
-		return worktree.Info{}, newErr(seam.CodeUnauthorized, "subagent %s is not one of principal %s's", id, principal)
+	if err := mayRemoveWorktree(caller, hdr); err != nil {
+		return worktree.Info{}, err
 	}
 	if hdr.Worktree == nil {
 		return worktree.Info{}, newErr(seam.CodeInvalidRequest, "subagent %s has no worktree", id)

@@ -398,13 +398,13 @@ func TestRemoveWorktreeIsTheRootPrincipals(t *testing.T) {
 	}
 	m.awaitSettled(t, id)
 	ctx := context.Background()
-	if _, err := m.RemoveWorktree(ctx, root.Principal+"-other", id); !errors.Is(err, seam.ErrUnauthorized) {
+	if _, err := m.RemoveWorktree(ctx, seam.ParentRef{Principal: root.Principal + "-other"}, id); !errors.Is(err, seam.ErrUnauthorized) {
 		t.Fatalf("RemoveWorktree by another principal = %v, want UNAUTHORIZED", err)
 	}
 	if _, err := os.Stat(res.Worktree.Path); err != nil {
 		t.Fatalf("a refused removal touched the worktree: %v", err)
 	}
-	w, err := m.RemoveWorktree(ctx, root.Principal, id)
+	w, err := m.RemoveWorktree(ctx, seam.ParentRef{Principal: root.Principal}, id)
 	if err != nil || w.Path != res.Worktree.Path {
 		t.Fatalf("RemoveWorktree = %+v, %v", w, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/daemon"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // RetentionConfig is the config's retention: settled root children idle
@@ -93,7 +94,7 @@ func (a *app) admin(ctx context.Context, req daemon.AdminRequest) (any, error) {
 		if err := checkID(args.ID); err != nil {
 			return nil, err
 		}
-		return a.mgr.RemoveWorktree(ctx, req.Principal, args.ID)
+		return a.mgr.RemoveWorktree(ctx, seam.ParentRef{Principal: req.Principal}, args.ID)
 	}
 	return nil, fmt.Errorf("INVALID_REQUEST: unknown admin operation %q", truncate.Head(req.Op, echoBytes))
 }
