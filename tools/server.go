@@ -105,7 +105,12 @@ type Options struct {
 	ClientWaitSeconds map[string]float64
 	// Limits bounds argument sizes; zero fields: the defaults.
 	Limits Limits
-	Logger *slog.Logger
+	// ModelNamesFor names the models a root session's children choose
+	// from when the session has settings of its own (its config's models:
+	// seam.Settings); nil, or a nil result: the deployment's. The subagent
+	// tool that session lists shows those names.
+	ModelNamesFor func(principal string, s *seam.Settings) []string
+	Logger        *slog.Logger
 }
 
 // Server holds the tool handlers. Build it after the providers are
@@ -134,6 +139,12 @@ type Server struct {
 	lastPrune    time.Time                 // when sessionsByID was last pruned
 	tokens       map[string]seam.ParentRef // callback token → external child
 	cbURL        string
+
+	// subBase is the subagent tool's published schema before the model
+	// choices; sessionSchemas caches it with a session's choices, by the
+	// names joined (few distinct configs: it stays small).
+	subBase        json.RawMessage
+	sessionSchemas map[string]json.RawMessage
 }
 
 // tool is one tool: its definition and its handler, shared by MCP callers
@@ -226,6 +237,7 @@ func New(mgr Manager, opts Options) (*Server, error) {
 		}
 		raw, err := publishedSchema(d.schema)
 		if err == nil && d.name == "subagent" {
+			s.subBase = raw
 			raw, err = withModelChoices(raw, providers)
 		}
 		if err != nil {
@@ -326,7 +338,8 @@ func (s *Server) Register(ms *server.MCPServer) {
 }
 
 // Filter is the MCP server's tool filter: root callers do not see the
-// child-only tools (report).
+// child-only tools (report), and a root session with settings of its own
+// sees its own model names in the subagent tool.
 func (s *Server) Filter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	if isChild(ctx) {
 		return tools
@@ -334,10 +347,65 @@ func (s *Server) Filter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	out := tools[:0:0]
 	for _, t := range tools {
 		if tt := s.tool(t.Name); tt == nil || tt.rootToo {
+			if t.Name == "subagent" {
+				if raw := s.sessionSubagentSchema(ctx); raw != nil {
+					t.RawInputSchema = raw
+				}
+			}
 			out = append(out, t)
 		}
 	}
 	return out
+}
+
+// sessionSubagentSchema is the subagent tool's published schema for the
+// calling root session when its settings name other models than the
+// deployment's (the models of spawn and fork, which share them); nil:
+// the deployment's schema. Calls are validated by the provider, not by
+// this list: it only tells the model what it may choose.
+func (s *Server) sessionSubagentSchema(ctx context.Context) json.RawMessage {
+	p := Principal(ctx)
+	if s.opts.ModelNamesFor == nil || s.subBase == nil || p == "" {
+		return nil
+	}
+	ref := s.rootCaller(ctx, p)
+	if ref.Settings == nil {
+		return nil
+	}
+	names := s.opts.ModelNamesFor(p, ref.Settings)
+	if names == nil {
+		return nil
+	}
+	providers := s.catalog.Providers()
+	same := true
+	for i, pi := range providers {
+		if pi.Models != nil {
+			same = same && slices.Equal(pi.Models, names)
+			providers[i].Models = names
+		}
+	}
+	if same {
+		return nil
+	}
+	key := strings.Join(names, "\x00")
+	s.mu.Lock()
+	raw, ok := s.sessionSchemas[key]
+	s.mu.Unlock()
+	if ok {
+		return raw
+	}
+	raw, err := withModelChoices(s.subBase, providers)
+	if err != nil {
+		s.log.Warn("the subagent schema with a session's models", "err", err)
+		return nil
+	}
+	s.mu.Lock()
+	if s.sessionSchemas == nil {
+		s.sessionSchemas = map[string]json.RawMessage{}
+	}
+	s.sessionSchemas[key] = raw
+	s.mu.Unlock()
+	return raw
 }
 
 // SetCallbackURL sets where external children reach the server back (the

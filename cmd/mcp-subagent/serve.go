@@ -271,7 +271,8 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		tm = a.tasks.Hook(mgr)
 	}
 	ts, err = tools.New(tm, tools.Options{Roots: cfg.Roots, NoWorkingDirRoot: asDaemon, DefaultProvider: cfg.DefaultProvider,
-		DefaultWaitSeconds: cfg.WaitSeconds, ClientWaitSeconds: waits, Limits: cfg.Limits.tools(), Logger: log.With("component", "tools")})
+		DefaultWaitSeconds: cfg.WaitSeconds, ClientWaitSeconds: waits, Limits: cfg.Limits.tools(), ModelNamesFor: a.modelNamesFor,
+		Logger: log.With("component", "tools")})
 	if err != nil {
 		return nil, err
 	}

@@ -233,6 +233,21 @@ func (r *sessionSettings) lookup(principal string, s *seam.Settings) func(string
 	}
 }
 
+// modelNamesFor names the models of children under a session's
+// settings, for the subagent tool that session lists; nil when they
+// cannot be built (a call then gets the error naming the cause).
+func (a *app) modelNamesFor(principal string, s *seam.Settings) []string {
+	ms, err := a.modelsFor(principal, s)
+	if err != nil {
+		return nil
+	}
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = m.Name
+	}
+	return names
+}
+
 // modelsFor are the models of children under a session's settings: the
 // session's config's models (re-read, so an edited file counts; none when
 // it named no config file) resolved with the session's variables. Models
