@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,6 +226,7 @@ func names(set map[string]bool) string {
 // its packages, each with its imports of the module and its deps.
 func listPackages(t *testing.T) []pkg {
 	t.Helper()
+	trackInputs(t)
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	cmd := exec.Command(gobin, "list", "-json", "./...")
 	cmd.Dir = root
@@ -262,6 +264,34 @@ func listPackages(t *testing.T) []pkg {
 		t.Fatal("go list -json ./... listed no package")
 	}
 	return pkgs
+}
+
+// trackInputs stats every Go file, go.mod and go.sum of the module and
+// reads every directory, so that go test's cache, which keys a test's
+// result on the files and directories it touched, reruns these tests when
+// a package, an import or a file changes: the go list they run is a
+// subprocess the cache cannot see into.
+func trackInputs(t *testing.T) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(name, ".go") || name == "go.mod" || name == "go.sum" {
+			_, err = os.Stat(path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func readArch(t *testing.T) arch {
@@ -425,6 +455,27 @@ func TestOnlyTheCommandNamesStdout(t *testing.T) {
 			checked++
 			if bytes.Contains(b, []byte("os.Stdout")) {
 				t.Errorf("%s names os.Stdout; stdout is the protocol's in stdio mode: log through a *slog.Logger (stderr) instead", f)
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("checked %d files; the probe reads too little to mean anything", checked)
+	}
+}
+
+// TestNoInitFunctions: wiring happens in main, where it can be read; no
+// package does work on import (STYLE.md §3).
+func TestNoInitFunctions(t *testing.T) {
+	checked := 0
+	for _, p := range listPackages(t) {
+		for _, f := range p.files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked++
+			if bytes.HasPrefix(b, []byte("func init()")) || bytes.Contains(b, []byte("\nfunc init()")) {
+				t.Errorf("%s has an init function; do the work where the value is built (main, or a constructor)", f)
 			}
 		}
 	}
