@@ -365,48 +365,49 @@ func TestTheLayerCheckCatches(t *testing.T) {
 	if bad := check(a, clean()); len(bad) > 0 {
 		t.Fatalf("the clean tree fails: %v", bad)
 	}
+	// Each case adds one import or one linked package to the package at
+	// index at, or plants by hand.
 	for _, tc := range []struct {
-		name  string
-		plant func([]pkg) []pkg
-		want  string
+		name     string
+		at       int
+		imp, dep string
+		plant    func([]pkg) []pkg
+		want     string
 	}{
-		{"an import from a higher layer (the manager imports the edge)", func(p []pkg) []pkg {
-			p[3].imports = append(p[3].imports, "tools")
-			return p
-		}, "manager (layer core) imports tools (layer edge)"},
-		{"an import from a layer beside it (the manager imports a store)", func(p []pkg) []pkg {
-			p[3].imports = append(p[3].imports, "persist")
-			return p
-		}, "manager (layer core) imports persist (layer stores)"},
-		{"an import within a layer that does not name itself (one store backend imports another)", func(p []pkg) []pkg {
-			p[2].imports = append(p[2].imports, "persist")
-			return p
-		}, "persist/pgstore (layer stores) imports persist (layer stores)"},
-		{"a production package imports a test helper", func(p []pkg) []pkg {
-			p[4].imports = append(p[4].imports, "internal/fakeopenai")
-			return p
-		}, "tools (layer edge) imports internal/fakeopenai (layer testing)"},
-		{"the core links an MCP library", func(p []pkg) []pkg {
-			p[3].deps = append(p[3].deps, "github.com/mark3labs/mcp-go/server")
-			return p
-		}, "manager (layer core) links github.com/mark3labs/mcp-go (MCP library"},
-		{"the edge links a vendor SDK", func(p []pkg) []pkg {
-			p[4].deps = append(p[4].deps, "github.com/anthropics/anthropic-sdk-go/v2/option")
-			return p
-		}, "tools (layer edge) links github.com/anthropics/anthropic-sdk-go (vendor SDK"},
-		{"a package the doc does not place", func(p []pkg) []pkg {
+		{name: "an import from a higher layer (the manager imports the edge)", at: 3, imp: "tools",
+			want: "manager (layer core) imports tools (layer edge)"},
+		{name: "an import from a layer beside it (the manager imports a store)", at: 3, imp: "persist",
+			want: "manager (layer core) imports persist (layer stores)"},
+		{name: "an import within a layer that does not name itself (one store backend imports another)", at: 2, imp: "persist",
+			want: "persist/pgstore (layer stores) imports persist (layer stores)"},
+		{name: "a production package imports a test helper", at: 4, imp: "internal/fakeopenai",
+			want: "tools (layer edge) imports internal/fakeopenai (layer testing)"},
+		{name: "the core links an MCP library", at: 3, dep: "github.com/mark3labs/mcp-go/server",
+			want: "manager (layer core) links github.com/mark3labs/mcp-go (MCP library"},
+		{name: "the edge links a vendor SDK", at: 4, dep: "github.com/anthropics/anthropic-sdk-go/v2/option",
+			want: "tools (layer edge) links github.com/anthropics/anthropic-sdk-go (vendor SDK"},
+		{name: "a package the doc does not place", plant: func(p []pkg) []pkg {
 			return append(p, pkg{path: "manager/admission", imports: []string{"llm"}})
-		}, "manager/admission has no row"},
-		{"an exception that no longer holds", func(p []pkg) []pkg {
+		}, want: "manager/admission has no row"},
+		{name: "an exception that no longer holds", plant: func(p []pkg) []pkg {
 			p[1].imports = []string{"llm"}
 			return p
-		}, "the exception persist → manager, which no longer holds"},
-		{"a row whose package is gone", func(p []pkg) []pkg {
+		}, want: "the exception persist → manager, which no longer holds"},
+		{name: "a row whose package is gone", plant: func(p []pkg) []pkg {
 			return slices.Delete(p, 2, 3)
-		}, "places persist/pgstore, which is not a package"},
+		}, want: "places persist/pgstore, which is not a package"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bad := check(a, tc.plant(clean()))
+			p := clean()
+			switch {
+			case tc.plant != nil:
+				p = tc.plant(p)
+			case tc.imp != "":
+				p[tc.at].imports = append(p[tc.at].imports, tc.imp)
+			default:
+				p[tc.at].deps = append(p[tc.at].deps, tc.dep)
+			}
+			bad := check(a, p)
 			if !slices.ContainsFunc(bad, func(b string) bool { return strings.Contains(b, tc.want) }) {
 				t.Errorf("check found %q, want one containing %q", bad, tc.want)
 			}
@@ -436,15 +437,14 @@ func TestTheLayerTableMustBeALayering(t *testing.T) {
 	}
 }
 
-// TestOnlyTheCommandNamesStdout: in stdio mode stdout carries the protocol,
-// so no production package but the command may write to it; a library
-// that logs takes a *slog.Logger. Fakes and harnesses (the testing layer)
-// may: a fake ACP agent speaks on its own stdout.
-func TestOnlyTheCommandNamesStdout(t *testing.T) {
-	a := readArch(t)
+// scanFiles calls found for each non-test Go file of the packages keep
+// accepts whose bytes match, and fails when it read too few files for an
+// empty answer to mean anything.
+func scanFiles(t *testing.T, keep func(path string) bool, match func([]byte) bool, found func(file string)) {
+	t.Helper()
 	checked := 0
 	for _, p := range listPackages(t) {
-		if l := a.place[p.path]; l == "command" || l == "testing" {
+		if !keep(p.path) {
 			continue
 		}
 		for _, f := range p.files {
@@ -453,8 +453,8 @@ func TestOnlyTheCommandNamesStdout(t *testing.T) {
 				t.Fatal(err)
 			}
 			checked++
-			if bytes.Contains(b, []byte("os.Stdout")) {
-				t.Errorf("%s names os.Stdout; stdout is the protocol's in stdio mode: log through a *slog.Logger (stderr) instead", f)
+			if match(b) {
+				found(f)
 			}
 		}
 	}
@@ -463,23 +463,27 @@ func TestOnlyTheCommandNamesStdout(t *testing.T) {
 	}
 }
 
+// TestOnlyTheCommandNamesStdout: in stdio mode stdout carries the protocol,
+// so no production package but the command may write to it; a library
+// that logs takes a *slog.Logger. Fakes and harnesses (the testing layer)
+// may: a fake ACP agent speaks on its own stdout.
+func TestOnlyTheCommandNamesStdout(t *testing.T) {
+	a := readArch(t)
+	scanFiles(t, func(p string) bool { return a.place[p] != "command" && a.place[p] != "testing" },
+		func(b []byte) bool { return bytes.Contains(b, []byte("os.Stdout")) },
+		func(f string) {
+			t.Errorf("%s names os.Stdout; stdout is the protocol's in stdio mode: log through a *slog.Logger (stderr) instead", f)
+		})
+}
+
 // TestNoInitFunctions: wiring happens in main, where it can be read; no
 // package does work on import (STYLE.md §3).
 func TestNoInitFunctions(t *testing.T) {
-	checked := 0
-	for _, p := range listPackages(t) {
-		for _, f := range p.files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checked++
-			if bytes.HasPrefix(b, []byte("func init()")) || bytes.Contains(b, []byte("\nfunc init()")) {
-				t.Errorf("%s has an init function; do the work where the value is built (main, or a constructor)", f)
-			}
-		}
-	}
-	if checked < 50 {
-		t.Fatalf("checked %d files; the probe reads too little to mean anything", checked)
-	}
+	scanFiles(t, func(string) bool { return true },
+		func(b []byte) bool {
+			return bytes.HasPrefix(b, []byte("func init()")) || bytes.Contains(b, []byte("\nfunc init()"))
+		},
+		func(f string) {
+			t.Errorf("%s has an init function; do the work where the value is built (main, or a constructor)", f)
+		})
 }
