@@ -81,4 +81,3 @@ func TestGoldenStoreTakesTasks(t *testing.T) {
 		}
 	}
 }
-
