@@ -2,13 +2,10 @@ package persist
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 )
 
@@ -17,79 +14,6 @@ import (
 // unchanged (it is not one of topBuckets, which checkLayout requires).
 var bucketTasks = []byte("tasks")
 
-// TaskRecordVersion is the version of the task record this build writes
-// and reads; a record of another version does not decode.
-const TaskRecordVersion = 1
-
-// taskRecord is a task's stored form: JSON with a version, times as Unix
-// nanoseconds, durations in milliseconds.
-type taskRecord struct {
-	V             int                 `json:"v"`
-	ID            string              `json:"id"`
-	Principal     string              `json:"principal"`
-	Tool          string              `json:"tool"`
-	AgentID       string              `json:"agent_id"`
-	MessageID     string              `json:"message_id,omitempty"`
-	Status        string              `json:"status"`
-	StatusMessage string              `json:"status_message,omitempty"`
-	Created       int64               `json:"created"`
-	Updated       int64               `json:"updated"`
-	Settled       int64               `json:"settled,omitempty"`
-	TTLMs         int64               `json:"ttl_ms"`
-	Result        json.RawMessage     `json:"result,omitempty"`
-	Error         *taskstore.RPCError `json:"error,omitempty"`
-}
-
-// EncodeTask is r's stored bytes.
-func EncodeTask(r taskstore.Record) ([]byte, error) {
-	w := taskRecord{V: TaskRecordVersion, ID: r.ID, Principal: r.Principal, Tool: r.Tool, AgentID: r.AgentID, MessageID: r.MessageID,
-		Status: string(r.Status), StatusMessage: r.StatusMessage, Created: r.CreatedAt.UnixNano(), Updated: r.UpdatedAt.UnixNano(),
-		TTLMs: r.TTL.Milliseconds(), Result: r.Result, Error: r.Error}
-	if !r.SettledAt.IsZero() {
-		w.Settled = r.SettledAt.UnixNano()
-	}
-	return json.Marshal(w)
-}
-
-// DecodeTask reads a stored task record. Bytes that are not a record of
-// TaskRecordVersion, lack an id, principal or agent, carry an unknown
-// status or a negative TTL, or hold a result that is not a JSON object are
-// an error wrapping ErrCorrupt.
-func DecodeTask(b []byte) (taskstore.Record, error) {
-	var w taskRecord
-	if err := json.Unmarshal(b, &w); err != nil {
-		return taskstore.Record{}, fmt.Errorf("task record: %w: %w", seam.ErrCorrupt, err)
-	}
-	bad := func(why string) (taskstore.Record, error) {
-		return taskstore.Record{}, fmt.Errorf("task record %q: %s: %w", w.ID, why, seam.ErrCorrupt)
-	}
-	switch {
-	case w.V != TaskRecordVersion:
-		return bad(fmt.Sprintf("version %d is not %d", w.V, TaskRecordVersion))
-	case w.ID == "" || w.Principal == "" || w.AgentID == "":
-		return bad("id, principal or agent missing")
-	case w.TTLMs < 0:
-		return bad("negative ttl")
-	}
-	st := taskstore.Status(w.Status)
-	if st != taskstore.StatusWorking && !st.Terminal() {
-		return bad(fmt.Sprintf("unknown status %q", w.Status))
-	}
-	if len(w.Result) > 0 {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(w.Result, &obj) != nil || obj == nil {
-			return bad("result is not an object")
-		}
-	}
-	r := taskstore.Record{ID: w.ID, Principal: w.Principal, Tool: w.Tool, AgentID: w.AgentID, MessageID: w.MessageID, Status: st,
-		StatusMessage: w.StatusMessage, CreatedAt: time.Unix(0, w.Created).UTC(), UpdatedAt: time.Unix(0, w.Updated).UTC(),
-		TTL: time.Duration(w.TTLMs) * time.Millisecond, Result: w.Result, Error: w.Error}
-	if w.Settled != 0 {
-		r.SettledAt = time.Unix(0, w.Settled).UTC()
-	}
-	return r, nil
-}
-
 var _ taskstore.Store = (*Store)(nil)
 
 // PutTask creates or replaces a task record, committed when it returns.
@@ -97,7 +21,7 @@ func (s *Store) PutTask(ctx context.Context, r taskstore.Record) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	b, err := EncodeTask(r)
+	b, err := taskstore.Encode(r)
 	if err != nil {
 		return err
 	}
@@ -131,7 +55,7 @@ func (s *Store) Task(ctx context.Context, id string) (taskstore.Record, error) {
 	if b == nil {
 		return taskstore.Record{}, fmt.Errorf("persist: task %q: %w", id, taskstore.ErrNotFound)
 	}
-	return DecodeTask(b)
+	return taskstore.Decode(b)
 }
 
 // DeleteTask removes a task record; an unknown id is not an error.
@@ -160,7 +84,7 @@ func (s *Store) Tasks(ctx context.Context) ([]taskstore.Record, error) {
 			return nil
 		}
 		return tb.ForEach(func(k, v []byte) error {
-			r, err := DecodeTask(v)
+			r, err := taskstore.Decode(v)
 			if err != nil {
 				s.log.Error("a task record does not decode; skipping it", "task", string(k), "err", err)
 				return nil

@@ -1,12 +1,10 @@
 package persist
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"github.com/mcp-subagent/mcp-subagent/persist/storetest"
-	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 	"path/filepath"
 	"reflect"
@@ -82,41 +80,4 @@ func TestGoldenStoreTakesTasks(t *testing.T) {
 			t.Fatalf("%s: with a task written, the children read back differently from what the store's build read", d)
 		}
 	}
-}
-
-// Task records come from disk: any bytes decode or are refused as
-// corrupt, never a panic, and what decodes re-encodes to a record that
-// decodes the same.
-func FuzzDecodeTask(f *testing.F) {
-	for _, r := range []taskstore.Record{sampleTask("task-1"), {ID: "task-2", Principal: "local", AgentID: "agent-2", Status: taskstore.StatusWorking, CreatedAt: t0, UpdatedAt: t0}} {
-		b, err := EncodeTask(r)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
-	f.Add([]byte(`{"v":2,"id":"task-x","principal":"p","agent_id":"a","status":"working"}`))
-	f.Add([]byte(`{"v":1,"id":"task-x","principal":"p","agent_id":"a","status":"done"}`))
-	f.Add([]byte(`{"v":1,"id":"task-x","principal":"p","agent_id":"a","status":"completed","result":[1]}`))
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := DecodeTask(b)
-		if err != nil {
-			if !errors.Is(err, seam.ErrCorrupt) {
-				t.Fatalf("a refusal that is not ErrCorrupt: %v", err)
-			}
-			return
-		}
-		again, err := EncodeTask(r)
-		if err != nil {
-			t.Fatalf("accepted %q but cannot re-encode it: %v", b, err)
-		}
-		r2, err := DecodeTask(again)
-		if err != nil {
-			t.Fatalf("accepted %q; its re-encoding %q does not decode: %v", b, again, err)
-		}
-		if third, _ := EncodeTask(r2); !bytes.Equal(third, again) {
-			t.Fatalf("accepted %q; it re-encodes as %q, then as %q", b, again, third)
-		}
-	})
 }

@@ -39,6 +39,7 @@ var core = []string{
 // deps returns the import paths pkg links (go list -deps, tests excluded).
 func deps(t *testing.T, pkg string) []string {
 	t.Helper()
+	trackInputs(t)
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	out, err := exec.Command(gobin, "list", "-deps", module+pkg).CombinedOutput()
 	if err != nil {

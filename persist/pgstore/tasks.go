@@ -7,21 +7,20 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 )
 
 var _ taskstore.Store = (*Store)(nil)
 
-// Task records are stored in the bbolt store's encoding (persist.EncodeTask),
-// so both read them alike.
+// Task records are stored in the encoding every backend shares
+// (taskstore.Encode), so the bbolt store and this one read them alike.
 
 // PutTask creates or replaces a task record.
 func (s *Store) PutTask(ctx context.Context, r taskstore.Record) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
-	b, err := persist.EncodeTask(r)
+	b, err := taskstore.Encode(r)
 	if err != nil {
 		return err
 	}
@@ -42,7 +41,7 @@ func (s *Store) Task(ctx context.Context, id string) (taskstore.Record, error) {
 	if err != nil {
 		return taskstore.Record{}, s.fail("reading task "+id, err)
 	}
-	return persist.DecodeTask(b)
+	return taskstore.Decode(b)
 }
 
 // DeleteTask removes a task record; an unknown id is not an error.
@@ -72,7 +71,7 @@ func (s *Store) Tasks(ctx context.Context) ([]taskstore.Record, error) {
 		if err := rows.Scan(&id, &b); err != nil {
 			return nil, s.fail("listing tasks", err)
 		}
-		r, err := persist.DecodeTask(b)
+		r, err := taskstore.Decode(b)
 		if err != nil {
 			s.log.Error("a task record does not decode; skipping it", "task", id, "err", err)
 			continue

@@ -1,8 +1,9 @@
 // Package taskstore is the storage contract of the tasks layer: the durable
-// task record, its status, and the Store that keeps records. It is a leaf
-// (the standard library only) so that a store (persist, and any other
+// task record, its status, the Store that keeps records, and the record's
+// stored bytes (Encode, Decode), which every backend shares. It imports
+// only seam (for ErrCorrupt) so that a store (persist, pgstore, any other
 // backend) implements it without linking the tasks layer, the MCP tools or
-// the MCP library above it; the tasks package uses it.
+// the MCP library above it, or another backend; the tasks package uses it.
 package taskstore
 
 import (
