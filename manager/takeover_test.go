@@ -3,6 +3,7 @@ package manager_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -333,6 +334,78 @@ func TestSweepLeavesALiveClaim(t *testing.T) {
 			if !ok || res.StopReason != agent.StopCompleted || res.Output != "A done: hold: first" {
 				t.Fatalf("the owner's turn = %+v, %v; want it completed by A", res, ok)
 			}
+		})
+	}
+}
+
+// After a takeover, a former owner that has not noticed yet still takes a
+// follow-up for the child: its admission is a write of the child too, and
+// the fence refuses it, so the message is not queued behind the new
+// owner's back (with no event to collide with, only the fence stops it).
+// The sender is told the claim was lost; so is the caller waiting on the
+// cut-off turn, whose activation stops.
+func TestAFormerOwnersLateAdmissionIsRefused(t *testing.T) {
+	for name, open := range sharedStores() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			st := open(t)
+			root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+			var lag atomic.Int64
+			a := manager.New(manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute,
+				Clock: func() time.Time { return time.Now().Add(-time.Duration(lag.Load())) }})
+			pa := newHoldProvider("A")
+			notices := make(chan seam.Notice, 8)
+			b := manager.New(manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: 150 * time.Millisecond,
+				OnNotice: func(_ string, n seam.Notice) { notices <- n }})
+			for _, r := range []struct {
+				m *manager.Manager
+				p seam.Provider
+			}{{a, pa}, {b, newHoldProvider("B")}} {
+				if err := r.m.Register(r.p); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = r.m.Close(ctx) })
+			}
+			s, err := a.StartContinuable(ctx, "hold", seam.StartRequest{Label: "l", Prompt: "hold: first", Parent: root}, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-pa.holding
+			if err := b.Recover(ctx); err != nil {
+				t.Fatal(err)
+			}
+			lag.Store(int64(time.Hour))
+			if err := st.Renew(ctx, seam.Owner{ID: "server-a", Expires: time.Now().Add(-time.Second)}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case n := <-notices:
+				if n.ChildID != s.ChildID {
+					t.Fatalf("B announced %+v; want %s", n, s.ChildID)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("B did not take the child over within 30s of A's lease running out")
+			}
+
+			_, err = a.Followup(ctx, root, s.ChildID, "late from A", false)
+			if err == nil || !errors.Is(err, seam.ErrOwned) || !strings.Contains(err.Error(), "lost the claim") {
+				t.Fatalf("A's late follow-up = %v; want it refused: A lost the claim", err)
+			}
+			queued, err := st.Queued(ctx, s.ChildID)
+			if err != nil || len(queued) != 0 {
+				t.Fatalf("the child's stored inbox = %+v, %v; want nothing queued by the former owner", queued, err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			res, ok := s.Wait(wctx)
+			if !ok || res.StopReason != agent.StopError || !strings.Contains(res.Diagnostic, "lost the claim") {
+				t.Fatalf("A's waiting caller got %+v, %v; want an error saying A lost the claim", res, ok)
+			}
+			events, err := st.Events(ctx, s.ChildID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkTranscript(t, events, []string{"hold: first"}, "late from A")
 		})
 	}
 }
