@@ -164,6 +164,7 @@ type Manager struct {
 	owner     string // Options.OwnerID, or a random one
 	renewing  bool   // the renewer runs (under mu)
 	sweeping  bool   // Recover ran: the renewer also sweeps for expired claims, and runs until Close (under mu)
+	swept     bool   // a sweep runs (under mu)
 	retaining bool   // Retain's loop runs (under mu)
 
 	budgets budgetBook

@@ -570,7 +570,7 @@ func (m *Manager) renew() {
 			cancel()
 		}
 		if sweeping {
-			m.sweep(m.ctx)
+			m.startSweep()
 		}
 	}
 }

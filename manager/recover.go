@@ -72,6 +72,15 @@ func (m *Manager) closeEpoch(ctx context.Context, c seam.Claim, fence *seam.Fenc
 	}
 	events, err := m.store.Events(ctx, id)
 	if err != nil {
+		m.mu.Lock()
+		_, known := m.corrupt[id]
+		m.mu.Unlock()
+		if fence != nil && known {
+			// A sweep retries it at each renewal; the parent was told
+			// the first time.
+			m.log.Debug("a claimed child's journal is still unreadable", "agent_id", id, "err", err)
+			return h, false
+		}
 		m.log.Error("a claimed child's journal cannot be read; keeping its claim", "agent_id", id, "err", err)
 		m.noteUnreadable(id, err)
 		n := seam.Notice{Source: agent.SourceSettled, StopReason: agent.StopError, Text: unreadableText(id, err)}
@@ -107,6 +116,26 @@ func (m *Manager) closeEpoch(ctx context.Context, c seam.Claim, fence *seam.Fenc
 	m.announce(h, n)
 	m.log.Info("recovered a child left resident", "agent_id", id, "owner", c.Owner.ID, "epoch", c.Epoch, "closed_turn", len(closing) > 0)
 	return h, true
+}
+
+// startSweep runs a sweep in a goroutine of its own unless one runs: a
+// long one (many children taken over at once) must not hold up the
+// renewal of this manager's own lease. Called by the renewer.
+func (m *Manager) startSweep() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.swept || m.closed {
+		return
+	}
+	m.swept = true
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.sweep(m.ctx)
+		m.mu.Lock()
+		m.swept = false
+		m.mu.Unlock()
+	}()
 }
 
 // sweep takes over the children of other servers sharing the store whose
