@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -407,5 +408,61 @@ func TestAFormerOwnersLateAdmissionIsRefused(t *testing.T) {
 			}
 			checkTranscript(t, events, []string{"hold: first"}, "late from A")
 		})
+	}
+}
+
+// unreadableStore is a store whose journal of one child cannot be read.
+type unreadableStore struct {
+	seam.Store
+	bad string
+}
+
+func (s unreadableStore) Events(ctx context.Context, id string) ([]agent.Event, error) {
+	if id == s.bad {
+		return nil, fmt.Errorf("reading the journal of %s: %w", id, seam.ErrCorrupt)
+	}
+	return s.Store.Events(ctx, id)
+}
+
+// An expired claim whose journal cannot be read is not taken over (its
+// claim keeps the epoch to close once it is repaired), and the parent is
+// told once, not at every sweep.
+func TestSweepTellsOnceOfAnUnreadableJournal(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+	var lag atomic.Int64
+	a := manager.New(manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute,
+		Clock: func() time.Time { return time.Now().Add(-time.Duration(lag.Load())) }})
+	pa := newHoldProvider("A")
+	if err := a.Register(pa); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close(ctx) })
+	s, err := a.StartContinuable(ctx, "hold", seam.StartRequest{Label: "l", Prompt: "hold: first", Parent: root}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-pa.holding
+	var noticed []seam.Notice
+	var mu sync.Mutex
+	b := manager.New(manager.Options{Store: unreadableStore{st, s.ChildID}, OwnerID: "server-b", LeaseTTL: time.Minute,
+		OnNotice: func(_ string, n seam.Notice) { mu.Lock(); noticed = append(noticed, n); mu.Unlock() }})
+	t.Cleanup(func() { _ = b.Close(ctx) })
+	before, _, _ := st.ClaimOf(ctx, s.ChildID)
+	lag.Store(int64(time.Hour))
+	if err := st.Renew(ctx, seam.Owner{ID: "server-a", Expires: time.Now().Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		b.SweepNow(ctx)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(noticed) != 1 || noticed[0].ChildID != s.ChildID || noticed[0].StopReason != agent.StopError {
+		t.Fatalf("notices after three sweeps = %+v; want one, saying %s cannot be read", noticed, s.ChildID)
+	}
+	if after, ok, err := st.ClaimOf(ctx, s.ChildID); err != nil || !ok || after.Owner.ID != before.Owner.ID || after.Epoch != before.Epoch {
+		t.Fatalf("ClaimOf after the sweeps = %+v, %v, %v; want the claim kept as it was (%+v)", after, ok, err, before)
 	}
 }
