@@ -24,10 +24,11 @@ import (
 // pgtest's shared server is removed when the package's tests end.
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// The stores two managers (two servers) share in the takeover tests: the
-// in-memory one, and PostgreSQL, whose own clock judges the leases.
-func sharedStores() map[string]func(t *testing.T) seam.Store {
-	return map[string]func(t *testing.T) seam.Store{
+// onSharedStores runs test on each store two managers (two servers) share
+// in the takeover tests: the in-memory one, and PostgreSQL, whose own
+// clock judges the leases.
+func onSharedStores(t *testing.T, test func(t *testing.T, st seam.Store)) {
+	for name, open := range map[string]func(t *testing.T) seam.Store{
 		"memstore": func(*testing.T) seam.Store { return memstore.New() },
 		"pgstore": func(t *testing.T) seam.Store {
 			s, err := pgstore.Open(context.Background(), pgtest.Shared(t).DSN(t), slog.New(slog.DiscardHandler))
@@ -37,6 +38,8 @@ func sharedStores() map[string]func(t *testing.T) seam.Store {
 			t.Cleanup(func() { _ = s.Close() })
 			return s
 		},
+	} {
+		t.Run(name, func(t *testing.T) { test(t, open(t)) })
 	}
 }
 
@@ -113,6 +116,60 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// server starts a manager on st running holdProvider children, closed
+// when the test ends; what its turns answer names label.
+func server(t *testing.T, opts manager.Options, label string) (*manager.Manager, *holdProvider) {
+	t.Helper()
+	m := manager.New(opts)
+	p := newHoldProvider(label)
+	if err := m.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	return m, p
+}
+
+// lagging is a clock that can be set back: a server paused past its
+// lease, whose renewals (were it to run one) expire at once.
+func lagging(lag *atomic.Int64) func() time.Time {
+	return func() time.Time { return time.Now().Add(-time.Duration(lag.Load())) }
+}
+
+// startHeld starts a child at m whose first turn holds mid-turn, with its
+// caller waiting, and returns once it holds.
+func startHeld(t *testing.T, m *manager.Manager, p *holdProvider, root seam.ParentRef) *manager.Started {
+	t.Helper()
+	s, err := m.StartContinuable(context.Background(), "hold", seam.StartRequest{Label: "l", Prompt: "hold: first", Parent: root}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.holding
+	return s
+}
+
+// expire ends server-a's lease (as a pause past it does): its clock falls
+// an hour behind, and its claims expire now.
+func expire(t *testing.T, st seam.Store, lag *atomic.Int64) {
+	t.Helper()
+	lag.Store(int64(time.Hour))
+	if err := st.Renew(context.Background(), seam.Owner{ID: "server-a", Expires: time.Now().Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// takenOver waits for B's announcement of the cut-off epoch of id.
+func takenOver(t *testing.T, notices <-chan seam.Notice, id string) {
+	t.Helper()
+	select {
+	case n := <-notices:
+		if n.ChildID != id || n.StopReason != agent.StopAborted {
+			t.Fatalf("B announced %+v; want the cut-off epoch of %s, aborted", n, id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("B did not take the child over within 30s of A's lease running out")
+	}
+}
+
 // Two servers share a store. A's child is mid-turn, with a follow-up
 // queued behind it, when A's lease runs out (A is paused past it: its clock
 // lags, so its renewals expire at once). B's sweep, run at its lease
@@ -124,112 +181,80 @@ func (l *lockedBuffer) String() string {
 // transcript is the cut-off turn, then B's turn: none interleaved or run
 // twice.
 func TestTakeoverAfterLeaseFencesTheFormerOwner(t *testing.T) {
-	for name, open := range sharedStores() {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			st := open(t)
-			root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+	onSharedStores(t, func(t *testing.T, st seam.Store) {
+		ctx := context.Background()
+		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
 
-			var lag atomic.Int64 // how far A's clock lags
-			logA := &lockedBuffer{}
-			a := manager.New(manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute,
-				Clock:  func() time.Time { return time.Now().Add(-time.Duration(lag.Load())) },
-				Logger: slog.New(slog.NewTextHandler(logA, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-			pa := newHoldProvider("A")
-			notices := make(chan seam.Notice, 8)
-			b := manager.New(manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: 150 * time.Millisecond,
-				OnNotice: func(_ string, n seam.Notice) { notices <- n }})
-			pb := newHoldProvider("B")
-			for _, r := range []struct {
-				m *manager.Manager
-				p seam.Provider
-			}{{a, pa}, {b, pb}} {
-				if err := r.m.Register(r.p); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = r.m.Close(ctx) })
-			}
+		var lag atomic.Int64
+		logA := &lockedBuffer{}
+		a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute, Clock: lagging(&lag),
+			Logger: slog.New(slog.NewTextHandler(logA, &slog.HandlerOptions{Level: slog.LevelWarn}))}, "A")
+		notices := make(chan seam.Notice, 8)
+		b, pb := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: 150 * time.Millisecond,
+			OnNotice: func(_ string, n seam.Notice) { notices <- n }}, "B")
 
-			s, err := a.StartContinuable(ctx, "hold", seam.StartRequest{Label: "l", Prompt: "hold: first", Parent: root}, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			<-pa.holding
-			// Queued behind the turn in flight; its id is handed out only
-			// once committed, and so is everything queued before it (the
-			// turn's start).
-			if _, err := a.Followup(ctx, root, s.ChildID, "hold: second", false); err != nil {
-				t.Fatal(err)
-			}
-			before, ok, err := st.ClaimOf(ctx, s.ChildID)
-			if err != nil || !ok || before.Owner.ID != "server-a" {
-				t.Fatalf("ClaimOf before the takeover = %+v, %v, %v; want server-a's claim", before, ok, err)
-			}
-			if err := b.Recover(ctx); err != nil { // B sweeps from now on, at each renewal
-				t.Fatal(err)
-			}
+		s := startHeld(t, a, pa, root)
+		// Queued behind the turn in flight; its id is handed out only
+		// once committed, and so is everything queued before it (the
+		// turn's start).
+		if _, err := a.Followup(ctx, root, s.ChildID, "hold: second", false); err != nil {
+			t.Fatal(err)
+		}
+		before, ok, err := st.ClaimOf(ctx, s.ChildID)
+		if err != nil || !ok || before.Owner.ID != "server-a" {
+			t.Fatalf("ClaimOf before the takeover = %+v, %v, %v; want server-a's claim", before, ok, err)
+		}
+		if err := b.Recover(ctx); err != nil { // B sweeps from now on, at each renewal
+			t.Fatal(err)
+		}
 
-			// A is paused past its lease.
-			lag.Store(int64(time.Hour))
-			if err := st.Renew(ctx, seam.Owner{ID: "server-a", Expires: time.Now().Add(-time.Second)}); err != nil {
-				t.Fatal(err)
+		expire(t, st, &lag) // A is paused past its lease
+		takenOver(t, notices, s.ChildID)
+		// B runs the queued follow-up next: it holds there.
+		select {
+		case in := <-pb.holding:
+			if in != "hold: second" {
+				t.Fatalf("B ran %q; want the queued follow-up", in)
 			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("B did not run the queued follow-up")
+		}
+		after, ok, err := st.ClaimOf(ctx, s.ChildID)
+		if err != nil || !ok || after.Owner.ID != "server-b" || after.Epoch <= before.Epoch {
+			t.Fatalf("ClaimOf after the takeover = %+v, %v, %v; want server-b's claim at an epoch past %d", after, ok, err, before.Epoch)
+		}
 
-			var n seam.Notice
-			select {
-			case n = <-notices:
-			case <-time.After(30 * time.Second):
-				t.Fatal("B did not take the child over within 30s of A's lease running out")
-			}
-			if n.ChildID != s.ChildID || n.StopReason != agent.StopAborted {
-				t.Fatalf("B announced %+v; want the cut-off epoch of %s, aborted", n, s.ChildID)
-			}
-			// B runs the queued follow-up next: it holds there.
-			select {
-			case in := <-pb.holding:
-				if in != "hold: second" {
-					t.Fatalf("B ran %q; want the queued follow-up", in)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("B did not run the queued follow-up")
-			}
-			after, ok, err := st.ClaimOf(ctx, s.ChildID)
-			if err != nil || !ok || after.Owner.ID != "server-b" || after.Epoch <= before.Epoch {
-				t.Fatalf("ClaimOf after the takeover = %+v, %v, %v; want server-b's claim at an epoch past %d", after, ok, err, before.Epoch)
-			}
+		// A wakes: its turn ends, and its write is refused.
+		close(pa.release)
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		res, ok := s.Wait(wctx)
+		if !ok {
+			t.Fatal("A's waiting caller got no answer")
+		}
+		if res.StopReason != agent.StopError || !strings.Contains(res.Diagnostic, "lost the claim") || res.Output != "" {
+			t.Fatalf("A's caller got %+v; want an error saying A lost the claim, without A's stale answer", res)
+		}
+		if want := "lost the claim of child " + s.ChildID + " to another owner"; !strings.Contains(logA.String(), want) {
+			t.Errorf("A's log does not say %q:\n%s", want, logA.String())
+		}
 
-			// A wakes: its turn ends, and its write is refused.
-			close(pa.release)
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			res, ok := s.Wait(wctx)
-			if !ok {
-				t.Fatal("A's waiting caller got no answer")
+		close(pb.release)
+		select {
+		case n := <-notices:
+			if n.ChildID != s.ChildID || n.StopReason != agent.StopCompleted || !strings.Contains(n.Text, "B done: hold: second") {
+				t.Fatalf("B's settlement = %+v; want the follow-up completed by B", n)
 			}
-			if res.StopReason != agent.StopError || !strings.Contains(res.Diagnostic, "lost the claim") || res.Output != "" {
-				t.Fatalf("A's caller got %+v; want an error saying A lost the claim, without A's stale answer", res)
-			}
-			if want := "lost the claim of child " + s.ChildID + " to another owner"; !strings.Contains(logA.String(), want) {
-				t.Errorf("A's log does not say %q:\n%s", want, logA.String())
-			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("B did not settle the child")
+		}
 
-			close(pb.release)
-			select {
-			case n = <-notices:
-				if n.ChildID != s.ChildID || n.StopReason != agent.StopCompleted || !strings.Contains(n.Text, "B done: hold: second") {
-					t.Fatalf("B's settlement = %+v; want the follow-up completed by B", n)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("B did not settle the child")
-			}
-
-			events, err := st.Events(ctx, s.ChildID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkTranscript(t, events, []string{"hold: first", "hold: second"}, "A done:")
-		})
-	}
+		events, err := st.Events(ctx, s.ChildID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkTranscript(t, events, []string{"hold: first", "hold: second"}, "A done:")
+	})
 }
 
 // checkTranscript asserts the journal holds exactly the turns of inputs,
@@ -289,54 +314,37 @@ func dump(events []agent.Event) string {
 // and so thinks the lease ran out (the store, judging by its own clock,
 // refuses the takeover). The owner's turn then completes as usual.
 func TestSweepLeavesALiveClaim(t *testing.T) {
-	for name, open := range sharedStores() {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			st := open(t)
-			root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-			a := manager.New(manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute})
-			pa := newHoldProvider("A")
-			var noticed atomic.Int32
-			b := manager.New(manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute,
-				OnNotice: func(string, seam.Notice) { noticed.Add(1) }})
-			ahead := manager.New(manager.Options{Store: st, OwnerID: "server-c", LeaseTTL: time.Minute,
-				Clock: func() time.Time { return time.Now().Add(time.Hour) }, OnNotice: func(string, seam.Notice) { noticed.Add(1) }})
-			for _, r := range []struct {
-				m *manager.Manager
-				p seam.Provider
-			}{{a, pa}, {b, newHoldProvider("B")}, {ahead, newHoldProvider("C")}} {
-				if err := r.m.Register(r.p); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = r.m.Close(ctx) })
-			}
-			s, err := a.StartContinuable(ctx, "hold", seam.StartRequest{Label: "l", Prompt: "hold: first", Parent: root}, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			<-pa.holding
-			before, ok, err := st.ClaimOf(ctx, s.ChildID)
-			if err != nil || !ok {
-				t.Fatalf("ClaimOf = %+v, %v, %v", before, ok, err)
-			}
-			b.SweepNow(ctx)
-			ahead.SweepNow(ctx)
-			after, ok, err := st.ClaimOf(ctx, s.ChildID)
-			if err != nil || !ok || after.Owner.ID != "server-a" || after.Epoch != before.Epoch {
-				t.Fatalf("ClaimOf after the sweeps = %+v, %v, %v; want server-a's claim unchanged (%+v)", after, ok, err, before)
-			}
-			if noticed.Load() != 0 {
-				t.Fatal("a sweep announced a live child's epoch")
-			}
-			close(pa.release)
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			res, ok := s.Wait(wctx)
-			if !ok || res.StopReason != agent.StopCompleted || res.Output != "A done: hold: first" {
-				t.Fatalf("the owner's turn = %+v, %v; want it completed by A", res, ok)
-			}
-		})
-	}
+	onSharedStores(t, func(t *testing.T, st seam.Store) {
+		ctx := context.Background()
+		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+		a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute}, "A")
+		var noticed atomic.Int32
+		b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute,
+			OnNotice: func(string, seam.Notice) { noticed.Add(1) }}, "B")
+		ahead, _ := server(t, manager.Options{Store: st, OwnerID: "server-c", LeaseTTL: time.Minute,
+			Clock: func() time.Time { return time.Now().Add(time.Hour) }, OnNotice: func(string, seam.Notice) { noticed.Add(1) }}, "C")
+		s := startHeld(t, a, pa, root)
+		before, ok, err := st.ClaimOf(ctx, s.ChildID)
+		if err != nil || !ok {
+			t.Fatalf("ClaimOf = %+v, %v, %v", before, ok, err)
+		}
+		b.SweepNow(ctx)
+		ahead.SweepNow(ctx)
+		after, ok, err := st.ClaimOf(ctx, s.ChildID)
+		if err != nil || !ok || after.Owner.ID != "server-a" || after.Epoch != before.Epoch {
+			t.Fatalf("ClaimOf after the sweeps = %+v, %v, %v; want server-a's claim unchanged (%+v)", after, ok, err, before)
+		}
+		if noticed.Load() != 0 {
+			t.Fatal("a sweep announced a live child's epoch")
+		}
+		close(pa.release)
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		res, ok := s.Wait(wctx)
+		if !ok || res.StopReason != agent.StopCompleted || res.Output != "A done: hold: first" {
+			t.Fatalf("the owner's turn = %+v, %v; want it completed by A", res, ok)
+		}
+	})
 }
 
 // After a takeover, a former owner that has not noticed yet still takes a
@@ -346,69 +354,41 @@ func TestSweepLeavesALiveClaim(t *testing.T) {
 // The sender is told the claim was lost; so is the caller waiting on the
 // cut-off turn, whose activation stops.
 func TestAFormerOwnersLateAdmissionIsRefused(t *testing.T) {
-	for name, open := range sharedStores() {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			st := open(t)
-			root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-			var lag atomic.Int64
-			a := manager.New(manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute,
-				Clock: func() time.Time { return time.Now().Add(-time.Duration(lag.Load())) }})
-			pa := newHoldProvider("A")
-			notices := make(chan seam.Notice, 8)
-			b := manager.New(manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: 150 * time.Millisecond,
-				OnNotice: func(_ string, n seam.Notice) { notices <- n }})
-			for _, r := range []struct {
-				m *manager.Manager
-				p seam.Provider
-			}{{a, pa}, {b, newHoldProvider("B")}} {
-				if err := r.m.Register(r.p); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = r.m.Close(ctx) })
-			}
-			s, err := a.StartContinuable(ctx, "hold", seam.StartRequest{Label: "l", Prompt: "hold: first", Parent: root}, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			<-pa.holding
-			if err := b.Recover(ctx); err != nil {
-				t.Fatal(err)
-			}
-			lag.Store(int64(time.Hour))
-			if err := st.Renew(ctx, seam.Owner{ID: "server-a", Expires: time.Now().Add(-time.Second)}); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case n := <-notices:
-				if n.ChildID != s.ChildID {
-					t.Fatalf("B announced %+v; want %s", n, s.ChildID)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("B did not take the child over within 30s of A's lease running out")
-			}
+	onSharedStores(t, func(t *testing.T, st seam.Store) {
+		ctx := context.Background()
+		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+		var lag atomic.Int64
+		a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute, Clock: lagging(&lag)}, "A")
+		notices := make(chan seam.Notice, 8)
+		b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: 150 * time.Millisecond,
+			OnNotice: func(_ string, n seam.Notice) { notices <- n }}, "B")
+		s := startHeld(t, a, pa, root)
+		if err := b.Recover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		expire(t, st, &lag)
+		takenOver(t, notices, s.ChildID)
 
-			_, err = a.Followup(ctx, root, s.ChildID, "late from A", false)
-			if err == nil || !errors.Is(err, seam.ErrOwned) || !strings.Contains(err.Error(), "lost the claim") {
-				t.Fatalf("A's late follow-up = %v; want it refused: A lost the claim", err)
-			}
-			queued, err := st.Queued(ctx, s.ChildID)
-			if err != nil || len(queued) != 0 {
-				t.Fatalf("the child's stored inbox = %+v, %v; want nothing queued by the former owner", queued, err)
-			}
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			res, ok := s.Wait(wctx)
-			if !ok || res.StopReason != agent.StopError || !strings.Contains(res.Diagnostic, "lost the claim") {
-				t.Fatalf("A's waiting caller got %+v, %v; want an error saying A lost the claim", res, ok)
-			}
-			events, err := st.Events(ctx, s.ChildID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkTranscript(t, events, []string{"hold: first"}, "late from A")
-		})
-	}
+		_, err := a.Followup(ctx, root, s.ChildID, "late from A", false)
+		if err == nil || !errors.Is(err, seam.ErrOwned) || !strings.Contains(err.Error(), "lost the claim") {
+			t.Fatalf("A's late follow-up = %v; want it refused: A lost the claim", err)
+		}
+		queued, err := st.Queued(ctx, s.ChildID)
+		if err != nil || len(queued) != 0 {
+			t.Fatalf("the child's stored inbox = %+v, %v; want nothing queued by the former owner", queued, err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		res, ok := s.Wait(wctx)
+		if !ok || res.StopReason != agent.StopError || !strings.Contains(res.Diagnostic, "lost the claim") {
+			t.Fatalf("A's waiting caller got %+v, %v; want an error saying A lost the claim", res, ok)
+		}
+		events, err := st.Events(ctx, s.ChildID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkTranscript(t, events, []string{"hold: first"}, "late from A")
+	})
 }
 
 // unreadableStore is a store whose journal of one child cannot be read.
@@ -432,28 +412,15 @@ func TestSweepTellsOnceOfAnUnreadableJournal(t *testing.T) {
 	st := memstore.New()
 	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
 	var lag atomic.Int64
-	a := manager.New(manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute,
-		Clock: func() time.Time { return time.Now().Add(-time.Duration(lag.Load())) }})
-	pa := newHoldProvider("A")
-	if err := a.Register(pa); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close(ctx) })
-	s, err := a.StartContinuable(ctx, "hold", seam.StartRequest{Label: "l", Prompt: "hold: first", Parent: root}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-pa.holding
+	a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute, Clock: lagging(&lag)}, "A")
+	s := startHeld(t, a, pa, root)
 	var noticed []seam.Notice
 	var mu sync.Mutex
 	b := manager.New(manager.Options{Store: unreadableStore{st, s.ChildID}, OwnerID: "server-b", LeaseTTL: time.Minute,
 		OnNotice: func(_ string, n seam.Notice) { mu.Lock(); noticed = append(noticed, n); mu.Unlock() }})
 	t.Cleanup(func() { _ = b.Close(ctx) })
 	before, _, _ := st.ClaimOf(ctx, s.ChildID)
-	lag.Store(int64(time.Hour))
-	if err := st.Renew(ctx, seam.Owner{ID: "server-a", Expires: time.Now().Add(-time.Second)}); err != nil {
-		t.Fatal(err)
-	}
+	expire(t, st, &lag)
 	for range 3 {
 		b.SweepNow(ctx)
 	}
