@@ -44,7 +44,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		if resident || (c.Owner.ID != m.owner && c.Owner.Expires.After(now)) {
 			continue
 		}
-		m.closeEpoch(ctx, c, nil)
+		m.closeEpoch(ctx, c, false)
 	}
 	m.reconcileWorktrees(ctx)
 	// From now on each lease renewal also sweeps for claims other servers
@@ -59,12 +59,18 @@ func (m *Manager) Recover(ctx context.Context) error {
 }
 
 // closeEpoch closes the epoch claim c left open and announces it (see
-// Recover); fence, when set, makes the takeover conditional on the claim
-// still being the one read (another sweeper, or the owner renewing, wins
-// it otherwise). It reports whether the epoch was closed, with the
+// Recover), in a write fenced by c as read: the takeover is conditional on
+// the claim being unchanged (another server's sweep or its owner's renewal
+// wins it otherwise; a claim an older build left, with no owner id, is
+// not fenced). sweeping: a sweep's, which tells of an unreadable journal
+// only the first time. It reports whether the epoch was closed, with the
 // child's header.
-func (m *Manager) closeEpoch(ctx context.Context, c seam.Claim, fence *seam.Fence) (seam.Header, bool) {
+func (m *Manager) closeEpoch(ctx context.Context, c seam.Claim, sweeping bool) (seam.Header, bool) {
 	id := c.ChildID
+	var fence *seam.Fence
+	if c.Owner.ID != "" {
+		fence = &seam.Fence{Owner: c.Owner.ID, Epoch: c.Epoch}
+	}
 	h, err := m.store.Header(ctx, id)
 	if err != nil {
 		m.log.Error("a claimed child cannot be read; leaving it", "agent_id", id, "err", err)
@@ -75,7 +81,7 @@ func (m *Manager) closeEpoch(ctx context.Context, c seam.Claim, fence *seam.Fenc
 		m.mu.Lock()
 		_, known := m.corrupt[id]
 		m.mu.Unlock()
-		if fence != nil && known {
+		if sweeping && known {
 			// A sweep retries it at each renewal; the parent was told
 			// the first time.
 			m.log.Debug("a claimed child's journal is still unreadable", "agent_id", id, "err", err)
@@ -104,7 +110,7 @@ func (m *Manager) closeEpoch(ctx context.Context, c seam.Claim, fence *seam.Fenc
 	lease := m.lease()
 	w := seam.ChildWrite{Fence: fence, Claim: &lease, Events: closing, Settle: &cp, Notify: &seam.ParentNotice{To: h.Parent, Notice: n}}
 	if err := m.storeWrite(ctx, func(ctx context.Context) error { return m.store.WriteChild(ctx, id, w) }); err != nil {
-		if fence != nil && errors.Is(err, seam.ErrOwned) {
+		if errors.Is(err, seam.ErrOwned) {
 			// Renewed by its owner (the store's clock judged the lease
 			// live), or taken over by another sweeper first.
 			m.log.Debug("a claim that looked expired is held; leaving it", "agent_id", id, "owner", c.Owner.ID, "err", err)
@@ -168,7 +174,7 @@ func (m *Manager) sweep(ctx context.Context) {
 		if resident {
 			continue
 		}
-		h, ok := m.closeEpoch(ctx, c, &seam.Fence{Owner: c.Owner.ID, Epoch: c.Epoch})
+		h, ok := m.closeEpoch(ctx, c, true)
 		if !ok {
 			continue
 		}
