@@ -70,6 +70,11 @@ func (w *waiter) committed(o outcome) seam.Result {
 func failedResult(res seam.Result, err error) seam.Result {
 	res.StopReason = agent.StopError
 	res.Structured = nil
+	if lostClaim(err) {
+		// The answer is not in the journal (the new owner closed the turn
+		// as interrupted): it must not read as the turn's outcome.
+		res.Output = ""
+	}
 	res.Diagnostic = truncate.Bound(err.Error(), seam.MaxDiagnostic)
 	return res
 }
@@ -360,6 +365,14 @@ func (a *activation) fail() {
 	a.persist.close()
 	if err := a.driver.Close(); err != nil {
 		m.log.Warn("closing a child's driver failed", "agent_id", a.hdr.ID, "err", err)
+	}
+	if lostClaim(err) {
+		// The child is another server's now: it closes and announces the
+		// epoch. Nothing more is said or written from here.
+		m.release(a, nil, nil)
+		close(a.released)
+		m.emit(Event{Type: EventEnd, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true, StopReason: agent.StopError})
+		return
 	}
 	last = failedResult(last, err)
 	notice := &inboxMsg{id: newMessageID(), text: settlementText(a.hdr.ID, last), source: agent.SourceSettled, stop: agent.StopError, at: m.adm.stamp()}

@@ -206,6 +206,7 @@ func startErr(ctx context.Context, provider string, err error) error {
 func (m *Manager) activate(ctx context.Context, hdr seam.Header, desc seam.Descriptor, drv seam.Driver, parentID string, create *seam.NewChild, closing []agent.Event) (*activation, error) {
 	a := &activation{m: m, hdr: hdr, desc: desc, driver: drv, wake: make(chan struct{}),
 		owned: map[string]*activation{}, waiters: map[string]*waiter{}, released: make(chan struct{}), isNew: create != nil}
+	var fence *seam.Fence
 	if create == nil {
 		if cp, ok, _ := m.store.Checkpoint(ctx, hdr.ID); ok {
 			a.usage = cp.Usage
@@ -214,6 +215,11 @@ func (m *Manager) activate(ctx context.Context, hdr seam.Header, desc seam.Descr
 		if err := m.storeWrite(ctx, func(ctx context.Context) error {
 			return m.store.WriteChild(ctx, hdr.ID, seam.ChildWrite{Claim: &lease, Events: closing})
 		}); err != nil {
+			return nil, claimErr(ctx, hdr.ID, err)
+		}
+		// The claim's epoch fences every write of this activation.
+		var err error
+		if fence, err = m.fenceOf(ctx, hdr.ID); err != nil {
 			return nil, claimErr(ctx, hdr.ID, err)
 		}
 	}
@@ -225,7 +231,7 @@ func (m *Manager) activate(ctx context.Context, hdr seam.Header, desc seam.Descr
 	if _, dup := m.live[hdr.ID]; dup {
 		return nil, newErr(seam.CodeInvalidRequest, "subagent %s is already resident", hdr.ID)
 	}
-	a.persist = m.newPersister(hdr.ID, create)
+	a.persist = m.newPersister(hdr.ID, create, fence)
 	a.persist.onFail = a.persistFailed
 	if create != nil {
 		// A fork's seed is already in the journal: it goes out with the record.
@@ -249,6 +255,21 @@ func (m *Manager) activate(ctx context.Context, hdr seam.Header, desc seam.Descr
 	m.wg.Add(1)
 	m.startRenewer()
 	return a, nil
+}
+
+// fenceOf reads back the claim this manager was just granted: its epoch is
+// what the child's writes are conditional on. A claim already someone
+// else's (our lease ran out in between and another server took it) is
+// ErrOwned.
+func (m *Manager) fenceOf(ctx context.Context, id string) (*seam.Fence, error) {
+	c, ok, err := m.store.ClaimOf(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || c.Owner.ID != m.owner {
+		return nil, fmt.Errorf("the claim just granted is now held by %q: %w", c.Owner.ID, seam.ErrOwned)
+	}
+	return &seam.Fence{Owner: m.owner, Epoch: c.Epoch}, nil
 }
 
 // claimErr is the error of a resume whose claim was not granted.

@@ -53,6 +53,23 @@
 //     the settlement. A child claimed by another owner whose lease runs is
 //     resident in another server: a send to it is NOT_RESUMABLE (wrapping
 //     ErrOwned), and Recover leaves it alone.
+//   - Every write of a resident child after its claim carries the claim's
+//     fence (owner, epoch: epoch 1 for a new child's creating claim, read
+//     back with ClaimOf after a resume's). A write the store refuses with
+//     ErrOwned means another server took the child over: the writer is
+//     broken without a retry, the activation stops (its turn cancelled,
+//     nothing more written, no notice: the new owner announces the epoch),
+//     the manager logs at warn "lost the claim of child X to another
+//     owner", and a caller waiting on a turn, or sending to it, gets an
+//     error saying so (NOT_RESUMABLE wrapping ErrOwned; a wait's outcome
+//     is an error without the turn's output, which the journal never got).
+//   - Once Recover ran, each lease renewal also sweeps (in a goroutine of
+//     its own, one at a time, also while nothing is resident): claims of
+//     other owners that look expired by Options.Clock are closed as
+//     Recover closes them, in a write fenced by the claim as read, so a
+//     claim the store's clock still holds live, or that another server
+//     took first, is left alone; then the messages queued for the child
+//     run here, in order.
 //   - When an activation settles, its direct parent gets exactly one
 //     notice (source kind subagent-settled), unless the epoch's last turn
 //     was already answered in band to a waiting caller. The notice is
@@ -243,9 +260,13 @@
 // journal events of the last 10 ms or so of a turn (events nobody waits
 // for linger that long, so a short turn commits them with its settlement)
 // — never a child or a message whose id was handed out. A failed renewal is logged and retried at the next tick; a manager
-// whose lease ran out is not told (on an exclusive store nobody else can
-// take its children over; a shared store needs fencing of the writes
-// themselves, which this manager does not do yet). A cold resume reads the
+// whose lease ran out learns it only at its next write of each child
+// (refused by the fence): a child with nothing to write stays resident
+// here, idle, after another server took it over, until its next send.
+// The sweep's first filter is this manager's clock: one running behind
+// the store's takes expired claims over that much later. The
+// checkpoint written at shutdown (SetCheckpoint) carries no fence; the
+// store keeps it only while its sequence matches the journal. A cold resume reads the
 // journal before it claims the child: on a shared store, a journal another
 // owner grew in between makes the resumed child's first write fail (it
 // stops), never a journal with a gap. A child interrupted with a parked queue stays resident until its

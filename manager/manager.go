@@ -57,6 +57,12 @@ type Options struct {
 	// or negative: DefaultLeaseTTL. A restart on an exclusive store (bbolt) takes over
 	// a dead manager's claims at once, whatever the TTL.
 	LeaseTTL time.Duration
+	// Clock is the manager's clock for its lease (the expiry its claims
+	// and renewals carry) and for judging other owners' claims expired in
+	// the takeover sweep; the store still has the last word on expiry.
+	// nil: time.Now. Tests set it to model an instance paused past its
+	// lease.
+	Clock func() time.Time
 	// Budget is the deployment's default budget and its caps; zero: none.
 	Budget BudgetLimits
 	// MaxRunningChildren caps the turns in flight per principal, counted
@@ -157,6 +163,8 @@ type Manager struct {
 
 	owner     string // Options.OwnerID, or a random one
 	renewing  bool   // the renewer runs (under mu)
+	sweeping  bool   // Recover ran: the renewer also sweeps for expired claims, and runs until Close (under mu)
+	swept     bool   // a sweep runs (under mu)
 	retaining bool   // Retain's loop runs (under mu)
 
 	budgets budgetBook

@@ -29,10 +29,17 @@ import (
 // journal must not have gaps), every waiter, present and future, gets the
 // error, and onFail tells the activation, which stops the child. Nothing
 // is ever counted as written that was not.
+//
+// Every write after the claim carries the claim's Fence (owner, epoch):
+// once another server took the child over (this manager's lease ran out,
+// paused or partitioned), the store refuses it whole with ErrOwned. That
+// refusal is not retried: it breaks the writer as above, with an error
+// saying the claim was lost (lostClaim), and nothing more is written.
 type persister struct {
 	store  seam.Store
 	ctx    context.Context // the manager's, without its cancellation: a write is never dropped for a caller or a shutdown
 	id     string
+	owner  string
 	log    *slog.Logger
 	retry  retryPolicy
 	onFail func(error) // called once, from the writer, outside mu
@@ -53,6 +60,11 @@ type persister struct {
 	// everything queued after it.
 	issued, written int64
 	err             error // the write that failed for good; nothing after it is written
+	// fence is the claim every write but the creating one is conditional
+	// on: set by the creator once the record (and its claim, epoch 1) is
+	// committed, or by activate for a resumed child from the claim it
+	// read back. nil only before the creating write.
+	fence *seam.Fence
 
 	created   chan struct{} // closed once the record is committed (or failed)
 	createErr error
@@ -69,10 +81,11 @@ type retryPolicy struct {
 }
 
 // newPersister starts a child's writer. create, when non-nil, is the new
-// child's record, committed first with the claim of its owner.
-func (m *Manager) newPersister(id string, create *seam.NewChild) *persister {
-	p := &persister{store: m.store, ctx: context.WithoutCancel(m.ctx), id: id, log: m.log, retry: m.retry, urge: make(chan struct{}, 1),
-		created: make(chan struct{})}
+// child's record, committed first with the claim of its owner; otherwise
+// fence is the claim the resumed child's writes are conditional on.
+func (m *Manager) newPersister(id string, create *seam.NewChild, fence *seam.Fence) *persister {
+	p := &persister{store: m.store, ctx: context.WithoutCancel(m.ctx), id: id, owner: m.owner, log: m.log, retry: m.retry, urge: make(chan struct{}, 1),
+		created: make(chan struct{}), fence: fence}
 	p.drained = sync.NewCond(&p.mu)
 	if create != nil {
 		lease := m.lease()
@@ -200,6 +213,9 @@ func (p *persister) run() {
 		if p.err != nil { // broken: nothing more is written
 			w = seam.ChildWrite{}
 		}
+		if w.Create == nil {
+			w.Fence = p.fence
+		}
 		if emptyWrite(w) {
 			p.running = false
 			p.drained.Broadcast()
@@ -213,6 +229,11 @@ func (p *persister) run() {
 			continue
 		}
 		if w.Create != nil {
+			// A new child's first claim is epoch 1 (seam.Store's
+			// Residency); every later write is fenced by it.
+			p.mu.Lock()
+			p.fence = &seam.Fence{Owner: p.owner, Epoch: 1}
+			p.mu.Unlock()
 			// Before the waiters wake: a caller handed its outcome has had
 			// its "started" note.
 			close(p.created)
@@ -296,8 +317,8 @@ func (p *persister) write(w seam.ChildWrite) error {
 				return nil
 			}
 		}
-		if err = p.call(func(ctx context.Context) error { return p.store.WriteChild(ctx, p.id, w) }); err == nil {
-			return nil
+		if err = p.call(func(ctx context.Context) error { return p.store.WriteChild(ctx, p.id, w) }); err == nil || errors.Is(err, seam.ErrOwned) {
+			return err // a lost claim stays lost: no retry
 		}
 	}
 	return err
@@ -327,7 +348,12 @@ func (p *persister) landed(w seam.ChildWrite) bool {
 func (p *persister) fail(cause error, hi int64) {
 	err := &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: p.id,
 		Message: fmt.Sprintf("storing subagent %s failed (%v); it is stopped, and what it was last given may not have been kept", p.id, cause), Err: cause}
-	p.log.Error("persisting a child failed for good; stopping it", "agent_id", p.id, "err", cause)
+	if errors.Is(cause, seam.ErrOwned) {
+		err = lostClaimErr(p.id, cause)
+		p.log.Warn(fmt.Sprintf("lost the claim of child %s to another owner; stopping it here, writing nothing more", p.id), "agent_id", p.id, "owner", p.owner, "err", cause)
+	} else {
+		p.log.Error("persisting a child failed for good; stopping it", "agent_id", p.id, "err", cause)
+	}
 	p.mu.Lock()
 	first := p.err == nil
 	if first {
@@ -473,16 +499,38 @@ func (m *Manager) storeWrite(ctx context.Context, write func(ctx context.Context
 	return err
 }
 
+// lostClaimErr is the error of a write (and of the turn it held) refused
+// because another server took the child over: this one's lease ran out.
+func lostClaimErr(id string, cause error) *seam.Error {
+	return &seam.Error{Code: seam.CodeNotResumable, AgentID: id, Err: cause,
+		Message: fmt.Sprintf("this server lost the claim of subagent %s to another server sharing the session store (its lease here ran out): "+
+			"the turn's outcome was not kept; the other server closed that turn as interrupted and runs the queued messages; send to it again", id)}
+}
+
+// lostClaim reports whether err is a write refused because the child was
+// taken over.
+func lostClaim(err error) bool { return errors.Is(err, seam.ErrOwned) }
+
+// now is the manager's clock (Options.Clock).
+func (m *Manager) now() time.Time {
+	if m.opts.Clock != nil {
+		return m.opts.Clock()
+	}
+	return time.Now()
+}
+
 // lease is the manager's owner record as of now: claims made or renewed
 // with it expire after the lease TTL.
 func (m *Manager) lease() seam.Owner {
-	return seam.Owner{ID: m.owner, Expires: time.Now().Add(m.opts.LeaseTTL)}
+	return seam.Owner{ID: m.owner, Expires: m.now().Add(m.opts.LeaseTTL)}
 }
 
 // startRenewer starts the goroutine that renews the manager's claims while
-// any child is resident; called under m.mu when a child becomes resident.
-// It ends on its own once nothing is resident (the next resident child
-// starts it again), and at Close; Close waits for it (m.wg).
+// any child is resident; called under m.mu when a child becomes resident,
+// and by Recover. It ends on its own once nothing is resident (the next
+// resident child starts it again) unless Recover made it sweep too (then
+// it runs until Close: a server with nothing resident must still take
+// over a dead server's children), and at Close; Close waits for it (m.wg).
 func (m *Manager) startRenewer() {
 	if m.renewing || m.store == nil {
 		return
@@ -506,18 +554,24 @@ func (m *Manager) renew() {
 		case <-t.C:
 		}
 		m.mu.Lock()
-		if len(m.live) == 0 {
+		resident, sweeping := len(m.live) > 0, m.sweeping
+		if !resident && !sweeping {
 			m.renewing = false
 			m.mu.Unlock()
 			return
 		}
 		m.mu.Unlock()
-		// Bounded by the lease itself: a renewal later than that is moot.
-		ctx, cancel := context.WithTimeout(m.ctx, m.opts.LeaseTTL/3)
-		if err := m.store.Renew(ctx, m.lease()); err != nil {
-			m.log.Error("renewing the lease on resident children failed; retrying at the next tick", "owner", m.owner, "err", err)
+		if resident {
+			// Bounded by the lease itself: a renewal later than that is moot.
+			ctx, cancel := context.WithTimeout(m.ctx, m.opts.LeaseTTL/3)
+			if err := m.store.Renew(ctx, m.lease()); err != nil {
+				m.log.Error("renewing the lease on resident children failed; retrying at the next tick", "owner", m.owner, "err", err)
+			}
+			cancel()
 		}
-		cancel()
+		if sweeping {
+			m.startSweep()
+		}
 	}
 }
 
@@ -531,7 +585,7 @@ func (m *Manager) letGo(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	if err := m.store.Renew(ctx, seam.Owner{ID: m.owner, Expires: time.Now()}); err != nil {
+	if err := m.store.Renew(ctx, seam.Owner{ID: m.owner, Expires: m.now()}); err != nil {
 		m.log.Warn("letting the lease on resident children go failed; they expire after the lease", "owner", m.owner, "err", err)
 	}
 }
