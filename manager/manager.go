@@ -12,6 +12,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
@@ -192,8 +193,15 @@ func New(opts Options) *Manager {
 
 const ctxShards = 16
 
+// ShardsOff makes every turn derive from the manager's one context
+// (bench/userscale compares with and without shards).
+var ShardsOff atomic.Bool
+
 // shardCtx is the context child id's turns derive from.
 func (m *Manager) shardCtx(id string) context.Context {
+	if ShardsOff.Load() {
+		return m.ctx
+	}
 	h := fnv.New32a()
 	h.Write([]byte(id))
 	return m.shards[h.Sum32()%ctxShards]

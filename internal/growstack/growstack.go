@@ -10,6 +10,11 @@
 // same.)
 package growstack
 
+import "sync/atomic"
+
+// Off turns Grow into a no-op (bench/userscale compares with and without).
+var Off atomic.Bool
+
 // Size is the stack a call to Grow leaves room for.
 const Size = 32 << 10
 
@@ -17,6 +22,9 @@ const Size = 32 << 10
 //
 //go:noinline
 func Grow() {
+	if Off.Load() {
+		return
+	}
 	var buf [Size]byte
 	touch(buf[:])
 }
