@@ -52,7 +52,7 @@ func envInt(name string, def int) int {
 // (10,000 settled children) and manager, and what one round measured.
 type usArm struct {
 	name  string
-	on    bool // the performance machinery: GC floor, stack pre-growth, context shards, no fsync
+	on    map[string]bool // the machinery this arm runs with, of usPieces
 	m     *manager.Manager
 	lats  []time.Duration // round trip of each recorded call
 	over  []time.Duration // round trip less the call's model time
@@ -62,6 +62,10 @@ type usArm struct {
 	calls int
 	rss   []int64 // KiB at each recorded round's end
 }
+
+// usPieces are the machinery's pieces: the GC floor, stack pre-growth,
+// context shards, the store without fsync.
+var usPieces = []string{"gc", "stack", "shards", "nosync"}
 
 // BenchmarkUserScale is what a user feels of a delegation at scale: calls
 // foreground delegations at once (MCP_SUBAGENT_BENCH_CALLS, default 200)
@@ -76,7 +80,9 @@ type usArm struct {
 // The two arms (machinery on and off) each have their own store and
 // manager in this one process, and take turns, one round each, the order
 // swapped every round (MCP_SUBAGENT_BENCH_ROUNDS recorded rounds after one
-// of warm-up). Both share the process's RSS: its figure shows what the
+// of warm-up). MCP_SUBAGENT_BENCH_ON names the pieces the first arm runs
+// with (default all of usPieces; empty: none, both arms alike, which shows
+// the noise). Both share the process's RSS: its figure shows what the
 // process holds, not one arm's share.
 func BenchmarkUserScale(b *testing.B) {
 	calls := envInt("MCP_SUBAGENT_BENCH_CALLS", 200)
@@ -97,9 +103,22 @@ func BenchmarkUserScale(b *testing.B) {
 	fakeURL, hc, stopFake := startFakeModel(b, "prompt", false)
 	defer stopFake()
 	client := openai.New(transport.Config{BaseURL: fakeURL, APIKey: "k", Model: "fake-model", HTTPClient: hc})
-	arms := []*usArm{{name: "machinery-on", on: true}, {name: "machinery-off"}}
+	on := map[string]bool{}
+	for _, p := range usPieces {
+		on[p] = true
+	}
+	if v, ok := os.LookupEnv("MCP_SUBAGENT_BENCH_ON"); ok {
+		on = map[string]bool{}
+		for _, p := range strings.Split(v, ",") {
+			if p != "" && !slices.Contains(usPieces, p) {
+				b.Fatalf("MCP_SUBAGENT_BENCH_ON: %q is none of %v", p, usPieces)
+			}
+			on[p] = p != ""
+		}
+	}
+	arms := []*usArm{{name: "machinery-on", on: on}, {name: "machinery-off", on: map[string]bool{}}}
 	for _, a := range arms {
-		st, err := persist.Open(b.TempDir(), persist.Options{UnsafeNoSync: a.on})
+		st, err := persist.Open(b.TempDir(), persist.Options{UnsafeNoSync: a.on["nosync"]})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -119,11 +138,11 @@ func BenchmarkUserScale(b *testing.B) {
 	}
 	cwd := b.TempDir()
 	round := func(a *usArm, record bool) {
-		if a.on {
+		if a.on["gc"] {
 			defer gcfloor.Start(32 << 20)() // the server's default floor
 		}
-		growstack.Off.Store(!a.on)
-		manager.ShardsOff.Store(!a.on)
+		growstack.Off.Store(!a.on["stack"])
+		manager.ShardsOff.Store(!a.on["shards"])
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
