@@ -380,6 +380,9 @@ func TestMain(m *testing.M) {
 			delay = time.Hour
 		}
 		script := fakeopenai.Script(fakeopenai.Reply{Text: "done", Delay: delay})
+		if mode == "prompt" { // waits what the prompt says: "sleep <ms>"
+			script = promptDelay
+		}
 		var fake *fakeopenai.Server
 		if os.Getenv("BENCH_FAKE_H2") == "" {
 			fake = fakeopenai.New(script)
@@ -396,7 +399,8 @@ func TestMain(m *testing.M) {
 }
 
 // startFakeModel runs the fake model in a child process in mode ("1": 50
-// ms per answer; "hold": no answer until the request is cancelled), over
+// ms per answer; "hold": no answer until the request is cancelled;
+// "prompt": the wait the prompt names, see promptDelay), over
 // HTTPS with HTTP/2 when h2. The client is one that trusts it.
 func startFakeModel(tb testing.TB, mode string, h2 bool) (string, *http.Client, func()) {
 	self, err := os.Executable()

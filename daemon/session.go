@@ -16,8 +16,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
-
-	"github.com/mcp-subagent/mcp-subagent/internal/growstack"
 )
 
 // maxInFlight bounds the requests one session has running: a client that
@@ -330,7 +328,6 @@ func (s *session) handle(ctx, outer context.Context, ms *server.MCPServer, wg *s
 	}
 	wg.Go(func() {
 		defer func() { <-s.slots }()
-		growstack.Grow() // a request's calls go deep at once
 		resp := s.dispatch(ctx, ms, raw)
 		if resp == nil || (s.relayed && outer.Err() != nil) {
 			return

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/internal/growstack"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -202,11 +201,6 @@ func (a *activation) next() (msg inboxMsg, injects []inboxMsg, settle, stop, fai
 }
 
 func (a *activation) run() {
-	if a.deferred {
-		// A waited short delegation: its calls go deep at once. Not a
-		// background child, whose stack a long model call would hold.
-		growstack.Grow()
-	}
 	defer a.m.wg.Done()
 	if a.isNew && !a.deferred {
 		// A new child does nothing before its record is committed: no

@@ -240,7 +240,7 @@ func (m *Manager) activate(ctx context.Context, hdr seam.Header, desc seam.Descr
 		}
 	}
 	a.unsubscribe = drv.Journal().Subscribe(a.persist.add)
-	a.ctx = m.shardCtx(hdr.ID)
+	a.ctx = m.ctx
 	if parentID != "" {
 		if pa := m.live[parentID]; pa != nil {
 			pa.mu.Lock()

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"math"
 	"sort"
@@ -138,18 +137,13 @@ type Manager struct {
 	closed    bool
 	wg        sync.WaitGroup // one per live one-shot run and per activation
 
-	store  seam.Store
-	ctx    context.Context // activations live under it; Close cancels it
-	cancel context.CancelFunc
-	// shards are children of ctx that activations' turns derive from: a
-	// context registers each child under its parent's lock, and 10,000
-	// turns starting at once under ctx itself queued on that lock.
-	shards      [ctxShards]context.Context
-	shardCancel [ctxShards]context.CancelFunc
-	live        map[string]*activation
-	resumeMu    sync.Mutex // serialises cold resumes
-	pendingSig  map[string]chan struct{}
-	sessionSig  chan struct{} // closed and replaced when a root session goes
+	store      seam.Store
+	ctx        context.Context // activations live under it; Close cancels it
+	cancel     context.CancelFunc
+	live       map[string]*activation
+	resumeMu   sync.Mutex // serialises cold resumes
+	pendingSig map[string]chan struct{}
+	sessionSig chan struct{} // closed and replaced when a root session goes
 	// corrupt holds children whose stored journal failed to decode on a
 	// read (a resume, a fold, a recovery), with the reason listings show
 	// for them from then on, even where a checkpoint would have spared the
@@ -185,26 +179,12 @@ func New(opts Options) *Manager {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var shards [ctxShards]context.Context
-	var shardCancel [ctxShards]context.CancelFunc
-	for i := range shards {
-		shards[i], shardCancel[i] = context.WithCancel(ctx)
-	}
-	return &Manager{opts: opts, log: log, providers: map[string]seam.Provider{}, shards: shards, shardCancel: shardCancel,
+	return &Manager{opts: opts, log: log, providers: map[string]seam.Provider{},
 		listeners: map[int]func(Event){}, runs: map[string]*oneShot{},
 		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), corrupt: map[string]string{},
 		retry: retryPolicy{attempts: cmp.Or(opts.WriteAttempts, DefaultWriteAttempts), delay: cmp.Or(opts.WriteRetryDelay, DefaultWriteRetryDelay)},
 		owner: cmp.Or(opts.OwnerID, "manager-"+NewID()[len("agent-"):]),
 		adm:   newAdmission(opts.MaxRunningChildren, opts.MaxRunningTotal)}
-}
-
-const ctxShards = 16
-
-// shardCtx is the context child id's turns derive from.
-func (m *Manager) shardCtx(id string) context.Context {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return m.shards[h.Sum32()%ctxShards]
 }
 
 // Persistent reports whether the manager has a session store, which
@@ -453,9 +433,6 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.closed = true
 	m.mu.Unlock()
 	m.cancel()
-	for _, c := range m.shardCancel {
-		c()
-	}
 	done := make(chan struct{})
 	go func() { m.wg.Wait(); close(done) }()
 	select {

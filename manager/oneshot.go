@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/internal/growstack"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -78,7 +77,6 @@ func (r *oneShot) Result() seam.Result   { <-r.done; return r.res }
 
 // run runs the turn, then emits the end event.
 func (r *oneShot) run(ctx context.Context, prompt string, stopProgress func()) {
-	growstack.Grow() // a turn's calls go deep at once
 	defer r.m.wg.Done()
 	tr := r.runTurn(ctx, prompt)
 	r.m.closeLedger(r.id)

@@ -82,7 +82,6 @@ func (s *Store) Compact(ctx context.Context) (CompactStats, error) {
 	}
 	syncDir(filepath.Dir(s.path))
 	old := s.db
-	dst.NoSync = s.noSync
 	s.db = dst
 	if err := old.Close(); err != nil {
 		s.log.Warn("closing the store file compaction replaced", "path", s.path, "err", err)

@@ -104,8 +104,7 @@
 //     one call per event. Every page a commit dirties is written and
 //     synced, so a write that claims and settles a child, or admits and
 //     takes a message, writes neither the claim nor the message (a short
-//     turn's whole life: 12 pages, not 16). Options.UnsafeNoSync skips the
-//     fsyncs, for benchmarks only.
+//     turn's whole life: 12 pages, not 16).
 //   - Checkpoints are a cache: a stored checkpoint that does not decode is
 //     logged and reported as absent, so the caller recomputes it. A queued
 //     notice that does not decode is logged at error level and dropped

@@ -76,11 +76,6 @@ type Options struct {
 	// Logger receives the store's logs (corrupt records skipped while
 	// listing or taking notices); nil: discarded.
 	Logger *slog.Logger
-	// UnsafeNoSync commits without fsync: a crash of the machine (not of
-	// the process) can lose recent commits or leave the file damaged. It
-	// exists to measure what the disk's syncs cost (the benchmarks'
-	// durable-nosync figure), never for real use.
-	UnsafeNoSync bool
 }
 
 // Store is the bbolt-backed seam.Store. It is safe for concurrent use.
@@ -94,7 +89,6 @@ type Store struct {
 	log  *slog.Logger
 	// lockTimeout is Options.LockTimeout, for Compact's new file.
 	lockTimeout time.Duration
-	noSync      bool // Options.UnsafeNoSync, for Compact's new file too
 
 	// damaged is set by the first write that panicked; later writes
 	// return it (see guard).
@@ -165,8 +159,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persist: open %s: %w", path, err)
 	}
-	db.NoSync = opts.UnsafeNoSync
-	s := &Store{db: db, dir: dir, path: path, log: log, lockTimeout: opts.LockTimeout, noSync: opts.UnsafeNoSync, owners: map[string]bool{}}
+	s := &Store{db: db, dir: dir, path: path, log: log, lockTimeout: opts.LockTimeout, owners: map[string]bool{}}
 	// A store already laid out is only read at open: no write, no disk sync
 	// on the start path.
 	if err := s.view(checkLayout); errors.Is(err, errNeedsLayout) {

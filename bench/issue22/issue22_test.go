@@ -51,7 +51,7 @@ func TestIssue22BigTree(t *testing.T) {
 	if os.Getenv("MCP_SUBAGENT_BENCH_ISSUE22") != "1" {
 		t.Skip("set MCP_SUBAGENT_BENCH_ISSUE22=1 to run")
 	}
-	st, err := persist.Open(t.TempDir(), persist.Options{UnsafeNoSync: true})
+	st, err := persist.Open(t.TempDir(), persist.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,11 +78,8 @@ func median(ds []time.Duration) time.Duration {
 // fdatasyncs: the disk's share, which no code of ours removes, is measured
 // in the same rounds as one small bbolt commit on the same file system
 // (commit-floor), and durable-inprocess-less-commit-x-floor is what is
-// left once it is taken off. durable-nosync is the same server with the
-// store's fsyncs turned off (MCP_SUBAGENT_UNSAFE_NO_FSYNC): the durable
-// path's own cost without the disk's; sync-floor is one 4 KiB overwrite
-// and its fdatasync, the least a commit that survives a machine crash
-// costs here.
+// left once it is taken off; sync-floor is one 4 KiB overwrite and its
+// fdatasync, the least a commit that survives a machine crash costs here.
 // MCP_SUBAGENT_BASELINE_BIN names an earlier build to interleave beside.
 func BenchmarkDelegationAgainstFloor(b *testing.B) {
 	fake := fakeopenai.New(fakeopenai.Script(fakeopenai.Reply{Text: "done"}))
@@ -96,7 +93,6 @@ func BenchmarkDelegationAgainstFloor(b *testing.B) {
 	servers := []server{
 		{name: "durable-relayed", s: start(b, fake, serverOpts{args: []string{"--log-level", "error"}})},
 		{name: "durable-inprocess", s: start(b, fake, serverOpts{args: []string{"--log-level", "error", "--no-daemon"}})},
-		{name: "durable-nosync", s: start(b, fake, serverOpts{env: []string{"MCP_SUBAGENT_UNSAFE_NO_FSYNC=1"}, args: []string{"--log-level", "error", "--no-daemon"}})},
 		{name: "ephemeral", s: start(b, fake, serverOpts{args: []string{"--log-level", "error", "--ephemeral"}})},
 	}
 	// A baseline binary (an earlier build) runs beside, interleaved in the

@@ -19,11 +19,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
-	"github.com/mcp-subagent/mcp-subagent/internal/gcfloor"
 	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
 )
 
@@ -101,7 +99,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mcp-subagent %s: unexpected argument %q\n", cmd, fs.Arg(0))
 		return 2
 	}
-	defer gcfloor.Start(gcFloor())()
 	log, err := newLogger(stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		fmt.Fprintln(stderr, "mcp-subagent:", err)
@@ -136,25 +133,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// defaultGCFloorMiB is the server's floor under the collector's target: a
-// daemon's live heap is a few MiB and a delegation allocates a few hundred
-// KiB, so with Go's pacing alone it collected every few MiB, a fifth of
-// its CPU (see internal/gcfloor).
-const defaultGCFloorMiB = 32
-
-func gcFloor() uint64 {
-	mib := uint64(defaultGCFloorMiB)
-	if v, ok := os.LookupEnv("MCP_SUBAGENT_GC_FLOOR_MIB"); ok {
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "mcp-subagent: MCP_SUBAGENT_GC_FLOOR_MIB=%q is not a number of MiB; using %d\n", v, mib)
-		} else {
-			mib = n
-		}
-	}
-	return mib << 20
-}
-
 const usage = `Usage:
   mcp-subagent serve [--http ADDR] [--config FILE] [--data-dir DIR | --ephemeral] [--no-daemon] [--log-level LEVEL] [--log-format FORMAT] [--principal NAME]
   mcp-subagent daemon [stop|status] [--data-dir DIR] [--config FILE]
@@ -180,6 +158,4 @@ Environment (when the config does not say otherwise):
   OPENAI_BASE_URL, OPENAI_API_KEY   the OpenAI-compatible chat API for in-process children
   MCP_SUBAGENT_MODEL                the model name
   DEEPSEEK_API_KEY                  use DeepSeek's API when OPENAI_API_KEY is not set
-  MCP_SUBAGENT_GC_FLOOR_MIB         the least heap a server lets grow between collections (default 32; 0: Go's own pacing)
-  MCP_SUBAGENT_UNSAFE_NO_FSYNC=1    commit the store without fsync: for benchmarks only; a machine crash can lose or damage it
 `

@@ -170,12 +170,6 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	var worktrees string          // isolation "worktree": refused with --ephemeral (no data directory)
 	if dataDir != "" {
 		worktrees = filepath.Join(dataDir, "worktrees")
-		// For benchmarks only: what the durable path costs without the
-		// disk's syncs (BENCHMARKS.md). Loud, so nobody runs it unknowingly.
-		noSync := os.Getenv("MCP_SUBAGENT_UNSAFE_NO_FSYNC") == "1"
-		if noSync {
-			log.Warn("MCP_SUBAGENT_UNSAFE_NO_FSYNC=1: the store commits without fsync; a machine crash can lose or damage it", "dir", dataDir)
-		}
 		url, err := resolveStore(o, cfg)
 		if err != nil {
 			return nil, err
@@ -189,7 +183,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 			store, taskStore = st, st
 			a.storeStatus = "PostgreSQL " + pgstore.Redact(url)
 		} else {
-			st, err := persist.Open(dataDir, persist.Options{Logger: log.With("component", "persist"), UnsafeNoSync: noSync})
+			st, err := persist.Open(dataDir, persist.Options{Logger: log.With("component", "persist")})
 			if err != nil {
 				return nil, err
 			}
