@@ -207,11 +207,13 @@ func TestARelayFollowsATakeoverAndAnswersTheCallInFlight(t *testing.T) {
 }
 
 // A relay whose daemon goes and no new one comes answers its calls in
-// flight with an error saying so, then ends.
+// flight with an error saying so, then ends. The daemon's listener closes
+// late, as under load: the relay's reconnect must not find the daemon
+// going away and take it for a new one ("restarted during this call").
 func TestARelayWithNoNextDaemonAnswersTheCallInFlight(t *testing.T) {
 	dir := t.TempDir()
 	ts := newTestServer()
-	d := runDaemon(t, dir, ts.ms)
+	d := runDaemonClosing(t, dir, ts.ms, func() { time.Sleep(50 * time.Millisecond) })
 	c, err := Connect(context.Background(), ConnectOptions{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
