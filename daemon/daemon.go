@@ -67,6 +67,10 @@ type Listener struct {
 	mu       sync.Mutex
 	closers  []net.Conn // stop/takeover requesters, closed last
 	handover bool       // a takeover: sessions are told before they close
+
+	// closing, a test hook, runs as Serve stops, before it closes the
+	// listener: a test stalls it there, as a loaded scheduler may.
+	closing func()
 }
 
 // Listen takes dataDir's daemon lock (ErrBusy when another daemon has it),
@@ -209,8 +213,20 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 		}
 		cancel()
 	}
+	// Sessions end only once the listener is closed: a relay whose session
+	// ends reconnects at once, and a listener still open would welcome it
+	// to this stopping daemon, which it would take for the next one. The
+	// values of ctx are kept; its end reaches the sessions through sctx.
+	sessCtx, endSessions := context.WithCancel(context.WithoutCancel(ctx))
+	defer endSessions()
 	// Closing the listener ends Accept.
-	stopAccept := context.AfterFunc(sctx, func() { _ = l.ln.Close() })
+	stopAccept := context.AfterFunc(sctx, func() {
+		if l.closing != nil {
+			l.closing()
+		}
+		_ = l.ln.Close()
+		endSessions()
+	})
 	defer stopAccept()
 	if o.IdleTimeout > 0 {
 		tick := max(o.IdleTimeout/10, 10*time.Millisecond)
@@ -297,6 +313,15 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 				_ = c.Close()
 				return
 			}
+			// A connection accepted just before the listener closed is not
+			// welcomed by a daemon that is stopping: its client dials again
+			// and finds the next daemon (or none), never this one, which
+			// would end its session at once.
+			if sctx.Err() != nil {
+				log.Debug("closed a connection that came as the daemon stops, without a welcome", "op", hello.Op, "client_pid", hello.PID)
+				_ = c.Close()
+				return
+			}
 			if err := writeLine(c, welcome); err != nil {
 				_ = c.Close()
 				return
@@ -311,7 +336,7 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 				mu.Unlock()
 			}()
 			if isAdmin(hello.Op) { // counted as a session: the daemon does not go idle under it
-				serveAdmin(sctx, o, log, c, hello)
+				serveAdmin(sessCtx, o, log, c, hello)
 				return
 			}
 			id := newSessionID()
@@ -328,7 +353,7 @@ func (l *Listener) Serve(ctx context.Context, o Options) Reason {
 					mu.Unlock()
 				}()
 			}
-			l.serveSession(sctx, o, log, c, r, hello, id)
+			l.serveSession(sessCtx, o, log, c, r, hello, id)
 		})
 	}
 	wg.Wait()

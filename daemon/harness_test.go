@@ -73,10 +73,17 @@ type testDaemon struct {
 
 func runDaemon(t *testing.T, dir string, ms *server.MCPServer) *testDaemon {
 	t.Helper()
+	return runDaemonClosing(t, dir, ms, nil)
+}
+
+// runDaemonClosing is runDaemon with the listener's closing hook.
+func runDaemonClosing(t *testing.T, dir string, ms *server.MCPServer, closing func()) *testDaemon {
+	t.Helper()
 	l, err := Listen(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.closing = closing
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &testDaemon{l: l, cancel: cancel, done: make(chan Reason, 1)}
 	go func() { d.done <- l.Serve(ctx, Options{MCP: ms, Version: "test"}) }()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"runtime"
 	"strings"
@@ -206,11 +207,13 @@ func TestARelayFollowsATakeoverAndAnswersTheCallInFlight(t *testing.T) {
 }
 
 // A relay whose daemon goes and no new one comes answers its calls in
-// flight with an error saying so, then ends.
+// flight with an error saying so, then ends. The daemon's listener closes
+// late, as under load: the relay's reconnect must not find the daemon
+// going away and take it for a new one ("restarted during this call").
 func TestARelayWithNoNextDaemonAnswersTheCallInFlight(t *testing.T) {
 	dir := t.TempDir()
 	ts := newTestServer()
-	d := runDaemon(t, dir, ts.ms)
+	d := runDaemonClosing(t, dir, ts.ms, func() { time.Sleep(50 * time.Millisecond) })
 	c, err := Connect(context.Background(), ConnectOptions{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -238,6 +241,53 @@ func TestARelayWithNoNextDaemonAnswersTheCallInFlight(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Error("the relay ended with no error")
 	}
+}
+
+// A daemon that is stopping welcomes no connection, though its listener
+// is not closed yet (its close is stalled, as a loaded scheduler may): the
+// client dials on and finds the next daemon, or none, never the one going
+// away, which would end its session at once.
+func TestAStoppingDaemonWelcomesNoConnection(t *testing.T) {
+	dir := t.TempDir()
+	closing, release := make(chan struct{}), make(chan struct{})
+	d := runDaemonClosing(t, dir, newTestServer().ms, func() {
+		close(closing)
+		<-release
+	})
+	d.cancel()
+	<-closing // stopping, the listener still open
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := dial(ctx, dir, Hello{PID: os.Getpid()})
+	close(release)
+	if err == nil {
+		c.Close()
+		t.Fatalf("a daemon that is stopping welcomed a session: %+v", c.Welcome)
+	}
+	if !strings.Contains(err.Error(), "closed the connection before its welcome") {
+		t.Errorf("the dial failed with %v; want the connection closed without a welcome", err)
+	}
+	d.stop()
+}
+
+// A daemon that stops closes its listener before it ends its sessions: a
+// relay that reconnects as soon as its session ends finds no daemon there,
+// however late the listener's close runs. The hook delays that close, as
+// a loaded scheduler may; the sessions must wait for it.
+func TestAStoppingDaemonClosesItsListenerBeforeItsSessions(t *testing.T) {
+	dir := t.TempDir()
+	d := runDaemonClosing(t, dir, newTestServer().ms, func() { time.Sleep(100 * time.Millisecond) })
+	c := openSession(t, dir)
+	d.cancel()
+	if _, err := io.Copy(io.Discard, c.R); err != nil { // EOF: the session ended
+		t.Fatal(err)
+	}
+	nc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: SocketPath(dir), Net: "unix"})
+	if err == nil {
+		nc.Close()
+		t.Fatal("the session ended while the daemon's listener still took connections")
+	}
+	d.stop()
 }
 
 // A cancelled relay (Ctrl-C, SIGTERM) returns at once, its stdin still
