@@ -148,6 +148,18 @@ func (p Policy) Check() error {
 			}
 		}
 	}
+	// A workspace that holds the home directory would make all of it
+	// writable (SSH keys, shell profiles, other projects): the sandbox
+	// would confine nothing worth confining.
+	if p.Mode == WorkspaceWrite {
+		ws := filepath.Clean(p.Workspace)
+		if real, err := filepath.EvalSymlinks(ws); err == nil {
+			ws = real
+		}
+		if home := homeOf(p); ws == "/" || (home != "" && within(home, ws)) {
+			return fmt.Errorf("workspace: %q is / or holds the home directory %s, which a confined command could then write (SSH keys, shell profiles); start the child in a project directory, or make the confinement \"unconfined\" explicitly", p.Workspace, home)
+		}
+	}
 	return nil
 }
 

@@ -79,3 +79,25 @@ func TestPolicyRoundTripsAndChecksPaths(t *testing.T) {
 		t.Errorf("no temp dir: %v", err)
 	}
 }
+
+// A writable workspace that is / or holds the home directory is refused,
+// naming the field; one inside the home directory, and a read-only one
+// anywhere, are not.
+func TestAWorkspaceHoldingTheHomeDirectoryIsRefused(t *testing.T) {
+	home := t.TempDir()
+	for _, ws := range []string{home, filepath.Dir(home), "/"} {
+		err := Policy{Mode: WorkspaceWrite, Workspace: ws, TempDir: "/t", Home: home}.Check()
+		if err == nil || !strings.Contains(err.Error(), "workspace:") || !strings.Contains(err.Error(), "home directory") {
+			t.Errorf("workspace %s holding home %s: %v; want a refusal naming the workspace", ws, home, err)
+		}
+	}
+	for _, p := range []Policy{
+		{Mode: WorkspaceWrite, Workspace: filepath.Join(home, "project"), TempDir: "/t", Home: home},
+		{Mode: WorkspaceWrite, Workspace: t.TempDir(), TempDir: "/t", Home: home},
+		{Mode: ReadOnly, Workspace: home, TempDir: "/t", Home: home},
+	} {
+		if err := p.Check(); err != nil {
+			t.Errorf("%s workspace %s (home %s): %v", p.Mode, p.Workspace, home, err)
+		}
+	}
+}

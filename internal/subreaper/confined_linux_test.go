@@ -83,7 +83,7 @@ func TestAConfinedCommandStaysInItsWorkspaceAndItsTreeStillDies(t *testing.T) {
 // by the supervisor before it starts: never run unconfined.
 func TestWithoutLandlockAConfinedCommandDoesNotRun(t *testing.T) {
 	base := t.TempDir()
-	pol := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: base, TempDir: base, Home: base}
+	pol := sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: base, TempDir: base, Home: t.TempDir()}
 	cmd, err := Confined(time.Second, pol, "/bin/sh", "-c", "echo ran > ran")
 	if err != nil {
 		t.Fatal(err)
