@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/internal/pgtest"
 	"github.com/mcp-subagent/mcp-subagent/persist/pgstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -120,3 +122,44 @@ func TestDoctorStore(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// The daemon of a server on a PostgreSQL store: daemon status shows the
+// store, password redacted, and this instance's owner id, which is the
+// owner doctor --store lists, live, once the instance has claimed a child.
+func TestDaemonStatusShowsStoreAndOwner(t *testing.T) {
+	srv := pgtest.New(t)
+	db := ""
+	for _, f := range strings.Fields(srv.DSN(t)) {
+		if v, ok := strings.CutPrefix(f, "dbname="); ok {
+			db = v
+		}
+	}
+	url := "postgres://postgres:" + doctorSecret + "@/" + db + "?host=" + srv.SocketDir()
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		return fakeopenai.Reply{Text: "done"}
+	})
+	defer fake.Close()
+	s := start(t, fake, serverOpts{env: []string{storeEnv + "=" + url}})
+	ctx := testCtx(t)
+	startBackground(t, s, ctx, "claims", "hello")
+
+	out, err := exec.Command(binary, "daemon", "status", "--data-dir", s.dataDir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("daemon status: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), doctorSecret) {
+		t.Fatalf("daemon status shows the password:\n%s", out)
+	}
+	m := regexp.MustCompile(`(?m)^store: PostgreSQL postgres://postgres:xxxxx@\S+; this instance's owner id: (\S+)$`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("daemon status has no store line with the owner id:\n%s", out)
+	}
+	owner := string(m[1])
+	var dout, derr bytes.Buffer
+	if code := runDoctor([]string{"--data-dir", t.TempDir(), "--store", url}, &dout, &derr); code != 0 {
+		t.Fatalf("doctor = %d: %s%s", code, dout.String(), derr.String())
+	}
+	if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(owner) + ` +lease until .* live `).MatchString(dout.String()) {
+		t.Errorf("doctor does not list the daemon's owner %s as live:\n%s", owner, dout.String())
+	}
+}
