@@ -63,7 +63,7 @@ func WakeKeys(childID string, w ChildWrite) []string {
 // one kept until it is taken. A request outlives the child's settlement
 // and a takeover (the next owner takes it); the owner that takes it
 // judges, by InterruptRequest.At, whether it still applies to the turn
-// running then. Delete removes a child's pending request with the child.
+// running then, or by InterruptRequest.Epoch. Delete removes a child's pending request with the child.
 type Interrupts interface {
 	// RequestInterrupt records r for the child, unless one is already
 	// pending; the store sets r.At when zero. An unknown id is refused
@@ -87,4 +87,8 @@ type InterruptRequest struct {
 	From string `json:"from,omitempty"`
 	// At is when it was recorded.
 	At time.Time `json:"at"`
+	// Epoch is the claim epoch the requester saw (Claim.Epoch): the
+	// tenure whose turn it meant to stop. An owner drops a request of an
+	// earlier tenure (its turn is gone with its former owner); 0: any.
+	Epoch int64 `json:"epoch,omitempty"`
 }
