@@ -25,15 +25,7 @@ const doctorSecret = "d0ct0r-pw-7c1"
 // number of claims, and the stale claims by child and epoch; the password
 // never shows.
 func TestDoctorStore(t *testing.T) {
-	srv := pgtest.New(t)
-	db := ""
-	for _, f := range strings.Fields(srv.DSN(t)) {
-		if v, ok := strings.CutPrefix(f, "dbname="); ok {
-			db = v
-		}
-	}
-	// Trust authentication ignores the password; it is there to be hidden.
-	url := "postgres://postgres:" + doctorSecret + "@/" + db + "?host=" + srv.SocketDir()
+	url := pgURL(t)
 	doctor := func(url string) (int, string) {
 		t.Helper()
 		var out, errs bytes.Buffer
@@ -123,18 +115,25 @@ func TestDoctorStore(t *testing.T) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
+// pgURL is a postgres:// URL of a fresh database on a server of the
+// test's own, with doctorSecret as its password: trust authentication
+// ignores it; it is there to be hidden.
+func pgURL(t *testing.T) string {
+	srv := pgtest.New(t)
+	for _, f := range strings.Fields(srv.DSN(t)) {
+		if db, ok := strings.CutPrefix(f, "dbname="); ok {
+			return "postgres://postgres:" + doctorSecret + "@/" + db + "?host=" + srv.SocketDir()
+		}
+	}
+	t.Fatal("pgtest's DSN names no database")
+	return ""
+}
+
 // The daemon of a server on a PostgreSQL store: daemon status shows the
 // store, password redacted, and this instance's owner id, which is the
 // owner doctor --store lists, live, once the instance has claimed a child.
 func TestDaemonStatusShowsStoreAndOwner(t *testing.T) {
-	srv := pgtest.New(t)
-	db := ""
-	for _, f := range strings.Fields(srv.DSN(t)) {
-		if v, ok := strings.CutPrefix(f, "dbname="); ok {
-			db = v
-		}
-	}
-	url := "postgres://postgres:" + doctorSecret + "@/" + db + "?host=" + srv.SocketDir()
+	url := pgURL(t)
 	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
 		return fakeopenai.Reply{Text: "done"}
 	})
