@@ -112,15 +112,14 @@ type app struct {
 	// storeStatus says where the session store lives, its password
 	// redacted, for daemon status.
 	storeStatus string
-
-	// owner is this instance's owner id in the store's claims (see
-	// instanceOwnerID), which daemon status and doctor show.
-	owner string
-
 	closers     []func() // run in reverse by close
 	// insecure turns protections off, for the tests that prove their
 	// probes reach what the protections guard; zero keeps every one.
 	insecure insecureHooks
+
+	// owner is this instance's owner id in the store's claims (see
+	// instanceOwnerID), which daemon status and doctor show.
+	owner string
 }
 
 // insecureHooks are protections a test may turn off; nothing else sets
