@@ -75,23 +75,37 @@ func (s *Store) TakeInterrupt(ctx context.Context, childID string, fence *seam.F
 	if err := ctxErr(ctx); err != nil {
 		return r, false, err
 	}
-	found := false
-	err := s.update(func(tx *bolt.Tx) error {
+	// pending checks in tx and reports whether a request is pending.
+	pending := func(tx *bolt.Tx) ([]byte, *bolt.Bucket, error) {
 		if err := requireChild(tx, childID); err != nil {
-			return err
+			return nil, nil, err
 		}
 		if fence != nil {
 			if err := checkFence(tx, childID, *fence); err != nil {
-				return err
+				return nil, nil, err
 			}
 		}
 		ib := tx.Bucket(bucketInterrupts)
 		if ib == nil {
-			return nil
+			return nil, nil, nil
 		}
-		v := ib.Get([]byte(childID))
-		if v == nil {
-			return nil
+		return ib.Get([]byte(childID)), ib, nil
+	}
+	// An owner takes at every wake-up of its child (each admission): a
+	// read answers the common case, none pending, without a write's sync.
+	var none bool
+	if err := s.view(func(tx *bolt.Tx) error {
+		v, _, err := pending(tx)
+		none = v == nil
+		return err
+	}); err != nil || none {
+		return r, false, err
+	}
+	found := false
+	err := s.update(func(tx *bolt.Tx) error {
+		v, ib, err := pending(tx)
+		if err != nil || v == nil {
+			return err
 		}
 		found = true
 		// A request that does not decode is still a request: taken, with

@@ -212,8 +212,31 @@ func (s *Store) TakeInterrupt(ctx context.Context, childID string, fence *seam.F
 	if err := s.begin(ctx); err != nil {
 		return r, false, err
 	}
+	// An owner takes at every wake-up of its child (each admission): one
+	// read without the child's row lock answers the common case, none
+	// pending (or a fence that fails already); the take proper locks the
+	// row and checks again.
+	var holder *string
+	var epoch int64
+	var pending bool
+	err := s.pool.QueryRow(ctx, `select c.claim_owner, c.claim_epoch, exists (select 1 from interrupts i where i.child_id = c.id)
+		from children c where c.id = $1`, childID).Scan(&holder, &epoch, &pending)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, notFound(childID)
+	}
+	if err != nil {
+		return r, false, s.fail("reading the interrupt request of "+childID, err)
+	}
+	if fence != nil {
+		if err := checkFence(childID, *fence, holder, epoch); err != nil {
+			return r, false, err.(refusal).error
+		}
+	}
+	if !pending {
+		return r, false, nil
+	}
 	found := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		found = false
 		var holder *string
 		var epoch int64
