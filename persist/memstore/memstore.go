@@ -54,10 +54,11 @@ type child struct {
 	header     []byte
 	descriptor []byte
 	events     [][]byte
-	checkpoint []byte                 // nil: none
-	inbox      [][]byte               // queued messages (seam.QueuedMessage JSON), in order
-	listing    seam.Listing           // what a listing row shows, without the checkpoint
-	interrupt  *seam.InterruptRequest // the pending interrupt request (wake.go)
+	checkpoint []byte       // nil: none
+	inbox      [][]byte     // queued messages (seam.QueuedMessage JSON), in order
+	listing    seam.Listing // what a listing row shows, without the checkpoint
+
+	interrupt *seam.InterruptRequest // the pending interrupt request (wake.go)
 }
 
 // indexEntry orders a parent's children.
