@@ -213,6 +213,8 @@ func (a *activation) run() {
 	// Each epoch (a start or a resume) is one start/end pair of lifecycle
 	// events.
 	a.m.emit(Event{Type: EventStart, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true})
+	a.m.wg.Add(1)
+	go a.watchInterrupts() // remoteinterrupt.go
 	for {
 		msg, injects, settle, stop, fail := a.next()
 		if stop {

@@ -52,7 +52,11 @@
 //     third of Options.LeaseTTL while any child is resident, and revoked by
 //     the settlement. A child claimed by another owner whose lease runs is
 //     resident in another server: a send to it is NOT_RESUMABLE (wrapping
-//     ErrOwned), and Recover leaves it alone.
+//     ErrOwned), and Recover leaves it alone. An interrupt of it is
+//     recorded in the store (seam.Interrupts, with the claim's epoch) when
+//     the store has that ability and seam.Waker; each resident activation
+//     watches its child and consumes such a request, fenced by its claim,
+//     as a local interrupt (a request of an earlier epoch is dropped).
 //   - Every write of a resident child after its claim carries the claim's
 //     fence (owner, epoch: epoch 1 for a new child's creating claim, read
 //     back with ClaimOf after a resume's). A write the store refuses with

@@ -36,8 +36,11 @@ func (m *Manager) Interrupt(caller seam.ParentRef, childID string) error {
 				Message: fmt.Sprintf("subagent %s cannot be read from the session store (%v)", childID, err)}
 		}
 		// Settled: a no-op for those who may interrupt it, refused to the
-		// rest.
-		return m.mayInterrupt(ctx, caller, h, nil)
+		// rest; resident on another instance: recorded for its owner.
+		if err := m.mayInterrupt(ctx, caller, h, nil); err != nil {
+			return err
+		}
+		return m.requestInterrupt(ctx, caller, childID) // remoteinterrupt.go
 	}
 	if err := m.mayInterrupt(ctx, caller, a.hdr, a); err != nil {
 		return err

@@ -142,9 +142,11 @@ func deleteChild(tx *bolt.Tx, id string) error {
 			return err
 		}
 	}
-	if b := tx.Bucket(bucketEpochs); b != nil {
-		if err := b.Delete(key); err != nil {
-			return err
+	for _, name := range [][]byte{bucketEpochs, bucketInterrupts} { // made on first use
+		if b := tx.Bucket(name); b != nil {
+			if err := b.Delete(key); err != nil {
+				return err
+			}
 		}
 	}
 	for _, name := range [][]byte{bucketJournals, bucketInboxes, bucketNotices, bucketByParent} {

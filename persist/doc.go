@@ -69,6 +69,10 @@
 // claim epoch is kept in the epochs bucket (made by the first claim, so an
 // older file opens unchanged; a child it lacks is at epoch 0); a fenced
 // write is checked against it and the claim in the write's transaction.
+// A child's pending interrupt request (seam.Interrupts) is kept in the
+// interrupts bucket (child id → request JSON; made by the first request,
+// likewise). Wake-ups (seam.Waker) are signalled in process after each
+// commit: only this process opens the file.
 //
 // # Guarantees
 //

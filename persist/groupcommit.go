@@ -18,10 +18,15 @@ import (
 // fails its checks is refused alone; the others in its commit still land.
 // ctx is checked once, before the write is queued: a queued write is
 // committed whatever ctx does.
-func (s *Store) WriteChild(ctx context.Context, childID string, w seam.ChildWrite) error {
+func (s *Store) WriteChild(ctx context.Context, childID string, w seam.ChildWrite) (err error) {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
+	defer func() {
+		if err == nil {
+			s.wake.Signal(seam.WakeKeys(childID, w)...) // wake.go
+		}
+	}()
 	req, err := encodeWrite(childID, w)
 	if err != nil {
 		return err

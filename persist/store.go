@@ -20,6 +20,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/wake"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -105,6 +106,8 @@ type Store struct {
 	// stale whatever its expiry says (see claims.go).
 	omu    sync.Mutex
 	owners map[string]bool
+
+	wake wake.Hub // Watch's watches (wake.go)
 }
 
 // LockedError is the error Open returns when the data directory is in use.
@@ -663,7 +666,11 @@ func (s *Store) AddNotice(ctx context.Context, principal string, n seam.Notice) 
 	if n.Time.IsZero() {
 		n.Time = time.Now().UTC()
 	}
-	return s.update(func(tx *bolt.Tx) error { return putNotice(tx, principal, n) })
+	if err := s.update(func(tx *bolt.Tx) error { return putNotice(tx, principal, n) }); err != nil {
+		return err
+	}
+	s.wake.Signal(principal) // wake.go
+	return nil
 }
 
 // putNotice queues n under principal (an address) with the next sequence.

@@ -24,6 +24,13 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) seam.Store { return openTest(t, t.TempDir()) })
 }
 
+func TestShared(t *testing.T) {
+	storetest.RunShared(t, func(t *testing.T) (seam.Store, seam.Store) {
+		s := openTest(t, t.TempDir())
+		return s, s
+	})
+}
+
 var ctx = context.Background()
 
 func createChild(s *Store, h seam.Header, d seam.Descriptor) error {

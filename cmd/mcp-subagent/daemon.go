@@ -104,7 +104,7 @@ func serveSocket(ctx context.Context, o serveOptions, cfg Config, l *daemon.List
 	idle := idleTimeout(o, cfg, foreground)
 	log.Info("daemon serving", "version", version, "pid", os.Getpid(), "data_dir", a.dataDir, "socket", l.Path(), "idle_timeout", idle)
 	reason := l.Serve(ctx, daemon.Options{
-		MCP: a.ms, Version: version, Shell: a.shell.Status, Store: a.storeStatus, Logger: log.With("component", "daemon"), IdleTimeout: idle,
+		MCP: a.ms, Version: version, Shell: a.shell.Status, Store: a.daemonStoreStatus(), Logger: log.With("component", "daemon"), IdleTimeout: idle,
 		Busy:            func() bool { return a.mgr.Live() > 0 },
 		Admin:           a.admin,
 		MaxMessageBytes: cfg.MaxMessageBytes,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,19 +10,21 @@ import (
 	"path/filepath"
 
 	"github.com/mcp-subagent/mcp-subagent/persist"
-	"github.com/mcp-subagent/mcp-subagent/persist/pgstore"
 )
 
 // runDoctor is `mcp-subagent doctor`: it copies every readable child of
 // the data directory's session store into a fresh store, keeps the
 // original beside it, and says what it could not read. The server must be
-// stopped first (the store's lock says whether it is).
+// stopped first (the store's lock says whether it is). With a PostgreSQL
+// store (--store, MCP_SUBAGENT_STORE, config "store") it checks the
+// database instead (doctorStore).
 func runDoctor(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o serveOptions
 	fs.StringVar(&o.dataDir, "data-dir", "", "`DIR` of the session store to repair (default $XDG_STATE_HOME/mcp-subagent)")
-	fs.StringVar(&o.configPath, "config", "", "JSON config `FILE` (for its data_dir)")
+	fs.StringVar(&o.configPath, "config", "", "JSON config `FILE` (for its data_dir and store)")
+	fs.StringVar(&o.store, "store", "", "check the PostgreSQL store at `URL` (postgres://...): its schema, owners and stale claims (also MCP_SUBAGENT_STORE, config \"store\")")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -48,8 +51,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		// PostgreSQL keeps its own data whole; doctor repairs bbolt files.
-		fmt.Fprintf(stdout, "the session store is the PostgreSQL database %s: nothing to repair here\n", pgstore.Redact(url))
-		return 0
+		return doctorStore(context.Background(), url, stdout, stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, persist.FileName)); err != nil {
 		fmt.Fprintf(stderr, "mcp-subagent doctor: no session store in %s (%v)\n", dir, err)

@@ -137,6 +137,7 @@ const usage = `Usage:
   mcp-subagent serve [--http ADDR] [--config FILE] [--data-dir DIR | --ephemeral] [--no-daemon] [--log-level LEVEL] [--log-format FORMAT] [--principal NAME]
   mcp-subagent daemon [stop|status] [--data-dir DIR] [--config FILE]
   mcp-subagent doctor [--data-dir DIR]   copy every readable child of a damaged store into a fresh one
+  mcp-subagent doctor --store URL        check a PostgreSQL store: its schema, owners' leases, stale claims
   mcp-subagent worktree rm ID [--data-dir DIR] [--json]   remove a settled child's worktree and branch, changes and all
   mcp-subagent ls [--all] [--status S] [--tree] [--json]   this project's children (--all: every project's)
   mcp-subagent show ID [--json]          a child's transcript: turns, messages, tool calls, reports and notices

@@ -116,6 +116,10 @@ type app struct {
 	// insecure turns protections off, for the tests that prove their
 	// probes reach what the protections guard; zero keeps every one.
 	insecure insecureHooks
+
+	// owner is this instance's owner id in the store's claims (see
+	// instanceOwnerID), which daemon status and doctor show.
+	owner string
 }
 
 // insecureHooks are protections a test may turn off; nothing else sets
@@ -193,7 +197,8 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		}
 	}
 	var ts *tools.Server
-	mgr := manager.New(manager.Options{MaxDepth: cfg.MaxDepth, Budget: cfg.Limits.Budget.limits(), Logger: log.With("component", "manager"), Store: store,
+	a.owner = instanceOwnerID()
+	mgr := manager.New(manager.Options{OwnerID: a.owner, MaxDepth: cfg.MaxDepth, Budget: cfg.Limits.Budget.limits(), Logger: log.With("component", "manager"), Store: store,
 		MaxRunningChildren: cfg.Limits.MaxRunningChildren, MaxRunningTotal: cfg.Limits.MaxRunningTotal, Worktrees: worktrees,
 		OnNotice: func(principal string, n seam.Notice) {
 			if ts != nil {

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/wake"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -56,6 +57,8 @@ type child struct {
 	checkpoint []byte       // nil: none
 	inbox      [][]byte     // queued messages (seam.QueuedMessage JSON), in order
 	listing    seam.Listing // what a listing row shows, without the checkpoint
+
+	interrupt *seam.InterruptRequest // the pending interrupt request (wake.go)
 }
 
 // indexEntry orders a parent's children.
@@ -83,6 +86,7 @@ type Store struct {
 	claims     map[string]seam.Owner // child id → its owner
 	// epochs is each child's last claim epoch; it outlives the claim.
 	epochs map[string]int64
+	wake   wake.Hub // Watch's watches (wake.go)
 }
 
 // New returns an empty store.
@@ -374,7 +378,11 @@ func (s *Store) AddNotice(ctx context.Context, to string, n seam.Notice) error {
 	if s.closed {
 		return ErrClosed
 	}
-	return s.addNotice(to, n)
+	if err := s.addNotice(to, n); err != nil {
+		return err
+	}
+	s.wake.Signal(to) // wake.go
+	return nil
 }
 
 // addNotice numbers and queues n under s.mu.
@@ -431,10 +439,15 @@ func (s *Store) TakeNotices(ctx context.Context, to string, take func(seam.Notic
 // WriteChild applies a child's writes (create, claim, inbox, events,
 // settle and its notice) as one: every check passes before anything
 // changes, so a refused write leaves no trace.
-func (s *Store) WriteChild(ctx context.Context, childID string, w seam.ChildWrite) error {
+func (s *Store) WriteChild(ctx context.Context, childID string, w seam.ChildWrite) (err error) {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
+	defer func() {
+		if err == nil {
+			s.wake.Signal(seam.WakeKeys(childID, w)...) // wake.go
+		}
+	}()
 	var hb, db []byte
 	if c := w.Create; c != nil {
 		if c.Header.ID != childID {

@@ -11,3 +11,10 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) seam.Store { return memstore.New() })
 }
+
+func TestShared(t *testing.T) {
+	storetest.RunShared(t, func(t *testing.T) (seam.Store, seam.Store) {
+		s := memstore.New()
+		return s, s
+	})
+}

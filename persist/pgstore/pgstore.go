@@ -61,6 +61,7 @@ type Store struct {
 	log      *slog.Logger
 	password string // scrubbed from every error
 	closed   atomic.Bool
+	listen   listener // the wake-up connection (wake.go)
 }
 
 // IsURL reports whether a store setting names a PostgreSQL database.
@@ -89,13 +90,16 @@ func Open(ctx context.Context, dsn string, log *slog.Logger) (*Store, error) {
 		return nil, scrub(fmt.Errorf("pgstore: opening %s: %w", Redact(dsn), err), pw)
 	}
 	log.Info("store opened", "store", Redact(dsn), "schema", SchemaVersion)
-	return &Store{pool: pool, log: log, password: pw}, nil
+	s := &Store{pool: pool, log: log, password: pw}
+	s.listen.cfg = cfg.ConnConfig
+	return s, nil
 }
 
 // Close releases the pool; every later call fails with ErrClosed. Calling
 // it again is a no-op.
 func (s *Store) Close() error {
 	if s.closed.CompareAndSwap(false, true) {
+		s.stopListening()
 		s.pool.Close()
 	}
 	return nil
@@ -451,7 +455,10 @@ func (s *Store) AddNotice(ctx context.Context, to string, n seam.Notice) error {
 		n.Time = time.Now().UTC()
 	}
 	return s.fail("queueing a notice for "+to, pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return addNotice(ctx, tx, to, n)
+		if err := addNotice(ctx, tx, to, n); err != nil {
+			return err
+		}
+		return notify(ctx, tx, to) // wake.go
 	}))
 }
 

@@ -27,3 +27,21 @@ func open(t *testing.T) *pgstore.Store {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) seam.Store { return open(t) })
 }
+
+// Two handles of one database, as two instances have: a wake-up crosses
+// from the writer's commit to the watcher's connection.
+func TestShared(t *testing.T) {
+	storetest.RunShared(t, func(t *testing.T) (seam.Store, seam.Store) {
+		dsn := pgtest.Shared(t).DSN(t)
+		var hs [2]seam.Store
+		for i := range hs {
+			s, err := pgstore.Open(context.Background(), dsn, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			hs[i] = s
+		}
+		return hs[0], hs[1]
+	})
+}

@@ -85,6 +85,13 @@ create table tasks (
 	body bytea not null
 );
 `,
+	// 2: durable interrupt requests (wake.go), at most one pending per child.
+	`
+create table interrupts (
+	child_id text collate "C" primary key references children (id) on delete cascade,
+	body bytea not null
+);
+`,
 }
 
 // SchemaVersion is the schema version this build writes and reads.

@@ -122,7 +122,12 @@ func (s *Store) WriteChild(ctx context.Context, childID string, w seam.ChildWrit
 	if err != nil {
 		return err
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.write(ctx, tx, childID, w, e) })
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := s.write(ctx, tx, childID, w, e); err != nil {
+			return err
+		}
+		return notify(ctx, tx, seam.WakeKeys(childID, w)...) // wake.go
+	})
 	var r refusal
 	if errors.As(err, &r) {
 		return r.error
@@ -156,13 +161,8 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, id string, w seam.ChildWri
 		}
 	}
 	if f := w.Fence; f != nil && w.Create == nil {
-		if r.holder == nil || *r.holder != f.Owner || r.epoch != f.Epoch {
-			holder := ""
-			if r.holder != nil {
-				holder = *r.holder
-			}
-			return refuse("pgstore: child %q: the write is fenced to owner %q at epoch %d, and the child's claim is no longer that (owner %q, epoch %d): %w",
-				id, f.Owner, f.Epoch, holder, r.epoch, seam.ErrOwned)
+		if err := checkFence(id, *f, r.holder, r.epoch); err != nil {
+			return err
 		}
 	}
 	if c := w.Claim; c != nil {

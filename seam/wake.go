@@ -1,0 +1,94 @@
+package seam
+
+import (
+	"context"
+	"time"
+)
+
+// Waker is a Store's optional wake-up ability, found by type assertion
+// (every backend in persist implements it): a commit that changes what a
+// waiter on a child or an address is waiting for signals the waiters on
+// it, whichever instance made the commit and whichever handle of the
+// store they watch through.
+//
+// A commit signals, after it is committed:
+//   - the child's id, when it admits a message to the child's inbox
+//     (ChildWrite.Enqueue), settles the child (ChildWrite.Settle), or
+//     records an interrupt request for it (Interrupts.RequestInterrupt);
+//   - the settlement notice's recipient (ChildWrite.Notify.To: a parent
+//     agent's id, whose inbox it joins, or a principal's address);
+//   - the address a notice is queued under (AddNotice).
+//
+// WakeKeys says which keys a ChildWrite signals.
+//
+// A wake-up is a hint, never the message: signals to one watch coalesce
+// (its channel holds one), and a watch may be woken spuriously — by a
+// write that changed nothing it cares for, or, on a shared store, after the
+// store's wake-up connection was lost and restored (signals sent while it
+// was down are lost, so every watch is woken once it is back). A waiter
+// therefore reads the state it waits on after Watch returns and again
+// after every wake-up, never trusting the wake-up itself.
+type Waker interface {
+	// Watch starts watching key (a child id or a notice address): from
+	// its return on, every commit that signals key sends on the channel
+	// (buffered one; it is never closed). stop ends the watch; call it
+	// once, when done. A store that must first connect to be told of
+	// other instances' commits waits for that, bounded by ctx.
+	Watch(ctx context.Context, key string) (<-chan struct{}, func(), error)
+}
+
+// WakeKeys are the keys a commit of w to childID signals (see Waker), in
+// no particular order, possibly repeated; none for a write that signals
+// nothing.
+func WakeKeys(childID string, w ChildWrite) []string {
+	var keys []string
+	if len(w.Enqueue) > 0 || w.Settle != nil {
+		keys = append(keys, childID)
+	}
+	if w.Notify != nil && w.Notify.To != "" {
+		keys = append(keys, w.Notify.To)
+	}
+	return keys
+}
+
+// Interrupts is a Store's optional ability to keep interrupt requests
+// durably, found by type assertion (every backend in persist implements
+// it): any instance records a request to interrupt a child, and the
+// child's owner consumes it. Recording one signals the child's id (see
+// Waker), so an owner watching the child learns of it at once; an owner
+// also takes pending requests when it claims the child and on each
+// rescan, since a wake-up may be lost.
+//
+// A child holds at most one pending request: requests coalesce, the first
+// one kept until it is taken. A request outlives the child's settlement
+// and a takeover (the next owner takes it); the owner that takes it
+// judges, by InterruptRequest.At, whether it still applies to the turn
+// running then, or by InterruptRequest.Epoch. Delete removes a child's pending request with the child.
+type Interrupts interface {
+	// RequestInterrupt records r for the child, unless one is already
+	// pending; the store sets r.At when zero. An unknown id is refused
+	// with an error wrapping ErrNotFound.
+	RequestInterrupt(ctx context.Context, childID string, r InterruptRequest) error
+	// TakeInterrupt removes and returns the child's pending request, in
+	// one commit: a request is taken once, however many take it at the
+	// same time. false when none is pending. With fence set it is refused
+	// (ErrOwned), taking nothing, unless the child's claim is held by
+	// fence.Owner at fence.Epoch: a former owner cannot consume a request
+	// meant for the new one.
+	TakeInterrupt(ctx context.Context, childID string, fence *Fence) (InterruptRequest, bool, error)
+}
+
+// InterruptRequest is an interrupt of a child recorded in the store.
+type InterruptRequest struct {
+	// Reason is what the interrupter said, for the child's journal.
+	Reason string `json:"reason,omitempty"`
+	// From names who asked: the recording instance's owner id, or a
+	// principal.
+	From string `json:"from,omitempty"`
+	// At is when it was recorded.
+	At time.Time `json:"at"`
+	// Epoch is the claim epoch the requester saw (Claim.Epoch): the
+	// tenure whose turn it meant to stop. An owner drops a request of an
+	// earlier tenure (its turn is gone with its former owner); 0: any.
+	Epoch int64 `json:"epoch,omitempty"`
+}
