@@ -145,3 +145,24 @@ func SortQuestions(qs []Question) {
 		return strings.Compare(a.ID, b.ID)
 	})
 }
+
+// AskRequest is a question a provider's driver puts to the person.
+type AskRequest struct {
+	Kind    QuestionKind
+	Message string
+	// Choices are the words an approval may be answered with besides
+	// "allow" and "deny"; Declines are those of them that refuse.
+	Choices, Declines []string
+	// Timeout is how long the person has; zero: no deadline.
+	Timeout time.Duration
+	// Fallback is the policy's answer, given when the deadline passes or
+	// the question cannot be stored ("deny").
+	Fallback string
+}
+
+// AskFunc puts a question to the person for a child and waits for its
+// answer: the person's (ByPerson), the policy's at the deadline
+// (ByDeadline, OutcomeTimedOut), or none once ctx ends (ByInterrupt,
+// OutcomeCancelled). It is safe to call from any goroutine and at the same
+// time.
+type AskFunc func(ctx context.Context, r AskRequest) Answer
