@@ -33,12 +33,12 @@ func (m *Manager) asker(hdr seam.Header) seam.AskFunc {
 	if m.store == nil {
 		return nil
 	}
-	return func(ctx context.Context, r seam.AskRequest) seam.Answer { return m.ask(ctx, hdr, r) }
+	return func(ctx context.Context, r seam.AskRequest) seam.Question { return m.ask(ctx, hdr, r) }
 }
 
 func newQuestionID() string { return "q-" + NewID()[len("agent-"):] }
 
-func (m *Manager) ask(ctx context.Context, hdr seam.Header, r seam.AskRequest) seam.Answer {
+func (m *Manager) ask(ctx context.Context, hdr seam.Header, r seam.AskRequest) seam.Question {
 	now := time.Now().UTC()
 	q := seam.Question{ID: newQuestionID(), ChildID: hdr.ID, Kind: r.Kind, Message: r.Message, Choices: r.Choices, Created: now}
 	if r.Timeout > 0 {
@@ -46,7 +46,9 @@ func (m *Manager) ask(ctx context.Context, hdr seam.Header, r seam.AskRequest) s
 	}
 	if err := m.putQuestion(q); err != nil {
 		m.log.Error("storing a child's question failed; the policy answers it", "agent_id", hdr.ID, "err", err)
-		return seam.Answer{Text: r.Fallback, By: seam.ByPolicy, Outcome: outcomeOf(r.Fallback, r.Declines), At: now}
+		q.ID = ""
+		q.Answer = &seam.Answer{Text: r.Fallback, By: seam.ByPolicy, Outcome: outcomeOf(r.Fallback, r.Declines), At: now}
+		return q
 	}
 	p := &pendingQuestion{q: q, hdr: hdr, declines: r.Declines, answered: make(chan seam.Answer, 1)}
 	m.mu.Lock()
@@ -85,7 +87,7 @@ func (m *Manager) ask(ctx context.Context, hdr seam.Header, r seam.AskRequest) s
 		m.log.Error("storing the answer to a child's question failed", "agent_id", hdr.ID, "question", q.ID, "err", err)
 	}
 	m.signalAddr(hdr.Parent)
-	return a
+	return q
 }
 
 // claimQuestion takes p out of the pending questions; false when someone

@@ -163,6 +163,8 @@ type AskRequest struct {
 // AskFunc puts a question to the person for a child and waits for its
 // answer: the person's (ByPerson), the policy's at the deadline
 // (ByDeadline, OutcomeTimedOut), or none once ctx ends (ByInterrupt,
-// OutcomeCancelled). It is safe to call from any goroutine and at the same
-// time.
-type AskFunc func(ctx context.Context, r AskRequest) Answer
+// OutcomeCancelled). It returns the question with its Answer set (never
+// nil; the ID is empty when the question could not be stored and the
+// policy answered, ByPolicy). It is safe to call from any goroutine and at
+// the same time.
+type AskFunc func(ctx context.Context, r AskRequest) Question
