@@ -65,8 +65,10 @@ func (m *Manager) ask(ctx context.Context, hdr seam.Header, r seam.AskRequest) s
 		deadline = t.C
 	}
 	var a seam.Answer
+	answered := false
 	select {
 	case a = <-p.answered:
+		answered = true
 	case <-deadline:
 		a = seam.Answer{Text: r.Fallback, By: seam.ByDeadline, Outcome: seam.OutcomeTimedOut}
 	case <-ctx.Done():
@@ -74,7 +76,7 @@ func (m *Manager) ask(ctx context.Context, hdr seam.Header, r seam.AskRequest) s
 	case <-m.ctx.Done():
 		a = seam.Answer{By: seam.ByInterrupt, Outcome: seam.OutcomeCancelled}
 	}
-	if !m.claimQuestion(p) {
+	if !answered && !m.claimQuestion(p) {
 		// Someone answered as the deadline or the interrupt came: the
 		// answer given wins, it is already on its way.
 		a = <-p.answered
