@@ -24,7 +24,7 @@ type client struct {
 	askTimeout time.Duration // how long a question waits for the person
 	// turnDone is closed when the turn is cancelled: a question held open
 	// is withdrawn (under mu; a new one per turn).
-	turnDone chan struct{}
+	turnDone   chan struct{}
 	flow       *flow // told of each update handled; nil: no flow control
 	mu         sync.Mutex
 	callbacks  bool // under mu: set once the session's servers are known
