@@ -219,21 +219,7 @@ func (f *fakeAgent) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.
 	case strings.HasPrefix(text, "write file "):
 		return f.writeFile(ctx, sid, strings.Fields(strings.TrimPrefix(text, "write file "))[0])
 	case strings.Contains(text, "permission"):
-		f.send(sid, acpsdk.StartToolCall("call_1", "Write config", acpsdk.WithStartKind(acpsdk.ToolKindEdit), acpsdk.WithStartStatus(acpsdk.ToolCallStatusPending)))
-		resp, err := f.c().RequestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: sid,
-			ToolCall: acpsdk.ToolCallUpdate{ToolCallId: "call_1", Title: acpsdk.Ptr("Write config")},
-			Options: []acpsdk.PermissionOption{
-				{Kind: acpsdk.PermissionOptionKindAllowOnce, Name: "Allow", OptionId: "allow"},
-				{Kind: acpsdk.PermissionOptionKindAllowAlways, Name: "Always allow", OptionId: "allow-always"},
-				{Kind: acpsdk.PermissionOptionKindRejectOnce, Name: "Reject", OptionId: "reject"},
-			}})
-		outcome := "cancelled"
-		if err != nil {
-			outcome = "error: " + err.Error()
-		} else if resp.Outcome.Selected != nil {
-			outcome = string(resp.Outcome.Selected.OptionId)
-		}
-		f.record(Record{Method: "permission-outcome", Session: string(sid), Text: outcome})
+		outcome := f.askEdit(ctx, sid, "call_1", "Write config", false)
 		status := acpsdk.ToolCallStatusFailed
 		if outcome == "allow" {
 			status = acpsdk.ToolCallStatusCompleted
@@ -293,14 +279,17 @@ func (f *fakeAgent) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.
 	return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}, nil
 }
 
-// writeFile asks permission to write name in the agent's cwd, as an agent
-// asks before an edit, and writes it ("written by the fake agent") only
-// when an allow option is picked. The answer says which.
-func (f *fakeAgent) writeFile(ctx context.Context, sid acpsdk.SessionId, name string) (acpsdk.PromptResponse, error) {
-	title := "Write " + name
-	f.send(sid, acpsdk.StartToolCall("call_w", title, acpsdk.WithStartKind(acpsdk.ToolKindEdit), acpsdk.WithStartStatus(acpsdk.ToolCallStatusPending)))
-	resp, err := f.c().RequestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: sid,
-		ToolCall: acpsdk.ToolCallUpdate{ToolCallId: "call_w", Title: acpsdk.Ptr(title), Kind: acpsdk.Ptr(acpsdk.ToolKindEdit)},
+// askEdit starts an edit tool call and asks permission for it (the
+// request's tool call carries its kind when withKind), records the outcome
+// as "permission-outcome" and returns it: the option id picked,
+// "cancelled", or "error: ..." when the request failed.
+func (f *fakeAgent) askEdit(ctx context.Context, sid acpsdk.SessionId, id acpsdk.ToolCallId, title string, withKind bool) string {
+	f.send(sid, acpsdk.StartToolCall(id, title, acpsdk.WithStartKind(acpsdk.ToolKindEdit), acpsdk.WithStartStatus(acpsdk.ToolCallStatusPending)))
+	tc := acpsdk.ToolCallUpdate{ToolCallId: id, Title: acpsdk.Ptr(title)}
+	if withKind {
+		tc.Kind = acpsdk.Ptr(acpsdk.ToolKindEdit)
+	}
+	resp, err := f.c().RequestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: sid, ToolCall: tc,
 		Options: []acpsdk.PermissionOption{
 			{Kind: acpsdk.PermissionOptionKindAllowOnce, Name: "Allow once", OptionId: "allow"},
 			{Kind: acpsdk.PermissionOptionKindAllowAlways, Name: "Always allow", OptionId: "allow-always"},
@@ -313,6 +302,14 @@ func (f *fakeAgent) writeFile(ctx context.Context, sid acpsdk.SessionId, name st
 		outcome = string(resp.Outcome.Selected.OptionId)
 	}
 	f.record(Record{Method: "permission-outcome", Session: string(sid), Text: outcome})
+	return outcome
+}
+
+// writeFile asks permission to write name in the agent's cwd, as an agent
+// asks before an edit, and writes it ("written by the fake agent") only
+// when an allow option is picked. The answer says which.
+func (f *fakeAgent) writeFile(ctx context.Context, sid acpsdk.SessionId, name string) (acpsdk.PromptResponse, error) {
+	outcome := f.askEdit(ctx, sid, "call_w", "Write "+name, true)
 	if outcome != "allow" && outcome != "allow-always" {
 		f.send(sid, acpsdk.UpdateToolCall("call_w", acpsdk.WithUpdateStatus(acpsdk.ToolCallStatusFailed)))
 		f.send(sid, acpsdk.UpdateAgentMessageText(fmt.Sprintf("I did not write %s: permission was not given (%s).", name, outcome)))

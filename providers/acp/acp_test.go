@@ -878,19 +878,27 @@ func waitQuestion(t *testing.T, m *manager.Manager, id string) string {
 	return ""
 }
 
+// startAsking starts a child under permission "ask" whose turn asks
+// permission to write a file.
+func startAsking(t *testing.T) (*fixture, *memstore.Store, *manager.Manager, *manager.Started) {
+	t.Helper()
+	f := newFixture(t, fakeConfig{permission: PermissionAsk})
+	store := memstore.New()
+	m := f.manager(store, nil)
+	st, err := m.StartContinuable(context.Background(), "acp", f.request("needs permission"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, store, m, st
+}
+
 // Under permission "ask" the request is held open and the person's answer
 // picks the option: an option's own words pick that option ("Always
 // allow" → allow-always), and the journal says who answered. An interrupt
 // withdraws the question: the agent gets "cancelled".
 func TestPermissionAskMapsTheAnswer(t *testing.T) {
 	t.Run("an option's words", func(t *testing.T) {
-		f := newFixture(t, fakeConfig{permission: PermissionAsk})
-		store := memstore.New()
-		m := f.manager(store, nil)
-		st, err := m.StartContinuable(context.Background(), "acp", f.request("needs permission"), true)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, store, m, st := startAsking(t)
 		q := waitQuestion(t, m, st.ChildID)
 		if _, err := m.Answer(context.Background(), root, st.ChildID, q, "always allow"); err != nil {
 			t.Fatal(err)
@@ -904,13 +912,7 @@ func TestPermissionAskMapsTheAnswer(t *testing.T) {
 		}
 	})
 	t.Run("an interrupt withdraws it", func(t *testing.T) {
-		f := newFixture(t, fakeConfig{permission: PermissionAsk})
-		store := memstore.New()
-		m := f.manager(store, nil)
-		st, err := m.StartContinuable(context.Background(), "acp", f.request("needs permission"), true)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, store, m, st := startAsking(t)
 		waitQuestion(t, m, st.ChildID)
 		if err := m.Interrupt(root, st.ChildID); err != nil {
 			t.Fatal(err)
