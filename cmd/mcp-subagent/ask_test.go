@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // askConfig is fakeACPConfig with permission "ask" and the given question
@@ -49,18 +47,7 @@ func startAsking(t *testing.T, s *instance) string {
 // arrives; it returns that result's text.
 func waitNotice(t *testing.T, s *instance, source string) string {
 	t.Helper()
-	var all strings.Builder
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		res := s.call(t, testCtx(t), "list_agents", map[string]any{"wait_seconds": 20})
-		got := text(res)
-		all.WriteString(got + "\n")
-		if strings.Contains(got, "["+source+" from ") {
-			return got
-		}
-	}
-	t.Fatalf("no %s notice arrived; saw:\n%s\nstderr:\n%s", source, all.String(), s.stderr)
-	return ""
+	return waitNoticeWithin(t, s, source, 60*time.Second)
 }
 
 func transcriptJSON(t *testing.T, s *instance, id string) string {
@@ -158,5 +145,3 @@ func TestAskPermissionByNotice(t *testing.T) {
 		}
 	})
 }
-
-var _ = mcp.CallToolRequest{}
