@@ -43,6 +43,9 @@ const (
 	SourceUser    = "user"
 	SourceReport  = "subagent-report"
 	SourceSettled = "subagent-settled"
+	// SourceQuestion is a child's question to the person, delivered as a
+	// notice to its parent (who may answer it).
+	SourceQuestion = "subagent-question"
 )
 
 // Event is one sequenced journal entry. Seq counts from 0 without gaps.

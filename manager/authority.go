@@ -22,6 +22,7 @@ import (
 //	           an agent above it; never the child itself (Interrupt)
 //	read       the same ancestors; a child does not read itself
 //	           (Transcript, Watch)
+//	answer     who may send to the child: its direct parent (Answer)
 //	report     a resident continuable child, to its own parent only: the
 //	           recipient is derived, never named (ReportFrom)
 //	remove     the root principal of its tree, as a root caller: the
@@ -33,6 +34,15 @@ func maySend(caller seam.ParentRef, h seam.Header) error {
 		return nil
 	}
 	return refuse(h.ID, "you may send only to your direct children (a root session: its principal's root children); %s is not one of them", h.ID)
+}
+
+// mayAnswer authorises answering h's child's question: whoever may send
+// to the child may answer it, and no one else.
+func mayAnswer(caller seam.ParentRef, h seam.Header) error {
+	if maySend(caller, h) == nil {
+		return nil
+	}
+	return refuse(h.ID, "you may answer only your direct children's questions (a root session: its principal's root children's); %s is not one of them", h.ID)
 }
 
 // mayInterrupt authorises stopping h's child's turn; live is its

@@ -95,6 +95,15 @@ func (f *faultStore) Residents(ctx context.Context) ([]seam.Claim, error) {
 	return f.inner.Residents(ctx)
 }
 func (f *faultStore) Close() error { return nil } // the test closes the inner store
+func (f *faultStore) PutQuestion(ctx context.Context, q seam.Question) error {
+	if err := f.fail(); err != nil {
+		return err
+	}
+	return f.inner.PutQuestion(ctx, q)
+}
+func (f *faultStore) Questions(ctx context.Context, id string) ([]seam.Question, error) {
+	return f.inner.Questions(ctx, id)
+}
 func (f *faultStore) Delete(ctx context.Context, id string) ([]string, error) {
 	if err := f.fail(); err != nil {
 		return nil, err

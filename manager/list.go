@@ -19,7 +19,7 @@ type Row struct {
 	Kind     string `json:"kind"` // "child" or "diagnostic"
 	ID       string `json:"id"`
 	Label    string `json:"label,omitempty"`
-	Status   string `json:"status,omitempty"` // running, queued, idle, ready
+	Status   string `json:"status,omitempty"` // running, queued, idle, ready, input_required
 	Provider string `json:"provider,omitempty"`
 	// Model is what the child runs on: a configured model name, or an
 	// external CLI's model id; empty: its provider's default (or a child
@@ -40,6 +40,23 @@ type Row struct {
 	// Worktree is the child's own git worktree (isolation "worktree").
 	Worktree *worktree.Info `json:"worktree,omitempty"`
 	Reason   string         `json:"reason,omitempty"` // corrupt, unavailable
+	// Questions are what the child asks and waits on (status
+	// input_required), oldest first; answer with send_message answer_to.
+	Questions []PendingQuestion `json:"questions,omitempty"`
+}
+
+// StatusInputRequired is a child whose turn waits on a question to the
+// person (Row.Questions).
+const StatusInputRequired = "input_required"
+
+// withQuestions marks r input_required with the questions its child
+// waits on, if any.
+func (m *Manager) withQuestions(r Row) Row {
+	for _, p := range m.pendingOf(r.ID) {
+		r.Status = StatusInputRequired
+		r.Questions = append(r.Questions, PendingQuestion{ID: p.q.ID, Text: p.q.Message, Kind: string(p.q.Kind), Choices: p.q.Choices})
+	}
+	return r
 }
 
 // ListDescendants lists the caller's whole subtree, live state merged over
@@ -167,7 +184,7 @@ func (m *Manager) liveRows(parent string, err error) []Row {
 		a.mu.Unlock()
 		r.Usage, r.TreeUsage = &u, &u
 		r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, seam.MaxClosingBytes)
-		rows = append(rows, r)
+		rows = append(rows, m.withQuestions(r))
 	}
 	return append(rows, Row{Kind: "diagnostic", ID: StoreRowID, Reason: "unavailable"})
 }
@@ -219,7 +236,7 @@ func (m *Manager) row(ctx context.Context, l seam.Listing) Row {
 		a.mu.Unlock()
 		r.Usage = &u
 		r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, seam.MaxClosingBytes)
-		return r
+		return m.withQuestions(r)
 	}
 	r.Status = "ready"
 	m.mu.Lock()

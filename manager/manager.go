@@ -164,6 +164,9 @@ type Manager struct {
 	budgets budgetBook
 	adm     *admission // the caps on turns in flight
 	wtMu    sync.Mutex // serialises the worktrees' repositories file
+	// questions are the children's questions waiting for the person, by
+	// question id (under mu); whoever removes one answers it.
+	questions map[string]*pendingQuestion
 }
 
 // New returns a manager with no providers.
@@ -181,7 +184,7 @@ func New(opts Options) *Manager {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{opts: opts, log: log, providers: map[string]seam.Provider{},
 		listeners: map[int]func(Event){}, runs: map[string]*oneShot{},
-		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), corrupt: map[string]string{},
+		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), corrupt: map[string]string{}, questions: map[string]*pendingQuestion{},
 		retry: retryPolicy{attempts: cmp.Or(opts.WriteAttempts, DefaultWriteAttempts), delay: cmp.Or(opts.WriteRetryDelay, DefaultWriteRetryDelay)},
 		owner: cmp.Or(opts.OwnerID, "manager-"+NewID()[len("agent-"):]),
 		adm:   newAdmission(opts.MaxRunningChildren, opts.MaxRunningTotal)}

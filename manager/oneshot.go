@@ -167,7 +167,7 @@ func (m *Manager) build(ctx context.Context, p seam.Provider, name string, req s
 	cb, revoke := m.callback(self)
 	gate := &recordGate{}
 	drv, err := p.NewDriver(ctx, seam.DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,
-		Budget: gate.hook(m.budgetHook(hdr.ID, hdr.Parent))})
+		Budget: gate.hook(m.budgetHook(hdr.ID, hdr.Parent)), Ask: m.asker(hdr)})
 	if err != nil {
 		revoke()
 		return built{}, startErr(ctx, name, err)

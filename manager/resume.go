@@ -75,7 +75,7 @@ func (m *Manager) resume(ctx context.Context, hdr seam.Header, caller seam.Paren
 	self := selfOf(hdr, desc, journal)
 	cb, revoke := m.callback(self)
 	drv, err := cp.NewDriver(ctx, seam.DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,
-		Budget: m.budgetHook(hdr.ID, hdr.Parent)})
+		Budget: m.budgetHook(hdr.ID, hdr.Parent), Ask: m.asker(hdr)})
 	if err != nil {
 		revoke()
 		// The cause (a stored output_schema that no longer compiles, say)

@@ -124,7 +124,10 @@ func settlementText(id string, last seam.Result) string {
 		how = "failed before it finished."
 	}
 	s := fmt.Sprintf("Background subagent %s %s", id, how)
-	if last.Diagnostic != "" && last.StopReason != agent.StopCompleted {
+	// A completed turn's diagnostic says what was refused along the way
+	// (a permission denied or declined): the parent must hear it, not
+	// only the transcript.
+	if last.Diagnostic != "" {
 		s += " Diagnostic: " + last.Diagnostic
 	}
 	s += worktreeText(last)

@@ -149,6 +149,9 @@ func deleteChild(tx *bolt.Tx, id string) error {
 			}
 		}
 	}
+	if err := deleteQuestions(tx, id); err != nil {
+		return err
+	}
 	for _, name := range [][]byte{bucketJournals, bucketInboxes, bucketNotices, bucketByParent} {
 		b, err := top(tx, name)
 		if err != nil {

@@ -42,6 +42,9 @@
 //	active       child id → claim (claims.go): version 1, expires Unix nanos
 //	             (8), owner id; or empty: an active mark of an older build, a
 //	             claim of an unknown earlier owner, expired
+//	questions    child id → nested bucket: question id → the question
+//	             (seam.EncodeQuestion: versioned JSON): made by the first
+//	             question stored, so older files open unchanged
 //	tasks        task id → durable MCP task record JSON (tasks.go; version 1,
 //	             strict): made by the first task written, so older files open
 //	             unchanged and are not laid out again for it

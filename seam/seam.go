@@ -271,6 +271,10 @@ type DriverRequest struct {
 	Journal    *agent.Journal // the seed, or rebuilt from the store; the driver appends to it
 	Self       ParentRef      // the child as a caller of delegation tools
 	Callback   Callback       // how an external child reaches this server back
+	// Ask puts a question to the person (a permission request held open
+	// under permission "ask"); nil: nobody can be asked, the provider's
+	// policy answers.
+	Ask AskFunc
 	// Budget is the child's budget check for an in-process agent loop
 	// (agent.Config.Budget). External drivers need not call it: the
 	// manager stops their turns itself.

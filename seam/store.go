@@ -252,9 +252,11 @@ type Store interface {
 	// and the notices queued under their addresses. It refuses, removing
 	// nothing, with an error wrapping ErrClaimed when any of them holds a
 	// claim, live or stale (a stale one is an epoch the next Recover must
-	// still close and announce). It returns the ids removed, the child
+	// still close and announce); their questions go too. It returns the ids removed, the child
 	// first. Notices a removed child queued for a principal stay queued.
 	Delete(ctx context.Context, childID string) ([]string, error)
+	// Questioner keeps the children's questions to the person.
+	Questioner
 	// Close releases the store; every later call fails.
 	Close() error
 }

@@ -25,6 +25,15 @@ type Sent struct {
 	Outcome   *TurnOutcome  `json:"outcome,omitempty"`
 }
 
+// Answered is the structuredContent of send_message when it answered a
+// child's question.
+type Answered struct {
+	AgentID    string `json:"agent_id"`
+	QuestionID string `json:"question_id"`
+	Answer     string `json:"answer"`
+	Outcome    string `json:"outcome"` // accepted or declined
+}
+
 // TurnOutcome is how a waited-for turn ended.
 type TurnOutcome struct {
 	StopReason agent.StopReason `json:"stop_reason"`
@@ -40,9 +49,21 @@ func (s *Server) sendMessage(ctx context.Context, c call) *mcp.CallToolResult {
 		Message     string       `json:"message"`
 		WaitSeconds float64      `json:"wait_seconds,omitempty"`
 		Budget      *seam.Budget `json:"budget,omitempty"`
+		AnswerTo    string       `json:"answer_to,omitempty"`
 	}
 	if bad := s.tool("send_message").decode(c, &in); bad != nil {
 		return bad
+	}
+	// A message to a child that waits on one question answers it; answer_to
+	// names the question when it waits on several.
+	q, err := s.messenger.Answer(ctx, c.caller, in.SubagentID, in.AnswerTo, in.Message)
+	if err != nil {
+		return errorResult(err)
+	}
+	if q != nil {
+		text := fmt.Sprintf("answered question %s of subagent %s: %s (%s); its turn goes on.", q.ID, q.ChildID, q.Answer.Text, q.Answer.Outcome)
+		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)},
+			StructuredContent: Answered{AgentID: q.ChildID, QuestionID: q.ID, Answer: q.Answer.Text, Outcome: q.Answer.Outcome}}
 	}
 	sent, err := s.messenger.FollowupBudget(ctx, c.caller, in.SubagentID, in.Message, in.WaitSeconds > 0, in.Budget)
 	if err != nil {
@@ -144,6 +165,9 @@ func (s *Server) listAgents(ctx context.Context, c call) *mcp.CallToolResult {
 		if r.LastMessage != "" {
 			fmt.Fprintf(&b, "\n  closing message: %s", r.LastMessage)
 		}
+		for _, q := range r.Questions {
+			fmt.Fprintf(&b, "\n  asks (question %s): %s", q.ID, q.Text)
+		}
 	}
 	if rows == nil {
 		rows = []manager.Row{}
@@ -175,6 +199,14 @@ func boundRow(r manager.Row) manager.Row {
 	r.Model = truncate.Bound(r.Model, maxRowLabel)
 	r.ID = truncate.Bound(r.ID, maxRowLabel)
 	r.Reason = truncate.Bound(r.Reason, maxRowMessage)
+	if r.Questions != nil {
+		qs := make([]manager.PendingQuestion, len(r.Questions))
+		for i, q := range r.Questions {
+			q.Text = truncate.Bound(q.Text, maxRowMessage)
+			qs[i] = q
+		}
+		r.Questions = qs
+	}
 	return r
 }
 

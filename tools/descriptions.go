@@ -51,7 +51,7 @@ func (s *Server) subagentDescription() string {
 	return b.String()
 }
 
-const sendMessageDescription = "Give one of your direct children its next turn (queued behind a running turn, else taken at once or resumed). Returns the message id and route, not an answer, unless `wait_seconds` waits. On failure the message was NOT delivered."
+const sendMessageDescription = "Give one of your direct children its next turn (queued behind a running one) or answer its question (`answer_to`). Returns the message id and route, not an answer, unless `wait_seconds` waits. On failure the message was NOT delivered."
 
 const interruptDescription = "Stop the current turn of one of your descendants (children and theirs, any depth). Its queue stays parked until you send it more; its children keep running; it stays resumable. A finished or unknown id is a no-op."
 

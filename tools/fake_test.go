@@ -38,6 +38,9 @@ func (f *fakeManager) FollowupBudget(_ context.Context, caller seam.ParentRef, c
 	f.budgets = append(f.budgets, b)
 	return f.followup(caller, childID, content, wait)
 }
+func (f *fakeManager) Answer(context.Context, seam.ParentRef, string, string, string) (*seam.Question, error) {
+	return nil, nil
+}
 func (f *fakeManager) StartContinuable(_ context.Context, _ string, req seam.StartRequest, wait bool) (*manager.Started, error) {
 	return f.start(req, wait)
 }

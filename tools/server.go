@@ -44,6 +44,9 @@ type (
 	// Messenger sends a child its next message (send_message).
 	Messenger interface {
 		FollowupBudget(ctx context.Context, caller seam.ParentRef, childID, content string, wait bool, budget *seam.Budget) (*manager.Sent, error)
+		// Answer answers a child's question (send_message's answer_to, or
+		// the one question a child waits on); nil, nil: none waits.
+		Answer(ctx context.Context, caller seam.ParentRef, childID, questionID, text string) (*seam.Question, error)
 	}
 	// Interrupter stops a child's turn (interrupt_agent, and subagent when
 	// its client cancels a foreground call).

@@ -283,6 +283,7 @@ func foregroundResult(id string, res seam.Result) *mcp.CallToolResult {
 	fg := Foreground{Kind: "foreground", AgentID: id, StopReason: res.StopReason, Output: res.Output,
 		Structured: res.Structured, Usage: res.Usage, Worktree: res.Worktree, Changes: res.Changes}
 	if res.StopReason == agent.StopCompleted {
+		fg.Diagnostic = res.Diagnostic // what was refused along the way (a permission denied or declined)
 		text := res.Output
 		if text == "" {
 			text = "(the subagent finished without a closing message)"

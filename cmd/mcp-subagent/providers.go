@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"sort"
@@ -32,13 +34,16 @@ type ProviderConfig struct {
 	Env            map[string]string `json:"env,omitempty"`
 	PassEnv        *[]string         `json:"pass_env,omitempty"`
 	Model          string            `json:"model,omitempty"`
-	Permission     string            `json:"permission,omitempty"` // deny (default) or allow
+	Permission     string            `json:"permission,omitempty"` // deny (default), allow or ask (acp)
 	PermissionMode string            `json:"permission_mode,omitempty"`
 	Sandbox        string            `json:"sandbox,omitempty"`
 	// Confine is how the agent's process is confined (confine.go); nil:
 	// the default.
 	Confine        *ConfineConfig `json:"confine,omitempty"`
 	TimeoutSeconds float64        `json:"timeout_seconds,omitempty"`
+	// QuestionTimeoutSeconds is how long a question waits for the person
+	// under permission "ask"; zero: 600.
+	QuestionTimeoutSeconds float64 `json:"question_timeout_seconds,omitempty"`
 }
 
 // commandLine is a provider's command as the config gives it: a string,
@@ -156,6 +161,14 @@ func externalProviders(cfgs []ProviderConfig, envFor func(principal string, s *s
 			return nil, fmt.Errorf("config: %w", err)
 		}
 		timeout := time.Duration(pc.TimeoutSeconds * float64(time.Second))
+		switch {
+		case pc.Permission == "ask" && pc.Kind != "acp":
+			return nil, fmt.Errorf("config: providers[%d] (%s).permission \"ask\" is supported for kind acp only so far; use \"deny\" or \"allow\" for kind %s", i, pc.Name, pc.Kind)
+		case pc.QuestionTimeoutSeconds < 0 || math.IsNaN(pc.QuestionTimeoutSeconds) || math.IsInf(pc.QuestionTimeoutSeconds, 0):
+			return nil, fmt.Errorf("config: providers[%d] (%s).question_timeout_seconds must be a positive number of seconds (default 600)", i, pc.Name)
+		case pc.QuestionTimeoutSeconds > 0 && pc.Permission != "ask":
+			return nil, fmt.Errorf("config: providers[%d] (%s).question_timeout_seconds is set but permission is %q: it applies only with permission \"ask\"", i, pc.Name, cmp.Or(pc.Permission, "deny"))
+		}
 		var childEnvFor func(string, *seam.Settings) []string
 		if envFor != nil {
 			childEnvFor = func(principal string, s *seam.Settings) []string { return pc.childEnvWith(envFor(principal, s)) }
@@ -185,11 +198,15 @@ func externalProviders(cfgs []ProviderConfig, envFor func(principal string, s *s
 				return nil, fmt.Errorf("config: providers[%d] (%s): an acp provider needs a command, e.g. \"command\": [\"qwen\", \"--acp\"]", i, pc.Name)
 			}
 			perm := acp.PermissionDeny
-			if pc.Permission == "allow" {
+			switch pc.Permission {
+			case "allow":
 				perm = acp.PermissionAllow
+			case "ask":
+				perm = acp.PermissionAsk
 			}
 			p, err := acp.New(acp.Options{Name: pc.Name, Command: pc.Command.program(), Args: pc.Args, Env: pc.childEnv(), EnvFor: childEnvFor,
-				Permission: perm, Confine: confine, Timeout: timeout, Logger: plog})
+				Permission: perm, QuestionTimeout: time.Duration(pc.QuestionTimeoutSeconds * float64(time.Second)),
+				Confine: confine, Timeout: timeout, Logger: plog})
 			if err != nil {
 				return nil, fmt.Errorf("config: providers[%d] (%s): %w", i, pc.Name, err)
 			}

@@ -66,3 +66,31 @@ func TestProviderConfigConflictsAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// permission "ask" and question_timeout_seconds: accepted for an acp
+// provider; refused, naming the field, where they cannot apply.
+func TestProviderPermissionAsk(t *testing.T) {
+	build := func(entry string) error {
+		cfg, err := loadConfig(writeConfig(t, `{"providers":[`+entry+`]}`))
+		if err != nil {
+			return err
+		}
+		_, err = externalProviders(cfg.Providers, nil, slog.New(slog.DiscardHandler))
+		return err
+	}
+	if err := build(`{"name":"q","kind":"acp","command":["sh"],"permission":"ask","question_timeout_seconds":30}`); err != nil {
+		t.Fatalf("acp with ask: %v", err)
+	}
+	for _, c := range []struct{ name, entry, want string }{
+		{"ask on codex", `{"name":"c","kind":"codex","command":"sh","permission":"ask"}`, `providers[0] (c).permission "ask" is supported for kind acp only`},
+		{"a timeout without ask", `{"name":"q","kind":"acp","command":["sh"],"question_timeout_seconds":30}`, `providers[0] (q).question_timeout_seconds is set but permission is "deny"`},
+		{"a zero timeout", `{"name":"q","kind":"acp","command":["sh"],"permission":"ask","question_timeout_seconds":0}`, `question_timeout_seconds`},
+		{"an unknown permission", `{"name":"q","kind":"acp","command":["sh"],"permission":"sometimes"}`, `field "providers[].permission" must be one of`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := build(c.entry); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,9 @@
 // scenario; calls are recorded in FAKE_ACP_DIR/calls.jsonl and sessions
 // kept in FAKE_ACP_DIR/sessions so a later process can load them.
 //
+// "write file NAME" asks permission (an edit) and writes NAME in its cwd
+// only when allowed.
+//
 // Callback scenarios reach the server back through the HTTP MCP server
 // given in session/new: "report: X" calls report, "delegate: P" calls
 // subagent with prompt P (provider FAKE_ACP_PROVIDER, default "acp").
@@ -213,22 +216,10 @@ func (f *fakeAgent) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.
 	case strings.Contains(text, "crash"):
 		fmt.Fprintln(os.Stderr, "fatal: the fake agent crashed on purpose")
 		os.Exit(3)
+	case strings.HasPrefix(text, "write file "):
+		return f.writeFile(ctx, sid, strings.Fields(strings.TrimPrefix(text, "write file "))[0])
 	case strings.Contains(text, "permission"):
-		f.send(sid, acpsdk.StartToolCall("call_1", "Write config", acpsdk.WithStartKind(acpsdk.ToolKindEdit), acpsdk.WithStartStatus(acpsdk.ToolCallStatusPending)))
-		resp, err := f.c().RequestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: sid,
-			ToolCall: acpsdk.ToolCallUpdate{ToolCallId: "call_1", Title: acpsdk.Ptr("Write config")},
-			Options: []acpsdk.PermissionOption{
-				{Kind: acpsdk.PermissionOptionKindAllowOnce, Name: "Allow", OptionId: "allow"},
-				{Kind: acpsdk.PermissionOptionKindAllowAlways, Name: "Always allow", OptionId: "allow-always"},
-				{Kind: acpsdk.PermissionOptionKindRejectOnce, Name: "Reject", OptionId: "reject"},
-			}})
-		outcome := "cancelled"
-		if err != nil {
-			outcome = "error: " + err.Error()
-		} else if resp.Outcome.Selected != nil {
-			outcome = string(resp.Outcome.Selected.OptionId)
-		}
-		f.record(Record{Method: "permission-outcome", Session: string(sid), Text: outcome})
+		outcome := f.askEdit(ctx, sid, "call_1", "Write config", false)
 		status := acpsdk.ToolCallStatusFailed
 		if outcome == "allow" {
 			status = acpsdk.ToolCallStatusCompleted
@@ -285,6 +276,55 @@ func (f *fakeAgent) Prompt(ctx context.Context, p acpsdk.PromptRequest) (acpsdk.
 	f.send(sid, acpsdk.UpdateAgentMessageText(answer[:6]))
 	f.send(sid, acpsdk.UpdateAgentMessageText(answer[6:]))
 	f.save(string(sid), append(h, Exchange{User: text, Agent: answer}))
+	return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}, nil
+}
+
+// askEdit starts an edit tool call and asks permission for it (the
+// request's tool call carries its kind when withKind), records the outcome
+// as "permission-outcome" and returns it: the option id picked,
+// "cancelled", or "error: ..." when the request failed.
+func (f *fakeAgent) askEdit(ctx context.Context, sid acpsdk.SessionId, id acpsdk.ToolCallId, title string, withKind bool) string {
+	f.send(sid, acpsdk.StartToolCall(id, title, acpsdk.WithStartKind(acpsdk.ToolKindEdit), acpsdk.WithStartStatus(acpsdk.ToolCallStatusPending)))
+	tc := acpsdk.ToolCallUpdate{ToolCallId: id, Title: acpsdk.Ptr(title)}
+	if withKind {
+		tc.Kind = acpsdk.Ptr(acpsdk.ToolKindEdit)
+	}
+	resp, err := f.c().RequestPermission(ctx, acpsdk.RequestPermissionRequest{SessionId: sid, ToolCall: tc,
+		Options: []acpsdk.PermissionOption{
+			{Kind: acpsdk.PermissionOptionKindAllowOnce, Name: "Allow once", OptionId: "allow"},
+			{Kind: acpsdk.PermissionOptionKindAllowAlways, Name: "Always allow", OptionId: "allow-always"},
+			{Kind: acpsdk.PermissionOptionKindRejectOnce, Name: "Reject once", OptionId: "reject"},
+		}})
+	outcome := "cancelled"
+	if err != nil {
+		outcome = "error: " + err.Error()
+	} else if resp.Outcome.Selected != nil {
+		outcome = string(resp.Outcome.Selected.OptionId)
+	}
+	f.record(Record{Method: "permission-outcome", Session: string(sid), Text: outcome})
+	return outcome
+}
+
+// writeFile asks permission to write name in the agent's cwd, as an agent
+// asks before an edit, and writes it ("written by the fake agent") only
+// when an allow option is picked. The answer says which.
+func (f *fakeAgent) writeFile(ctx context.Context, sid acpsdk.SessionId, name string) (acpsdk.PromptResponse, error) {
+	outcome := f.askEdit(ctx, sid, "call_w", "Write "+name, true)
+	if outcome != "allow" && outcome != "allow-always" {
+		f.send(sid, acpsdk.UpdateToolCall("call_w", acpsdk.WithUpdateStatus(acpsdk.ToolCallStatusFailed)))
+		f.send(sid, acpsdk.UpdateAgentMessageText(fmt.Sprintf("I did not write %s: permission was not given (%s).", name, outcome)))
+		if outcome == "cancelled" && ctx.Err() != nil {
+			return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled}, nil
+		}
+		return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}, nil
+	}
+	if err := os.WriteFile(name, []byte("written by the fake agent\n"), 0o644); err != nil {
+		f.send(sid, acpsdk.UpdateToolCall("call_w", acpsdk.WithUpdateStatus(acpsdk.ToolCallStatusFailed)))
+		f.send(sid, acpsdk.UpdateAgentMessageText("writing failed: "+err.Error()))
+		return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}, nil
+	}
+	f.send(sid, acpsdk.UpdateToolCall("call_w", acpsdk.WithUpdateStatus(acpsdk.ToolCallStatusCompleted)))
+	f.send(sid, acpsdk.UpdateAgentMessageText("I wrote "+name+"."))
 	return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}, nil
 }
 

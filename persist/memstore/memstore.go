@@ -56,6 +56,7 @@ type child struct {
 	events     [][]byte
 	checkpoint []byte       // nil: none
 	inbox      [][]byte     // queued messages (seam.QueuedMessage JSON), in order
+	questions  [][]byte     // seam.EncodeQuestion's bytes
 	listing    seam.Listing // what a listing row shows, without the checkpoint
 
 	interrupt *seam.InterruptRequest // the pending interrupt request (wake.go)
@@ -743,4 +744,48 @@ func (s *Store) Delete(ctx context.Context, childID string) ([]string, error) {
 		delete(s.epochs, id)
 	}
 	return ids, nil
+}
+
+// PutQuestion stores q under its child, replacing one of the same id in
+// its place.
+func (s *Store) PutQuestion(ctx context.Context, q seam.Question) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	b, err := seam.EncodeQuestion(q)
+	if err != nil {
+		return fmt.Errorf("memstore: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.get(q.ChildID)
+	if err != nil {
+		return err
+	}
+	for i, old := range c.questions {
+		if o, err := seam.DecodeQuestion(old); err == nil && o.ID == q.ID {
+			c.questions[i] = b
+			return nil
+		}
+	}
+	c.questions = append(c.questions, b)
+	return nil
+}
+
+// Questions returns the child's questions in creation order, ties by id.
+func (s *Store) Questions(ctx context.Context, childID string) ([]seam.Question, error) {
+	var raw [][]byte
+	if err := s.read(ctx, childID, func(c *child) { raw = slices.Clone(c.questions) }); err != nil {
+		return nil, err
+	}
+	out := make([]seam.Question, 0, len(raw))
+	for _, b := range raw {
+		q, err := seam.DecodeQuestion(b)
+		if err != nil {
+			return nil, fmt.Errorf("memstore: child %q: %w", childID, err)
+		}
+		out = append(out, q)
+	}
+	seam.SortQuestions(out)
+	return out, nil
 }

@@ -92,6 +92,17 @@ create table interrupts (
 	body bytea not null
 );
 `,
+	// 3: children's questions to the person (seam.Question; the body is
+	// seam.EncodeQuestion's versioned JSON).
+	`
+create table questions (
+	child_id text collate "C" not null references children (id) on delete cascade,
+	id text collate "C" not null,
+	created_ns bigint not null,
+	body bytea not null,
+	primary key (child_id, id)
+);
+`,
 }
 
 // SchemaVersion is the schema version this build writes and reads.

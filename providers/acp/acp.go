@@ -18,6 +18,10 @@ import (
 const (
 	PermissionDeny  = "deny"  // the default: every request is rejected and recorded in the diagnostic
 	PermissionAllow = "allow" // every request is allowed once; explicit configuration only
+	// PermissionAsk holds each request open and asks the person (through
+	// the manager, seam.DriverRequest.Ask); nobody answering within
+	// QuestionTimeout is the deny policy's answer, recorded as timed out.
+	PermissionAsk = "ask"
 )
 
 // Options configures a provider. Zero values mean the defaults given.
@@ -40,8 +44,12 @@ type Options struct {
 	// itself is resolved once, on the server's PATH.
 	EnvFor func(principal string, s *seam.Settings) []string
 	// Permission is the policy for the agent's permission requests:
-	// PermissionDeny (zero) or PermissionAllow.
+	// PermissionDeny (zero), PermissionAllow or PermissionAsk.
 	Permission string
+	// QuestionTimeout is how long a question to the person waits under
+	// PermissionAsk before the deny policy answers; zero:
+	// DefaultQuestionTimeout.
+	QuestionTimeout time.Duration
 	// Confine confines the agent's process and everything it starts
 	// (sandbox.Agent): Mode sandbox.WorkspaceWrite writes only in the
 	// child's cwd, a temp dir of its own and its state (for a known agent
@@ -61,6 +69,9 @@ type Options struct {
 	// Logger receives the provider's logs; nil: discarded.
 	Logger *slog.Logger
 }
+
+// DefaultQuestionTimeout is Options.QuestionTimeout's default.
+const DefaultQuestionTimeout = 10 * time.Minute
 
 // Provider runs children as Agent Client Protocol agents over stdio.
 type Provider struct {
@@ -97,9 +108,15 @@ func New(opts Options) (*Provider, error) {
 	switch opts.Permission {
 	case "":
 		opts.Permission = PermissionDeny
-	case PermissionDeny, PermissionAllow:
+	case PermissionDeny, PermissionAllow, PermissionAsk:
 	default:
-		return nil, fmt.Errorf("acp: Options.Permission %q: want %q or %q", opts.Permission, PermissionDeny, PermissionAllow)
+		return nil, fmt.Errorf("acp: Options.Permission %q: want %q, %q or %q", opts.Permission, PermissionDeny, PermissionAllow, PermissionAsk)
+	}
+	switch {
+	case opts.QuestionTimeout < 0:
+		return nil, fmt.Errorf("acp: Options.QuestionTimeout %v must not be negative", opts.QuestionTimeout)
+	case opts.QuestionTimeout == 0:
+		opts.QuestionTimeout = DefaultQuestionTimeout
 	}
 	if opts.Timeout < 0 {
 		return nil, fmt.Errorf("acp: Options.Timeout %v must not be negative", opts.Timeout)
@@ -133,7 +150,7 @@ func (p *Provider) InheritsParentContext() bool { return false }
 // Description describes the provider for the tool's description.
 func (p *Provider) Description() string {
 	return fmt.Sprintf("an external Agent Client Protocol agent (%s) working in its cwd; it has its own tools, and its permission requests are %s",
-		filepath.Base(p.path), map[string]string{PermissionDeny: "denied", PermissionAllow: "allowed"}[p.opts.Permission])
+		filepath.Base(p.path), map[string]string{PermissionDeny: "denied", PermissionAllow: "allowed", PermissionAsk: "asked of you"}[p.opts.Permission])
 }
 
 // Prepare supplies a new child's creation inputs. The ACP session id is
@@ -166,6 +183,7 @@ func (p *Provider) NewDriver(ctx context.Context, req seam.DriverRequest) (seam.
 	if err != nil {
 		return nil, err
 	}
+	d.ask = req.Ask
 	if req.Descriptor.Settings != nil && p.opts.EnvFor != nil {
 		d.env = p.opts.EnvFor(req.Header.Principal, req.Descriptor.Settings)
 		if p.preset != nil {

@@ -264,7 +264,8 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}{
 		{"no command", Options{}, "Options.Command is required"},
 		{"command not found", Options{Command: "no-such-acp-agent-here"}, "Options.Command"},
-		{"unknown permission", Options{Command: exe, Permission: "ask"}, "Options.Permission"},
+		{"unknown permission", Options{Command: exe, Permission: "prompt"}, "Options.Permission"},
+		{"negative question timeout", Options{Command: exe, Permission: PermissionAsk, QuestionTimeout: -time.Second}, "Options.QuestionTimeout"},
 		{"negative timeout", Options{Command: exe, Timeout: -time.Second}, "Options.Timeout"},
 	}
 	for _, tt := range tests {
@@ -857,4 +858,77 @@ func TestFlowHoldsReadingBack(t *testing.T) {
 	if _, ok := <-lines; ok {
 		t.Error("more lines than written")
 	}
+}
+
+// waitQuestion waits until child id lists input_required and returns its
+// question's id.
+func waitQuestion(t *testing.T, m *manager.Manager, id string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		rows, _ := m.ListDescendants(root)
+		for _, r := range rows {
+			if r.ID == id && r.Status == manager.StatusInputRequired && len(r.Questions) == 1 {
+				return r.Questions[0].ID
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s never listed input_required", id)
+	return ""
+}
+
+// startAsking starts a child under permission "ask" whose turn asks
+// permission to write a file.
+func startAsking(t *testing.T) (*fixture, *memstore.Store, *manager.Manager, *manager.Started) {
+	t.Helper()
+	f := newFixture(t, fakeConfig{permission: PermissionAsk})
+	store := memstore.New()
+	m := f.manager(store, nil)
+	st, err := m.StartContinuable(context.Background(), "acp", f.request("needs permission"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, store, m, st
+}
+
+// Under permission "ask" the request is held open and the person's answer
+// picks the option: an option's own words pick that option ("Always
+// allow" → allow-always), and the journal says who answered. An interrupt
+// withdraws the question: the agent gets "cancelled".
+func TestPermissionAskMapsTheAnswer(t *testing.T) {
+	t.Run("an option's words", func(t *testing.T) {
+		f, store, m, st := startAsking(t)
+		q := waitQuestion(t, m, st.ChildID)
+		if _, err := m.Answer(context.Background(), root, st.ChildID, q, "always allow"); err != nil {
+			t.Fatal(err)
+		}
+		res := f.wait(func(ctx context.Context) (seam.Result, bool) { return st.Wait(ctx) })
+		if res.StopReason != agent.StopCompleted || res.Output != "permission outcome: allow-always" {
+			t.Fatalf("result = %+v", res)
+		}
+		if msgs := assistantMessages(t, store, st.ChildID); !slices.Contains(msgs, "[permission allowed by the person (Always allow): Write config]") {
+			t.Errorf("journal %q lacks the person's allow", msgs)
+		}
+	})
+	t.Run("an interrupt withdraws it", func(t *testing.T) {
+		f, store, m, st := startAsking(t)
+		waitQuestion(t, m, st.ChildID)
+		if err := m.Interrupt(root, st.ChildID); err != nil {
+			t.Fatal(err)
+		}
+		res := f.wait(func(ctx context.Context) (seam.Result, bool) { return st.Wait(ctx) })
+		if res.StopReason != agent.StopAborted {
+			t.Fatalf("result = %+v, want aborted", res)
+		}
+		// The agent hears "cancelled", or (the fake drops its own request
+		// when session/cancel arrives) its request was cancelled first.
+		if got := f.calls("permission-outcome"); len(got) != 1 || (got[0].Text != "cancelled" && !strings.Contains(got[0].Text, "Request cancelled")) {
+			t.Errorf("the agent got %+v, want cancelled", got)
+		}
+		qs, err := store.Questions(context.Background(), st.ChildID)
+		if err != nil || len(qs) != 1 || qs[0].Answer == nil || qs[0].Answer.Outcome != seam.OutcomeCancelled {
+			t.Errorf("stored questions: %+v, %v", qs, err)
+		}
+	})
 }

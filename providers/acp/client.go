@@ -6,6 +6,8 @@ import (
 	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // client is our side of one ACP connection: what the agent may call on us.
@@ -18,6 +20,11 @@ import (
 // that goroutine writes the journal.
 type client struct {
 	policy     string
+	ask        seam.AskFunc  // set under PermissionAsk when the manager can ask
+	askTimeout time.Duration // how long a question waits for the person
+	// turnDone is closed when the turn is cancelled: a question held open
+	// is withdrawn (under mu; a new one per turn).
+	turnDone   chan struct{}
 	flow       *flow // told of each update handled; nil: no flow control
 	mu         sync.Mutex
 	callbacks  bool // under mu: set once the session's servers are known
@@ -47,10 +54,13 @@ type permission struct {
 	option   string   // the option selected, if any
 	callback bool     // a tool of our callback server, allowed whatever the policy
 	names    []string // the names the request and the tool_call updates gave the tool, for the log
+	// Under PermissionAsk: the question asked, who answered and the
+	// answer's words (seam.Answer.By, .Text).
+	question, by, answer string
 }
 
 func newClient(policy string) *client {
-	return &client{policy: policy, signal: make(chan struct{}, 1), seen: map[acpsdk.ToolCallId]seenTool{}}
+	return &client{policy: policy, signal: make(chan struct{}, 1), seen: map[acpsdk.ToolCallId]seenTool{}, turnDone: make(chan struct{})}
 }
 
 func (c *client) push(it item) {
@@ -78,6 +88,11 @@ func (c *client) beginTurn() {
 	c.mu.Lock()
 	c.items, c.cancelling = nil, false
 	clear(c.seen)
+	select {
+	case <-c.turnDone:
+		c.turnDone = make(chan struct{})
+	default:
+	}
 	c.mu.Unlock()
 }
 
@@ -85,6 +100,9 @@ func (c *client) beginTurn() {
 // "cancelled", as ACP requires once session/cancel is sent.
 func (c *client) cancel() {
 	c.mu.Lock()
+	if !c.cancelling {
+		close(c.turnDone)
+	}
 	c.cancelling = true
 	c.mu.Unlock()
 }
@@ -144,7 +162,14 @@ func (c *client) remember(u acpsdk.SessionUpdate) {
 // this server (depth, permissions of the token), and an agent that asks
 // before calling them could not call back at all under deny. No request
 // is left pending.
-func (c *client) RequestPermission(_ context.Context, r acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+//
+// Under PermissionAsk (with an AskFunc) a request that is not for a
+// callback tool is held open and asked of the person instead: the SDK
+// calls each request on a goroutine of its own, so the wait blocks
+// neither the reader nor the notifications (see the type's note); it ends
+// with the person's answer, the deadline's deny, the turn's cancel or the
+// connection's end (ctx).
+func (c *client) RequestPermission(ctx context.Context, r acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
 	if c.flow != nil {
 		// The tool_call update before this request may not be handled yet.
 		c.flow.waitCaughtUp(permissionCatchUp)
@@ -152,10 +177,16 @@ func (c *client) RequestPermission(_ context.Context, r acpsdk.RequestPermission
 	c.mu.Lock()
 	cancelling, callbacks := c.cancelling, c.callbacks
 	seen := c.seen[r.ToolCall.ToolCallId]
+	turnDone := c.turnDone
 	c.mu.Unlock()
 	title := toolTitle(r.ToolCall)
 	p := &permission{title: title, outcome: "cancelled", names: append(toolNames(r.ToolCall.Title, r.ToolCall.Meta), seen.names...)}
 	var out acpsdk.RequestPermissionOutcome
+	if !cancelling && c.ask != nil && !(callbacks && isCallbackTool(r.ToolCall, seen)) {
+		out = c.askPerson(ctx, turnDone, r, p)
+		c.push(item{session: r.SessionId, perm: p})
+		return acpsdk.RequestPermissionResponse{Outcome: out}, nil
+	}
 	if !cancelling {
 		prefer := []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindRejectOnce, acpsdk.PermissionOptionKindRejectAlways}
 		verdict := "denied"
@@ -177,6 +208,66 @@ func (c *client) RequestPermission(_ context.Context, r acpsdk.RequestPermission
 	}
 	c.push(item{session: r.SessionId, perm: p})
 	return acpsdk.RequestPermissionResponse{Outcome: out}, nil
+}
+
+// askPerson asks the person about r and maps the answer to an outcome:
+// "allow" picks an allow option, "deny" a reject option (none: the
+// request is cancelled, which denies it too), an option's own words that
+// option; a withdrawn question (turn cancelled, connection gone) is
+// "cancelled".
+func (c *client) askPerson(ctx context.Context, turnDone <-chan struct{}, r acpsdk.RequestPermissionRequest, p *permission) acpsdk.RequestPermissionOutcome {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-turnDone:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	req := seam.AskRequest{Kind: seam.QuestionApproval, Message: "permission to run: " + p.title, Timeout: c.askTimeout, Fallback: "deny"}
+	for _, o := range r.Options {
+		req.Choices = append(req.Choices, o.Name)
+		if o.Kind == acpsdk.PermissionOptionKindRejectOnce || o.Kind == acpsdk.PermissionOptionKindRejectAlways {
+			req.Declines = append(req.Declines, o.Name)
+		}
+	}
+	q := c.ask(ctx, req)
+	a := *q.Answer
+	p.question, p.by, p.answer = q.ID, a.By, a.Text
+	var out acpsdk.RequestPermissionOutcome
+	if a.Outcome == seam.OutcomeCancelled {
+		out.Cancelled = &acpsdk.RequestPermissionOutcomeCancelled{}
+		return out
+	}
+	var id acpsdk.PermissionOptionId
+	var ok bool
+	switch a.Text {
+	case "allow":
+		id, ok = pickOption(r.Options, []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindAllowOnce, acpsdk.PermissionOptionKindAllowAlways})
+	case "deny":
+		id, ok = pickOption(r.Options, []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindRejectOnce, acpsdk.PermissionOptionKindRejectAlways})
+	default:
+		for _, o := range r.Options {
+			if o.Name == a.Text {
+				id, ok = o.OptionId, true
+				break
+			}
+		}
+	}
+	p.outcome = "denied"
+	if a.Outcome == seam.OutcomeAccepted {
+		p.outcome = "allowed"
+	}
+	if ok {
+		out.Selected = &acpsdk.RequestPermissionOutcomeSelected{OptionId: id}
+		p.option = string(id)
+	} else {
+		// No fitting option: cancelling the request denies it.
+		out.Cancelled = &acpsdk.RequestPermissionOutcomeCancelled{}
+		p.outcome = "denied"
+	}
+	return out
 }
 
 // pickOption returns the first option of the most preferred kind.

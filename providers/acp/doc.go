@@ -72,7 +72,15 @@
 // # Permission policy
 //
 // No request is ever left pending: session/request_permission is answered
-// at once. Deny (the default) selects a reject_once option, else
+// at once, or under Ask when the person (or the deadline) answers. Ask
+// holds the request (the SDK runs each request on its own goroutine, so
+// neither the reader nor the notifications wait) and asks through
+// seam.DriverRequest.Ask: "allow" selects allow_once (else allow_always),
+// "deny" reject_once (else reject_always, else "cancelled"), an option's
+// own words that option; the deadline (QuestionTimeout) gives deny, noted
+// as timed out; a cancelled turn or a closed connection withdraws the
+// question ("cancelled"). A person's decline adds "declined by the person:
+// <title>" to the diagnostic, a timeout "denied, timed out ...". Deny (the default) selects a reject_once option, else
 // reject_always, else answers "cancelled", and adds "denied: <tool call
 // title>" to the turn's diagnostic. Allow (explicit configuration only)
 // selects allow_once, else allow_always, else answers "cancelled". Every

@@ -47,6 +47,7 @@ type driver struct {
 	descSession string // the descriptor's session handle, if any
 	journal     *agent.Journal
 	callback    seam.Callback
+	ask         seam.AskFunc // nil: nobody can be asked; PermissionAsk falls back to deny
 	log         *slog.Logger
 
 	// The live agent, nil between processes.
@@ -234,6 +235,9 @@ func (d *driver) connect(ctx context.Context, t *extturn.Turn) error {
 		return err
 	}
 	cl := newClient(d.p.opts.Permission)
+	if d.p.opts.Permission == PermissionAsk && d.ask != nil {
+		cl.ask, cl.askTimeout = d.ask, d.p.opts.QuestionTimeout
+	}
 	cl.flow = newFlow(pr.Stdout)
 	conn := acpsdk.NewClientSideConnection(cl, pr.Stdin, cl.flow)
 	conn.SetLogger(d.log) // the SDK logs to slog.Default otherwise
@@ -475,16 +479,26 @@ func (r *recorder) apply(items []item) {
 		}
 		if p := it.perm; p != nil {
 			r.d.log.Debug("ACP permission request answered", "title", p.title, "names", p.names, "outcome", p.outcome, "callback_tool", p.callback)
-			switch p.outcome {
-			case "denied":
+			switch {
+			case p.by == seam.ByPerson && p.outcome == "denied":
+				r.t.Diagnose("declined by the person: " + p.title)
+				r.note("permission declined by the person (" + p.answer + "): " + p.title)
+			case p.by == seam.ByPerson && p.outcome == "allowed":
+				r.note("permission allowed by the person (" + p.answer + "): " + p.title)
+			case p.by == seam.ByDeadline:
+				r.t.Diagnose(fmt.Sprintf("denied, timed out (nobody answered question %s within %v): %s", p.question, r.d.p.opts.QuestionTimeout, p.title))
+				r.note(fmt.Sprintf("permission denied by the policy: timed out, nobody answered question %s within %v: %s", p.question, r.d.p.opts.QuestionTimeout, p.title))
+			case p.outcome == "denied":
 				r.t.Diagnose("denied: " + p.title)
 				r.note("permission denied: " + p.title)
-			case "allowed":
+			case p.outcome == "allowed":
 				if p.callback {
 					r.note("permission allowed (callback tool): " + p.title)
 				} else {
 					r.note("permission allowed: " + p.title)
 				}
+			case p.question != "":
+				r.note("permission request cancelled (question " + p.question + " withdrawn): " + p.title)
 			default:
 				r.note("permission request cancelled: " + p.title)
 			}
