@@ -1,3 +1,5 @@
+//go:build realcli
+
 package main
 
 // Real ACP agents as children of the acp provider, each on a fake model:

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package main
 
 import (
@@ -58,7 +60,7 @@ func (r *repeatReader) Read(p []byte) (int, error) {
 // 5) after idle is read. MCP_SUBAGENT_BENCH_BIN runs another build of the
 // server instead, e.g. one from before the body limit.
 //
-//	go test ./cmd/mcp-subagent -run '^$' -bench BodyLimitRSS -benchtime 3x
+//	go test -tags e2e ./cmd/mcp-subagent -run '^$' -bench BodyLimitRSS -benchtime 3x
 func BenchmarkBodyLimitRSS(b *testing.B) {
 	bin := binary
 	if env := os.Getenv("MCP_SUBAGENT_BENCH_BIN"); env != "" {

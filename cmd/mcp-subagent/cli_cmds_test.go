@@ -1,3 +1,5 @@
+//go:build e2e
+
 package main
 
 import (
@@ -6,9 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,83 +16,6 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
-
-// cliModel scripts the children of the CLI tests, by their prompt:
-//   - "delegate": starts a background grandchild ("grand work"), then
-//     acknowledges its report and its settlement notice in later turns;
-//   - "grand work": reports "halfway there", then answers;
-//   - "watch me": holds its first model call until released;
-//   - "long task": a slow call (interrupted);
-//   - anything else: "answer to <text>".
-type cliModel struct {
-	hold    chan struct{} // closed to release "watch me"
-	holding chan struct{} // closed when "watch me" is held
-	once    sync.Once
-}
-
-func (m *cliModel) reply(_ int, req fakeopenai.Request) fakeopenai.Reply {
-	last := req.LastUserText()
-	_, afterTool := req.LastToolResult()
-	switch first := firstUser(req); {
-	case first == "delegate" && last == "delegate" && !afterTool:
-		args, _ := json.Marshal(map[string]any{"description": "grand work", "prompt": "grand work", "run_in_background": true})
-		return fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{Name: "subagent", Arguments: string(args)}}}
-	case first == "delegate" && last == "delegate":
-		return fakeopenai.Reply{Text: "delegated"}
-	case first == "delegate" && strings.Contains(last, "halfway there"):
-		return fakeopenai.Reply{Text: "noted the report"}
-	case first == "delegate":
-		return fakeopenai.Reply{Text: "noted the settlement"}
-	case first == "grand work" && !afterTool:
-		return fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{Name: "report", Arguments: `{"output":"halfway there"}`}}}
-	case first == "grand work":
-		return fakeopenai.Reply{Text: "grand done"}
-	case last == "watch me":
-		m.once.Do(func() { close(m.holding) })
-		<-m.hold
-		return fakeopenai.Reply{Text: "watched it"}
-	case last == "long task":
-		return fakeopenai.Reply{Text: "slow", Delay: 30 * time.Second}
-	}
-	return fakeopenai.Reply{Text: "answer to " + last}
-}
-
-// newCLIModel is a cliModel and its fake server; release lets "watch me"
-// answer (once; the test's end releases it too) and the server closes
-// with the test.
-func newCLIModel(t *testing.T) (*cliModel, *fakeopenai.Server, func()) {
-	model := &cliModel{hold: make(chan struct{}), holding: make(chan struct{})}
-	fake := fakeopenai.New(model.reply)
-	var once sync.Once
-	release := func() { once.Do(func() { close(model.hold) }) }
-	t.Cleanup(func() { release(); fake.Close() })
-	return model, fake, release
-}
-
-// cli runs the built binary's human command against s's daemon, in s's
-// project, and returns its exit code, stdout and stderr.
-func cli(t *testing.T, s *instance, args ...string) (int, string, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := cliCommand(ctx, s, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("mcp-subagent %v: %v", args, err)
-	}
-	return code, stdout.String(), stderr.String()
-}
-
-func cliCommand(ctx context.Context, s *instance, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, binary, append(args, "--data-dir", s.dataDir)...)
-	cmd.Env, cmd.Dir = serverEnv(nil, nil), s.workspace
-	return cmd
-}
 
 // The human commands drive the daemon a session started: ls lists its
 // children (as a table, a tree and JSON), show prints a transcript with the

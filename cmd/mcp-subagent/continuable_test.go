@@ -1,3 +1,5 @@
+//go:build e2e
+
 package main
 
 // End-to-end tests of continuable children (DESIGN §4, §5): the real
@@ -12,7 +14,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,13 +32,6 @@ import (
 
 // ---- structuredContent shapes --------------------------------------------
 
-type handleSC struct {
-	Kind      string `json:"kind"`
-	AgentID   string `json:"agent_id"`
-	MessageID string `json:"message_id"`
-	Status    string `json:"status"`
-}
-
 type sentSC struct {
 	MessageID string `json:"message_id"`
 	Route     string `json:"route"`
@@ -49,53 +43,7 @@ type sentSC struct {
 	} `json:"outcome"`
 }
 
-type rowSC struct {
-	Kind     string `json:"kind"`
-	ID       string `json:"id"`
-	Label    string `json:"label"`
-	Status   string `json:"status"`
-	Provider string `json:"provider"`
-	Parent   string `json:"parent"`
-	Depth    int    `json:"depth"`
-	Reason   string `json:"reason"`
-
-	LastStopReason string `json:"last_stop_reason"`
-	LastMessage    string `json:"last_message"`
-}
-
-// decodeSC decodes a result's structuredContent into v.
-func decodeSC(t testing.TB, r *mcp.CallToolResult, v any) {
-	t.Helper()
-	raw := []byte(r.RawStructuredContent)
-	if raw == nil {
-		var err error
-		if raw, err = json.Marshal(r.StructuredContent); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		t.Fatalf("structuredContent %s: %v", raw, err)
-	}
-}
-
 // ---- tool-call helpers ---------------------------------------------------
-
-// startBackground starts a background child and checks the handle. It also
-// returns the notices that rode in band with the result (a fast child may
-// report or settle before the call's result is written).
-func startBackground(t testing.TB, s *instance, ctx context.Context, desc, prompt string) (handleSC, []string) {
-	t.Helper()
-	res := s.call(t, ctx, "subagent", map[string]any{"description": desc, "prompt": prompt, "run_in_background": true})
-	if res.IsError {
-		t.Fatalf("background start: %s", text(res))
-	}
-	var h handleSC
-	decodeSC(t, res, &h)
-	if h.Kind != "continuable" || !strings.HasPrefix(h.AgentID, "agent-") || h.MessageID == "" {
-		t.Fatalf("background handle = %+v", h)
-	}
-	return h, notices(res, "")
-}
 
 func callSend(t testing.TB, s *instance, ctx context.Context, id, msg string, wait float64) (*mcp.CallToolResult, sentSC) {
 	t.Helper()
@@ -111,23 +59,6 @@ func callSend(t testing.TB, s *instance, ctx context.Context, id, msg string, wa
 	return res, out
 }
 
-// callList calls list_agents; args may be nil.
-func callList(t testing.TB, s *instance, ctx context.Context, args map[string]any) (*mcp.CallToolResult, []rowSC) {
-	t.Helper()
-	if args == nil {
-		args = map[string]any{}
-	}
-	res := s.call(t, ctx, "list_agents", args)
-	if res.IsError {
-		t.Fatalf("list_agents: %s", text(res))
-	}
-	var out struct {
-		Agents []rowSC `json:"agents"`
-	}
-	decodeSC(t, res, &out)
-	return res, out.Agents
-}
-
 func rowOf(rows []rowSC, id string) (rowSC, bool) {
 	for _, r := range rows {
 		if r.ID == id {
@@ -135,53 +66,6 @@ func rowOf(rows []rowSC, id string) (rowSC, bool) {
 		}
 	}
 	return rowSC{}, false
-}
-
-// notices returns the in-band notices of a tool result with the given
-// source kind ("" for all), as "[<source> from <child id>]\n<text>". They
-// are read from structuredContent "notices" — what Claude Code and Codex
-// hand their model — and must match the text items exactly; a mismatch is
-// returned as an extra entry, so the test fails.
-func notices(r *mcp.CallToolResult, source string) []string {
-	var fromText []string
-	for _, c := range r.Content {
-		tc, ok := c.(mcp.TextContent)
-		if ok && (strings.HasPrefix(tc.Text, "[subagent-report from ") || strings.HasPrefix(tc.Text, "[subagent-settled from ")) {
-			fromText = append(fromText, tc.Text)
-		}
-	}
-	var sc struct {
-		Notices []struct {
-			SourceKind string `json:"source_kind"`
-			AgentID    string `json:"agent_id"`
-			StopReason string `json:"stop_reason"`
-			Text       string `json:"text"`
-		} `json:"notices"`
-	}
-	raw := []byte(r.RawStructuredContent)
-	if raw == nil && r.StructuredContent != nil {
-		raw, _ = json.Marshal(r.StructuredContent)
-	}
-	if raw != nil {
-		_ = json.Unmarshal(raw, &sc)
-	}
-	var all []string
-	for _, n := range sc.Notices {
-		all = append(all, "["+n.SourceKind+" from "+n.AgentID+"]\n"+n.Text)
-		if (n.SourceKind == "subagent-settled") != (n.StopReason != "") {
-			all = append(all, fmt.Sprintf("a %s notice with stop_reason %q", n.SourceKind, n.StopReason))
-		}
-	}
-	if !slices.Equal(all, fromText) {
-		all = append(all, fmt.Sprintf("structured notices %q differ from the text ones %q", all, fromText))
-	}
-	var out []string
-	for _, n := range all {
-		if source == "" || strings.HasPrefix(n, "["+source+" from ") || !strings.HasPrefix(n, "[") {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 func filterNotices(ns []string, source string) []string {
@@ -194,42 +78,7 @@ func filterNotices(ns []string, source string) []string {
 	return out
 }
 
-// awaitNotices waits with list_agents (wait_seconds) until cond holds for
-// the notices collected so far (starting with initial), or d passes; it
-// returns all of them.
-func awaitNotices(t testing.TB, s *instance, ctx context.Context, d time.Duration, initial []string, cond func([]string) bool) []string {
-	t.Helper()
-	got := append([]string(nil), initial...)
-	deadline := time.Now().Add(d)
-	for !cond(got) && time.Now().Before(deadline) {
-		res, _ := callList(t, s, ctx, map[string]any{"wait_seconds": 1})
-		got = append(got, notices(res, "")...)
-	}
-	return got
-}
-
-func countWith(ns []string, sub string) int {
-	n := 0
-	for _, x := range ns {
-		if strings.Contains(x, sub) {
-			n++
-		}
-	}
-	return n
-}
-
 // ---- fake-model helpers --------------------------------------------------
-
-// firstUser is the content of a request's first user message: the prompt of
-// the agent that sent it (for spawn children).
-func firstUser(r fakeopenai.Request) string {
-	for _, m := range r.Messages {
-		if m.Role == "user" {
-			return m.Content
-		}
-	}
-	return ""
-}
 
 // turnStart reports whether the request is the first model call of a turn.
 func turnStart(r fakeopenai.Request) bool {
@@ -313,17 +162,6 @@ func dumpConversation(ms []fakeopenai.Message) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
-}
-
-// requestsWhere returns the recorded requests for which f holds.
-func requestsWhere(fake *fakeopenai.Server, f func(fakeopenai.Request) bool) []fakeopenai.Request {
-	var out []fakeopenai.Request
-	for _, r := range fake.Requests() {
-		if f(r) {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 // releaseGate is a channel a test releases once (also at cleanup, so a blocked

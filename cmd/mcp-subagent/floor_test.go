@@ -1,8 +1,9 @@
+//go:build e2e
+
 package main
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -15,30 +16,10 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 )
-
-// envEchoFloor makes the test binary the echo floor: a bare mcp-go stdio
-// server with one tool, echo, that answers its argument. One call to it is
-// the least an MCP round trip costs on this machine; delegation overheads
-// are measured against it, interleaved in one run.
-const envEchoFloor = "MCP_SUBAGENT_ECHO_FLOOR"
-
-func echoFloorMain() int {
-	s := server.NewMCPServer("echo-floor", "1", server.WithToolCapabilities(false))
-	s.AddTool(mcp.NewTool("echo", mcp.WithString("text", mcp.Required())),
-		func(_ context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return mcp.NewToolResultText(req.GetString("text", "")), nil
-		})
-	if err := server.ServeStdio(s); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
 
 // startEchoFloor starts the floor server and returns a connected client.
 func startEchoFloor(tb testing.TB) *client.Client {

@@ -1,4 +1,4 @@
-//go:build race
+//go:build race && (e2e || realcli || browser)
 
 package main
 

@@ -1,3 +1,5 @@
+//go:build e2e || realcli || browser
+
 package main
 
 // The harness of realclient_test.go: the real Claude Code and Codex CLIs

@@ -1,3 +1,5 @@
+//go:build realcli
+
 package main
 
 // The harness of realclient_more_test.go: Qwen Code, opencode, gemini-cli

@@ -1,3 +1,5 @@
+//go:build realcli
+
 package main
 
 // End-to-end tests in which Qwen Code, opencode, gemini-cli and GitHub

@@ -1,3 +1,5 @@
+//go:build realcli
+
 package main
 
 // End-to-end tests in which the real Claude Code and Codex CLIs are the

@@ -1,3 +1,5 @@
+//go:build e2e || realcli || browser
+
 package main
 
 // A raw JSON-RPC client of the 2026-07-28 protocol for the durable MCP

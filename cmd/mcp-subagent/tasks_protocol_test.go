@@ -1,3 +1,5 @@
+//go:build e2e
+
 package main
 
 import (
@@ -53,10 +55,6 @@ func structuredOf(t *testing.T, result any) map[string]any {
 		t.Fatalf("the result has no structuredContent: %v", result)
 	}
 	return sc
-}
-
-func subagentArgs(child *childModel, name string) map[string]any {
-	return map[string]any{"description": "task " + name, "prompt": child.Task(name), "provider": "spawn"}
 }
 
 // TestTasksProtocol drives the extension over stdio (through the daemon)

@@ -1,3 +1,5 @@
+//go:build browser
+
 package main
 
 import (
@@ -123,18 +125,6 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", p)
-}
-
-// uiURL runs `mcp-subagent ui` against s's daemon and returns the URL it
-// printed.
-func uiURL(t *testing.T, s *instance) string {
-	t.Helper()
-	code, out, errOut := cli(t, s, "ui")
-	u := strings.TrimSpace(out)
-	if code != 0 || !strings.HasPrefix(u, "http://127.0.0.1:") || !strings.Contains(u, "?token=") {
-		t.Fatalf("ui: exit %d, stdout %q, stderr %q", code, out, errOut)
-	}
-	return u
 }
 
 // row is the selector of a child's row, optionally with its status.

@@ -1,3 +1,5 @@
+//go:build realcli
+
 package claudecode
 
 import (

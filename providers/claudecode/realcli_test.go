@@ -1,3 +1,5 @@
+//go:build realcli
+
 package claudecode
 
 // The real Claude Code CLI against a fake Anthropic Messages API (and, for

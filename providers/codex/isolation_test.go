@@ -70,17 +70,6 @@ func (u userMCPConfig) started(t *testing.T) []string {
 	return names
 }
 
-// clear removes the markers left so far; the directory stays, for the
-// scripts write into it.
-func (u userMCPConfig) clear(t *testing.T) {
-	t.Helper()
-	for _, name := range u.started(t) {
-		if err := os.Remove(filepath.Join(u.markers, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestTheFakeStartsTheUsersServersAndClashesWithoutIsolation checks the
 // fake against what the real CLI does (TestRealCodexChildSeesOnlyThisServer
 // shows the same with the real one): without --ignore-user-config the

@@ -1,3 +1,5 @@
+//go:build realcli
+
 package codex
 
 import (
@@ -649,4 +651,15 @@ func TestRealCodexIsInterruptedWithinASecondAndLeavesNoProcess(t *testing.T) {
 		t.Errorf("after the interrupt: %q %q (%s)", res.StopReason, res.Output, res.Diagnostic)
 	}
 	t.Logf("interrupt took %v", elapsed)
+}
+
+// clear removes the markers left so far; the directory stays, for the
+// scripts write into it.
+func (u userMCPConfig) clear(t *testing.T) {
+	t.Helper()
+	for _, name := range u.started(t) {
+		if err := os.Remove(filepath.Join(u.markers, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
