@@ -1,3 +1,5 @@
+//go:build realcli
+
 package main
 
 import (
@@ -6,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 )
@@ -87,20 +88,4 @@ func TestACPRealQwenAsksBeforeWriting(t *testing.T) {
 			}
 		})
 	}
-}
-
-// waitNoticeWithin is waitNotice with its own bound.
-func waitNoticeWithin(t *testing.T, s *instance, source string, d time.Duration) string {
-	t.Helper()
-	var all strings.Builder
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		got := text(s.call(t, testCtx(t), "list_agents", map[string]any{"wait_seconds": 20}))
-		all.WriteString(got + "\n")
-		if strings.Contains(got, "["+source+" from ") {
-			return got
-		}
-	}
-	t.Fatalf("no %s notice arrived; saw:\n%s\nstderr:\n%s", source, all.String(), s.stderr)
-	return ""
 }

@@ -1,10 +1,11 @@
+//go:build e2e
+
 package main
 
 import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +22,6 @@ func askConfig(t *testing.T, timeoutSeconds string) string {
 	}
 	return out
 }
-
-var questionID = regexp.MustCompile(`question (q-[0-9a-f]+)`)
 
 // startAsking starts a background child that asks before writing
 // notes.txt, and returns its id.
@@ -48,16 +47,6 @@ func startAsking(t *testing.T, s *instance) string {
 func waitNotice(t *testing.T, s *instance, source string) string {
 	t.Helper()
 	return waitNoticeWithin(t, s, source, 60*time.Second)
-}
-
-func transcriptJSON(t *testing.T, s *instance, id string) string {
-	t.Helper()
-	tr, err := readTranscriptOn(testCtx(t), s, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(tr)
-	return string(b)
 }
 
 // A background ACP child under permission "ask" asks before writing a

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -17,26 +16,6 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/tools"
 )
-
-// readTranscriptOn reads a transcript resource with s's client.
-func readTranscriptOn(ctx context.Context, s *instance, id string) (manager.Transcript, error) {
-	req := mcp.ReadResourceRequest{}
-	req.Params.URI = tools.TranscriptURI(id)
-	res, err := s.client.ReadResource(ctx, req)
-	if err != nil {
-		return manager.Transcript{}, err
-	}
-	var t manager.Transcript
-	if len(res.Contents) != 1 {
-		return t, nil
-	}
-	tc, _ := res.Contents[0].(mcp.TextResourceContents)
-	if tc.MIMEType != "application/json" {
-		return t, nil
-	}
-	err = json.Unmarshal([]byte(tc.Text), &t)
-	return t, err
-}
 
 // Transcripts are MCP resources: the template is listed, the caller's
 // children are listed and readable, a subscription gets

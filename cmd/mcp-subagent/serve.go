@@ -54,13 +54,10 @@ func defaultDataDir() (string, error) {
 	return filepath.Join(home, ".local", "state", "mcp-subagent"), nil
 }
 
-// llmModel is the llm block as the model "default" (without a models
-// list): the config first, then OPENAI_BASE_URL / OPENAI_API_KEY /
-// MCP_SUBAGENT_MODEL, then DeepSeek's endpoint when only DEEPSEEK_API_KEY
-// is set, then OpenAI's.
-func llmModel(c LLMConfig) ModelConfig { return llmModelEnv(c, os.Getenv) }
-
-// llmModelEnv is llmModel reading the variables with getenv.
+// llmModelEnv is the llm block as the model "default" (without a models
+// list), reading the variables with getenv: the config first, then
+// OPENAI_BASE_URL / OPENAI_API_KEY / MCP_SUBAGENT_MODEL, then DeepSeek's
+// endpoint when only DEEPSEEK_API_KEY is set, then OpenAI's.
 func llmModelEnv(c LLMConfig, getenv func(string) string) ModelConfig {
 	m := ModelConfig{Name: spawn.DefaultModel, API: apiOpenAI, BaseURL: c.BaseURL, APIKeyEnv: c.APIKeyEnv, Model: c.Model, MaxTokens: c.MaxTokens,
 		from: modelSources{baseURL: "llm.base_url", key: "llm.api_key_env", model: "llm.model"}}

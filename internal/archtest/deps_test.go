@@ -4,8 +4,6 @@ package archtest
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -40,7 +38,7 @@ var core = []string{
 func deps(t *testing.T, pkg string) []string {
 	t.Helper()
 	trackInputs(t)
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin := goBinary(t)
 	out, err := exec.Command(gobin, "list", "-deps", module+pkg).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
@@ -87,4 +85,15 @@ func TestTheProbeSeesWhatIsLinked(t *testing.T) {
 			t.Errorf("%s: the probe found %v, want %s among them", pkg, bad, want)
 		}
 	}
+}
+
+// goBinary is the go command that runs this test: the one on PATH, as
+// go test leaves it for its children (GOROOT/bin first).
+func goBinary(t *testing.T) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is not on PATH: %v", err)
+	}
+	return gobin
 }

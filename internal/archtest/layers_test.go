@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -227,7 +226,7 @@ func names(set map[string]bool) string {
 func listPackages(t *testing.T) []pkg {
 	t.Helper()
 	trackInputs(t)
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin := goBinary(t)
 	cmd := exec.Command(gobin, "list", "-json", "./...")
 	cmd.Dir = root
 	var stderr bytes.Buffer

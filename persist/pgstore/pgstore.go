@@ -38,7 +38,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
@@ -653,9 +652,3 @@ var (
 	minCreatedAt = time.Unix(0, math.MinInt64)
 	maxCreatedAt = time.Unix(0, math.MaxInt64)
 )
-
-// isUniqueViolation reports a duplicate key.
-func isUniqueViolation(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505"
-}
