@@ -118,16 +118,17 @@ func (pr preset) apply(args, env []string, root bool) ([]string, []string) {
 // confinement is Options.Confine with the state of the agent, when it is a
 // known one, writable: its preset's directories under the agent's HOME
 // (with CLAUDE_CONFIG_DIR, that directory for the claude agents). An
-// unknown agent's state goes in the provider's write_roots.
-func (p *Provider) confinement() sandbox.Agent {
+// unknown agent's state goes in the provider's write_roots. env is the
+// child's environment (a session's, under its settings), whose HOME it is.
+func (p *Provider) confinement(env []string) sandbox.Agent {
 	c := p.opts.Confine
 	pr, ok := presetFor(p.opts.Command, p.path)
 	if !c.Confined() || !ok {
 		return c
 	}
-	home := proc.HomeDir(p.opts.Env)
+	home := proc.HomeDir(env)
 	var dirs, files []string
-	if dir := proc.Getenv(p.opts.Env, "CLAUDE_CONFIG_DIR"); dir != "" && slices.Contains(pr.state, ".claude") {
+	if dir := proc.Getenv(env, "CLAUDE_CONFIG_DIR"); dir != "" && slices.Contains(pr.state, ".claude") {
 		dirs = append(dirs, dir)
 	} else {
 		for _, d := range pr.state {

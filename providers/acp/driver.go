@@ -230,7 +230,7 @@ func stopReason(r acpsdk.StopReason) (agent.StopReason, string) {
 // child's session: session/load of the recorded one when the agent offers
 // it, else session/new.
 func (d *driver) connect(ctx context.Context, t *extturn.Turn) error {
-	pr, err := proc.Start(proc.Spec{Path: d.p.path, Args: d.p.opts.Args, Dir: d.cwd, Env: d.env, Grace: stopGrace, Confine: d.p.confinement()})
+	pr, err := proc.Start(proc.Spec{Path: d.p.path, Args: d.p.opts.Args, Dir: d.cwd, Env: d.env, Grace: stopGrace, Confine: d.p.confinement(d.env)})
 	if err != nil {
 		return err
 	}

@@ -208,17 +208,18 @@ func validate(o *schemas.Output, raw json.RawMessage) error {
 // confinement is Options.Confine with Claude Code's state writable:
 // $CLAUDE_CONFIG_DIR (which then also holds its .claude.json), else
 // ~/.claude and ~/.claude.json, created holding {} when missing (sessions,
-// which a resume reads, settings, sign-in).
-func (p *Provider) confinement() sandbox.Agent {
+// which a resume reads, settings, sign-in), read from env, the child's
+// environment (a session's, under its settings).
+func (p *Provider) confinement(env []string) sandbox.Agent {
 	c := p.opts.Confine
 	if !c.Confined() {
 		return c
 	}
-	if dir := proc.Getenv(p.opts.Env, "CLAUDE_CONFIG_DIR"); dir != "" {
+	if dir := proc.Getenv(env, "CLAUDE_CONFIG_DIR"); dir != "" {
 		c.StateDirs = append([]string{dir}, c.StateDirs...)
 		return c
 	}
-	home := proc.HomeDir(p.opts.Env)
+	home := proc.HomeDir(env)
 	// An empty configuration where there is none: Claude Code would create
 	// it by a rename in the home directory, which it cannot write.
 	proc.CreateIfMissing(filepath.Join(home, ".claude.json"), "{}\n")

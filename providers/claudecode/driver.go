@@ -98,7 +98,7 @@ func (d *driver) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnRe
 		t.Diagnose(stoppedText(ctx))
 		return t.End(agent.StopAborted, nil)
 	}
-	p, err := proc.Start(proc.Spec{Path: d.path, Args: args, Dir: d.cfg.cwd, Env: d.cfg.env, Grace: stopGrace, Confine: d.p.confinement()})
+	p, err := proc.Start(proc.Spec{Path: d.path, Args: args, Dir: d.cfg.cwd, Env: d.cfg.env, Grace: stopGrace, Confine: d.p.confinement(d.cfg.env)})
 	if err != nil {
 		t.Diagnose(fmt.Sprintf("could not start %s: %v", d.p.opts.Command, err))
 		return t.End(agent.StopError, nil)

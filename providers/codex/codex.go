@@ -324,15 +324,15 @@ func tomlString(s string) string {
 
 // confinement is Options.Confine with Codex's state directory writable:
 // $CODEX_HOME, else $HOME/.codex (its sessions, which a resume reads,
-// logs and sign-in).
-func (p *Provider) confinement() sandbox.Agent {
+// logs and sign-in), read from env, the child's environment.
+func (p *Provider) confinement(env []string) sandbox.Agent {
 	c := p.opts.Confine
 	if !c.Confined() {
 		return c
 	}
-	dir := proc.Getenv(p.opts.Env, "CODEX_HOME")
+	dir := proc.Getenv(env, "CODEX_HOME")
 	if dir == "" {
-		dir = filepath.Join(proc.HomeDir(p.opts.Env), ".codex")
+		dir = filepath.Join(proc.HomeDir(env), ".codex")
 	}
 	c.StateDirs = append([]string{dir}, c.StateDirs...)
 	return c

@@ -180,7 +180,8 @@ func (tr *turn) run(ctx context.Context, prompt, session string) agent.TurnResul
 		return tr.end(agent.StopError, err.Error(), "")
 	}
 	args := d.args(session, schemaFile, carried)
-	p, err := proc.Start(proc.Spec{Path: path, Args: args, Dir: d.cwd, Env: d.env(), Grace: stopGrace, Confine: d.p.confinement()})
+	env := d.env()
+	p, err := proc.Start(proc.Spec{Path: path, Args: args, Dir: d.cwd, Env: env, Grace: stopGrace, Confine: d.p.confinement(env)})
 	if err != nil {
 		return tr.end(agent.StopError, "starting Codex failed: "+err.Error(), "")
 	}
