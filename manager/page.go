@@ -101,9 +101,9 @@ func (m *Manager) List(caller seam.ParentRef, q ListQuery) (ListPage, error) {
 		return ListPage{}, newErr(seam.CodeControlUnavailable, "listing needs a session store; none is configured")
 	}
 	switch q.Status {
-	case "", StatusRunning, StatusQueued, StatusIdle, StatusReady:
+	case "", StatusRunning, StatusQueued, StatusIdle, StatusReady, StatusInputRequired:
 	default:
-		return ListPage{}, newErr(seam.CodeInvalidRequest, "status: %q is not one of running, queued, idle, ready", q.Status)
+		return ListPage{}, newErr(seam.CodeInvalidRequest, "status: %q is not one of running, queued, idle, ready, input_required", q.Status)
 	}
 	switch {
 	case q.Limit == 0:
@@ -119,7 +119,9 @@ func (m *Manager) List(caller seam.ParentRef, q ListQuery) (ListPage, error) {
 	defer cancel()
 	root := caller.Address()
 	var rows []Row // up to Limit+1: one more tells there is a next page
-	switch resident := q.Status == StatusRunning || q.Status == StatusQueued || q.Status == StatusIdle; {
+	// A child asking a question (input_required) is resident too: its
+	// question is held by its running turn.
+	switch resident := q.Status == StatusRunning || q.Status == StatusQueued || q.Status == StatusIdle || q.Status == StatusInputRequired; {
 	case resident && !q.Descendants:
 		rows = m.residentRows(ctx, root, q, after)
 	default:
@@ -175,7 +177,7 @@ func (m *Manager) seekRows(ctx context.Context, root string, q ListQuery, after 
 	return rows, false, nil
 }
 
-// residentRows are the caller's resident children (running, queued or idle) with
+// residentRows are the caller's resident children (running, queued, idle or input_required) with
 // the status asked for, after the cursor, up to one more than a page.
 func (m *Manager) residentRows(ctx context.Context, parent string, q ListQuery, after seam.ListingKey) []Row {
 	m.mu.Lock()

@@ -130,6 +130,13 @@ func TestQuestionReachesTheParentAndIsAnswered(t *testing.T) {
 		r.Questions[0].Text != "permission to run: Write notes.txt" {
 		t.Fatalf("the row: %+v", r)
 	}
+	// The status filter finds it, on a first page and by the resident path.
+	for _, deep := range []bool{false, true} {
+		page, err := s.m.List(s.root, manager.ListQuery{Status: manager.StatusInputRequired, Descendants: deep})
+		if err != nil || len(page.Rows) != 1 || page.Rows[0].ID != s.child {
+			t.Fatalf("listing status input_required (descendants %v): %+v, %v; want the asking child", deep, page.Rows, err)
+		}
+	}
 
 	ctx := context.Background()
 	other := seam.ParentRef{Principal: "q", Cwd: s.root.Cwd}
