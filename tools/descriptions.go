@@ -55,6 +55,6 @@ const sendMessageDescription = "Give one of your direct children its next turn (
 
 const interruptDescription = "Stop the current turn of one of your descendants (children and theirs, any depth). Its queue stays parked until you send it more; its children keep running; it stays resumable. A finished or unknown id is a no-op."
 
-const listAgentsDescription = "List your continuable children, paged: id, label, status (ready: stored, resumable), how its last turn ended, provider, model, usage. Not for polling: a notice comes when a child settles; `wait_seconds` waits."
+const listAgentsDescription = "Your continuable children, paged: id, label, status (ready: stored, resumable), how it last ended, provider, model, usage. Not for polling: a notice comes when one settles; `wait_seconds` waits."
 
 const reportDescription = "Send your parent a message now, while you keep working: a progress note or a partial result. Your turn goes on; your final answer still goes in your last message. delivery next-step (default) makes it your parent's next turn; quiet lets it ride along with your parent's next turn."
