@@ -211,3 +211,58 @@ func TestProgressStopsWhenTheWaitReturns(t *testing.T) {
 		t.Errorf("progress notes after the wait returned: %q", notes[before:])
 	}
 }
+
+// A question a crashed epoch left pending is closed when the epoch is:
+// recorded as cancelled by the turn's end, never as a person's answer,
+// and the child no longer lists as input_required.
+func TestRecoverCancelsAQuestionLeftPending(t *testing.T) {
+	dir := t.TempDir()
+	st, err := persist.Open(dir, persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := manager.New(manager.Options{Store: st})
+	p := &scriptProvider{m: m, out: &handedOut{}, blocked: make(chan string, 1)}
+	if err := m.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+	ctx := context.Background()
+	s, err := m.StartContinuable(ctx, "script", seam.StartRequest{Label: "l", Prompt: "block", Parent: root}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.blocked
+	// The question its turn held when the server died.
+	q := seam.Question{ID: "q-left", ChildID: s.ChildID, Kind: seam.QuestionApproval, Message: "permission to run: Write notes.txt",
+		Choices: []string{"Allow once", "Reject once"}, Created: time.Now()}
+	if err := st.PutQuestion(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = m.Close(cctx) // as a crash would: the claim stays
+	st.Close()
+
+	st, err = persist.Open(dir, persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m = manager.New(manager.Options{Store: st})
+	defer m.Close(ctx)
+	if err := m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := st.Questions(ctx, s.ChildID)
+	if err != nil || len(qs) != 1 {
+		t.Fatalf("questions after recovery: %+v, %v", qs, err)
+	}
+	if a := qs[0].Answer; a == nil || a.By != seam.ByInterrupt || a.Outcome != seam.OutcomeCancelled {
+		t.Errorf("the question left pending reads %+v after recovery; want cancelled by the turn's end", qs[0].Answer)
+	}
+	rows, err := managertest.ListChildren(m, root)
+	if err != nil || len(rows) != 1 || rows[0].Status == manager.StatusInputRequired || rows[0].Questions != nil {
+		t.Errorf("listing after recovery = %+v, %v; want the child without a waiting question", rows, err)
+	}
+}

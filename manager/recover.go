@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
@@ -120,8 +121,31 @@ func (m *Manager) closeEpoch(ctx context.Context, c seam.Claim, sweeping bool) (
 		return h, false
 	}
 	m.announce(h, n)
+	m.cancelStoredQuestions(ctx, id)
 	m.log.Info("recovered a child left resident", "agent_id", id, "owner", c.Owner.ID, "epoch", c.Epoch, "closed_turn", len(closing) > 0)
 	return h, true
+}
+
+// cancelStoredQuestions closes the questions a closed epoch left pending:
+// the turn that held them is gone, so nobody's answer can reach it, and a
+// later list_agents or answer must not show them as waiting. They are
+// recorded as cancelled by the turn's end (ByInterrupt), never as a
+// person's answer.
+func (m *Manager) cancelStoredQuestions(ctx context.Context, id string) {
+	qs, err := m.store.Questions(ctx, id)
+	if err != nil {
+		m.log.Warn("reading a recovered child's questions failed; they stay pending in the store", "agent_id", id, "err", err)
+		return
+	}
+	for _, q := range qs {
+		if !q.Pending() {
+			continue
+		}
+		q.Answer = &seam.Answer{By: seam.ByInterrupt, Outcome: seam.OutcomeCancelled, At: time.Now()}
+		if err := m.store.PutQuestion(ctx, q); err != nil {
+			m.log.Warn("closing a recovered child's question failed", "agent_id", id, "question", q.ID, "err", err)
+		}
+	}
 }
 
 // startSweep runs a sweep in a goroutine of its own unless one runs: a
