@@ -547,9 +547,35 @@ func processesOf(path string) []int {
 		if err != nil {
 			continue
 		}
-		if exe, err := os.Readlink(filepath.Join("/proc", d.Name(), "exe")); err == nil && exe == want {
+		if exe, err := os.Readlink(filepath.Join("/proc", d.Name(), "exe")); err == nil && exe == want && descendsFromUs(pid) {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// descendsFromUs reports whether pid is a descendant of this test process:
+// other packages' tests run the same CLI at the same time (go test runs
+// packages in parallel), and their processes are not this test's.
+func descendsFromUs(pid int) bool {
+	self := os.Getpid()
+	for i := 0; i < 64 && pid > 1; i++ {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if err != nil {
+			return false
+		}
+		// The fields after the command name, which may hold spaces and
+		// parentheses: state, then the parent's pid.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 2 {
+			return false
+		}
+		if pid, err = strconv.Atoi(f[1]); err != nil {
+			return false
+		}
+		if pid == self {
+			return true
+		}
+	}
+	return false
 }
