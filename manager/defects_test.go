@@ -25,49 +25,30 @@ import (
 // (so a repaired file still announces the epoch), lists as corrupt, and
 // its parent is told.
 func TestRecoverKeepsAndAnnouncesAnUnreadableActiveChild(t *testing.T) {
-	dir := t.TempDir()
-	st, err := persist.Open(dir, persist.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := manager.New(manager.Options{Store: st})
-	p := &scriptProvider{m: m, out: &handedOut{}, blocked: make(chan string, 1)}
-	if err := m.Register(p); err != nil {
-		t.Fatal(err)
-	}
-	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+	dir, root, childID := crashMidTurn(t, nil)
 	ctx := context.Background()
-	s, err := m.StartContinuable(ctx, "script", seam.StartRequest{Label: "l", Prompt: "block", Parent: root}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-p.blocked
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_ = m.Close(cctx) // as a crash would: the mark stays
-	st.Close()
 	db, err := bolt.Open(filepath.Join(dir, persist.FileName), 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte("journals")).Bucket([]byte(s.ChildID)).Put([]byte{0, 0, 0, 0, 0, 0, 0, 0}, []byte("\x00garbage{"))
+		return tx.Bucket([]byte("journals")).Bucket([]byte(childID)).Put([]byte{0, 0, 0, 0, 0, 0, 0, 0}, []byte("\x00garbage{"))
 	}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 
-	st, err = persist.Open(dir, persist.Options{})
+	st, err := persist.Open(dir, persist.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	m = manager.New(manager.Options{Store: st})
+	m := manager.New(manager.Options{Store: st})
 	defer m.Close(ctx)
 	if err := m.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if act, _ := st.Residents(ctx); len(act) != 1 || act[0].ChildID != s.ChildID {
+	if act, _ := st.Residents(ctx); len(act) != 1 || act[0].ChildID != childID {
 		t.Errorf("claims after recovery = %v, want the unreadable child's kept", act)
 	}
 	rows, err := managertest.ListChildren(m, root)
@@ -75,7 +56,7 @@ func TestRecoverKeepsAndAnnouncesAnUnreadableActiveChild(t *testing.T) {
 		t.Errorf("listing = %+v, %v; want the child as a corrupt diagnostic", rows, err)
 	}
 	ns := m.TakeNotices("p", "")
-	if len(ns) != 1 || ns[0].ChildID != s.ChildID || !strings.Contains(ns[0].Text, "mcp-subagent doctor") || ns[0].StopReason != agent.StopError {
+	if len(ns) != 1 || ns[0].ChildID != childID || !strings.Contains(ns[0].Text, "mcp-subagent doctor") || ns[0].StopReason != agent.StopError {
 		t.Errorf("notices = %+v; want one saying the child cannot be read and how to repair the store", ns)
 	}
 }
@@ -216,6 +197,44 @@ func TestProgressStopsWhenTheWaitReturns(t *testing.T) {
 // recorded as cancelled by the turn's end, never as a person's answer,
 // and the child no longer lists as input_required.
 func TestRecoverCancelsAQuestionLeftPending(t *testing.T) {
+	// The question its turn held when the server died.
+	dir, root, childID := crashMidTurn(t, func(st *persist.Store, childID string) {
+		q := seam.Question{ID: "q-left", ChildID: childID, Kind: seam.QuestionApproval, Message: "permission to run: Write notes.txt",
+			Choices: []string{"Allow once", "Reject once"}, Created: time.Now()}
+		if err := st.PutQuestion(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ctx := context.Background()
+
+	st, err := persist.Open(dir, persist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m := manager.New(manager.Options{Store: st})
+	defer m.Close(ctx)
+	if err := m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := st.Questions(ctx, childID)
+	if err != nil || len(qs) != 1 {
+		t.Fatalf("questions after recovery: %+v, %v", qs, err)
+	}
+	if a := qs[0].Answer; a == nil || a.By != seam.ByInterrupt || a.Outcome != seam.OutcomeCancelled {
+		t.Errorf("the question left pending reads %+v after recovery; want cancelled by the turn's end", qs[0].Answer)
+	}
+	rows, err := managertest.ListChildren(m, root)
+	if err != nil || len(rows) != 1 || rows[0].Status == manager.StatusInputRequired || rows[0].Questions != nil {
+		t.Errorf("listing after recovery = %+v, %v; want the child without a waiting question", rows, err)
+	}
+}
+
+// crashMidTurn starts a continuable child in a bbolt store and leaves it as
+// a crash would, mid-turn and claimed; during runs, if set, while the turn
+// is held. It returns the store's directory, the root caller and the id.
+func crashMidTurn(t *testing.T, during func(st *persist.Store, childID string)) (string, seam.ParentRef, string) {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := persist.Open(dir, persist.Options{})
 	if err != nil {
@@ -233,36 +252,12 @@ func TestRecoverCancelsAQuestionLeftPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-p.blocked
-	// The question its turn held when the server died.
-	q := seam.Question{ID: "q-left", ChildID: s.ChildID, Kind: seam.QuestionApproval, Message: "permission to run: Write notes.txt",
-		Choices: []string{"Allow once", "Reject once"}, Created: time.Now()}
-	if err := st.PutQuestion(ctx, q); err != nil {
-		t.Fatal(err)
+	if during != nil {
+		during(st, s.ChildID)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_ = m.Close(cctx) // as a crash would: the claim stays
 	st.Close()
-
-	st, err = persist.Open(dir, persist.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	m = manager.New(manager.Options{Store: st})
-	defer m.Close(ctx)
-	if err := m.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	qs, err := st.Questions(ctx, s.ChildID)
-	if err != nil || len(qs) != 1 {
-		t.Fatalf("questions after recovery: %+v, %v", qs, err)
-	}
-	if a := qs[0].Answer; a == nil || a.By != seam.ByInterrupt || a.Outcome != seam.OutcomeCancelled {
-		t.Errorf("the question left pending reads %+v after recovery; want cancelled by the turn's end", qs[0].Answer)
-	}
-	rows, err := managertest.ListChildren(m, root)
-	if err != nil || len(rows) != 1 || rows[0].Status == manager.StatusInputRequired || rows[0].Questions != nil {
-		t.Errorf("listing after recovery = %+v, %v; want the child without a waiting question", rows, err)
-	}
+	return dir, root, s.ChildID
 }
