@@ -70,26 +70,8 @@ func TestModelPerCallThroughTheBinary(t *testing.T) {
 	s := start(t, nil, serverOpts{config: cfg})
 	ctx := testCtx(t)
 
-	tools, err := s.client.ListTools(ctx, mcpListTools())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tl := range tools.Tools {
-		if tl.Name != "subagent" {
-			continue
-		}
-		var schema struct {
-			Properties map[string]struct {
-				Enum []string `json:"enum"`
-			} `json:"properties"`
-		}
-		raw, _ := json.Marshal(tl.InputSchema)
-		if err := json.Unmarshal(raw, &schema); err != nil {
-			t.Fatal(err)
-		}
-		if got := schema.Properties["model"].Enum; !slices.Equal(got, []string{"main", "fast"}) {
-			t.Errorf("the model enum = %v, want [main fast]", got)
-		}
+	if got := modelEnum(t, s); !slices.Equal(got, []string{"main", "fast"}) {
+		t.Errorf("the model enum = %v, want [main fast]", got)
 	}
 
 	res := s.call(t, ctx, "subagent", map[string]any{"description": "fast child", "prompt": "DELEGATE please",
@@ -165,4 +147,31 @@ func TestModelPerCallThroughTheBinary(t *testing.T) {
 	if n := len(main.Requests()); n != 1 {
 		t.Errorf("main got %d requests; a follow-up or a resume moved the child off fast", n)
 	}
+}
+
+// modelEnum is the model names the subagent tool lists for s's session
+// (its published input schema's model enum).
+func modelEnum(t *testing.T, s *instance) []string {
+	t.Helper()
+	tools, err := s.client.ListTools(testCtx(t), mcpListTools())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools.Tools {
+		if tl.Name != "subagent" {
+			continue
+		}
+		var schema struct {
+			Properties map[string]struct {
+				Enum []string `json:"enum"`
+			} `json:"properties"`
+		}
+		raw, _ := json.Marshal(tl.InputSchema)
+		if err := json.Unmarshal(raw, &schema); err != nil {
+			t.Fatal(err)
+		}
+		return schema.Properties["model"].Enum
+	}
+	t.Fatal("no subagent tool listed")
+	return nil
 }

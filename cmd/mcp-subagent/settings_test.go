@@ -4,7 +4,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -166,41 +165,17 @@ func TestASessionsToolListShowsItsOwnModels(t *testing.T) {
 		{"name": "slow", "api": "openai", "base_url": %q, "api_key_env": "OPENAI_API_KEY", "model": "slow-id"},
 		{"name": "cheap", "api": "openai", "base_url": %q, "api_key_env": "OPENAI_API_KEY", "model": "cheap-id"}]}`, other.URL(), other.URL())})
 
-	enum := func(s *instance) []string {
-		t.Helper()
-		tools, err := s.client.ListTools(ctx, mcpListTools())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, tl := range tools.Tools {
-			if tl.Name != "subagent" {
-				continue
-			}
-			var schema struct {
-				Properties map[string]struct {
-					Enum []string `json:"enum"`
-				} `json:"properties"`
-			}
-			raw, _ := json.Marshal(tl.InputSchema)
-			if err := json.Unmarshal(raw, &schema); err != nil {
-				t.Fatal(err)
-			}
-			return schema.Properties["model"].Enum
-		}
-		t.Fatal("no subagent tool listed")
-		return nil
-	}
-	if got := enum(sA); !slices.Equal(got, []string{"main", "fast"}) {
+	if got := modelEnum(t, sA); !slices.Equal(got, []string{"main", "fast"}) {
 		t.Errorf("the daemon's session lists models %v, want [main fast]", got)
 	}
-	if got := enum(sB); !slices.Equal(got, []string{"slow", "cheap"}) {
+	if got := modelEnum(t, sB); !slices.Equal(got, []string{"slow", "cheap"}) {
 		t.Errorf("the session with its own config lists models %v, want its own [slow cheap]", got)
 	}
 	res := sB.call(t, ctx, "subagent", map[string]any{"description": "cheap child", "prompt": "hello", "model": "cheap"})
 	if res.IsError || !strings.Contains(text(res), "other: hello") {
 		t.Fatalf("a child on the session's model: %s", text(res))
 	}
-	if got := enum(sA); !slices.Equal(got, []string{"main", "fast"}) {
+	if got := modelEnum(t, sA); !slices.Equal(got, []string{"main", "fast"}) {
 		t.Errorf("after the other session's call the daemon's session lists %v, want [main fast]", got)
 	}
 }
