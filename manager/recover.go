@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/manager/listing"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -47,7 +48,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 		m.closeEpoch(ctx, c, false)
 	}
-	m.reconcileWorktrees(ctx)
+	m.wt.Reconcile(ctx, m.store, m.owner, m.resident)
 	// From now on each lease renewal also sweeps for claims other servers
 	// left to expire.
 	m.mu.Lock()
@@ -105,7 +106,7 @@ func (m *Manager) closeEpoch(ctx context.Context, c seam.Claim, sweeping bool) (
 		// runs it).
 		last.StopReason = agent.StopAborted
 	}
-	cp := seam.Checkpoint{Seq: int64(len(all)), Mode: h.Mode, Label: h.Label, Usage: foldUsage(all), Stop: last.StopReason,
+	cp := seam.Checkpoint{Seq: int64(len(all)), Mode: h.Mode, Label: h.Label, Usage: listing.FoldUsage(all), Stop: last.StopReason,
 		Closing: truncate.Bound(last.Output, seam.MaxClosingBytes)}
 	n := stamp(h, seam.Notice{Source: agent.SourceSettled, Text: settlementText(id, last), StopReason: last.StopReason})
 	lease := m.lease()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/manager/worktrees"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -130,7 +131,7 @@ func settlementText(id string, last seam.Result) string {
 	if last.Diagnostic != "" {
 		s += " Diagnostic: " + last.Diagnostic
 	}
-	s += worktreeText(last)
+	s += worktrees.NoticeText(last)
 	if strings.TrimSpace(last.Output) != "" {
 		return s + "\nIts closing message:\n" + last.Output
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/manager/retention"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 )
 
@@ -106,7 +106,7 @@ func TestPruneAndCompactAgainstARunningDaemon(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("prune --dry-run --json: exit %d\n%s", code, errOut)
 	}
-	var dry manager.PruneResult
+	var dry retention.Result
 	if err := json.Unmarshal([]byte(out), &dry); err != nil {
 		t.Fatalf("prune --json printed no JSON: %v\n%s", err, out)
 	}

@@ -1,8 +1,25 @@
-package manager
+// Package listing owns what a reader sees of children: a listing's rows
+// (Row), their statuses, the tree usage summed bottom-up, the pages and
+// their cursors (Query, Page), what a listing shows when the store cannot
+// be read, and a transcript's entries (Entry, each text bounded by
+// MaxTranscriptText). Who may read what is the manager's authority.
+//
+// Listing never loads, resumes or queries a child: a resident child is
+// read from the manager's memory (Source), a stored one from its
+// checkpoint (current by construction) or, failing that, one fold of its
+// journal, whose checkpoint is then cached. A child that cannot be read is
+// a diagnostic row; its siblings are unaffected. A listing whose store
+// cannot be read at all does not fail: it lists the live children and one
+// diagnostic row, StoreRowID.
+//
+// What it reads of the manager it reads through Source; of the store,
+// through Store. It holds no lock.
+package listing
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -45,41 +62,76 @@ type Row struct {
 	Questions []PendingQuestion `json:"questions,omitempty"`
 }
 
+// PendingQuestion is a question waiting for its answer, as a listing row
+// shows it.
+type PendingQuestion struct {
+	ID      string   `json:"id"`
+	Text    string   `json:"text"`
+	Kind    string   `json:"kind"`
+	Choices []string `json:"choices,omitempty"`
+}
+
 // StatusInputRequired is a child whose turn waits on a question to the
 // person (Row.Questions).
 const StatusInputRequired = "input_required"
 
-// withQuestions marks r input_required with the questions its child
-// waits on, if any.
-func (m *Manager) withQuestions(r Row) Row {
-	for _, p := range m.pendingOf(r.ID) {
-		r.Status = StatusInputRequired
-		r.Questions = append(r.Questions, PendingQuestion{ID: p.q.ID, Text: p.q.Message, Kind: string(p.q.Kind), Choices: p.q.Choices})
+// Live is a resident child as the manager sees it.
+type Live struct {
+	Header seam.Header
+	Model  string // the descriptor's
+	Status string // running, queued or idle
+	Usage  llm.Usage
+	Last   seam.Result // how its last turn ended
+	// Questions are what it asks and waits on, oldest first.
+	Questions []PendingQuestion
+}
+
+// Source is what listing reads of the manager.
+type Source interface {
+	// Resident returns child id's live state, if it is resident here.
+	Resident(id string) (Live, bool)
+	// ResidentChildren returns parent's resident children whose records
+	// are stored (an id is listed once stored), in any order.
+	ResidentChildren(parent string) []Live
+	// Corrupt returns why child id cannot be read, or "".
+	Corrupt(id string) string
+	// NoteCorrupt records that reading child id failed with err.
+	NoteCorrupt(id string, err error)
+}
+
+// Store is what listing reads of the session store (and the checkpoints
+// it caches there).
+type Store interface {
+	Listings(ctx context.Context, parent string, page seam.Page) ([]seam.Listing, error)
+	Descendants(ctx context.Context, root string, page seam.Page) ([]seam.Listing, error)
+	Events(ctx context.Context, childID string) ([]agent.Event, error)
+	SetCheckpoint(ctx context.Context, childID string, cp seam.Checkpoint) error
+}
+
+// Lister lists a manager's children.
+type Lister struct {
+	Store  Store
+	Source Source
+	Log    *slog.Logger
+}
+
+// liveRow is the row of a resident child.
+func liveRow(a Live) Row {
+	h := a.Header
+	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Model: a.Model, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd, Worktree: h.Worktree,
+		Status: a.Status}
+	u := a.Usage
+	r.Usage = &u
+	r.LastStopReason, r.LastMessage = a.Last.StopReason, truncate.Bound(a.Last.Output, seam.MaxClosingBytes)
+	if len(a.Questions) > 0 {
+		r.Status, r.Questions = StatusInputRequired, a.Questions
 	}
 	return r
 }
 
-// ListDescendants lists the caller's whole subtree, live state merged over
-// the store, in creation order. It never loads, resumes or queries a
-// child: a live child reads no journal; a stored child reads its
-// checkpoint when it is current, else folds its journal once.
-func (m *Manager) ListDescendants(caller seam.ParentRef) ([]Row, error) {
-	return m.list(caller.Address())
-}
-
-func (m *Manager) list(root string) ([]Row, error) {
-	if m.store == nil {
-		return nil, newErr(seam.CodeControlUnavailable, "listing needs a session store; none is configured")
-	}
-	// Listing has no caller context: its reads (and the checkpoints it
-	// caches) are the manager's own, bounded.
-	ctx, cancel := m.bg()
-	defer cancel()
-	return m.subtreeRows(ctx, root)
-}
-
-// subtreeRows lists root's whole subtree.
-func (m *Manager) subtreeRows(ctx context.Context, root string) ([]Row, error) {
+// Subtree lists root's whole subtree, live state merged over the store,
+// in creation order.
+func (m Lister) Subtree(ctx context.Context, root string) ([]Row, error) {
 	// The whole subtree, breadth first; tree usage summed bottom-up.
 	var rows []Row
 	depthOf := map[string]int{root: 0}
@@ -88,7 +140,7 @@ func (m *Manager) subtreeRows(ctx context.Context, root string) ([]Row, error) {
 	for len(queue) > 0 {
 		addr := queue[0]
 		queue = queue[1:]
-		ls, err := m.store.Listings(ctx, addr, seam.Page{})
+		ls, err := m.Store.Listings(ctx, addr, seam.Page{})
 		if err != nil {
 			// What is live still lists; the rest of this branch is one
 			// diagnostic row.
@@ -138,7 +190,7 @@ func (m *Manager) subtreeRows(ctx context.Context, root string) ([]Row, error) {
 
 // childRows are the rows of a parent's direct children as the store
 // listed them, each with the usage of its whole subtree.
-func (m *Manager) childRows(ctx context.Context, ls []seam.Listing) []Row {
+func (m Lister) childRows(ctx context.Context, ls []seam.Listing) []Row {
 	rows := make([]Row, 0, len(ls))
 	for _, l := range ls {
 		if l.Corrupt {
@@ -149,7 +201,7 @@ func (m *Manager) childRows(ctx context.Context, ls []seam.Listing) []Row {
 		r.CreatedAt = l.Header.CreatedAt // a diagnostic row too: it has a place in the order
 		r.TreeUsage = r.Usage
 		if l.HasChildren && r.Usage != nil {
-			if below, err := m.treeUsage(ctx, r.ID); err == nil {
+			if below, err := m.TreeUsage(ctx, r.ID); err == nil {
 				t := r.Usage.Add(below)
 				r.TreeUsage = &t
 			}
@@ -163,28 +215,15 @@ func (m *Manager) childRows(ctx context.Context, ls []seam.Listing) []Row {
 // read: the live ones from memory, and one diagnostic row that says the
 // store failed (so a listing never fails outright, and never passes an
 // unreadable store off as an empty one).
-func (m *Manager) liveRows(parent string, err error) []Row {
-	m.log.Error("listing children: the session store cannot be read", "parent", parent, "err", err)
-	m.mu.Lock()
-	var live []*activation
-	for _, a := range m.live {
-		if a.hdr.Parent == parent && a.persist.recorded() { // an id is listed once stored
-			live = append(live, a)
-		}
-	}
-	m.mu.Unlock()
-	sort.Slice(live, func(i, j int) bool { return live[i].hdr.CreatedAt.Before(live[j].hdr.CreatedAt) })
+func (m Lister) liveRows(parent string, err error) []Row {
+	m.Log.Error("listing children: the session store cannot be read", "parent", parent, "err", err)
+	live := m.Source.ResidentChildren(parent)
+	sort.Slice(live, func(i, j int) bool { return live[i].Header.CreatedAt.Before(live[j].Header.CreatedAt) })
 	rows := make([]Row, 0, len(live)+1)
 	for _, a := range live {
-		h := a.hdr
-		r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Model: a.desc.Model, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd, Worktree: h.Worktree,
-			Status: a.status()}
-		a.mu.Lock()
-		u, last := a.usage, a.last
-		a.mu.Unlock()
-		r.Usage, r.TreeUsage = &u, &u
-		r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, seam.MaxClosingBytes)
-		rows = append(rows, m.withQuestions(r))
+		r := liveRow(a)
+		r.TreeUsage = r.Usage
+		rows = append(rows, r)
 	}
 	return append(rows, Row{Kind: "diagnostic", ID: StoreRowID, Reason: "unavailable"})
 }
@@ -195,17 +234,8 @@ const StoreRowID = "session-store"
 
 // TreeUsage returns what the descendants of an agent (a child id) have
 // used so far, all levels summed.
-func (m *Manager) TreeUsage(agentID string) (llm.Usage, error) {
-	if m.store == nil {
-		return llm.Usage{}, newErr(seam.CodeControlUnavailable, "listing needs a session store; none is configured")
-	}
-	ctx, cancel := m.bg()
-	defer cancel()
-	return m.treeUsage(ctx, agentID)
-}
-
-func (m *Manager) treeUsage(ctx context.Context, agentID string) (llm.Usage, error) {
-	rows, err := m.subtreeRows(ctx, agentID)
+func (m Lister) TreeUsage(ctx context.Context, agentID string) (llm.Usage, error) {
+	rows, err := m.Subtree(ctx, agentID)
 	if err != nil {
 		return llm.Usage{}, err
 	}
@@ -222,27 +252,15 @@ func (m *Manager) treeUsage(ctx context.Context, agentID string) (llm.Usage, err
 // activation (no journal read); a stored child its checkpoint when the
 // sequence gate passes; otherwise its journal is folded once and the
 // checkpoint cached.
-func (m *Manager) row(ctx context.Context, l seam.Listing) Row {
+func (m Lister) row(ctx context.Context, l seam.Listing) Row {
 	h := l.Header
-	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Model: h.Model, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd, Worktree: h.Worktree}
-	m.mu.Lock()
-	a := m.live[h.ID]
-	m.mu.Unlock()
-	if a != nil {
-		r.Status = a.status()
-		r.Model = a.desc.Model // the descriptor's, also for a child stored before Header.Model
-		a.mu.Lock()
-		u, last := a.usage, a.last
-		a.mu.Unlock()
-		r.Usage = &u
-		r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, seam.MaxClosingBytes)
-		return m.withQuestions(r)
+	if a, ok := m.Source.Resident(h.ID); ok {
+		a.Header = h // the listed header (the model is the descriptor's, also for a child stored before Header.Model)
+		return liveRow(a)
 	}
-	r.Status = "ready"
-	m.mu.Lock()
-	bad := m.corrupt[h.ID]
-	m.mu.Unlock()
-	if bad != "" {
+	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Model: h.Model, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd, Worktree: h.Worktree}
+	r.Status = StatusReady
+	if bad := m.Source.Corrupt(h.ID); bad != "" {
 		return Row{Kind: "diagnostic", ID: h.ID, Reason: bad}
 	}
 	if cp := l.Checkpoint; cp != nil && l.JournalLen <= cp.Seq {
@@ -251,18 +269,18 @@ func (m *Manager) row(ctx context.Context, l seam.Listing) Row {
 		r.LastStopReason, r.LastMessage = cp.Stop, cp.Closing
 		return r
 	}
-	events, err := m.store.Events(ctx, h.ID)
+	events, err := m.Store.Events(ctx, h.ID)
 	if err != nil {
-		m.noteCorrupt(h.ID, err)
+		m.Source.NoteCorrupt(h.ID, err)
 		return diagnostic(h.ID, err)
 	}
-	u := foldUsage(events)
+	u := FoldUsage(events)
 	r.Usage = &u
 	last := agent.LastOutcome(events)
 	r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, seam.MaxClosingBytes)
-	if err := m.store.SetCheckpoint(ctx, h.ID, seam.Checkpoint{Seq: int64(len(events)), Mode: h.Mode, Label: h.Label, Usage: u,
+	if err := m.Store.SetCheckpoint(ctx, h.ID, seam.Checkpoint{Seq: int64(len(events)), Mode: h.Mode, Label: h.Label, Usage: u,
 		Stop: last.StopReason, Closing: r.LastMessage}); err != nil {
-		m.log.Debug("caching a checkpoint failed", "agent_id", h.ID, "err", err)
+		m.Log.Debug("caching a checkpoint failed", "agent_id", h.ID, "err", err)
 	}
 	return r
 }
@@ -275,7 +293,8 @@ func diagnostic(id string, err error) Row {
 	return Row{Kind: "diagnostic", ID: id, Reason: reason}
 }
 
-func foldUsage(events []agent.Event) llm.Usage {
+// FoldUsage sums the usage events record.
+func FoldUsage(events []agent.Event) llm.Usage {
 	var u llm.Usage
 	for _, e := range events {
 		if e.Usage != nil {

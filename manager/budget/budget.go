@@ -1,9 +1,64 @@
-package manager
+// Package budget owns children's budgets: the deployment's default and
+// caps (Limits), each child's ledger under its parent's, the charges its
+// journal records, the check before each model call and tool round (Hook),
+// the run of one turn under its budget (Turn), and the rebuild of a ledger
+// from the journals after a restart (Restore).
+//
+// A start that asks for no budget gets the deployment's default; every
+// field is capped by the deployment's max (an unlimited one too) and, at
+// start, by what every ancestor has left. Each child has a ledger whose
+// parent is its parent's, and every charge reaches every ancestor, so no
+// subtree outspends the budget of any agent above it. Charges come from
+// the child's journal as it grows, the same for every provider: an
+// assistant message is one step (in-process: one model call; external:
+// one answer or activity note), its usage tokens (input plus output) and
+// cost; a turn's end adds what its messages did not report (an external
+// CLI's turn usage). Seconds are the wall time of the child's turns since
+// the grant (an idle child's clock stands still). An in-process agent asks
+// before each model call and each tool round (Hook) and makes no request
+// once its chain is exhausted; and any running turn on the chain a charge
+// exhausts, or whose seconds run out (a timer), is cancelled with a budget
+// cause, which stops an external driver's process group. Either way the
+// turn ends StopBudget: an error result whose diagnostic names the limit
+// and the usage ("budget exhausted: steps 5 of 5 (tokens 75, 0.3s)", or
+// "... ancestor agent-x's tokens ..."), with the partial output. A turn
+// whose budget is already spent still records its inputs, then ends at
+// once. A follow-up with a budget replaces the child's from that turn on,
+// capped the same way when the turn starts; without one the child keeps
+// what it has left, across settlements and cold resumes. A limit is
+// checked between calls, so the call that passes it completes (and is
+// charged).
+//
+// Budgets survive restarts; the journal is the truth. A grant (a start's
+// budget after the default, the max and the ancestors' remaining; a
+// follow-up's) is journaled as an agent.EventBudget just before the
+// turn/start of the turn it applies to (not for one-shot runs, which are
+// never resumed). A child resumed with no ledger here (the first resume
+// after a restart) gets one rebuilt by Restore: its last grant after its
+// fork seed, charged with what its journal records since (agent.Spent:
+// steps, tokens and cost as above; seconds from turn start to end, a turn
+// a crash cut short ending at its last event) and with what its stored
+// descendants' journals record since the grant's time. Its parent's ledger
+// is this manager's, or rebuilt the same way from the store, up to the
+// root child. A journal from before budget events gets the deployment's
+// default, journaled at its next turn. A ledger this Book has is the
+// truth: it is never rebuilt.
+//
+// Caveats: a rebuilt ledger recounts descendants from the store, at most
+// maxBudgetWalk journals, and an ancestor's recount goes by event times,
+// so a clock set back across a restart undercounts.
+//
+// The manager calls a Book with ids, a driver and the journal it reads;
+// what a rebuild reads it reads through Store, a read-only slice of the
+// session store. Book.mu is a leaf: nothing of the manager is called while
+// it is held.
+package budget
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -13,8 +68,8 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
-// BudgetLimits are the deployment's budget rules (Options.Budget).
-type BudgetLimits struct {
+// Limits are the deployment's budget rules.
+type Limits struct {
 	// Default is the budget of a start that asks for none; zero: none.
 	Default seam.Budget
 	// Max caps every field of what a start or a follow-up asks (an
@@ -50,7 +105,7 @@ type spent struct {
 
 // ledger is one child's budget: its limit, what it (with its descendants)
 // spent since the grant, and its parent's ledger, which every charge
-// reaches too. All ledgers of a manager share budgetBook.mu.
+// reaches too. All ledgers of a Book share Book.mu.
 type ledger struct {
 	id     string
 	parent *ledger
@@ -67,12 +122,32 @@ type ledger struct {
 	turnUsage llm.Usage
 }
 
-// budgetBook holds the ledgers of the manager's children. A continuable
-// child's ledger lives as long as the manager (so a child resumed after
-// settling keeps what it had left); a one-shot run's goes with the run.
-type budgetBook struct {
+// Book holds the ledgers of a manager's children. A continuable child's
+// ledger lives as long as the Book (so a child resumed after settling
+// keeps what it had left); a one-shot run's goes with the run (Close).
+type Book struct {
+	limits Limits
+	store  Store // nil: Restore does nothing
+	log    *slog.Logger
+
 	mu      sync.RWMutex // read: lookups and checks, on every step of every child
 	ledgers map[string]*ledger
+}
+
+// Store is what a rebuild reads of the session store.
+type Store interface {
+	Header(ctx context.Context, childID string) (seam.Header, error)
+	Events(ctx context.Context, childID string) ([]agent.Event, error)
+	Listings(ctx context.Context, parent string, page seam.Page) ([]seam.Listing, error)
+}
+
+// New returns a Book applying limits; store (nil: none) is where Restore
+// reads journals, log where it says what it could not read.
+func New(limits Limits, store Store, log *slog.Logger) *Book {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Book{limits: limits, store: store, log: log, ledgers: map[string]*ledger{}}
 }
 
 // elapsed is l's turn time so far; mu held.
@@ -176,26 +251,22 @@ func (s *budgetStop) diagnostic(self *ledger, now time.Time) string {
 	return fmt.Sprintf("budget exhausted: %s%s (%s)", whose, head, strings.Join(rest, ", "))
 }
 
-// grantFor is the budget a start asking for asked gets from the
-// deployment: its default when asked is nil, then capped by its max.
-func (m *Manager) grantFor(asked *seam.Budget) seam.Budget {
-	b := m.opts.Budget.Default
+// Grant is the budget a start asking for asked gets from the deployment:
+// its default when asked is nil, then capped by its max.
+func (bk *Book) Grant(asked *seam.Budget) seam.Budget {
+	b := bk.limits.Default
 	if asked != nil {
 		b = *asked
 	}
-	return capped(b, m.opts.Budget.Max)
+	return capped(b, bk.limits.Max)
 }
 
-// openLedger makes the ledger of a new child id under its parent's (a root
+// Open makes the ledger of a new child id under its parent's (a root
 // caller has none): its limit is what grant leaves of every ancestor's
 // remaining budget.
-func (m *Manager) openLedger(id, parentID string, grant seam.Budget) {
-	bk := &m.budgets
+func (bk *Book) Open(id, parentID string, grant seam.Budget) {
 	bk.mu.Lock()
 	defer bk.mu.Unlock()
-	if bk.ledgers == nil {
-		bk.ledgers = map[string]*ledger{}
-	}
 	l := &ledger{id: id, parent: bk.ledgers[parentID]}
 	if l.parent != nil {
 		grant = capped(grant, l.parent.remaining(time.Now()))
@@ -204,36 +275,37 @@ func (m *Manager) openLedger(id, parentID string, grant seam.Budget) {
 	bk.ledgers[id] = l
 }
 
-// closeLedger forgets a one-shot run's ledger.
-func (m *Manager) closeLedger(id string) {
-	m.budgets.mu.Lock()
-	delete(m.budgets.ledgers, id)
-	m.budgets.mu.Unlock()
+// Close forgets a one-shot run's ledger.
+func (bk *Book) Close(id string) {
+	bk.mu.Lock()
+	delete(bk.ledgers, id)
+	bk.mu.Unlock()
 }
 
 // ledgerOf returns child id's ledger, making one for a child this manager
-// has none for (a resume rebuilds it first, see restoreLedger): the
+// has none for (a resume rebuilds it first, see Restore): the
 // deployment's default under parentID's.
-func (m *Manager) ledgerOf(id, parentID string) *ledger {
-	m.budgets.mu.RLock()
-	l := m.budgets.ledgers[id]
-	m.budgets.mu.RUnlock()
+func (bk *Book) ledgerOf(id, parentID string) *ledger {
+	bk.mu.RLock()
+	l := bk.ledgers[id]
+	bk.mu.RUnlock()
 	if l == nil {
-		m.openLedger(id, parentID, m.grantFor(nil))
-		m.budgets.mu.RLock()
-		l = m.budgets.ledgers[id]
-		m.budgets.mu.RUnlock()
+		bk.Open(id, parentID, bk.Grant(nil))
+		bk.mu.RLock()
+		l = bk.ledgers[id]
+		bk.mu.RUnlock()
 	}
 	return l
 }
 
-// budgetHook is the in-process agent's check (agent.Config.Budget): no
-// model call and no tool round once the child's chain is exhausted.
-func (m *Manager) budgetHook(id, parentID string) func(call bool) error {
+// Hook is the in-process agent's check (seam.DriverRequest.Budget,
+// agent.Config.Budget): no model call and no tool round once the child's
+// chain is exhausted.
+func (bk *Book) Hook(id, parentID string) func(call bool) error {
 	return func(bool) error {
-		l := m.ledgerOf(id, parentID)
-		m.budgets.mu.RLock()
-		defer m.budgets.mu.RUnlock()
+		l := bk.ledgerOf(id, parentID)
+		bk.mu.RLock()
+		defer bk.mu.RUnlock()
 		now := time.Now()
 		if s := l.exhausted(now); s != nil {
 			return errors.New(s.diagnostic(l, now))
@@ -246,11 +318,11 @@ func (m *Manager) budgetHook(id, parentID string) func(call bool) error {
 // ledger (an assistant message is one step, and its usage; a turn's end
 // adds what its messages did not report), then cancels every running turn
 // on the chain the charge exhausted.
-func (m *Manager) charge(l *ledger, e agent.Event) {
+func (bk *Book) charge(l *ledger, e agent.Event) {
 	var u llm.Usage
 	steps := 0
-	m.budgets.mu.Lock()
-	defer m.budgets.mu.Unlock()
+	bk.mu.Lock()
+	defer bk.mu.Unlock()
 	switch {
 	case e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == llm.RoleAssistant:
 		steps = 1
@@ -282,32 +354,30 @@ func (m *Manager) charge(l *ledger, e agent.Event) {
 	}
 }
 
-// budgetedTurn runs one turn of child id under its budget: grant, when
+// Turn runs one turn of child id on drv under its budget: grant, when
 // set, replaces the child's budget first (a follow-up's, capped by the
 // deployment and by what every ancestor has left); the turn's journal is
 // charged as it grows; the seconds left arm a timer; and a turn its budget
 // stopped ends with StopBudget and a diagnostic naming the limit and the
 // usage, keeping its partial output. A turn whose budget is already spent
 // runs with its ctx cancelled, so its inputs are recorded and nothing is
-// requested.
-func (m *Manager) budgetedTurn(ctx context.Context, id, parentID string, grant *seam.Budget, drv seam.Driver, inputs []agent.Input) agent.TurnResult {
-	l := m.ledgerOf(id, parentID)
-	m.mu.Lock()
-	_, oneShot := m.runs[id] // never resumed: its grant need not be kept
-	m.mu.Unlock()
+// requested. oneShot says the child is never resumed: its grant need not
+// be journaled.
+func (bk *Book) Turn(ctx context.Context, id, parentID string, grant *seam.Budget, oneShot bool, drv seam.Driver, inputs []agent.Input) agent.TurnResult {
+	l := bk.ledgerOf(id, parentID)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	m.budgets.mu.Lock()
+	bk.mu.Lock()
 	now := time.Now()
 	if grant != nil {
-		b := capped(*grant, m.opts.Budget.Max)
+		b := capped(*grant, bk.limits.Max)
 		if l.parent != nil {
 			b = capped(b, l.parent.remaining(now))
 		}
 		l.limit, l.spent, l.journaled = b, spent{}, false
 	}
 	// The grant goes into the journal ahead of the turn it applies to, so
-	// a resume after a restart rebuilds it (restoreLedger).
+	// a resume after a restart rebuilds it (Restore).
 	record := !l.journaled && !oneShot
 	g := agent.Grant(l.limit)
 	l.journaled = true
@@ -316,23 +386,23 @@ func (m *Manager) budgetedTurn(ctx context.Context, id, parentID string, grant *
 		cancel(s)
 	} else if left := l.remaining(now).Seconds; left > 0 {
 		timer := time.AfterFunc(time.Duration(left*float64(time.Second)), func() {
-			m.budgets.mu.Lock()
-			defer m.budgets.mu.Unlock()
+			bk.mu.Lock()
+			defer bk.mu.Unlock()
 			if s := l.exhausted(time.Now()); s != nil {
 				cancel(s)
 			}
 		})
 		defer timer.Stop()
 	}
-	m.budgets.mu.Unlock()
+	bk.mu.Unlock()
 	if record {
 		drv.Journal().Append(agent.Event{Kind: agent.EventBudget, Grant: &g})
 	}
-	unsub := drv.Journal().Subscribe(func(e agent.Event) { m.charge(l, e) })
+	unsub := drv.Journal().Subscribe(func(e agent.Event) { bk.charge(l, e) })
 	tr := drv.RunTurn(ctx, inputs)
 	unsub()
-	m.budgets.mu.Lock()
-	defer m.budgets.mu.Unlock()
+	bk.mu.Lock()
+	defer bk.mu.Unlock()
 	now = time.Now()
 	l.spent.elapsed += now.Sub(l.since)
 	l.since, l.cancel = time.Time{}, nil
@@ -346,66 +416,66 @@ func (m *Manager) budgetedTurn(ctx context.Context, id, parentID string, grant *
 // maxBudgetWalk bounds the descendants' journals a rebuilt ledger reads.
 const maxBudgetWalk = 256
 
-// restoreLedger gives a resumed child this manager has no ledger for (the
+// Restore gives a resumed child this Book has no ledger for (the
 // first resume after a restart) the ledger its journal records: the limit
 // of its last budget event, charged with what its events since spent and
 // what its stored descendants spent since then; under its parent's
-// ledger, which is rebuilt the same way from the store when this manager
+// ledger, which is rebuilt the same way from the store when this Book
 // has none, and so on up to the root child. A journal from before budget
 // events gets the deployment's default, as before (and journals it at its
 // next turn). A child that has a ledger keeps it: it is the truth.
-func (m *Manager) restoreLedger(ctx context.Context, hdr seam.Header, events []agent.Event) {
-	if m.store == nil || m.hasLedger(hdr.ID) {
+func (bk *Book) Restore(ctx context.Context, hdr seam.Header, events []agent.Event) {
+	if bk.store == nil || bk.hasLedger(hdr.ID) {
 		return
 	}
-	m.keepLedger(m.rebuildLedger(ctx, hdr, events, m.ancestorLedger(ctx, hdr.Parent)))
+	bk.keepLedger(bk.rebuildLedger(ctx, hdr, events, bk.ancestorLedger(ctx, hdr.Parent)))
 }
 
 // ancestorLedger is the ledger of the agent at parent address addr: this
-// manager's, or one rebuilt from the store; nil for a root principal and
+// Book's, or one rebuilt from the store; nil for a root principal and
 // for an agent the store cannot give (a one-shot run, which is not
 // stored: its budget ended with it).
-func (m *Manager) ancestorLedger(ctx context.Context, addr string) *ledger {
+func (bk *Book) ancestorLedger(ctx context.Context, addr string) *ledger {
 	if addr == "" || strings.HasPrefix(addr, seam.PrincipalAddress("")) {
 		return nil
 	}
-	m.budgets.mu.Lock()
-	l := m.budgets.ledgers[addr]
-	m.budgets.mu.Unlock()
+	bk.mu.Lock()
+	l := bk.ledgers[addr]
+	bk.mu.Unlock()
 	if l != nil {
 		return l
 	}
-	hdr, err := m.store.Header(ctx, addr)
+	hdr, err := bk.store.Header(ctx, addr)
 	if err != nil {
 		if !errors.Is(err, seam.ErrNotFound) {
-			m.log.Warn("an ancestor's budget cannot be rebuilt; its descendant is held to its own", "agent_id", addr, "err", err)
+			bk.log.Warn("an ancestor's budget cannot be rebuilt; its descendant is held to its own", "agent_id", addr, "err", err)
 		}
 		return nil
 	}
-	events, err := m.store.Events(ctx, addr)
+	events, err := bk.store.Events(ctx, addr)
 	if err != nil {
-		m.log.Warn("an ancestor's budget cannot be rebuilt; its descendant is held to its own", "agent_id", addr, "err", err)
+		bk.log.Warn("an ancestor's budget cannot be rebuilt; its descendant is held to its own", "agent_id", addr, "err", err)
 		return nil
 	}
-	return m.keepLedger(m.rebuildLedger(ctx, hdr, events, m.ancestorLedger(ctx, hdr.Parent)))
+	return bk.keepLedger(bk.rebuildLedger(ctx, hdr, events, bk.ancestorLedger(ctx, hdr.Parent)))
 }
 
 // rebuildLedger is the ledger hdr's journal events record, under parent.
-func (m *Manager) rebuildLedger(ctx context.Context, hdr seam.Header, events []agent.Event, parent *ledger) *ledger {
+func (bk *Book) rebuildLedger(ctx context.Context, hdr seam.Header, events []agent.Event, parent *ledger) *ledger {
 	l := &ledger{id: hdr.ID, parent: parent}
 	grant, sp, ok := agent.LastGrant(events, int(hdr.SeedLen))
 	if !ok {
-		l.limit = m.grantFor(nil)
+		l.limit = bk.Grant(nil)
 		if parent != nil {
-			m.budgets.mu.Lock()
+			bk.mu.Lock()
 			l.limit = capped(l.limit, parent.remaining(time.Now()))
-			m.budgets.mu.Unlock()
+			bk.mu.Unlock()
 		}
 		return l
 	}
 	l.limit, l.journaled = seam.Budget(*grant.Grant), true
 	l.spent = spent{tokens: sp.Tokens, steps: sp.Steps, cost: sp.CostUSD, elapsed: sp.Elapsed}
-	d := m.descendantsSpent(ctx, hdr.ID, grant.Time)
+	d := bk.descendantsSpent(ctx, hdr.ID, grant.Time)
 	l.spent.tokens += d.Tokens
 	l.spent.steps += d.Steps
 	l.spent.cost += d.CostUSD
@@ -415,31 +485,31 @@ func (m *Manager) rebuildLedger(ctx context.Context, hdr seam.Header, events []a
 // descendantsSpent is what the stored descendants of agent id spent at or
 // after since, read from at most maxBudgetWalk journals (fork seeds left
 // out: their spending was the parent's).
-func (m *Manager) descendantsSpent(ctx context.Context, id string, since time.Time) agent.Spending {
+func (bk *Book) descendantsSpent(ctx context.Context, id string, since time.Time) agent.Spending {
 	var total agent.Spending
 	read := 0
 	queue := []string{id}
 	for len(queue) > 0 && ctx.Err() == nil {
 		addr := queue[0]
 		queue = queue[1:]
-		ls, err := m.store.Listings(ctx, addr, seam.Page{})
+		ls, err := bk.store.Listings(ctx, addr, seam.Page{})
 		if err != nil {
-			m.log.Warn("a descendant's spending cannot be read; its ancestor's budget is rebuilt without it", "agent_id", addr, "err", err)
+			bk.log.Warn("a descendant's spending cannot be read; its ancestor's budget is rebuilt without it", "agent_id", addr, "err", err)
 			continue
 		}
 		for _, c := range ls {
 			if read == maxBudgetWalk {
-				m.log.Warn("too many descendants to recount; an ancestor's budget is rebuilt without the rest", "agent_id", id, "read", read)
+				bk.log.Warn("too many descendants to recount; an ancestor's budget is rebuilt without the rest", "agent_id", id, "read", read)
 				return total
 			}
 			read++
-			events, err := m.store.Events(ctx, c.Header.ID)
+			events, err := bk.store.Events(ctx, c.Header.ID)
 			if err != nil {
-				m.log.Warn("a descendant's spending cannot be read; its ancestor's budget is rebuilt without it", "agent_id", c.Header.ID, "err", err)
+				bk.log.Warn("a descendant's spending cannot be read; its ancestor's budget is rebuilt without it", "agent_id", c.Header.ID, "err", err)
 			} else {
 				// Listings may leave SeedLen zero; a fork's seed is its
 				// parent's spending, counted in the parent's journal.
-				h, herr := m.store.Header(ctx, c.Header.ID)
+				h, herr := bk.store.Header(ctx, c.Header.ID)
 				from := 0
 				if herr == nil {
 					from = int(min(h.SeedLen, int64(len(events))))
@@ -456,21 +526,17 @@ func (m *Manager) descendantsSpent(ctx context.Context, id string, since time.Ti
 }
 
 // hasLedger reports whether child id has a ledger here.
-func (m *Manager) hasLedger(id string) bool {
-	m.budgets.mu.Lock()
-	defer m.budgets.mu.Unlock()
-	return m.budgets.ledgers[id] != nil
+func (bk *Book) hasLedger(id string) bool {
+	bk.mu.Lock()
+	defer bk.mu.Unlock()
+	return bk.ledgers[id] != nil
 }
 
 // keepLedger stores l unless a ledger for its child appeared meanwhile,
 // and returns the one kept.
-func (m *Manager) keepLedger(l *ledger) *ledger {
-	bk := &m.budgets
+func (bk *Book) keepLedger(l *ledger) *ledger {
 	bk.mu.Lock()
 	defer bk.mu.Unlock()
-	if bk.ledgers == nil {
-		bk.ledgers = map[string]*ledger{}
-	}
 	if old := bk.ledgers[l.id]; old != nil {
 		return old
 	}

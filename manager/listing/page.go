@@ -1,4 +1,4 @@
-package manager
+package listing
 
 import (
 	"context"
@@ -27,16 +27,16 @@ const (
 	StatusQueued = "queued"
 )
 
-// ListQuery asks for one page of a caller's listing.
-type ListQuery struct {
+// Query asks for one page of a caller's listing.
+type Query struct {
 	Descendants bool   // the whole subtree, not only direct children
 	Status      string // keep only rows with this status; "": every row
 	Limit       int    // rows per page; zero: DefaultPageLimit; at most MaxPageLimit
 	Cursor      string // where the page starts: a previous page's Next; "": the first page
 }
 
-// ListPage is one page of a listing, in creation order (ties by id).
-type ListPage struct {
+// Page is one page of a listing, in creation order (ties by id).
+type Page struct {
 	Rows []Row
 	// Next is the cursor of the following page; empty on the last page.
 	Next string
@@ -56,17 +56,17 @@ func (c cursor) key() seam.ListingKey {
 	return seam.ListingKey{CreatedAt: time.Unix(0, c.T).UTC(), ID: c.ID}
 }
 
-func encodeCursor(q ListQuery, last Row) string {
+func encodeCursor(q Query, last Row) string {
 	b, _ := json.Marshal(cursor{V: 1, Deep: q.Descendants, Stat: q.Status, T: last.CreatedAt.UnixNano(), ID: last.ID})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func decodeCursor(q ListQuery) (seam.ListingKey, error) {
+func decodeCursor(q Query) (seam.ListingKey, error) {
 	if q.Cursor == "" {
 		return seam.ListingKey{}, nil
 	}
 	bad := func(why string) error {
-		return newErr(seam.CodeInvalidRequest, "cursor: %s; pass the next_cursor of the previous page unchanged, or no cursor for the first page", why)
+		return &seam.Error{Code: seam.CodeInvalidRequest, Message: fmt.Sprintf("cursor: %s; pass the next_cursor of the previous page unchanged, or no cursor for the first page", why)}
 	}
 	b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
 	if err != nil || len(b) > 1024 {
@@ -89,35 +89,29 @@ func scopeName(deep bool) string {
 	return "children"
 }
 
-// List returns one page of the caller's listing: direct children or the
+// Page returns one page of the listing of root (a caller's address): its direct children or the
 // whole subtree; either way a page reads only its rows from a store index
 // (Store.Listings, Store.Descendants), plus the live state. Rows
 // come in creation order, ties by id; following Next visits every row
 // once, and children created meanwhile join the end, since a child is
 // always created after the cursor's last row. A status filter of running,
 // queued or idle reads only resident children, which are in memory.
-func (m *Manager) List(caller seam.ParentRef, q ListQuery) (ListPage, error) {
-	if m.store == nil {
-		return ListPage{}, newErr(seam.CodeControlUnavailable, "listing needs a session store; none is configured")
-	}
+func (m Lister) Page(ctx context.Context, root string, q Query) (Page, error) {
 	switch q.Status {
 	case "", StatusRunning, StatusQueued, StatusIdle, StatusReady, StatusInputRequired:
 	default:
-		return ListPage{}, newErr(seam.CodeInvalidRequest, "status: %q is not one of running, queued, idle, ready, input_required", q.Status)
+		return Page{}, &seam.Error{Code: seam.CodeInvalidRequest, Message: fmt.Sprintf("status: %q is not one of running, queued, idle, ready, input_required", q.Status)}
 	}
 	switch {
 	case q.Limit == 0:
 		q.Limit = DefaultPageLimit
 	case q.Limit < 0 || q.Limit > MaxPageLimit:
-		return ListPage{}, newErr(seam.CodeInvalidRequest, "limit: %d is out of range; give 1 to %d", q.Limit, MaxPageLimit)
+		return Page{}, &seam.Error{Code: seam.CodeInvalidRequest, Message: fmt.Sprintf("limit: %d is out of range; give 1 to %d", q.Limit, MaxPageLimit)}
 	}
 	after, err := decodeCursor(q)
 	if err != nil {
-		return ListPage{}, err
+		return Page{}, err
 	}
-	ctx, cancel := m.bg()
-	defer cancel()
-	root := caller.Address()
 	var rows []Row // up to Limit+1: one more tells there is a next page
 	// A child asking a question (input_required) is resident too: its
 	// question is held by its running turn.
@@ -125,20 +119,20 @@ func (m *Manager) List(caller seam.ParentRef, q ListQuery) (ListPage, error) {
 	case resident && !q.Descendants:
 		rows = m.residentRows(ctx, root, q, after)
 	default:
-		read := m.store.Listings
+		read := m.Store.Listings
 		if q.Descendants {
-			read = m.store.Descendants
+			read = m.Store.Descendants
 		}
 		var whole bool
 		rows, whole, err = m.seekRows(ctx, root, q, after, read)
 		if err != nil {
-			return ListPage{}, err
+			return Page{}, err
 		}
 		if whole {
-			return ListPage{Rows: rows}, nil
+			return Page{Rows: rows}, nil
 		}
 	}
-	out := ListPage{Rows: rows}
+	out := Page{Rows: rows}
 	if len(rows) > q.Limit {
 		out.Rows = rows[:q.Limit]
 		out.Next = encodeCursor(q, out.Rows[q.Limit-1])
@@ -152,7 +146,7 @@ func (m *Manager) List(caller seam.ParentRef, q ListQuery) (ListPage, error) {
 // page costs its own rows, not the listing before it. whole is set when
 // the store cannot be read on a first page: the rows are then the live
 // ones and a diagnostic row, unpaged (they are few).
-func (m *Manager) seekRows(ctx context.Context, root string, q ListQuery, after seam.ListingKey,
+func (m Lister) seekRows(ctx context.Context, root string, q Query, after seam.ListingKey,
 	read func(context.Context, string, seam.Page) ([]seam.Listing, error)) (rows []Row, whole bool, err error) {
 	// rows holds up to Limit+1: one more tells there is a next page.
 	for page := (seam.Page{After: after, Limit: q.Limit + 1}); len(rows) <= q.Limit; {
@@ -179,15 +173,11 @@ func (m *Manager) seekRows(ctx context.Context, root string, q ListQuery, after 
 
 // residentRows are the caller's resident children (running, queued, idle or input_required) with
 // the status asked for, after the cursor, up to one more than a page.
-func (m *Manager) residentRows(ctx context.Context, parent string, q ListQuery, after seam.ListingKey) []Row {
-	m.mu.Lock()
+func (m Lister) residentRows(ctx context.Context, parent string, q Query, after seam.ListingKey) []Row {
 	var ls []seam.Listing
-	for _, a := range m.live {
-		if a.hdr.Parent == parent && a.persist.recorded() { // an id is listed once stored
-			ls = append(ls, seam.Listing{Header: a.hdr})
-		}
+	for _, a := range m.Source.ResidentChildren(parent) {
+		ls = append(ls, seam.Listing{Header: a.Header})
 	}
-	m.mu.Unlock()
 	slices.SortFunc(ls, func(x, y seam.Listing) int { return compareKeys(x.Key(), y.Key()) })
 	var rows []Row
 	for _, r := range m.childRows(ctx, ls) {
