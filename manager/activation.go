@@ -9,6 +9,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager/admission"
+	"github.com/mcp-subagent/mcp-subagent/manager/wording"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -301,7 +302,7 @@ func (a *activation) settle() {
 	a.mu.Unlock()
 	var notice *inboxMsg
 	if !inBand {
-		notice = &inboxMsg{id: newMessageID(), text: settlementText(a.hdr.ID, last), source: agent.SourceSettled, stop: last.StopReason, at: m.adm.Stamp()}
+		notice = &inboxMsg{id: newMessageID(), text: wording.Settled(a.hdr.ID, last), source: agent.SourceSettled, stop: last.StopReason, at: m.adm.Stamp()}
 	}
 	notify := m.settleNotice(a, notice)
 	if err := m.flush(a, true, notify); err != nil {
@@ -372,7 +373,7 @@ func (a *activation) fail() {
 		return
 	}
 	last = failedResult(last, err)
-	notice := &inboxMsg{id: newMessageID(), text: settlementText(a.hdr.ID, last), source: agent.SourceSettled, stop: agent.StopError, at: m.adm.Stamp()}
+	notice := &inboxMsg{id: newMessageID(), text: wording.Settled(a.hdr.ID, last), source: agent.SourceSettled, stop: agent.StopError, at: m.adm.Stamp()}
 	m.release(a, notice, nil)
 	close(a.released)
 	m.emit(Event{Type: EventEnd, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true, StopReason: agent.StopError})

@@ -115,8 +115,9 @@
 //     manager/admission (Options.MaxRunningChildren, MaxRunningTotal),
 //     manager/budget (Options.Budget, StartRequest.Budget,
 //     FollowupBudget), manager/retention (Prune, Retain),
-//     manager/worktrees (isolation "worktree"), manager/questions (Answer)
-//     and manager/listing (List, ListDescendants, a transcript's entries).
+//     manager/worktrees (isolation "worktree"), manager/questions (Answer),
+//     manager/listing (List, ListDescendants, a transcript's entries) and
+//     manager/wording (what a settlement notice and a report say).
 //     What they ask of the manager is in hosts.go and listing.go; how a
 //     turn passes admission and its budget, in turn.go.
 //   - Every turn takes an admission seat before its driver runs. A turn

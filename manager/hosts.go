@@ -2,8 +2,6 @@ package manager
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"github.com/mcp-subagent/mcp-subagent/manager/questions"
 	"github.com/mcp-subagent/mcp-subagent/manager/retention"
@@ -192,26 +190,16 @@ func (m *Manager) asker(hdr seam.Header) seam.AskFunc {
 // may send to the child may answer (mayAnswer); what text may say is the
 // questions package's.
 func (m *Manager) Answer(ctx context.Context, caller seam.ParentRef, childID, questionID, text string) (*seam.Question, error) {
-	var p *questions.Pending
-	if questionID == "" {
-		ps := m.questions.Pending(childID)
-		switch len(ps) {
-		case 0:
-			return nil, nil
-		case 1:
-			p = ps[0]
-		default:
-			ids := make([]string, len(ps))
-			for i, p := range ps {
-				ids[i] = p.Question.ID
-			}
-			if err := mayAnswer(caller, ps[0].Header); err != nil {
-				return nil, err
-			}
-			return nil, &seam.Error{Code: seam.CodeInvalidRequest, AgentID: childID, Message: fmt.Sprintf(
-				"subagent %s waits on %d questions (%s): name the one you answer with answer_to", childID, len(ps), strings.Join(ids, ", "))}
+	p, waiting := m.questions.Pick(childID, questionID)
+	switch {
+	case len(waiting) > 1:
+		if err := mayAnswer(caller, waiting[0].Header); err != nil {
+			return nil, err
 		}
-	} else if p = m.questions.Waiting(questionID); p == nil || (childID != "" && p.Question.ChildID != childID) {
+		return nil, questions.Ambiguous(childID, waiting)
+	case p == nil && questionID == "":
+		return nil, nil
+	case p == nil:
 		return nil, m.notPending(ctx, caller, childID, questionID)
 	}
 	if err := mayAnswer(caller, p.Header); err != nil {
@@ -225,20 +213,14 @@ func (m *Manager) Answer(ctx context.Context, caller seam.ParentRef, childID, qu
 }
 
 // notPending is the refusal of an answer to a question that does not
-// wait: answered already (with how), or unknown.
+// wait (questions.NotWaiting); how a settled one was settled is told only
+// to one who may answer the child.
 func (m *Manager) notPending(ctx context.Context, caller seam.ParentRef, childID, questionID string) error {
+	var stored []seam.Question
 	if childID != "" && m.store != nil {
 		if hdr, err := m.header(ctx, childID); err == nil && mayAnswer(caller, hdr) == nil {
-			if qs, err := m.store.Questions(ctx, childID); err == nil {
-				for _, q := range qs {
-					if q.ID == questionID && q.Answer != nil {
-						return &seam.Error{Code: seam.CodeInvalidRequest, AgentID: childID, Message: fmt.Sprintf(
-							"question %s was already settled: %s by %s (%s)", questionID, q.Answer.Outcome, q.Answer.By, q.Answer.Text)}
-					}
-				}
-			}
+			stored, _ = m.store.Questions(ctx, childID)
 		}
 	}
-	return &seam.Error{Code: seam.CodeInvalidRequest, AgentID: childID, Message: fmt.Sprintf(
-		"no question %s waits on subagent %s; list_agents shows the questions waiting (status input_required)", questionID, childID)}
+	return questions.NotWaiting(childID, questionID, stored)
 }

@@ -37,10 +37,7 @@ func (m *Manager) header(ctx context.Context, childID string) (seam.Header, erro
 func (m *Manager) resume(ctx context.Context, hdr seam.Header, caller seam.ParentRef) (*activation, error) {
 	m.resumeMu.Lock()
 	defer m.resumeMu.Unlock()
-	m.mu.Lock()
-	_, resident := m.live[hdr.ID]
-	m.mu.Unlock()
-	if resident {
+	if m.resident(hdr.ID) {
 		return nil, errResident
 	}
 	notResumable := func(why string, err error) error {

@@ -34,6 +34,7 @@ var core = []string{
 	"manager/questions",
 	"manager/retention",
 	"manager/validate",
+	"manager/wording",
 	"manager/worktrees",
 	"persist",
 	"persist/memstore",

@@ -3,11 +3,13 @@
 // (Board.Ask); the question is stored, its child's parent gets a notice
 // naming it (Text), listings show the child input_required with it
 // (Board.Pending), and whoever may send to the child answers it
-// (Board.Answer, send_message's answer_to: who may is the manager's
-// authority, checked before). The asking call is held meanwhile; its
+// (Board.Pick chooses the question, Board.Answer takes the words;
+// send_message's answer_to: who may is the manager's authority, checked
+// before). The asking call is held meanwhile; its
 // deadline gives the policy's answer, recorded as timed out; the end of
 // its ctx (an interrupt, the turn's end, shutdown) cancels it. Every
-// outcome is stored with who gave it.
+// outcome is stored with who gave it. After a crash the questions a
+// closed epoch left pending are stored as cancelled (CancelStored).
 //
 // What it needs of the manager (storing, notifying the parent) is passed
 // in as a Host. Board.mu is a leaf: the Host is never called under it.
@@ -18,6 +20,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -195,6 +198,35 @@ func (b *Board) Waiting(questionID string) *Pending {
 	return b.pending[questionID]
 }
 
+// Pick returns the question an answer to childID goes to: questionID's
+// while a driver waits on it (and it is childID's, when childID is given),
+// or, with no questionID, the one question childID waits on. waiting
+// lists them when childID waits on more than one and none was named.
+func (b *Board) Pick(childID, questionID string) (p *Pending, waiting []*Pending) {
+	if questionID != "" {
+		if p = b.Waiting(questionID); p != nil && childID != "" && p.Question.ChildID != childID {
+			p = nil
+		}
+		return p, nil
+	}
+	waiting = b.Pending(childID)
+	if len(waiting) == 1 {
+		return waiting[0], nil
+	}
+	return nil, waiting
+}
+
+// Ambiguous is the refusal of an answer that names no question to a child
+// waiting on several.
+func Ambiguous(childID string, waiting []*Pending) error {
+	ids := make([]string, len(waiting))
+	for i, p := range waiting {
+		ids[i] = p.Question.ID
+	}
+	return &seam.Error{Code: seam.CodeInvalidRequest, AgentID: childID, Message: fmt.Sprintf(
+		"subagent %s waits on %d questions (%s): name the one you answer with answer_to", childID, len(waiting), strings.Join(ids, ", "))}
+}
+
 // Answer answers p with text, from a person: an approval takes "allow",
 // "deny" or one of its choices; a question any text. It returns the
 // question with its answer, or why text cannot answer it, or that it was
@@ -245,4 +277,46 @@ func answerOf(p *Pending, text string) (seam.Answer, error) {
 		a.Outcome = outcomeOf(a.Text, p.declines)
 	}
 	return a, nil
+}
+
+// NotWaiting is the refusal of an answer to question questionID of
+// childID, which no driver waits on: settled already (saying how, from
+// the stored questions), or unknown.
+func NotWaiting(childID, questionID string, stored []seam.Question) error {
+	for _, q := range stored {
+		if q.ID == questionID && q.Answer != nil {
+			return &seam.Error{Code: seam.CodeInvalidRequest, AgentID: childID, Message: fmt.Sprintf(
+				"question %s was already settled: %s by %s (%s)", questionID, q.Answer.Outcome, q.Answer.By, q.Answer.Text)}
+		}
+	}
+	return &seam.Error{Code: seam.CodeInvalidRequest, AgentID: childID, Message: fmt.Sprintf(
+		"no question %s waits on subagent %s; list_agents shows the questions waiting (status input_required)", questionID, childID)}
+}
+
+// Stored is what CancelStored reads and writes of the session store.
+type Stored interface {
+	Questions(ctx context.Context, childID string) ([]seam.Question, error)
+	PutQuestion(ctx context.Context, q seam.Question) error
+}
+
+// CancelStored closes the questions a closed epoch of childID left
+// pending: the turn that held them is gone, so nobody's answer can reach
+// it, and a later list_agents or answer must not show them as waiting.
+// They are recorded as cancelled by the turn's end (ByInterrupt), never as
+// a person's answer.
+func CancelStored(ctx context.Context, store Stored, childID string, log *slog.Logger) {
+	qs, err := store.Questions(ctx, childID)
+	if err != nil {
+		log.Warn("reading a recovered child's questions failed; they stay pending in the store", "agent_id", childID, "err", err)
+		return
+	}
+	for _, q := range qs {
+		if !q.Pending() {
+			continue
+		}
+		q.Answer = &seam.Answer{By: seam.ByInterrupt, Outcome: seam.OutcomeCancelled, At: time.Now()}
+		if err := store.PutQuestion(ctx, q); err != nil {
+			log.Warn("closing a recovered child's question failed", "agent_id", childID, "question", q.ID, "err", err)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package questions
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -160,5 +161,67 @@ func TestPendingIsOldestFirst(t *testing.T) {
 	<-out1
 	if q := <-out2; q.Answer.Outcome != seam.OutcomeAccepted || q.Answer.Text != "anything at all" {
 		t.Fatalf("answer %+v", q.Answer)
+	}
+}
+
+// TestPickChoosesTheQuestionAnAnswerGoesTo: a named one (of the named
+// child), else the only one, else every one waiting, which the refusal
+// names.
+func TestPickChoosesTheQuestionAnAnswerGoesTo(t *testing.T) {
+	h := &host{asked: make(chan string, 1)}
+	b := New(h, nil)
+	if p, waiting := b.Pick(child.ID, ""); p != nil || len(waiting) != 0 {
+		t.Fatal("Pick found a question where none waits")
+	}
+	first, _ := ask(t, b, h, context.Background(), seam.AskRequest{Message: "one"})
+	if p, _ := b.Pick(child.ID, ""); p != first {
+		t.Fatal("Pick did not choose the only question")
+	}
+	if p, _ := b.Pick("agent-other", first.Question.ID); p != nil {
+		t.Fatal("Pick gave a question of another child")
+	}
+	second, _ := ask(t, b, h, context.Background(), seam.AskRequest{Message: "two"})
+	p, waiting := b.Pick(child.ID, "")
+	if p != nil || len(waiting) != 2 {
+		t.Fatalf("Pick = %v, %d waiting; want none chosen of 2", p, len(waiting))
+	}
+	if err := Ambiguous(child.ID, waiting); !strings.Contains(err.Error(), first.Question.ID) || !strings.Contains(err.Error(), second.Question.ID) {
+		t.Fatalf("Ambiguous = %v, want both ids named", err)
+	}
+	if p, _ := b.Pick("", second.Question.ID); p != second {
+		t.Fatal("Pick did not find a named question")
+	}
+}
+
+// stored is a store of one child's questions.
+type stored struct{ qs []seam.Question }
+
+func (s *stored) Questions(context.Context, string) ([]seam.Question, error) { return s.qs, nil }
+func (s *stored) PutQuestion(_ context.Context, q seam.Question) error {
+	for i := range s.qs {
+		if s.qs[i].ID == q.ID {
+			s.qs[i] = q
+		}
+	}
+	return nil
+}
+
+// TestAfterACrashPendingQuestionsAreCancelled and an answer to one says
+// how it was settled.
+func TestAfterACrashPendingQuestionsAreCancelled(t *testing.T) {
+	answered := seam.Answer{Text: "allow", By: seam.ByPerson, Outcome: seam.OutcomeAccepted}
+	s := &stored{qs: []seam.Question{{ID: "q-1", ChildID: child.ID}, {ID: "q-2", ChildID: child.ID, Answer: &answered}}}
+	CancelStored(context.Background(), s, child.ID, slog.New(slog.DiscardHandler))
+	if a := s.qs[0].Answer; a == nil || a.By != seam.ByInterrupt || a.Outcome != seam.OutcomeCancelled {
+		t.Fatalf("a pending question after a crash: %+v, want cancelled by the interrupt", a)
+	}
+	if s.qs[1].Answer.By != seam.ByPerson {
+		t.Fatal("an answered question was cancelled")
+	}
+	if err := NotWaiting(child.ID, "q-2", s.qs); !strings.Contains(err.Error(), "already settled: accepted by person (allow)") {
+		t.Fatalf("NotWaiting = %v, want how it was settled", err)
+	}
+	if err := NotWaiting(child.ID, "q-9", s.qs); !strings.Contains(err.Error(), "no question q-9 waits") {
+		t.Fatalf("NotWaiting of an unknown question = %v", err)
 	}
 }
