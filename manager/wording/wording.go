@@ -1,6 +1,6 @@
 // Package wording owns the wording of what the runtime tells a parent
-// about a child: how an epoch ended (Settled, with the worktree's part
-// from package worktrees) and a child's report (Report). A question's
+// about a child: how an epoch ended (Settled, with where its worktree's
+// changes are) and a child's report (Report). A question's
 // notice is package questions' (Text). The words are the runtime's, sent
 // with a source kind of their own, so they never pass for anyone's.
 package wording
@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/manager/worktrees"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -39,7 +38,7 @@ func Settled(id string, last seam.Result) string {
 	if last.Diagnostic != "" {
 		s += " Diagnostic: " + last.Diagnostic
 	}
-	s += worktrees.NoticeText(last)
+	s += worktreeText(last)
 	if strings.TrimSpace(last.Output) != "" {
 		return s + "\nIts closing message:\n" + last.Output
 	}
@@ -49,4 +48,28 @@ func Settled(id string, last seam.Result) string {
 // Report is how child id's report reads to its parent.
 func Report(id, content string) string {
 	return fmt.Sprintf("Background subagent %s reported:\n%s", id, content)
+}
+
+// worktreeText is what a settlement notice says of the child's worktree.
+func worktreeText(last seam.Result) string {
+	w, c := last.Worktree, last.Changes
+	if w == nil {
+		return ""
+	}
+	if c == nil {
+		return fmt.Sprintf("\nIts worktree: %s on branch %s (base %s).", w.Path, w.Branch, w.Base)
+	}
+	if c.Empty() {
+		return fmt.Sprintf("\nIt changed nothing in its worktree, which is removed (a message to it recreates it on branch %s).", w.Branch)
+	}
+	s := fmt.Sprintf("\nIts changes are committed on branch %s in worktree %s (base %s): %s.", w.Branch, w.Path, w.Base, c.Diffstat)
+	for _, l := range []struct {
+		name  string
+		paths []string
+	}{{"added", c.Added}, {"modified", c.Modified}, {"deleted", c.Deleted}} {
+		if len(l.paths) > 0 {
+			s += fmt.Sprintf(" %s: %s.", strings.ToUpper(l.name[:1])+l.name[1:], strings.Join(l.paths, ", "))
+		}
+	}
+	return s
 }

@@ -246,30 +246,6 @@ func (k *Keeper) Ensure(ctx context.Context, hdr seam.Header) error {
 	return err
 }
 
-// NoticeText is what a settlement notice says of the child's worktree.
-func NoticeText(last seam.Result) string {
-	w, c := last.Worktree, last.Changes
-	if w == nil {
-		return ""
-	}
-	if c == nil {
-		return fmt.Sprintf("\nIts worktree: %s on branch %s (base %s).", w.Path, w.Branch, w.Base)
-	}
-	if c.Empty() {
-		return fmt.Sprintf("\nIt changed nothing in its worktree, which is removed (a message to it recreates it on branch %s).", w.Branch)
-	}
-	s := fmt.Sprintf("\nIts changes are committed on branch %s in worktree %s (base %s): %s.", w.Branch, w.Path, w.Base, c.Diffstat)
-	for _, l := range []struct {
-		name  string
-		paths []string
-	}{{"added", c.Added}, {"modified", c.Modified}, {"deleted", c.Deleted}} {
-		if len(l.paths) > 0 {
-			s += fmt.Sprintf(" %s: %s.", strings.ToUpper(l.name[:1])+l.name[1:], strings.Join(l.paths, ", "))
-		}
-	}
-	return s
-}
-
 // Store is what reconciling and pruning read of the session store.
 type Store interface {
 	Header(ctx context.Context, childID string) (seam.Header, error)
