@@ -207,8 +207,11 @@
 // worktrees.Keeper.mu, questions.Board.mu): each is a leaf, taken only
 // inside its package, which never calls the manager while holding it (a
 // policy imports nothing of the manager; a Host it is given is called
-// with no lock of its own held), so a call into a policy may be made
-// under any lock above. TestPoliciesHoldNoLockAcrossACall checks that.
+// with no lock of its own held), so as far as the order goes a call into
+// a policy may be made under any lock above; one that does I/O (a store
+// read, git) falls under the rule below like any other.
+// TestPoliciesHoldNoLockAcrossACall checks the policies' side; TestLockOrder
+// does not follow calls into them.
 //
 // Only Manager.resumeMu may be held across a call into a Store, a
 // Provider, a Continuable's NewDriver or a Driver: a resume reads, claims

@@ -45,8 +45,11 @@
 // truth: it is never rebuilt.
 //
 // Caveats: a rebuilt ledger recounts descendants from the store, at most
-// maxBudgetWalk journals, and an ancestor's recount goes by event times,
-// so a clock set back across a restart undercounts.
+// 256 journals (past that the rest is left out and a warning logged):
+// one-shot runs are not stored, so what a one-shot child (and anything
+// under it) spent before a restart is not counted against its ancestors
+// again, and an ancestor's recount goes by event times, so a clock set
+// back across a restart undercounts.
 //
 // The manager calls a Book with ids, a driver and the journal it reads;
 // what a rebuild reads it reads through Store, a read-only slice of the
