@@ -244,6 +244,23 @@ func openStore(t *testing.T, dataDir string) *persist.Store {
 	return st
 }
 
+// journalCommitted is the longest journal of child id the server logged
+// as committed (0: none).
+func journalCommitted(stderr string, id string) int64 {
+	var n int64
+	for _, line := range strings.Split(stderr, "\n") {
+		var e struct {
+			Msg        string `json:"msg"`
+			AgentID    string `json:"agent_id"`
+			JournalLen int64  `json:"journal_len"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "journal committed" && e.AgentID == id {
+			n = max(n, e.JournalLen)
+		}
+	}
+	return n
+}
+
 // turnEndedAborted reports whether the server logged an aborted turn of id.
 // interruptsOf is who carried out each interrupt of child id, in order,
 // from the server's log.
@@ -570,7 +587,7 @@ func TestReportReachesTheParentWithItsSourceKind(t *testing.T) {
 		rootSettleNotice []string
 	}
 	nested := func(t *testing.T, gcScript []map[string]any) nestedRun {
-		listCalled := newGate()
+		var srv atomic.Pointer[instance] // set once the server runs
 		var mu sync.Mutex
 		var firstReportAt, childAfterList time.Time
 		fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
@@ -584,7 +601,6 @@ func TestReportReachesTheParentWithItsSourceKind(t *testing.T) {
 				}
 				switch lastCall(req) {
 				case "subagent":
-					defer listCalled.open()
 					return callTool("list_agents", map[string]any{"wait_seconds": 8})
 				case "list_agents":
 					mu.Lock()
@@ -595,9 +611,12 @@ func TestReportReachesTheParentWithItsSourceKind(t *testing.T) {
 			case "grandchild task":
 				k := toolResults(req)
 				if k == 0 {
-					// Report only once the child is waiting in list_agents.
-					listCalled.wait(10 * time.Second)
-					time.Sleep(300 * time.Millisecond)
+					// Report only once the child waits in list_agents: its
+					// server logs that the wait holds its wake-up.
+					waitFor(10*time.Second, func() bool {
+						s := srv.Load()
+						return s != nil && strings.Contains(s.stderr.String(), `"msg":"waiting for a delivery"`)
+					})
 				}
 				if k < len(gcScript) {
 					if k == 0 {
@@ -612,8 +631,8 @@ func TestReportReachesTheParentWithItsSourceKind(t *testing.T) {
 			return fakeopenai.Reply{Text: "unexpected request"}
 		})
 		t.Cleanup(fake.Close)
-		t.Cleanup(listCalled.open)
 		s := start(t, fake, serverOpts{})
+		srv.Store(s)
 		ctx := testCtx(t)
 		res := s.call(t, ctx, "subagent", map[string]any{"description": "delegate and wait", "prompt": "child task"})
 		if res.IsError {
@@ -994,8 +1013,24 @@ func TestCrashMidTurnLeavesAResumableChild(t *testing.T) {
 		t.Fatal("the second turn never reached the model")
 	}
 	// Journal events are written off the turn's path; the package documents
-	// that a crash may lose the last few milliseconds. Give them that.
-	time.Sleep(300 * time.Millisecond)
+	// that a crash may lose the last few milliseconds. Kill the server only
+	// once it logged the commit of the second task's message.
+	tr, err := readTranscriptOn(ctx, s, h.AgentID)
+	if err != nil {
+		t.Fatalf("reading the transcript: %v", err)
+	}
+	var second int64 = -1
+	for _, e := range tr.Entries {
+		if e.Kind == "message" && e.Text == "second task" {
+			second = e.Seq
+		}
+	}
+	if second < 0 {
+		t.Fatalf("the resident transcript holds no \"second task\" message: %+v", tr.Entries)
+	}
+	if !waitFor(10*time.Second, func() bool { return journalCommitted(s.stderr.String(), h.AgentID) > second }) {
+		t.Fatalf("the server never logged the commit of journal event %d of %s; stderr:\n%s", second, h.AgentID, s.stderr)
+	}
 	proc.kill()
 
 	s2 := start(t, fake, serverOpts{dataDir: s.dataDir, workspace: s.workspace})
