@@ -36,6 +36,34 @@ func statuses(t *testing.T, s *instance, ctx context.Context) map[string]string 
 	return out
 }
 
+// lastActive is the last activity the store records of the settled
+// children ids (as a dry-run prune names them): the latest of them.
+func lastActive(t *testing.T, dataDir string, ids []string) time.Time {
+	t.Helper()
+	code, out, errOut := runAdmin(t, dataDir, "prune", "--older-than", "0.001s", "--dry-run", "--json")
+	if code != 0 {
+		t.Fatalf("prune --dry-run --json: exit %d\n%s", code, errOut)
+	}
+	var dry manager.PruneResult
+	if err := json.Unmarshal([]byte(out), &dry); err != nil {
+		t.Fatalf("prune --json printed no JSON: %v\n%s", err, out)
+	}
+	var last time.Time
+	found := 0
+	for _, p := range dry.Pruned {
+		if slices.Contains(ids, p.ID) {
+			found++
+			if p.LastActive.After(last) {
+				last = p.LastActive
+			}
+		}
+	}
+	if found != len(ids) {
+		t.Fatalf("the dry run named %d of the settled children %v: %+v", found, ids, dry.Pruned)
+	}
+	return last
+}
+
 // prune --older-than removes only the settled children idle past the age
 // (a running child and a young settled one stay, and list_agents agrees);
 // --dry-run names each without removing; compact then shrinks the file
@@ -82,12 +110,15 @@ func TestPruneAndCompactAgainstARunningDaemon(t *testing.T) {
 	}) {
 		t.Fatalf("the old children did not settle: %v", statuses(t, s, ctx))
 	}
-	// Prune measures a wall-clock age: the old children's last activity is
-	// before tOld, the young one's after tYoung, and every prune's age puts
-	// its cutoff midway between, two seconds from either.
-	tOld := time.Now()
-	time.Sleep(4 * time.Second)
-	tYoung := time.Now()
+	// Prune measures a wall-clock age from each child's last activity as
+	// the store records it: the young child starts once the old children's
+	// is four seconds past, and every prune's age puts its cutoff midway
+	// between the old children's latest and the young one's, two seconds
+	// from either.
+	oldLast := lastActive(t, s.dataDir, old)
+	if !waitFor(10*time.Second, func() bool { return time.Since(oldLast) > 4*time.Second }) {
+		t.Fatalf("the old children's last activity %v is not four seconds past", oldLast)
+	}
 	young, _ := startBackground(t, s, ctx, "young work", "young work, quickly")
 	running, _ := startBackground(t, s, ctx, "long work", "hold on")
 	if !waitFor(10*time.Second, func() bool {
@@ -96,8 +127,9 @@ func TestPruneAndCompactAgainstARunningDaemon(t *testing.T) {
 	}) {
 		t.Fatalf("the young child did not settle, or the held one is not running: %v", statuses(t, s, ctx))
 	}
+	youngLast := lastActive(t, s.dataDir, []string{young.AgentID})
 	age := func() string {
-		mid := tOld.Add(tYoung.Sub(tOld) / 2)
+		mid := oldLast.Add(youngLast.Sub(oldLast) / 2)
 		return fmt.Sprintf("%.3fs", time.Since(mid).Seconds())
 	}
 	pid := daemonPID(s.dataDir)
