@@ -136,7 +136,7 @@ func TestACallbackWhoseTokenIsRevokedAfterTheGuardIsRefused(t *testing.T) {
 
 	armed.Store(true)
 	res := callToolOn(t, c, "subagent", map[string]any{"description": "escalate", "prompt": "run as the root"})
-	if got := text(res); !res.IsError || !strings.Contains(got, "UNAUTHORIZED") || !strings.Contains(got, "revoked") {
+	if got := fmt.Sprint(res.Content); !res.IsError || !strings.Contains(got, "UNAUTHORIZED") || !strings.Contains(got, "revoked") {
 		t.Errorf("call after revocation = isError %v %q; want UNAUTHORIZED naming the revoked token", res.IsError, got)
 	}
 	if n := p.started.Load(); n != 0 {

@@ -44,17 +44,6 @@ func waitFor(d time.Duration, cond func() bool) bool {
 	return cond()
 }
 
-// text is a tool result's text content.
-func text(r *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range r.Content {
-		if tc, ok := c.(mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
 // envHTTPProbe re-executes the test binary as httpProbeMain: JSON of a
 // probeTarget, the serve --http it attacks.
 const envHTTPProbe = "MCP_SUBAGENT_TEST_HTTP_PROBE"

@@ -613,10 +613,12 @@ func TestReportReachesTheParentWithItsSourceKind(t *testing.T) {
 				if k == 0 {
 					// Report only once the child waits in list_agents: its
 					// server logs that the wait holds its wake-up.
-					waitFor(10*time.Second, func() bool {
+					if !waitFor(10*time.Second, func() bool {
 						s := srv.Load()
 						return s != nil && strings.Contains(s.stderr.String(), `"msg":"waiting for a delivery"`)
-					})
+					}) {
+						t.Errorf("the server never logged the child's list_agents wait")
+					}
 				}
 				if k < len(gcScript) {
 					if k == 0 {
