@@ -44,7 +44,7 @@ func lastActive(t *testing.T, dataDir string, ids []string) time.Time {
 	if code != 0 {
 		t.Fatalf("prune --dry-run --json: exit %d\n%s", code, errOut)
 	}
-	var dry manager.PruneResult
+	var dry retention.Result
 	if err := json.Unmarshal([]byte(out), &dry); err != nil {
 		t.Fatalf("prune --json printed no JSON: %v\n%s", err, out)
 	}
