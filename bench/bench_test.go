@@ -370,10 +370,18 @@ func stackKiB() int64 {
 	return int64(ms.StackInuse) / 1024
 }
 
+// helpers are what a re-executed test binary runs instead of the
+// benchmarks, by $BENCH_HELPER; a file built with a tag adds its own.
+var helpers = map[string]func(){}
+
 // TestMain serves the fake model when the benchmark re-executes the test
 // binary for it (BENCH_FAKE_MODEL=1): it prints its URL, then serves until
-// its stdin closes.
+// its stdin closes. With BENCH_HELPER it runs that helper.
 func TestMain(m *testing.M) {
+	if h := helpers[os.Getenv("BENCH_HELPER")]; h != nil {
+		h()
+		os.Exit(0)
+	}
 	if mode := os.Getenv("BENCH_FAKE_MODEL"); mode != "" {
 		delay := 50 * time.Millisecond
 		if mode == "hold" { // answers only when the caller gives up
@@ -446,12 +454,18 @@ func startFakeModel(tb testing.TB, mode string, h2 bool) (string, *http.Client, 
 // 50 rows at a time (list_agents' default): each page seeks its cursor in
 // the index and reads its own rows only. Reported: the time per page at
 // the start, the middle and the end of the listing.
-func BenchmarkListPage(b *testing.B) {
+func BenchmarkListPage(b *testing.B) { benchListPage(b, openStore(b)) }
+
+// benchListPage seeds st with 100,000 children of one parent and lists the
+// pages at the start, the middle and the end of their listing through the
+// manager, as list_agents does: ms/page over the three, and each alone.
+func benchListPage(b *testing.B, st *countingStore) {
 	const n = 100_000
-	st := openStore(b)
+	t0 := time.Now()
 	if err := seed.Children(st, root, n); err != nil {
 		b.Fatal(err)
 	}
+	b.Logf("seeded %d children in %s", n, time.Since(t0).Round(time.Millisecond))
 	_, client := fakeClient(b, fakeopenai.Script(fakeopenai.Reply{Text: "ok"}))
 	m := newManager(b, st, client)
 	// The cursors of pages 0, n/2/50 and the last.
@@ -471,14 +485,20 @@ func BenchmarkListPage(b *testing.B) {
 		q.Cursor = p.Next
 	}
 	st.eventReads.Store(0)
+	took := make([]time.Duration, len(cursors))
 	for b.Loop() {
-		for _, c := range cursors {
+		for i, c := range cursors {
+			t := time.Now()
 			p, err := m.List(root, manager.ListQuery{Cursor: c})
+			took[i] += time.Since(t)
 			if err != nil || len(p.Rows) != 50 {
 				b.Fatalf("%d rows, %v", len(p.Rows), err)
 			}
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N*len(cursors)), "ms/page")
+	for i, name := range []string{"first", "middle", "last"} {
+		b.ReportMetric(float64(took[i].Microseconds())/1000/float64(b.N), name+"-ms/page")
+	}
 	b.ReportMetric(float64(st.eventReads.Load())/float64(b.N), "journal-reads/op")
 }
