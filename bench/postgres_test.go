@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/internal/pgtest"
@@ -37,8 +39,10 @@ var quiet = slog.New(slog.DiscardHandler)
 
 // openPG opens a store on a fresh database of srv, closed when the
 // benchmark ends.
-func openPG(b *testing.B, srv *pgtest.Server) *pgstore.Store {
-	st, err := pgstore.Open(context.Background(), srv.DSN(b), quiet)
+func openPG(b *testing.B, srv *pgtest.Server) *pgstore.Store { return openDSN(b, srv.DSN(b)) }
+
+func openDSN(b *testing.B, dsn string) *pgstore.Store {
+	st, err := pgstore.Open(context.Background(), dsn, quiet)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,7 +59,8 @@ func openPG(b *testing.B, srv *pgtest.Server) *pgstore.Store {
 // default 200) and then K at once for the throughput
 // (MCP_SUBAGENT_BENCH_CONCURRENT, default 100), for
 // MCP_SUBAGENT_BENCH_ROUNDS rounds (default 3). Reported: each store's
-// p50/p99 and children a second, and PostgreSQL's over bbolt's.
+// p50/p99 and children a second, PostgreSQL's over bbolt's, and the
+// median round trip of a bare statement to the server (the floor).
 func BenchmarkPGDelegation(b *testing.B) {
 	calls := envInt(b, "MCP_SUBAGENT_BENCH_CALLS", 200)
 	concurrent := envInt(b, "MCP_SUBAGENT_BENCH_CONCURRENT", 100)
@@ -76,7 +81,9 @@ func BenchmarkPGDelegation(b *testing.B) {
 		n    int           // children in them
 	}
 	arms := []*arm{{name: "bbolt"}, {name: "pg"}}
-	for i, st := range []seam.Store{bolt, openPG(b, pgtest.New(b))} {
+	dsn := pgtest.New(b).DSN(b)
+	floor := roundTrip(b, dsn)
+	for i, st := range []seam.Store{bolt, openDSN(b, dsn)} {
 		// No admission cap: the burst measures children running at once.
 		m := manager.New(manager.Options{Store: st, MaxRunningChildren: -1, Logger: quiet})
 		if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "fake-model"})); err != nil {
@@ -129,6 +136,28 @@ func BenchmarkPGDelegation(b *testing.B) {
 	b.ReportMetric(pct(pg.lats, 50)/pct(bo.lats, 50), "pg/bbolt-p50")
 	b.ReportMetric(pct(pg.lats, 99)/pct(bo.lats, 99), "pg/bbolt-p99")
 	b.ReportMetric(rate(pg)/rate(bo), "pg/bbolt-children/s")
+	b.ReportMetric(floor, "pg-roundtrip-ms")
+}
+
+// roundTrip is the median of 200 `select 1` on one connection to dsn, in
+// milliseconds: the floor under each of a store write's statements, which
+// the load on this machine moves.
+func roundTrip(b *testing.B, dsn string) float64 {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	ds := make([]time.Duration, 200)
+	for i := range ds {
+		t := time.Now()
+		if _, err := conn.Exec(ctx, "select 1"); err != nil {
+			b.Fatal(err)
+		}
+		ds[i] = time.Since(t)
+	}
+	return pct(ds, 50)
 }
 
 // BenchmarkPGListPage lists a page of 50 (list_agents' default) at the
