@@ -454,12 +454,14 @@ func startFakeModel(tb testing.TB, mode string, h2 bool) (string, *http.Client, 
 // 50 rows at a time (list_agents' default): each page seeks its cursor in
 // the index and reads its own rows only. Reported: the time per page at
 // the start, the middle and the end of the listing.
-func BenchmarkListPage(b *testing.B) { benchListPage(b, openStore(b)) }
+func BenchmarkListPage(b *testing.B) { benchListPage(b, openStore(b), true) }
 
-// benchListPage seeds st with 100,000 children of one parent and lists the
-// pages at the start, the middle and the end of their listing through the
-// manager, as list_agents does: ms/page over the three, and each alone.
-func benchListPage(b *testing.B, st *countingStore) {
+// benchListPage seeds st with 100,000 children of one parent and lists
+// pages of 50 at the start, the middle and (with end) the end of their
+// listing through the manager, as list_agents does: ms/page over them all,
+// and at each place alone. The cursors are found walking pages of
+// manager.MaxPageLimit rows (the end's is the last such page's start).
+func benchListPage(b *testing.B, st *countingStore, end bool) {
 	const n = 100_000
 	t0 := time.Now()
 	if err := seed.Children(st, root, n); err != nil {
@@ -468,18 +470,22 @@ func benchListPage(b *testing.B, st *countingStore) {
 	b.Logf("seeded %d children in %s", n, time.Since(t0).Round(time.Millisecond))
 	_, client := fakeClient(b, fakeopenai.Script(fakeopenai.Reply{Text: "ok"}))
 	m := newManager(b, st, client)
-	// The cursors of pages 0, n/2/50 and the last.
-	var cursors []string
-	q := manager.ListQuery{}
-	for page := 0; ; page++ {
+	places := []string{"first", "middle"}
+	cursors := []string{""}
+	q := manager.ListQuery{Limit: manager.MaxPageLimit}
+	for row := 0; ; row += q.Limit {
 		p, err := m.List(root, q)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if page == 0 || page == n/2/50 || p.Next == "" {
-			cursors = append(cursors, q.Cursor)
+		if row+q.Limit == n/2 {
+			cursors = append(cursors, p.Next)
+			if !end {
+				break
+			}
 		}
 		if p.Next == "" {
+			places, cursors = append(places, "last"), append(cursors, q.Cursor)
 			break
 		}
 		q.Cursor = p.Next
@@ -497,8 +503,8 @@ func benchListPage(b *testing.B, st *countingStore) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N*len(cursors)), "ms/page")
-	for i, name := range []string{"first", "middle", "last"} {
-		b.ReportMetric(float64(took[i].Microseconds())/1000/float64(b.N), name+"-ms/page")
+	for i, place := range places {
+		b.ReportMetric(float64(took[i].Microseconds())/1000/float64(b.N), place+"-ms/page")
 	}
 	b.ReportMetric(float64(st.eventReads.Load())/float64(b.N), "journal-reads/op")
 }

@@ -161,11 +161,14 @@ func roundTrip(b *testing.B, dsn string) float64 {
 }
 
 // BenchmarkPGListPage lists a page of 50 (list_agents' default) at the
-// start, the middle and the end of 100,000 stored children of one parent,
-// on PostgreSQL and, beside it, on bbolt (BenchmarkListPage).
+// start and the middle of 100,000 stored children of one parent, on
+// PostgreSQL and, beside it, on bbolt (BenchmarkListPage). The end is left
+// out: on PostgreSQL a page costs the whole listing (the EXISTS giving
+// each row's HasChildren runs over every child), so walking there took
+// longer than a run should.
 func BenchmarkPGListPage(b *testing.B) {
-	b.Run("bbolt", func(b *testing.B) { benchListPage(b, openStore(b)) })
-	b.Run("pgstore", func(b *testing.B) { benchListPage(b, &countingStore{Store: openPG(b, pgtest.New(b))}) })
+	b.Run("bbolt", func(b *testing.B) { benchListPage(b, openStore(b), false) })
+	b.Run("pgstore", func(b *testing.B) { benchListPage(b, &countingStore{Store: openPG(b, pgtest.New(b))}, false) })
 }
 
 // The takeover benchmark's fake model tells these prompts apart: the
