@@ -454,39 +454,37 @@ func startFakeModel(tb testing.TB, mode string, h2 bool) (string, *http.Client, 
 // 50 rows at a time (list_agents' default): each page seeks its cursor in
 // the index and reads its own rows only. Reported: the time per page at
 // the start, the middle and the end of the listing.
-func BenchmarkListPage(b *testing.B) { benchListPage(b, openStore(b), true) }
+func BenchmarkListPage(b *testing.B) {
+	benchListPage(b, openStore(b), []string{"first", "middle", "last"}, []int{0, listN / 2, listN - 50})
+}
 
-// benchListPage seeds st with 100,000 children of one parent and lists
-// pages of 50 at the start, the middle and (with end) the end of their
-// listing through the manager, as list_agents does: ms/page over them all,
-// and at each place alone. The cursors are found walking pages of
-// manager.MaxPageLimit rows (the end's is the last such page's start).
-func benchListPage(b *testing.B, st *countingStore, end bool) {
-	const n = 100_000
+// listN is how many children the list page benchmarks seed.
+const listN = 100_000
+
+// benchListPage seeds st with listN children of one parent and lists the
+// pages of 50 that start at rows through the manager, as list_agents
+// does (their cursors found walking pages of 50 from the start): ms/page
+// over them all, and each alone under its name in places.
+func benchListPage(b *testing.B, st *countingStore, places []string, rows []int) {
 	t0 := time.Now()
-	if err := seed.Children(st, root, n); err != nil {
+	if err := seed.Children(st, root, listN); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("seeded %d children in %s", n, time.Since(t0).Round(time.Millisecond))
+	b.Logf("seeded %d children in %s", listN, time.Since(t0).Round(time.Millisecond))
 	_, client := fakeClient(b, fakeopenai.Script(fakeopenai.Reply{Text: "ok"}))
 	m := newManager(b, st, client)
-	places := []string{"first", "middle"}
-	cursors := []string{""}
-	q := manager.ListQuery{Limit: manager.MaxPageLimit}
-	for row := 0; ; row += q.Limit {
-		p, err := m.List(root, q)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if row+q.Limit == n/2 {
-			cursors = append(cursors, p.Next)
-			if !end {
+	var cursors []string
+	q := manager.ListQuery{}
+	for row := 0; len(cursors) < len(rows); row += 50 {
+		if row == rows[len(cursors)] {
+			cursors = append(cursors, q.Cursor)
+			if len(cursors) == len(rows) {
 				break
 			}
 		}
-		if p.Next == "" {
-			places, cursors = append(places, "last"), append(cursors, q.Cursor)
-			break
+		p, err := m.List(root, q)
+		if err != nil || p.Next == "" {
+			b.Fatalf("walking to row %d: %v (next %q)", row, err, p.Next)
 		}
 		q.Cursor = p.Next
 	}
