@@ -233,7 +233,9 @@ func instanceA() {
 // B's claim of the child seen in the store (claimed) and the queued
 // follow-up's model request from B (resumed), and resumed over the lease.
 // Each iteration is one takeover on a fresh database; the child then lists
-// as running at B, and its follow-up completes there.
+// as running at B, and its follow-up completes there. The instances are
+// managers, not `serve --http` servers: the config has no
+// cluster.lease_seconds yet to give a server another lease than 30 s.
 func BenchmarkPGTakeover(b *testing.B) {
 	lease, err := time.ParseDuration(cmp.Or(os.Getenv("MCP_SUBAGENT_BENCH_LEASE"), "10s"))
 	if err != nil || lease <= 0 {
