@@ -455,7 +455,7 @@ func startFakeModel(tb testing.TB, mode string, h2 bool) (string, *http.Client, 
 // the index and reads its own rows only. Reported: the time per page at
 // the start, the middle and the end of the listing.
 func BenchmarkListPage(b *testing.B) {
-	benchListPage(b, openStore(b), []string{"first", "middle", "last"}, []int{0, listN / 2, listN - 50})
+	benchListPage(b, openStore(b), nil, []string{"first", "middle", "last"}, []int{0, listN / 2, listN - 50})
 }
 
 // listN is how many children the list page benchmarks seed.
@@ -464,13 +464,17 @@ const listN = 100_000
 // benchListPage seeds st with listN children of one parent and lists the
 // pages of 50 that start at rows through the manager, as list_agents
 // does (their cursors found walking pages of 50 from the start): ms/page
-// over them all, and each alone under its name in places.
-func benchListPage(b *testing.B, st *countingStore, places []string, rows []int) {
+// over them all, and each alone under its name in places. seeded, if not
+// nil, runs once the children are stored.
+func benchListPage(b *testing.B, st *countingStore, seeded func(), places []string, rows []int) {
 	t0 := time.Now()
 	if err := seed.Children(st, root, listN); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("seeded %d children in %s", listN, time.Since(t0).Round(time.Millisecond))
+	if seeded != nil {
+		seeded()
+	}
 	_, client := fakeClient(b, fakeopenai.Script(fakeopenai.Reply{Text: "ok"}))
 	m := newManager(b, st, client)
 	var cursors []string
