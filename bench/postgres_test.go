@@ -172,10 +172,11 @@ func roundTrip(b *testing.B, dsn string) float64 {
 // PostgreSQL and, beside it, on bbolt (BenchmarkListPage goes deeper on
 // bbolt). The PostgreSQL tables are analyzed once seeded, as autovacuum
 // does within minutes, so the plans are those a running server settles
-// on. Not deeper here: a PostgreSQL page then costs seconds wherever it
-// starts (the EXISTS giving each row's HasChildren scans the children once
-// per row), so walking further, 50 rows at a time, takes longer than a run
-// should, and pages of 500 run past the manager's store timeout.
+// on. Not deeper here: a PostgreSQL page costs the whole listing wherever
+// it starts (the EXISTS giving each row's HasChildren runs over every
+// child), up to seconds with some statistics (BENCHMARKS.md), so walking
+// further, 50 rows at a time, can take longer than a run should; pages of
+// 500 ran past the manager's store timeout.
 func BenchmarkPGListPage(b *testing.B) {
 	places, rows := []string{"first", "row1000"}, []int{0, 1000}
 	b.Run("bbolt", func(b *testing.B) { benchListPage(b, openStore(b), nil, places, rows) })
