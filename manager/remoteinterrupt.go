@@ -91,7 +91,9 @@ func (a *activation) takeInterrupt(ctx context.Context, is seam.Interrupts) {
 	if fence == nil {
 		return // the record failed: the run stops the child
 	}
-	tctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	// Not cancelled with the activation: a child released mid-query would
+	// otherwise cost pgx the connection, and the next write a new one.
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
 	r, ok, err := is.TakeInterrupt(tctx, a.hdr.ID, fence)
 	switch {
