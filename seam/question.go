@@ -146,6 +146,10 @@ func SortQuestions(qs []Question) {
 	})
 }
 
+// DefaultQuestionTimeout is how long a question waits for the person when
+// the provider's config sets no question_timeout_seconds.
+const DefaultQuestionTimeout = 10 * time.Minute
+
 // AskRequest is a question a provider's driver puts to the person.
 type AskRequest struct {
 	Kind    QuestionKind

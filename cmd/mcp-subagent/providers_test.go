@@ -67,8 +67,9 @@ func TestProviderConfigConflictsAreRefused(t *testing.T) {
 	}
 }
 
-// permission "ask" and question_timeout_seconds: accepted for an acp
-// provider; refused, naming the field, where they cannot apply.
+// permission "ask" and question_timeout_seconds: accepted for an acp and
+// a claude-code provider; refused, naming the field, where they cannot
+// apply.
 func TestProviderPermissionAsk(t *testing.T) {
 	build := func(entry string) error {
 		cfg, err := loadConfig(writeConfig(t, `{"providers":[`+entry+`]}`))
@@ -81,8 +82,11 @@ func TestProviderPermissionAsk(t *testing.T) {
 	if err := build(`{"name":"q","kind":"acp","command":["sh"],"permission":"ask","question_timeout_seconds":30}`); err != nil {
 		t.Fatalf("acp with ask: %v", err)
 	}
+	if err := build(`{"name":"c","kind":"claude-code","command":"sh","permission":"ask","question_timeout_seconds":30}`); err != nil {
+		t.Fatalf("claude-code with ask: %v", err)
+	}
 	for _, c := range []struct{ name, entry, want string }{
-		{"ask on codex", `{"name":"c","kind":"codex","command":"sh","permission":"ask"}`, `providers[0] (c).permission "ask" is supported for kind acp only`},
+		{"ask on codex", `{"name":"c","kind":"codex","command":"sh","permission":"ask"}`, `providers[0] (c).permission "ask" is not supported for kind codex`},
 		{"a timeout without ask", `{"name":"q","kind":"acp","command":["sh"],"question_timeout_seconds":30}`, `providers[0] (q).question_timeout_seconds is set but permission is "deny"`},
 		{"a zero timeout", `{"name":"q","kind":"acp","command":["sh"],"permission":"ask","question_timeout_seconds":0}`, `question_timeout_seconds`},
 		{"an unknown permission", `{"name":"q","kind":"acp","command":["sh"],"permission":"sometimes"}`, `field "providers[].permission" must be one of`},

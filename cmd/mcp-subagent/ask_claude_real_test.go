@@ -1,0 +1,98 @@
+//go:build realcli
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeanthropic"
+)
+
+// A real Claude Code child (on a fake model that asks it to write a file)
+// under permission "ask": the CLI asks through the callback's permission
+// prompt, the question reaches the principal as a notice and list_agents
+// shows it; "allow" lets the write happen, "deny" leaves the file
+// unwritten and the child's result says the person declined. Without
+// permission "ask" nothing is asked: the permission mode denies the write.
+func TestClaudeCodeRealAsksBeforeWriting(t *testing.T) {
+	bin := findCLI(t, "claude")
+	for _, answer := range []string{"allow", "deny", "unasked"} {
+		t.Run(answer, func(t *testing.T) {
+			var target string // the file the model asks to write, in the child's cwd
+			model := fakeanthropic.New(func(req fakeanthropic.Request) fakeanthropic.Reply {
+				if !req.IsAgentLoop() || !strings.Contains(req.Text(), "ASK-WRITE") {
+					return fakeanthropic.Generic(req)
+				}
+				if rs := req.ResultsOf("Write"); len(rs) > 0 {
+					return fakeanthropic.Reply{Text: "WRITE-DONE (the tool said: " + rs[len(rs)-1].Text + ")"}
+				}
+				return fakeanthropic.Reply{ToolUses: []fakeanthropic.ToolUse{fakeanthropic.Use(req, "Write",
+					map[string]any{"file_path": target, "content": "hello from claude\n"})}}
+			})
+			t.Cleanup(model.Close)
+			home := realDir(t)
+			env := map[string]string{"HOME": home, "PATH": cliPATH(bin), "ANTHROPIC_BASE_URL": model.URL(), "ANTHROPIC_API_KEY": "test-key",
+				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CONFIG_DIR": filepath.Join(home, ".claude")}
+			pc := map[string]any{"name": "claude", "kind": "claude-code", "command": bin, "env": env, "pass_env": []string{}, "timeout_seconds": 240}
+			if answer != "unasked" {
+				pc["permission"], pc["question_timeout_seconds"] = "ask", 120
+			}
+			cfg, _ := json.Marshal(map[string]any{"providers": []any{pc}})
+			s := start(t, nil, serverOpts{config: string(cfg)})
+			target = filepath.Join(s.workspace, "claude-notes.txt")
+			res := s.call(t, testCtx(t), "subagent", map[string]any{"description": "write a file", "provider": "claude",
+				"prompt": "ASK-WRITE: write the file you are told to.", "run_in_background": true})
+			var h handleSC
+			decodeSC(t, res, &h)
+			if answer == "unasked" {
+				settled := waitNoticeWithin(t, s, "subagent-settled", 4*time.Minute)
+				if strings.Contains(settled, "subagent-question") {
+					t.Errorf("a question was asked without permission \"ask\": %s", settled)
+				}
+				if _, err := os.Stat(target); err == nil {
+					t.Errorf("the write ran without anyone allowing it")
+				}
+				return
+			}
+			got := waitNoticeWithin(t, s, "subagent-question", 4*time.Minute)
+			m := questionID.FindStringSubmatch(got)
+			if m == nil || !strings.Contains(got, "Claude Code asks to use Write") {
+				t.Fatalf("no question about Write with an id in %s", got)
+			}
+			if rows := text(s.call(t, testCtx(t), "list_agents", map[string]any{})); !strings.Contains(rows, h.AgentID+" [input_required]") {
+				t.Errorf("list_agents does not show the child input_required: %s", rows)
+			}
+			if _, err := os.Stat(target); err == nil {
+				t.Fatal("the file was written before anyone answered")
+			}
+			ans := s.call(t, testCtx(t), "send_message", map[string]any{"subagent_id": h.AgentID, "answer_to": m[1], "message": answer})
+			if ans.IsError {
+				t.Fatalf("answer: %s", text(ans))
+			}
+			settled := waitNoticeWithin(t, s, "subagent-settled", 4*time.Minute)
+			t.Logf("settlement: %s", settled)
+			_, err := os.Stat(target)
+			tr := transcriptJSON(t, s, h.AgentID)
+			if answer == "allow" {
+				if err != nil || !strings.Contains(settled, "WRITE-DONE") {
+					t.Errorf("allowed: file %v; settlement %s", err, settled)
+				}
+				if !strings.Contains(tr, "permission allowed by the person (allow): Write") {
+					t.Errorf("the transcript does not record the person's allow: %s", tr)
+				}
+				return
+			}
+			if err == nil {
+				t.Errorf("denied, yet %s was written", target)
+			}
+			if !strings.Contains(settled, "declined by the person: Write") || !strings.Contains(tr, "permission declined by the person (deny): Write") {
+				t.Errorf("the decline is not in the result and the transcript: %s\n%s", settled, tr)
+			}
+		})
+	}
+}
