@@ -98,3 +98,20 @@ func TestProviderPermissionAsk(t *testing.T) {
 		})
 	}
 }
+
+// spawn.permission "ask" gives the in-process children ask_user; its
+// question timeout alone is refused, naming the setting.
+func TestSpawnPermissionAsk(t *testing.T) {
+	cfg, err := loadConfig(writeConfig(t, `{"spawn":{"permission":"ask","question_timeout_seconds":30}}`))
+	if err != nil || cfg.Spawn.Permission != "ask" || cfg.Spawn.QuestionTimeoutSeconds != 30 {
+		t.Fatalf("spawn ask: %+v, %v", cfg.Spawn, err)
+	}
+	for _, c := range []struct{ entry, want string }{
+		{`{"spawn":{"question_timeout_seconds":30}}`, `spawn.question_timeout_seconds is set but spawn.permission is "deny"`},
+		{`{"spawn":{"permission":"allow"}}`, `spawn.permission`},
+	} {
+		if _, err := loadConfig(writeConfig(t, c.entry)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want it to contain %q", c.entry, err, c.want)
+		}
+	}
+}
