@@ -112,7 +112,9 @@ func TestPromptEndsWithTheTurn(t *testing.T) {
 	turn, cancel := context.WithCancel(context.Background())
 	end := d.prompts.begin(turn)
 	done := make(chan string)
-	go func() { done <- served(context.Background(), json.RawMessage(`{"tool_name":"Bash","input":{"command":"ls"}}`)) }()
+	go func() {
+		done <- served(context.Background(), json.RawMessage(`{"tool_name":"Bash","input":{"command":"ls"}}`))
+	}()
 	cancel()
 	if out := <-done; !strings.Contains(out, `"deny"`) {
 		t.Errorf("interrupted: %s", out)
