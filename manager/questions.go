@@ -184,6 +184,12 @@ func (m *Manager) pendingOf(childID string) []*pendingQuestion {
 // may send to the child may answer (mayAnswer). An approval takes
 // "allow", "deny" or one of its choices; a question any text.
 func (m *Manager) Answer(ctx context.Context, caller seam.ParentRef, childID, questionID, text string) (*seam.Question, error) {
+	return m.AnswerVia(ctx, caller, childID, questionID, text, "")
+}
+
+// AnswerVia is Answer for an answer that came another way than a tool
+// call (seam.ViaWebView), recorded with it (seam.Answer.Via).
+func (m *Manager) AnswerVia(ctx context.Context, caller seam.ParentRef, childID, questionID, text, via string) (*seam.Question, error) {
 	var p *pendingQuestion
 	if questionID == "" {
 		ps := m.pendingOf(childID)
@@ -218,6 +224,7 @@ func (m *Manager) Answer(ctx context.Context, caller seam.ParentRef, childID, qu
 	if err != nil {
 		return nil, err
 	}
+	a.Via = via
 	if !m.claimQuestion(p) {
 		return nil, &seam.Error{Code: seam.CodeInvalidRequest, AgentID: p.q.ChildID, Message: fmt.Sprintf(
 			"question %s was answered (or timed out) just now; list_agents shows whether subagent %s asks again", p.q.ID, p.q.ChildID)}

@@ -66,7 +66,13 @@ type Answer struct {
 	By      string    `json:"by"`      // ByPerson, ByPolicy, ByDeadline, ByInterrupt
 	Outcome string    `json:"outcome"` // OutcomeAccepted, ...
 	At      time.Time `json:"at"`
+	// Via is the way a person's answer came when it was not a tool call
+	// (send_message): ViaWebView; empty otherwise.
+	Via string `json:"via,omitempty"`
 }
+
+// ViaWebView marks an answer given in the web view (Answer.Via).
+const ViaWebView = "web view"
 
 // Pending reports whether q still waits for its answer.
 func (q Question) Pending() bool { return q.Answer == nil }
