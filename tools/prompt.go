@@ -31,6 +31,26 @@ func (s *Server) servePrompts(tok string) func(seam.PromptFunc) {
 	}
 }
 
+// childTools leaves the permission prompt out of a child's tools unless
+// its driver serves one: a child whose agent never asks through it has
+// no use for it.
+func (s *Server) childTools(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
+	cc, _ := ctx.Value(childKey{}).(childCaller)
+	s.mu.Lock()
+	_, served := s.prompts[cc.token]
+	s.mu.Unlock()
+	if served {
+		return tools
+	}
+	out := tools[:0:0]
+	for _, t := range tools {
+		if t.Name != seam.PromptTool {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 func (s *Server) permissionPrompt(ctx context.Context, c call) *mcp.CallToolResult {
 	var in struct {
 		ToolName  string          `json:"tool_name"`

@@ -343,11 +343,12 @@ func (s *Server) Register(ms *server.MCPServer) {
 }
 
 // Filter is the MCP server's tool filter: root callers do not see the
-// child-only tools (report), and a root session with settings of its own
-// sees its own model names in the subagent tool.
+// child-only tools (report), a child sees the permission prompt only when
+// its driver serves one (prompt.go), and a root session with settings of
+// its own sees its own model names in the subagent tool.
 func (s *Server) Filter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	if isChild(ctx) {
-		return tools
+		return s.childTools(ctx, tools)
 	}
 	out := tools[:0:0]
 	for _, t := range tools {

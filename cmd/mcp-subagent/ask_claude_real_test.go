@@ -78,6 +78,13 @@ func TestClaudeCodeRealAsksBeforeWriting(t *testing.T) {
 			t.Logf("settlement: %s", settled)
 			_, err := os.Stat(target)
 			tr := transcriptJSON(t, s, h.AgentID)
+			// The prompt tool is the CLI's permission check, never offered to the model.
+			for _, r := range model.Requests() {
+				if strings.Contains(strings.Join(append(r.ToolNames(), r.DeferredTools()...), " "), "permission_prompt") {
+					t.Errorf("the model was offered the permission prompt: %v %v", r.ToolNames(), r.DeferredTools())
+					break
+				}
+			}
 			if answer == "allow" {
 				if err != nil || !strings.Contains(settled, "WRITE-DONE") {
 					t.Errorf("allowed: file %v; settlement %s", err, settled)

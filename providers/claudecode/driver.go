@@ -270,6 +270,10 @@ func (d *driver) args(session string, resume bool, mcpConfig string) []string {
 	}
 	a = append(a, "--disallowedTools")
 	a = append(a, tf.disallowed...)
+	if d.ask != nil {
+		// The CLI's permission check, not a tool for the model.
+		a = append(a, mcpName(seam.PromptTool))
+	}
 	// Only the callback server, never the MCP servers of the user's own
 	// Claude configuration: a child inherits no tools it was not given.
 	a = append(a, "--strict-mcp-config")

@@ -50,6 +50,9 @@ func TestAskNamesThePermissionPromptTool(t *testing.T) {
 	if i < 0 || a[i+1] != "mcp__subagent__permission_prompt" || !slices.Contains(a, "--permission-mode=default") || served == nil {
 		t.Errorf("with Ask: args %q, served %v", a, served != nil)
 	}
+	if a[len(a)-4] != "mcp__subagent__permission_prompt" { // the last --disallowedTools name, before --strict-mcp-config --mcp-config F
+		t.Errorf("with Ask: the model is not kept from the prompt tool: %q", a)
+	}
 	if d.p.opts.QuestionTimeout != seam.DefaultQuestionTimeout {
 		t.Errorf("default question timeout %v", d.p.opts.QuestionTimeout)
 	}
