@@ -51,54 +51,28 @@ func TestClaudeCodeRealAsksBeforeWriting(t *testing.T) {
 			decodeSC(t, res, &h)
 			if answer == "unasked" {
 				settled := waitNoticeWithin(t, s, "subagent-settled", 4*time.Minute)
-				if strings.Contains(settled, "subagent-question") {
-					t.Errorf("a question was asked without permission \"ask\": %s", settled)
+				if strings.Contains(settled, "subagent-question") || !strings.Contains(settled, "denied: Write") {
+					t.Errorf("without permission \"ask\" the write is not denied by the permission mode, unasked: %s", settled)
 				}
 				if _, err := os.Stat(target); err == nil {
 					t.Errorf("the write ran without anyone allowing it")
 				}
 				return
 			}
-			got := waitNoticeWithin(t, s, "subagent-question", 4*time.Minute)
-			m := questionID.FindStringSubmatch(got)
-			if m == nil || !strings.Contains(got, "Claude Code asks to use Write") {
-				t.Fatalf("no question about Write with an id in %s", got)
-			}
-			if rows := text(s.call(t, testCtx(t), "list_agents", map[string]any{})); !strings.Contains(rows, h.AgentID+" [input_required]") {
-				t.Errorf("list_agents does not show the child input_required: %s", rows)
-			}
-			if _, err := os.Stat(target); err == nil {
-				t.Fatal("the file was written before anyone answered")
-			}
-			ans := s.call(t, testCtx(t), "send_message", map[string]any{"subagent_id": h.AgentID, "answer_to": m[1], "message": answer})
-			if ans.IsError {
-				t.Fatalf("answer: %s", text(ans))
-			}
-			settled := waitNoticeWithin(t, s, "subagent-settled", 4*time.Minute)
-			t.Logf("settlement: %s", settled)
-			_, err := os.Stat(target)
-			tr := transcriptJSON(t, s, h.AgentID)
+			askAndAnswer(t, s, h.AgentID, answer, target, 4*time.Minute, func(notice string) {
+				if !strings.Contains(notice, "Claude Code asks to use Write") {
+					t.Errorf("the question is not about Write: %s", notice)
+				}
+				if rows := text(s.call(t, testCtx(t), "list_agents", map[string]any{})); !strings.Contains(rows, h.AgentID+" [input_required]") {
+					t.Errorf("list_agents does not show the child input_required: %s", rows)
+				}
+			})
 			// The prompt tool is the CLI's permission check, never offered to the model.
 			for _, r := range model.Requests() {
 				if strings.Contains(strings.Join(append(r.ToolNames(), r.DeferredTools()...), " "), "permission_prompt") {
 					t.Errorf("the model was offered the permission prompt: %v %v", r.ToolNames(), r.DeferredTools())
 					break
 				}
-			}
-			if answer == "allow" {
-				if err != nil || !strings.Contains(settled, "WRITE-DONE") {
-					t.Errorf("allowed: file %v; settlement %s", err, settled)
-				}
-				if !strings.Contains(tr, "permission allowed by the person (allow): Write") {
-					t.Errorf("the transcript does not record the person's allow: %s", tr)
-				}
-				return
-			}
-			if err == nil {
-				t.Errorf("denied, yet %s was written", target)
-			}
-			if !strings.Contains(settled, "declined by the person: Write") || !strings.Contains(tr, "permission declined by the person (deny): Write") {
-				t.Errorf("the decline is not in the result and the transcript: %s\n%s", settled, tr)
 			}
 		})
 	}

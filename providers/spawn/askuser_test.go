@@ -75,17 +75,6 @@ func (a asking) question(t *testing.T) seam.Notice {
 	return seam.Notice{}
 }
 
-func (a asking) result(t *testing.T, st *manager.Started) seam.Result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, ok := st.Wait(ctx)
-	if !ok {
-		t.Fatal("the turn's outcome did not come")
-	}
-	return res
-}
-
 // An in-process child with ask_user asks the person a free question; the
 // person's answer (send_message's path: Manager.Answer) is the tool's
 // result, and the question is stored answered by the person.
@@ -103,7 +92,7 @@ func TestAskUserIsAnsweredByThePerson(t *testing.T) {
 	if _, err := a.m.Answer(context.Background(), a.root, st.ChildID, "", "blue, please"); err != nil {
 		t.Fatal(err)
 	}
-	if res := a.result(t, st); res.StopReason != agent.StopCompleted || !strings.Contains(res.Output, "GOT: The person answered: blue, please") {
+	if res := waitTurn(t, st); res.StopReason != agent.StopCompleted || !strings.Contains(res.Output, "GOT: The person answered: blue, please") {
 		t.Errorf("the turn: %+v", res)
 	}
 	qs, _ := a.store.Questions(context.Background(), st.ChildID)
@@ -117,7 +106,7 @@ func TestAskUserIsAnsweredByThePerson(t *testing.T) {
 func TestAskUserTimesOut(t *testing.T) {
 	a := newAskingSpawn(t, spawn.Options{AskUser: true, QuestionTimeout: 300 * time.Millisecond})
 	st := a.start(t)
-	res := a.result(t, st)
+	res := waitTurn(t, st)
 	if res.StopReason != agent.StopCompleted || !strings.Contains(res.Output, "GOT: Nobody answered within 300ms") {
 		t.Errorf("the turn: %+v", res)
 	}
@@ -136,7 +125,7 @@ func TestAskUserEndsWithAnInterrupt(t *testing.T) {
 	if err := a.m.Interrupt(a.root, st.ChildID); err != nil {
 		t.Fatal(err)
 	}
-	if res := a.result(t, st); res.StopReason != agent.StopAborted {
+	if res := waitTurn(t, st); res.StopReason != agent.StopAborted {
 		t.Errorf("the turn: %+v", res)
 	}
 	qs, _ := a.store.Questions(context.Background(), st.ChildID)
@@ -155,7 +144,7 @@ func TestNoAskUserWithoutAsk(t *testing.T) {
 	}
 	a := newAskingSpawn(t, spawn.Options{})
 	st := a.start(t)
-	if res := a.result(t, st); !strings.Contains(res.Output, "NO ask_user TOOL") {
+	if res := waitTurn(t, st); !strings.Contains(res.Output, "NO ask_user TOOL") {
 		t.Errorf("the turn: %+v", res)
 	}
 	if qs, _ := a.store.Questions(context.Background(), st.ChildID); len(qs) != 0 {
