@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,13 +41,7 @@ func TestClaudeCodeRealAsksBeforeWriting(t *testing.T) {
 			if answer != "unasked" {
 				pc["permission"], pc["question_timeout_seconds"] = "ask", 120
 			}
-			cfg, _ := json.Marshal(map[string]any{"providers": []any{pc}})
-			s := start(t, nil, serverOpts{config: string(cfg)})
-			target = filepath.Join(s.workspace, "claude-notes.txt")
-			res := s.call(t, testCtx(t), "subagent", map[string]any{"description": "write a file", "provider": "claude",
-				"prompt": "ASK-WRITE: write the file you are told to.", "run_in_background": true})
-			var h handleSC
-			decodeSC(t, res, &h)
+			s, h := startWriter(t, pc, "claude-notes.txt", &target)
 			if answer == "unasked" {
 				settled := waitNoticeWithin(t, s, "subagent-settled", 4*time.Minute)
 				if strings.Contains(settled, "subagent-question") || !strings.Contains(settled, "denied: Write") {

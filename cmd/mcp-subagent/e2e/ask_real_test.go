@@ -48,13 +48,7 @@ func TestACPRealQwenAsksBeforeWriting(t *testing.T) {
 			env["HOME"], env["PATH"] = home, cliPATH(bin)
 			pc := map[string]any{"name": "qwen", "kind": "acp", "command": []string{bin, "--approval-mode", "default"}, "env": env,
 				"pass_env": []string{}, "timeout_seconds": acpTurnTimeout.Seconds(), "permission": "ask", "question_timeout_seconds": 120}
-			cfg, _ := json.Marshal(map[string]any{"providers": []any{pc}})
-			s := start(t, nil, serverOpts{config: string(cfg)})
-			target = filepath.Join(s.workspace, "qwen-notes.txt")
-			res := s.call(t, testCtx(t), "subagent", map[string]any{"description": "write a file", "provider": "qwen",
-				"prompt": "ASK-WRITE: write the file you are told to.", "run_in_background": true})
-			var h handleSC
-			decodeSC(t, res, &h)
+			s, h := startWriter(t, pc, "qwen-notes.txt", &target)
 			askAndAnswer(t, s, h.AgentID, answer, target, 3*acpTurnTimeout, nil)
 		})
 	}
@@ -104,4 +98,19 @@ func askAndAnswer(t *testing.T, s *instance, id, answer, target string, within t
 	if !strings.Contains(settled, "declined by the person") || !strings.Contains(tr, "permission declined by the person (deny)") {
 		t.Errorf("the decline is not in the result and the transcript: %s\n%s", settled, tr)
 	}
+}
+
+// startWriter starts a server with the one provider pc and a background
+// child of it told to write a file; target is set first to the file's
+// path in the server's workspace, which the model's script asks for.
+func startWriter(t *testing.T, pc map[string]any, file string, target *string) (*instance, handleSC) {
+	t.Helper()
+	cfg, _ := json.Marshal(map[string]any{"providers": []any{pc}})
+	s := start(t, nil, serverOpts{config: string(cfg)})
+	*target = filepath.Join(s.workspace, file)
+	res := s.call(t, testCtx(t), "subagent", map[string]any{"description": "write a file", "provider": pc["name"],
+		"prompt": "ASK-WRITE: write the file you are told to.", "run_in_background": true})
+	var h handleSC
+	decodeSC(t, res, &h)
+	return s, h
 }
