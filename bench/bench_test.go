@@ -370,10 +370,18 @@ func stackKiB() int64 {
 	return int64(ms.StackInuse) / 1024
 }
 
+// helpers are what a re-executed test binary runs instead of the
+// benchmarks, by $BENCH_HELPER; a file built with a tag adds its own.
+var helpers = map[string]func(){}
+
 // TestMain serves the fake model when the benchmark re-executes the test
 // binary for it (BENCH_FAKE_MODEL=1): it prints its URL, then serves until
-// its stdin closes.
+// its stdin closes. With BENCH_HELPER it runs that helper.
 func TestMain(m *testing.M) {
+	if h := helpers[os.Getenv("BENCH_HELPER")]; h != nil {
+		h()
+		os.Exit(0)
+	}
 	if mode := os.Getenv("BENCH_FAKE_MODEL"); mode != "" {
 		delay := 50 * time.Millisecond
 		if mode == "hold" { // answers only when the caller gives up
@@ -447,38 +455,58 @@ func startFakeModel(tb testing.TB, mode string, h2 bool) (string, *http.Client, 
 // the index and reads its own rows only. Reported: the time per page at
 // the start, the middle and the end of the listing.
 func BenchmarkListPage(b *testing.B) {
-	const n = 100_000
-	st := openStore(b)
-	if err := seed.Children(st, root, n); err != nil {
+	benchListPage(b, openStore(b), nil, []string{"first", "middle", "last"}, []int{0, listN / 2, listN - 50})
+}
+
+// listN is how many children the list page benchmarks seed.
+const listN = 100_000
+
+// benchListPage seeds st with listN children of one parent and lists the
+// pages of 50 that start at rows through the manager, as list_agents
+// does (their cursors found walking pages of 50 from the start): ms/page
+// over them all, and each alone under its name in places. seeded, if not
+// nil, runs once the children are stored.
+func benchListPage(b *testing.B, st *countingStore, seeded func(), places []string, rows []int) {
+	t0 := time.Now()
+	if err := seed.Children(st, root, listN); err != nil {
 		b.Fatal(err)
+	}
+	b.Logf("seeded %d children in %s", listN, time.Since(t0).Round(time.Millisecond))
+	if seeded != nil {
+		seeded()
 	}
 	_, client := fakeClient(b, fakeopenai.Script(fakeopenai.Reply{Text: "ok"}))
 	m := newManager(b, st, client)
-	// The cursors of pages 0, n/2/50 and the last.
 	var cursors []string
 	q := manager.ListQuery{}
-	for page := 0; ; page++ {
-		p, err := m.List(root, q)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if page == 0 || page == n/2/50 || p.Next == "" {
+	for row := 0; len(cursors) < len(rows); row += 50 {
+		if row == rows[len(cursors)] {
 			cursors = append(cursors, q.Cursor)
+			if len(cursors) == len(rows) {
+				break
+			}
 		}
-		if p.Next == "" {
-			break
+		p, err := m.List(root, q)
+		if err != nil || p.Next == "" {
+			b.Fatalf("walking to row %d: %v (next %q)", row, err, p.Next)
 		}
 		q.Cursor = p.Next
 	}
 	st.eventReads.Store(0)
+	took := make([]time.Duration, len(cursors))
 	for b.Loop() {
-		for _, c := range cursors {
+		for i, c := range cursors {
+			t := time.Now()
 			p, err := m.List(root, manager.ListQuery{Cursor: c})
+			took[i] += time.Since(t)
 			if err != nil || len(p.Rows) != 50 {
 				b.Fatalf("%d rows, %v", len(p.Rows), err)
 			}
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N*len(cursors)), "ms/page")
+	for i, place := range places {
+		b.ReportMetric(float64(took[i].Microseconds())/1000/float64(b.N), place+"-ms/page")
+	}
 	b.ReportMetric(float64(st.eventReads.Load())/float64(b.N), "journal-reads/op")
 }

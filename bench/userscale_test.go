@@ -121,19 +121,11 @@ func BenchmarkUserScale(b *testing.B) {
 		for i := range calls {
 			wg.Go(func() {
 				d := userScaleDelay(i, lo, hi)
-				t := time.Now()
-				req := seam.StartRequest{Label: "user-scale", Prompt: fmt.Sprintf("sleep %d", d.Milliseconds()), Parent: root, Cwd: cwd}
-				s, err := m.StartContinuable(context.Background(), "spawn", req, true)
+				lat, err := foreground(m, cwd, fmt.Sprintf("sleep %d", d.Milliseconds()))
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				res, ok := s.Wait(context.Background())
-				if err := s.Committed(); !ok || err != nil || res.StopReason != "completed" {
-					b.Errorf("a delegation ended %v %v %+v", ok, err, res)
-					return
-				}
-				lat := time.Since(t)
 				if record {
 					mu.Lock()
 					lats = append(lats, lat)
@@ -158,11 +150,6 @@ func BenchmarkUserScale(b *testing.B) {
 	if len(lats) == 0 {
 		b.Fatal("no call recorded")
 	}
-	pct := func(ds []time.Duration, p int) float64 {
-		s := slices.Clone(ds)
-		slices.Sort(s)
-		return float64(s[min(len(s)-1, len(s)*p/100)].Microseconds()) / 1000
-	}
 	n := float64(len(lats))
 	b.ReportMetric(pct(lats, 50), "p50-ms")
 	b.ReportMetric(pct(lats, 99), "p99-ms")
@@ -172,4 +159,28 @@ func BenchmarkUserScale(b *testing.B) {
 	b.ReportMetric(float64(cpu.Microseconds())/1000/n, "cpu-ms/call")
 	b.ReportMetric(float64(gcs)/float64(rounds), "GCs/round")
 	b.ReportMetric(float64(rss)/1024, "rss-MiB")
+}
+
+// pct is the p-th percentile of ds, in milliseconds.
+func pct(ds []time.Duration, p int) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[min(len(s)-1, len(s)*p/100)].Microseconds()) / 1000
+}
+
+// foreground is one foreground delegation to a spawn child of root, as
+// the subagent tool makes it: started, waited for and committed. It
+// returns the round trip.
+func foreground(m *manager.Manager, cwd, prompt string) (time.Duration, error) {
+	t := time.Now()
+	req := seam.StartRequest{Label: "bench", Prompt: prompt, Parent: root, Cwd: cwd}
+	s, err := m.StartContinuable(context.Background(), "spawn", req, true)
+	if err != nil {
+		return 0, err
+	}
+	res, ok := s.Wait(context.Background())
+	if err := s.Committed(); !ok || err != nil || res.StopReason != "completed" {
+		return 0, fmt.Errorf("a delegation ended %v %v %+v", ok, err, res)
+	}
+	return time.Since(t), nil
 }

@@ -67,10 +67,13 @@
 //   - Once Recover ran, each lease renewal also sweeps (in a goroutine of
 //     its own, one at a time, also while nothing is resident): claims of
 //     other owners that look expired by Options.Clock are closed as
-//     Recover closes them, in a write fenced by the claim as read, so a
-//     claim the store's clock still holds live, or that another server
-//     took first, is left alone; then the messages queued for the child
-//     run here, in order.
+//     Recover closes them: taken over first, in a write fenced by the
+//     claim as read (so a claim the store's clock still holds live, or
+//     that another server took first, is left alone), which bumps the
+//     epoch, so the former owner's lingering writes are refused from then
+//     on; only then is the journal read and the epoch closed, in a write
+//     fenced by the new claim. Then the messages queued for the child run
+//     here, in order.
 //   - When an activation settles, its direct parent gets exactly one
 //     notice (source kind subagent-settled), unless the epoch's last turn
 //     was already answered in band to a waiting caller. The notice is
@@ -190,8 +193,9 @@
 // activation's mu is never taken while another's is held, parent or child.
 //
 //  1. Manager.resumeMu — serialises cold resumes with each other and with
-//     what must not race one: a prune's deletes (policyHost.Remove) and
-//     RemoveWorktree.
+//     what must not race one: a prune's deletes (policyHost.Remove),
+//     RemoveWorktree, and a takeover's claim, read and settlement
+//     (takeOverAndClose).
 //  2. Manager.mu — the registry and the maps of the living: providers,
 //     listeners, one-shot runs, live activations, pending and session
 //     signals, corrupt children, lastCreated, closed, renewing, retaining.
@@ -215,8 +219,8 @@
 //
 // Only Manager.resumeMu may be held across a call into a Store, a
 // Provider, a Continuable's NewDriver or a Driver: a resume reads, claims
-// and builds its driver under it, which is what it serialises, and a
-// prune deletes under it. No other lock is held across I/O or a turn.
+// and builds its driver under it, which is what it serialises, a prune
+// deletes under it, and a takeover claims, reads and settles under it. No other lock is held across I/O or a turn.
 // Accessors that return data the callee already holds may be called under
 // any lock: Provider.Name, Provider.Capabilities,
 // Provider.InheritsParentContext, Describer.Description, ModelNamer.Models,

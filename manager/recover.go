@@ -19,10 +19,13 @@ import (
 // earlier opening of an exclusive store, an old active mark), or one of
 // this manager's id that is not resident here — closes their interrupted
 // turns so they can be resumed, and announces each ended epoch to its
-// parent: the claim taken over, the closing events, the checkpoint, the
-// revoked claim and the notice are one write, so a crash during recovery
-// repeats it, never half of it; and a claim another live owner took
-// meanwhile refuses it. Claims of other owners whose lease runs are left
+// parent. The claim is taken over first (the epoch goes up, so the former
+// owner writes nothing more), then the journal is read; the closing
+// events, the checkpoint, the revoked claim and the notice are one write,
+// so a crash during recovery repeats it, never half of it (a crash between
+// the two leaves the claim this manager's: its next start, or another
+// server's sweep once its lease runs out, closes the epoch); and a claim
+// another live owner took meanwhile refuses the takeover. Claims of other owners whose lease runs are left
 // alone: those children are resident in another server. Call it once after
 // the providers are registered; ctx bounds it (a recovery cut short is
 // finished by the next start).
@@ -59,23 +62,26 @@ func (m *Manager) Recover(ctx context.Context) error {
 }
 
 // closeEpoch closes the epoch claim c left open and announces it (see
-// Recover), in a write fenced by c as read: the takeover is conditional on
-// the claim being unchanged (another server's sweep or its owner's renewal
-// wins it otherwise; a claim an older build left, with no owner id, is
-// not fenced). sweeping: a sweep's, which tells of an unreadable journal
-// only the first time. It reports whether the epoch was closed, with the
-// child's header.
+// Recover). It takes the claim over first, fenced by c as read (another
+// server's sweep or its owner's renewal wins it otherwise; a claim an older
+// build left, with no owner id, is not fenced): that write bumps the epoch,
+// so from its commit on every write of the former owner (a writer of its
+// still lingering) is refused, and only then is the journal final. Read
+// before it, the journal could still grow by a turn's start that the
+// closing would not see, leaving that turn open for good. The closing
+// events, the checkpoint, the revoked claim and the notice then go in one
+// write fenced by the new claim. sweeping: a sweep's, which tells of an
+// unreadable journal only the first time. It reports whether the epoch was
+// closed, with the child's header.
 func (m *Manager) closeEpoch(ctx context.Context, c seam.Claim, sweeping bool) (seam.Header, bool) {
 	id := c.ChildID
-	var fence *seam.Fence
-	if c.Owner.ID != "" {
-		fence = &seam.Fence{Owner: c.Owner.ID, Epoch: c.Epoch}
-	}
 	h, err := m.store.Header(ctx, id)
 	if err != nil {
 		m.log.Error("a claimed child cannot be read; leaving it", "agent_id", id, "err", err)
 		return h, false
 	}
+	// Read before the takeover too: a journal that cannot be read is not
+	// taken over (its claim keeps the epoch to close once it is repaired).
 	events, err := m.store.Events(ctx, id)
 	if err != nil {
 		m.mu.Lock()
@@ -95,7 +101,47 @@ func (m *Manager) closeEpoch(ctx context.Context, c seam.Claim, sweeping bool) (
 		}
 		return h, false
 	}
-	all, closing := agent.CloseOpenTurn(events)
+	n, closed, ok := m.takeOverAndClose(ctx, h, c, events)
+	if !ok {
+		return h, false
+	}
+	m.announce(h, n)
+	questions.CancelStored(ctx, m.store, id, m.log)
+	m.log.Info("recovered a child left resident", "agent_id", id, "owner", c.Owner.ID, "epoch", c.Epoch, "closed_turn", closed)
+	return h, true
+}
+
+// takeOverAndClose is closeEpoch's takeover of the child of h, whose
+// journal read events: it claims the child, reads what the former owner
+// committed meanwhile, and closes and settles the epoch, returning the
+// notice to announce and whether a turn was closed. It runs under
+// resumeMu, so no resume here claims the child between the takeover and
+// the settlement (which would then revoke the resumed activation's claim).
+func (m *Manager) takeOverAndClose(ctx context.Context, h seam.Header, c seam.Claim, events []agent.Event) (seam.Notice, bool, bool) {
+	id := h.ID
+	m.resumeMu.Lock()
+	defer m.resumeMu.Unlock()
+	if m.resident(id) {
+		return seam.Notice{}, false, false // a send resumed it meanwhile
+	}
+	fence, err := m.takeOver(ctx, c)
+	if err != nil {
+		if errors.Is(err, seam.ErrOwned) {
+			// Renewed by its owner (the store's clock judged the lease
+			// live), or taken over by another sweeper first.
+			m.log.Debug("a claim that looked expired is held; leaving it", "agent_id", id, "owner", c.Owner.ID, "err", err)
+			return seam.Notice{}, false, false
+		}
+		m.log.Error("taking over an interrupted epoch failed; the next start tries again", "agent_id", id, "err", err)
+		return seam.Notice{}, false, false
+	}
+	// What the former owner committed before the takeover.
+	more, err := m.store.EventsFrom(ctx, id, int64(len(events)))
+	if err != nil {
+		m.log.Error("reading a taken-over child's journal failed; its claim is kept here, and the next start closes it", "agent_id", id, "err", err)
+		return seam.Notice{}, false, false
+	}
+	all, closing := agent.CloseOpenTurn(append(events, more...))
 	out := agent.LastOutcome(all)
 	last := seam.Result{Output: out.Output, StopReason: out.StopReason, Diagnostic: out.Diagnostic}
 	if last.StopReason == "" {
@@ -107,22 +153,35 @@ func (m *Manager) closeEpoch(ctx context.Context, c seam.Claim, sweeping bool) (
 	cp := seam.Checkpoint{Seq: int64(len(all)), Mode: h.Mode, Label: h.Label, Usage: listing.FoldUsage(all), Stop: last.StopReason,
 		Closing: truncate.Bound(last.Output, seam.MaxClosingBytes)}
 	n := stamp(h, seam.Notice{Source: agent.SourceSettled, Text: wording.Settled(id, last), StopReason: last.StopReason})
-	lease := m.lease()
-	w := seam.ChildWrite{Fence: fence, Claim: &lease, Events: closing, Settle: &cp, Notify: &seam.ParentNotice{To: h.Parent, Notice: n}}
+	w := seam.ChildWrite{Fence: fence, Events: closing, Settle: &cp, Notify: &seam.ParentNotice{To: h.Parent, Notice: n}}
 	if err := m.storeWrite(ctx, func(ctx context.Context) error { return m.store.WriteChild(ctx, id, w) }); err != nil {
 		if errors.Is(err, seam.ErrOwned) {
-			// Renewed by its owner (the store's clock judged the lease
-			// live), or taken over by another sweeper first.
-			m.log.Debug("a claim that looked expired is held; leaving it", "agent_id", id, "owner", c.Owner.ID, "err", err)
-			return h, false
+			// This manager's lease ran out in between, and another
+			// server took the child over: it closes the epoch.
+			m.log.Debug("a child taken over was taken over again before its epoch was closed; leaving it", "agent_id", id, "err", err)
+			return seam.Notice{}, false, false
 		}
-		m.log.Error("closing an interrupted epoch failed; the next start tries again", "agent_id", id, "err", err)
-		return h, false
+		m.log.Error("closing an interrupted epoch failed; its claim is kept here, and the next start closes it", "agent_id", id, "err", err)
+		return seam.Notice{}, false, false
 	}
-	m.announce(h, n)
-	questions.CancelStored(ctx, m.store, id, m.log)
-	m.log.Info("recovered a child left resident", "agent_id", id, "owner", c.Owner.ID, "epoch", c.Epoch, "closed_turn", len(closing) > 0)
-	return h, true
+	return n, len(closing) > 0, true
+}
+
+// takeOver claims the child of c for this manager, fenced by c as read
+// (unfenced for a claim without an owner id, which an older build left),
+// and returns the fence of the new claim: its epoch is past c's unless c
+// was already this manager's.
+func (m *Manager) takeOver(ctx context.Context, c seam.Claim) (*seam.Fence, error) {
+	var fence *seam.Fence
+	if c.Owner.ID != "" {
+		fence = &seam.Fence{Owner: c.Owner.ID, Epoch: c.Epoch}
+	}
+	lease := m.lease()
+	w := seam.ChildWrite{Fence: fence, Claim: &lease}
+	if err := m.storeWrite(ctx, func(ctx context.Context) error { return m.store.WriteChild(ctx, c.ChildID, w) }); err != nil {
+		return nil, err
+	}
+	return m.fenceOf(ctx, c.ChildID)
 }
 
 // startSweep runs a sweep in a goroutine of its own unless one runs: a

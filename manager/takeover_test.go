@@ -159,6 +159,30 @@ func expire(t *testing.T, st seam.Store, lag *atomic.Int64) {
 	}
 }
 
+// journaled waits until the store holds input in id's journal: the held
+// turn's start is committed (A's writer lingers over it, and holding says
+// only that the driver began it), so a takeover cuts off that turn, not
+// just its admission, which B would run itself.
+func journaled(t *testing.T, st seam.Store, id, input string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		events, err := st.Events(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events {
+			if e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == llm.RoleUser && e.Message.Content == input {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the turn of %q was not journaled within 30s:\n%s", input, dump(events))
+		}
+		time.Sleep(5 * time.Millisecond) // polling the store: no signal tells of another writer's commit
+	}
+}
+
 // takenOver waits for B's announcement of the cut-off epoch of id.
 func takenOver(t *testing.T, notices <-chan seam.Notice, id string) {
 	t.Helper()
@@ -365,6 +389,7 @@ func TestAFormerOwnersLateAdmissionIsRefused(t *testing.T) {
 		b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: 150 * time.Millisecond,
 			OnNotice: func(_ string, n seam.Notice) { notices <- n }}, "B")
 		s := startHeld(t, a, pa, root)
+		journaled(t, st, s.ChildID, "hold: first")
 		if err := b.Recover(ctx); err != nil {
 			t.Fatal(err)
 		}

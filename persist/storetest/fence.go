@@ -89,10 +89,12 @@ func testFencedWrites(t *testing.T, s seam.Store) {
 		Enqueue: []seam.QueuedMessage{{ID: "m1", Text: "kept", Source: agent.SourceUser}}}); err != nil {
 		t.Fatalf("the holder's fenced write = %v", err)
 	}
-	// a pauses; its lease runs out; b takes the child over.
+	// a pauses; its lease runs out; b takes the child over, fenced by the
+	// claim as it read it (as a sweep takes over before it reads the
+	// journal it closes).
 	lapse(t, s, a.ID)
-	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Claim: &b}); err != nil {
-		t.Fatal(err)
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Fence: &fa, Claim: &b}); err != nil {
+		t.Fatalf("b's takeover fenced by a's expired claim = %v", err)
 	}
 	fb := seam.Fence{Owner: b.ID, Epoch: claimOf(t, s, "c").Epoch}
 	if fb.Epoch <= fa.Epoch {

@@ -54,11 +54,16 @@ func TestAPrunedChildsSandboxCachesAreRemoved(t *testing.T) {
 		t.Errorf("the pruned child's caches are still in %s:\n%s", cache(done.AgentID), s.stderr)
 	}
 	// Logged only for a cache that was there: the child's command made it.
-	logged := false
-	for _, line := range strings.Split(s.stderr.String(), "\n") {
-		logged = logged || strings.Contains(line, "removed a pruned child's tool caches") && strings.Contains(line, done.AgentID)
+	// The line follows the removal, so the directory can be gone first.
+	logged := func() bool {
+		for _, line := range strings.Split(s.stderr.String(), "\n") {
+			if strings.Contains(line, "removed a pruned child's tool caches") && strings.Contains(line, done.AgentID) {
+				return true
+			}
+		}
+		return false
 	}
-	if !logged {
+	if !waitFor(5*time.Second, logged) {
 		t.Errorf("the daemon did not log removing %s's caches:\n%s", done.AgentID, s.stderr)
 	}
 	if _, err := os.Stat(cache(running.AgentID)); err != nil {
