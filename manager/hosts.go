@@ -190,6 +190,12 @@ func (m *Manager) asker(hdr seam.Header) seam.AskFunc {
 // may send to the child may answer (mayAnswer); what text may say is the
 // questions package's.
 func (m *Manager) Answer(ctx context.Context, caller seam.ParentRef, childID, questionID, text string) (*seam.Question, error) {
+	return m.AnswerVia(ctx, caller, childID, questionID, text, "")
+}
+
+// AnswerVia is Answer for an answer that came another way than a tool
+// call (seam.ViaWebView), recorded with it (seam.Answer.Via).
+func (m *Manager) AnswerVia(ctx context.Context, caller seam.ParentRef, childID, questionID, text, via string) (*seam.Question, error) {
 	p, waiting := m.questions.Pick(childID, questionID)
 	switch {
 	case len(waiting) > 1:
@@ -205,7 +211,7 @@ func (m *Manager) Answer(ctx context.Context, caller seam.ParentRef, childID, qu
 	if err := mayAnswer(caller, p.Header); err != nil {
 		return nil, err
 	}
-	q, err := m.questions.Answer(p, text)
+	q, err := m.questions.AnswerVia(p, text, via)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,11 @@ var (
 	ListAgentsInput []byte
 	//go:embed report.input.json
 	ReportInput []byte
+	// PermissionPromptInput is what Claude Code sends its permission-prompt
+	// tool (seam.PromptTool); other fields it may add are let through.
+	//
+	//go:embed permission_prompt.input.json
+	PermissionPromptInput []byte
 )
 
 // Config is the schema of the --config file.

@@ -66,7 +66,13 @@ type Answer struct {
 	By      string    `json:"by"`      // ByPerson, ByPolicy, ByDeadline, ByInterrupt
 	Outcome string    `json:"outcome"` // OutcomeAccepted, ...
 	At      time.Time `json:"at"`
+	// Via is the way a person's answer came when it was not a tool call
+	// (send_message): ViaWebView; empty otherwise.
+	Via string `json:"via,omitempty"`
 }
+
+// ViaWebView marks an answer given in the web view (Answer.Via).
+const ViaWebView = "web view"
 
 // Pending reports whether q still waits for its answer.
 func (q Question) Pending() bool { return q.Answer == nil }
@@ -145,6 +151,10 @@ func SortQuestions(qs []Question) {
 		return strings.Compare(a.ID, b.ID)
 	})
 }
+
+// DefaultQuestionTimeout is how long a question waits for the person when
+// the provider's config sets no question_timeout_seconds.
+const DefaultQuestionTimeout = 10 * time.Minute
 
 // AskRequest is a question a provider's driver puts to the person.
 type AskRequest struct {

@@ -125,7 +125,22 @@ type StartRequest struct {
 type Callback struct {
 	URL   string // e.g. http://127.0.0.1:PORT/mcp
 	Token string // send as "Authorization: Bearer <Token>"
+	// ServePrompts, when the callback server offers it, registers how
+	// this child's calls of PromptTool are answered (Claude Code's
+	// --permission-prompt-tool); until a driver registers one, the tool
+	// refuses the child. Revoking the callback drops it.
+	ServePrompts func(PromptFunc)
 }
+
+// PromptTool is the callback server's tool through which an external
+// agent asks leave for one of its own tool uses (Claude Code's
+// --permission-prompt-tool mcp__<server>__permission_prompt).
+const PromptTool = "permission_prompt"
+
+// PromptFunc answers one PromptTool call: args are the arguments as the
+// agent sent them, the result is the text the agent expects back. It may
+// hold the call (a question to the person); ctx ends with the call.
+type PromptFunc func(ctx context.Context, args json.RawMessage) string
 
 // CallbackFunc mints a Callback for a child acting as self; revoke ends it.
 type CallbackFunc func(self ParentRef) (cb Callback, revoke func())

@@ -68,7 +68,7 @@ func (l Limits) field(tool, name string) fieldLimit {
 	switch tool + "." + name {
 	case "subagent.prompt":
 		return fieldLimit{l.PromptBytes, "limits.prompt_bytes"}
-	case "send_message.message", "report.output":
+	case "send_message.message", "report.output", "permission_prompt.input": // a file to write, as the agent would write it
 		return fieldLimit{l.MessageBytes, "limits.message_bytes"}
 	case "subagent.persona":
 		return fieldLimit{l.PersonaBytes, "limits.persona_bytes"}

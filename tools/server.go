@@ -138,9 +138,10 @@ type Server struct {
 	subs        subscriptions // transcript resource subscriptions
 
 	mu           sync.Mutex
-	sessionsByID map[string]*session       // root sessions known, by MCP session id
-	lastPrune    time.Time                 // when sessionsByID was last pruned
-	tokens       map[string]seam.ParentRef // callback token → external child
+	sessionsByID map[string]*session        // root sessions known, by MCP session id
+	lastPrune    time.Time                  // when sessionsByID was last pruned
+	tokens       map[string]seam.ParentRef  // callback token → external child
+	prompts      map[string]seam.PromptFunc // callback token → its driver's permission prompts (prompt.go)
 	cbURL        string
 
 	// subBase is the subagent tool's published schema before the model
@@ -172,7 +173,7 @@ type call struct {
 
 // New builds the tool handlers over mgr.
 func New(mgr Manager, opts Options) (*Server, error) {
-	s := &Server{catalog: mgr, delegate: mgr, messenger: mgr, interrupter: mgr, lister: mgr, reporter: mgr, notices: mgr, opts: opts, log: opts.Logger, sessionsByID: map[string]*session{}, tokens: map[string]seam.ParentRef{}}
+	s := &Server{catalog: mgr, delegate: mgr, messenger: mgr, interrupter: mgr, lister: mgr, reporter: mgr, notices: mgr, opts: opts, log: opts.Logger, sessionsByID: map[string]*session{}, tokens: map[string]seam.ParentRef{}, prompts: map[string]seam.PromptFunc{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -231,6 +232,7 @@ func New(mgr Manager, opts Options) (*Server, error) {
 		{"interrupt_agent", interruptDescription, schemas.InterruptAgentInput, false, true, s.interrupt},
 		{"list_agents", listAgentsDescription, schemas.ListAgentsInput, true, true, s.listAgents},
 		{"report", reportDescription, schemas.ReportInput, false, false, s.report},
+		{seam.PromptTool, promptDescription, schemas.PermissionPromptInput, false, false, s.permissionPrompt},
 	}
 	limits := opts.Limits.withDefaults()
 	s.idBytes = limits.AgentIDBytes
@@ -341,11 +343,12 @@ func (s *Server) Register(ms *server.MCPServer) {
 }
 
 // Filter is the MCP server's tool filter: root callers do not see the
-// child-only tools (report), and a root session with settings of its own
-// sees its own model names in the subagent tool.
+// child-only tools (report), a child sees the permission prompt only when
+// its driver serves one (prompt.go), and a root session with settings of
+// its own sees its own model names in the subagent tool.
 func (s *Server) Filter(ctx context.Context, tools []mcp.Tool) []mcp.Tool {
 	if isChild(ctx) {
-		return tools
+		return s.childTools(ctx, tools)
 	}
 	out := tools[:0:0]
 	for _, t := range tools {
@@ -430,9 +433,10 @@ func (s *Server) MintCallback(self seam.ParentRef) (seam.Callback, func()) {
 	s.tokens[tok] = self
 	url := s.cbURL
 	s.mu.Unlock()
-	return seam.Callback{URL: url, Token: tok}, func() {
+	return seam.Callback{URL: url, Token: tok, ServePrompts: s.servePrompts(tok)}, func() {
 		s.mu.Lock()
 		delete(s.tokens, tok)
+		delete(s.prompts, tok)
 		s.mu.Unlock()
 	}
 }
@@ -550,6 +554,9 @@ func (s *Server) PushNotice(principal string, n seam.Notice) {
 func (s *Server) AgentTools(self seam.ParentRef) []agent.Tool {
 	out := make([]agent.Tool, 0, len(s.tools))
 	for _, t := range s.tools {
+		if t.name == seam.PromptTool {
+			continue // an external agent's permission check: no in-process loop asks through it
+		}
 		out = append(out, &agentTool{t: t, self: self})
 	}
 	return out

@@ -8,8 +8,9 @@
 // stdio session of that principal: every read and every action goes
 // through the manager's own checks (Manager.ListDescendants rooted at the
 // principal, Transcript and Watch with their lineage check, Interrupt for
-// a direct child or a live ancestor, Followup for the direct parent only),
-// as a root caller with no session. A principal's view token
+// a direct child or a live ancestor, Followup for the direct parent only,
+// AnswerVia for whoever may send to the child), as a root caller with no
+// session. A principal's view token
 // (Server.Token: 128 bits from crypto/rand, base64url, in the page's query
 // string as ?token=) is the only credential: a request without a valid
 // one gets a plain "token required" page (403) and no data, and the API
@@ -46,7 +47,11 @@
 // The page marks each transcript entry's source kind in words and in
 // style: the child's own messages, its parent's, a child's
 // subagent-report, the runtime's subagent-settled notice, tool calls and
-// tool results. Its send and interrupt buttons are off for a grandchild:
-// only a child's parent may steer it, and a principal is the parent of its
-// root children only.
+// tool results. A child asking the person (status input_required) shows
+// its questions with a way to answer each (api/answer: allow, deny or an
+// option's words for an approval, free text for a question), recorded as
+// the person's answer given in the web view (seam.ViaWebView). Its send,
+// answer and interrupt buttons are off for a grandchild: only a child's
+// parent may steer it, and a principal is the parent of its root children
+// only.
 package view

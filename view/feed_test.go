@@ -38,6 +38,9 @@ func (*countingSource) Interrupt(seam.ParentRef, string) error { return nil }
 func (*countingSource) Followup(context.Context, seam.ParentRef, string, string, bool) (*manager.Sent, error) {
 	return nil, errors.New("no messages here")
 }
+func (*countingSource) AnswerVia(context.Context, seam.ParentRef, string, string, string, string) (*seam.Question, error) {
+	return nil, errors.New("no questions here")
+}
 func (*countingSource) Subscribe(func(manager.Event)) func() { return func() {} }
 
 func serveView(t *testing.T, src Source, o Options) (*Server, *rig) {

@@ -73,13 +73,32 @@ type Row struct {
 	LastStopReason string     `json:"last_stop_reason,omitempty"`
 	LastMessage    string     `json:"last_message,omitempty"`
 	Reason         string     `json:"reason,omitempty"` // a diagnostic row's: corrupt, unavailable
+	// Questions are what a child asks the person (status input_required);
+	// the page shows them with a way to answer (api/answer).
+	Questions []Question `json:"questions,omitempty"`
+}
+
+// Question is a question a child waits on, its text clipped.
+type Question struct {
+	ID      string   `json:"id"`
+	Kind    string   `json:"kind"` // approval or question
+	Text    string   `json:"text"`
+	Choices []string `json:"choices,omitempty"`
 }
 
 func viewRow(r manager.Row) Row {
 	return Row{Kind: r.Kind, ID: truncate.Bound(r.ID, 200), Label: truncate.Bound(r.Label, 200), Status: r.Status,
 		Provider: r.Provider, Model: truncate.Bound(r.Model, 200), Parent: truncate.Bound(r.Parent, 200), Depth: r.Depth,
 		CreatedAt: r.CreatedAt, Usage: r.Usage, TreeUsage: r.TreeUsage, LastStopReason: string(r.LastStopReason),
-		LastMessage: truncate.Bound(r.LastMessage, 300), Reason: r.Reason}
+		LastMessage: truncate.Bound(r.LastMessage, 300), Reason: r.Reason, Questions: viewQuestions(r.Questions)}
+}
+
+func viewQuestions(qs []manager.PendingQuestion) []Question {
+	var out []Question
+	for _, q := range qs {
+		out = append(out, Question{ID: q.ID, Kind: q.Kind, Text: truncate.Bound(q.Text, 2000), Choices: q.Choices})
+	}
+	return out
 }
 
 // Snapshot is the tree stream's first event ("snapshot"): the rows in
@@ -180,10 +199,10 @@ func (s *Server) tree(w http.ResponseWriter, r *http.Request, caller seam.Parent
 }
 
 // anyResident reports whether a row is of a resident child: running,
-// queued or idle, whose turns end with no lifecycle event.
+// queued, idle or asking, whose turns end with no lifecycle event.
 func anyResident(rows []manager.Row) bool {
 	for _, r := range rows {
-		if r.Status == manager.StatusRunning || r.Status == manager.StatusQueued || r.Status == manager.StatusIdle {
+		if r.Status == manager.StatusRunning || r.Status == manager.StatusQueued || r.Status == manager.StatusIdle || r.Status == manager.StatusInputRequired {
 			return true
 		}
 	}

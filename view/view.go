@@ -32,6 +32,7 @@ type Source interface {
 	Watch(ctx context.Context, caller seam.ParentRef, childID string) (*manager.Watch, error)
 	Interrupt(caller seam.ParentRef, childID string) error
 	Followup(ctx context.Context, caller seam.ParentRef, childID, content string, wait bool) (*manager.Sent, error)
+	AnswerVia(ctx context.Context, caller seam.ParentRef, childID, questionID, text, via string) (*seam.Question, error)
 	Subscribe(fn func(manager.Event)) (cancel func())
 }
 
@@ -201,6 +202,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/transcript", s.authed(s.transcript))
 	mux.HandleFunc("POST /api/interrupt", s.authed(s.action(s.interrupt)))
 	mux.HandleFunc("POST /api/send", s.authed(s.action(s.send)))
+	mux.HandleFunc("POST /api/answer", s.authed(s.action(s.answer)))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Referrer-Policy", "no-referrer") // the token is in the URL
@@ -278,6 +280,8 @@ func sameOrigin(origin string, r *http.Request) bool {
 type actionReq struct {
 	ID      string `json:"id"`
 	Message string `json:"message"`
+	// Question is the question an answer answers (api/answer).
+	Question string `json:"question,omitempty"`
 }
 
 func decodeAction(w http.ResponseWriter, r *http.Request, needMessage bool, maxMsg int) (actionReq, bool) {
@@ -333,6 +337,26 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request, caller seam.Parent
 	}
 	s.log.Info("message from the web view", "agent_id", in.ID, "principal", caller.Principal, "message_id", sent.MessageID)
 	writeJSON(w, http.StatusOK, map[string]any{"message_id": sent.MessageID, "route": sent.Route, "agent_id": in.ID})
+}
+
+// answer answers a question the child waits on, as the person in the web
+// view: the manager records it so (seam.ViaWebView).
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, caller seam.ParentRef) {
+	in, ok := decodeAction(w, r, true, s.opts.MaxMessageBytes)
+	if !ok {
+		return
+	}
+	if in.Question == "" || len(in.Question) > maxIDBytes {
+		writeError(w, http.StatusBadRequest, `INVALID_REQUEST: field "question": required; give the id of the question you answer`)
+		return
+	}
+	q, err := s.src.AnswerVia(r.Context(), caller, in.ID, in.Question, in.Message, seam.ViaWebView)
+	if err != nil {
+		writeManagerError(w, err)
+		return
+	}
+	s.log.Info("answer from the web view", "agent_id", in.ID, "principal", caller.Principal, "question", q.ID, "outcome", q.Answer.Outcome)
+	writeJSON(w, http.StatusOK, map[string]any{"agent_id": q.ChildID, "question": q.ID, "answer": q.Answer.Text, "outcome": q.Answer.Outcome})
 }
 
 // writeManagerError answers a manager error with the status its code

@@ -28,7 +28,9 @@ import (
 
 // rig is a real manager running spawn children on a fake chat server, a
 // view over it, and the view served on loopback. A prompt containing
-// "hold" is answered only once release is closed.
+// "hold" is answered only once release is closed; one containing
+// "ASK-USER" asks the person "Which colour?" (ask_user) and ends with
+// "GOT: " and the tool's result.
 type rig struct {
 	m       *manager.Manager
 	st      *memstore.Store
@@ -52,6 +54,12 @@ func newRig(t *testing.T, o Options) *rig {
 	r := &rig{st: memstore.New(), release: make(chan struct{}), returned: make(chan string, 64), holding: make(chan string, 64)}
 	stop := make(chan struct{})
 	fake := fakeopenai.New(func(_ int, req fakeopenai.Request) fakeopenai.Reply {
+		if strings.Contains(req.LastUserText(), "ASK-USER") {
+			if res, ok := req.LastToolResult(); ok {
+				return fakeopenai.Reply{Text: "GOT: " + res}
+			}
+			return fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{Name: "ask_user", Arguments: `{"question":"Which colour?"}`}}}
+		}
 		if strings.Contains(req.LastUserText(), "hold") {
 			select {
 			case r.holding <- req.LastUserText():
@@ -65,7 +73,7 @@ func newRig(t *testing.T, o Options) *rig {
 		return fakeopenai.Reply{Text: "answer to " + req.LastUserText(), Usage: &fakeopenai.Usage{PromptTokens: 7, CompletionTokens: 3}}
 	})
 	r.m = manager.New(manager.Options{Store: r.st})
-	if err := r.m.Register(spawn.New(spawn.Options{Model: "m",
+	if err := r.m.Register(spawn.New(spawn.Options{Model: "m", AskUser: true,
 		Client: openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})})); err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func runCLI(cmd string, args []string, stdout, stderr io.Writer) int {
 	case "ls":
 		var lo lsOptions
 		fs.BoolVar(&lo.all, "all", false, "include other projects' children")
-		fs.StringVar(&lo.status, "status", "", "only children with this status: running, queued, idle or ready")
+		fs.StringVar(&lo.status, "status", "", "only children with this status: running, queued, idle, ready or input_required")
 		fs.BoolVar(&lo.tree, "tree", false, "the whole tree, grandchildren under their parents")
 		run = func(ctx context.Context, c *cliClient, _ []string) error { return lsCmd(ctx, c, lo, o.json, stdout) }
 	case "show":
@@ -104,10 +104,12 @@ func runCLI(cmd string, args []string, stdout, stderr io.Writer) int {
 		}
 	case "send":
 		var wait bool
+		var answerTo string
 		fs.BoolVar(&wait, "wait", false, "wait for the turn's outcome and print it")
+		fs.StringVar(&answerTo, "answer-to", "", "the question (its id, as ls shows it) the message answers")
 		names = []string{"ID", "MESSAGE"}
 		run = func(ctx context.Context, c *cliClient, pos []string) error {
-			return sendCmd(ctx, c, pos[0], pos[1], wait, o.json, stdout)
+			return sendCmd(ctx, c, pos[0], pos[1], answerTo, wait, o.json, stdout)
 		}
 	case "interrupt":
 		names = []string{"ID"}

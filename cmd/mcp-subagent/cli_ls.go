@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 type lsOptions struct {
@@ -55,23 +57,56 @@ func lsCmd(ctx context.Context, c *cliClient, o lsOptions, asJSON bool, w io.Wri
 	if o.tree {
 		rows = treeOrder(rows)
 	}
-	colour := isTerminal(w)
+	return printRows(w, rows, o.tree, isTerminal(w), time.Now())
+}
+
+// printRows is ls's table: a row per child, and under a child waiting
+// for the person each question it asks, with how to answer it.
+func printRows(w io.Writer, rows []manager.Row, tree, colour bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tPROVIDER\tMODEL\tDEPTH\tLABEL\tAGE\tUSAGE\tLAST")
-	now := time.Now()
+	var asks []string // printed after the table, so the columns stay aligned
 	for _, r := range rows {
 		if r.Kind != "child" {
 			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t\t\n", r.ID, paint(colour, "cannot be read: "+r.Reason))
 			continue
 		}
 		id := r.ID
-		if o.tree {
+		if tree {
 			id = strings.Repeat("  ", max(r.Depth-1, 0)) + id
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", id, paint(colour, r.Status), r.Provider, dash(r.Model), r.Depth,
 			dash(clip(r.Label, 40)), age(now, r.CreatedAt), usageText(r.Usage), dash(string(r.LastStopReason)))
+		for _, q := range r.Questions {
+			asks = append(asks, askText(r.ID, q))
+		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, a := range asks {
+		if _, err := fmt.Fprintln(w, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// askText is one question a child waits on, as ls shows it: who asks,
+// what, and the command that answers it.
+func askText(id string, q manager.PendingQuestion) string {
+	answer := `"<your answer>"`
+	if q.Kind == string(seam.QuestionApproval) {
+		answer = "allow|deny"
+		for _, c := range q.Choices {
+			if strings.ContainsAny(c, " \t\"'") {
+				c = strconv.Quote(c)
+			}
+			answer += "|" + c
+		}
+	}
+	return fmt.Sprintf("\n%s asks (question %s): %s\n  answer: mcp-subagent send %s --answer-to %s %s",
+		id, q.ID, clip(strings.Join(strings.Fields(q.Text), " "), 300), id, q.ID, answer)
 }
 
 // treeOrder puts each child right after its parent (depth first, creation
@@ -116,6 +151,8 @@ func paint(on bool, status string) string {
 		code = "\x1b[33m"
 	case manager.StatusIdle:
 		code = "\x1b[36m"
+	case manager.StatusInputRequired:
+		code = "\x1b[35m"
 	}
 	if strings.HasPrefix(status, "cannot") {
 		code = "\x1b[31m"

@@ -12,10 +12,13 @@ import (
 // cliWait bounds `send --wait`: the tool's own maximum (a day).
 const cliWait = 24 * time.Hour
 
-// sendCmd is `mcp-subagent send ID MESSAGE [--wait]`: send_message, and
-// with --wait the turn's outcome.
-func sendCmd(ctx context.Context, c *cliClient, id, msg string, wait, asJSON bool, w io.Writer) error {
+// sendCmd is `mcp-subagent send ID MESSAGE [--answer-to Q] [--wait]`:
+// send_message, and with --wait the turn's outcome.
+func sendCmd(ctx context.Context, c *cliClient, id, msg, answerTo string, wait, asJSON bool, w io.Writer) error {
 	args := map[string]any{"subagent_id": id, "message": msg}
+	if answerTo != "" {
+		args["answer_to"] = answerTo
+	}
 	if wait {
 		args["wait_seconds"] = cliWait.Seconds()
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -35,6 +36,7 @@ type Config struct {
 	ClientWaitSeconds map[string]float64 `json:"client_wait_seconds,omitempty"`
 	Daemon            DaemonConfig       `json:"daemon"`
 	LLM               LLMConfig          `json:"llm"`
+	Spawn             SpawnConfig        `json:"spawn"`
 	// Models are the model backends of in-process children, the default
 	// first (models.go); empty: the llm block as one model named default.
 	Models []ModelConfig `json:"models,omitempty"`
@@ -102,6 +104,23 @@ type LLMConfig struct {
 	// MaxOutputBytes bounds one model answer (text and tool calls); zero:
 	// transport.DefaultMaxOutputBytes.
 	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
+}
+
+// SpawnConfig is the in-process providers' (spawn and fork) policy for
+// asking the person.
+type SpawnConfig struct {
+	// Permission "ask" gives their children the ask_user tool; "deny"
+	// (zero): no such tool.
+	Permission string `json:"permission,omitempty"`
+	// QuestionTimeoutSeconds bounds one question under "ask"; zero: 600.
+	QuestionTimeoutSeconds float64 `json:"question_timeout_seconds,omitempty"`
+}
+
+func (s SpawnConfig) check() error {
+	if s.QuestionTimeoutSeconds > 0 && s.Permission != "ask" {
+		return fmt.Errorf("spawn.question_timeout_seconds is set but spawn.permission is %q: it applies only with permission \"ask\"", cmp.Or(s.Permission, "deny"))
+	}
+	return nil
 }
 
 // DaemonConfig tunes the per-data-directory daemon.
@@ -217,6 +236,9 @@ func loadConfigEnv(path string, getenv func(string) string) (Config, error) {
 		if err := pc.Confine.check(i, home); err != nil {
 			return c, fmt.Errorf("config %s: %w", path, err)
 		}
+	}
+	if err := c.Spawn.check(); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := c.Retention.check(); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)

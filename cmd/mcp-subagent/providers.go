@@ -34,7 +34,7 @@ type ProviderConfig struct {
 	Env            map[string]string `json:"env,omitempty"`
 	PassEnv        *[]string         `json:"pass_env,omitempty"`
 	Model          string            `json:"model,omitempty"`
-	Permission     string            `json:"permission,omitempty"` // deny (default), allow or ask (acp)
+	Permission     string            `json:"permission,omitempty"` // deny (default), allow or ask (acp, claude-code)
 	PermissionMode string            `json:"permission_mode,omitempty"`
 	Sandbox        string            `json:"sandbox,omitempty"`
 	// Confine is how the agent's process is confined (confine.go); nil:
@@ -44,6 +44,11 @@ type ProviderConfig struct {
 	// QuestionTimeoutSeconds is how long a question waits for the person
 	// under permission "ask"; zero: 600.
 	QuestionTimeoutSeconds float64 `json:"question_timeout_seconds,omitempty"`
+}
+
+// questionTimeout is how long a question waits under permission "ask".
+func (pc ProviderConfig) questionTimeout() time.Duration {
+	return time.Duration(pc.QuestionTimeoutSeconds * float64(time.Second))
 }
 
 // commandLine is a provider's command as the config gives it: a string,
@@ -162,8 +167,10 @@ func externalProviders(cfgs []ProviderConfig, envFor func(principal string, s *s
 		}
 		timeout := time.Duration(pc.TimeoutSeconds * float64(time.Second))
 		switch {
-		case pc.Permission == "ask" && pc.Kind != "acp":
-			return nil, fmt.Errorf("config: providers[%d] (%s).permission \"ask\" is supported for kind acp only so far; use \"deny\" or \"allow\" for kind %s", i, pc.Name, pc.Kind)
+		case pc.Permission == "ask" && pc.Kind == "codex":
+			// codex exec has no channel to ask through: it cancels elicitations
+			// and takes no permission-prompt tool.
+			return nil, fmt.Errorf("config: providers[%d] (%s).permission \"ask\" is not supported for kind codex (codex exec cannot hold a permission request open for an answer); use \"deny\" or \"allow\", or kind claude-code or acp", i, pc.Name)
 		case pc.QuestionTimeoutSeconds < 0 || math.IsNaN(pc.QuestionTimeoutSeconds) || math.IsInf(pc.QuestionTimeoutSeconds, 0):
 			return nil, fmt.Errorf("config: providers[%d] (%s).question_timeout_seconds must be a positive number of seconds (default 600)", i, pc.Name)
 		case pc.QuestionTimeoutSeconds > 0 && pc.Permission != "ask":
@@ -192,7 +199,7 @@ func externalProviders(cfgs []ProviderConfig, envFor func(principal string, s *s
 				mode = "bypassPermissions"
 			}
 			out = append(out, claudecode.New(claudecode.Options{Name: pc.Name, Command: pc.Command.program(), Args: pc.Args, Env: pc.childEnv(), EnvFor: childEnvFor,
-				Model: pc.Model, PermissionMode: mode, Confine: confine, Timeout: timeout, Logger: plog}))
+				Model: pc.Model, PermissionMode: mode, Ask: pc.Permission == "ask", QuestionTimeout: pc.questionTimeout(), Confine: confine, Timeout: timeout, Logger: plog}))
 		case "acp":
 			if pc.Command.program() == "" {
 				return nil, fmt.Errorf("config: providers[%d] (%s): an acp provider needs a command, e.g. \"command\": [\"qwen\", \"--acp\"]", i, pc.Name)
@@ -205,7 +212,7 @@ func externalProviders(cfgs []ProviderConfig, envFor func(principal string, s *s
 				perm = acp.PermissionAsk
 			}
 			p, err := acp.New(acp.Options{Name: pc.Name, Command: pc.Command.program(), Args: pc.Args, Env: pc.childEnv(), EnvFor: childEnvFor,
-				Permission: perm, QuestionTimeout: time.Duration(pc.QuestionTimeoutSeconds * float64(time.Second)),
+				Permission: perm, QuestionTimeout: pc.questionTimeout(),
 				Confine: confine, Timeout: timeout, Logger: plog})
 			if err != nil {
 				return nil, fmt.Errorf("config: providers[%d] (%s): %w", i, pc.Name, err)

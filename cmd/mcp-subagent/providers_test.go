@@ -67,8 +67,9 @@ func TestProviderConfigConflictsAreRefused(t *testing.T) {
 	}
 }
 
-// permission "ask" and question_timeout_seconds: accepted for an acp
-// provider; refused, naming the field, where they cannot apply.
+// permission "ask" and question_timeout_seconds: accepted for an acp and
+// a claude-code provider; refused, naming the field, where they cannot
+// apply.
 func TestProviderPermissionAsk(t *testing.T) {
 	build := func(entry string) error {
 		cfg, err := loadConfig(writeConfig(t, `{"providers":[`+entry+`]}`))
@@ -81,8 +82,11 @@ func TestProviderPermissionAsk(t *testing.T) {
 	if err := build(`{"name":"q","kind":"acp","command":["sh"],"permission":"ask","question_timeout_seconds":30}`); err != nil {
 		t.Fatalf("acp with ask: %v", err)
 	}
+	if err := build(`{"name":"c","kind":"claude-code","command":"sh","permission":"ask","question_timeout_seconds":30}`); err != nil {
+		t.Fatalf("claude-code with ask: %v", err)
+	}
 	for _, c := range []struct{ name, entry, want string }{
-		{"ask on codex", `{"name":"c","kind":"codex","command":"sh","permission":"ask"}`, `providers[0] (c).permission "ask" is supported for kind acp only`},
+		{"ask on codex", `{"name":"c","kind":"codex","command":"sh","permission":"ask"}`, `providers[0] (c).permission "ask" is not supported for kind codex`},
 		{"a timeout without ask", `{"name":"q","kind":"acp","command":["sh"],"question_timeout_seconds":30}`, `providers[0] (q).question_timeout_seconds is set but permission is "deny"`},
 		{"a zero timeout", `{"name":"q","kind":"acp","command":["sh"],"permission":"ask","question_timeout_seconds":0}`, `question_timeout_seconds`},
 		{"an unknown permission", `{"name":"q","kind":"acp","command":["sh"],"permission":"sometimes"}`, `field "providers[].permission" must be one of`},
@@ -92,5 +96,22 @@ func TestProviderPermissionAsk(t *testing.T) {
 				t.Errorf("err = %v, want it to contain %q", err, c.want)
 			}
 		})
+	}
+}
+
+// spawn.permission "ask" gives the in-process children ask_user; its
+// question timeout alone is refused, naming the setting.
+func TestSpawnPermissionAsk(t *testing.T) {
+	cfg, err := loadConfig(writeConfig(t, `{"spawn":{"permission":"ask","question_timeout_seconds":30}}`))
+	if err != nil || cfg.Spawn.Permission != "ask" || cfg.Spawn.QuestionTimeoutSeconds != 30 {
+		t.Fatalf("spawn ask: %+v, %v", cfg.Spawn, err)
+	}
+	for _, c := range []struct{ entry, want string }{
+		{`{"spawn":{"question_timeout_seconds":30}}`, `spawn.question_timeout_seconds is set but spawn.permission is "deny"`},
+		{`{"spawn":{"permission":"allow"}}`, `spawn.permission`},
+	} {
+		if _, err := loadConfig(writeConfig(t, c.entry)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want it to contain %q", c.entry, err, c.want)
+		}
 	}
 }

@@ -241,7 +241,8 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		a.closers = append(a.closers, warmGoSeed(ctx, dataDir, log.With("component", "shell")))
 	}
 	sopts := spawn.Options{Models: models, Persona: cfg.Persona, Shell: shell.On, Sandbox: pol, CacheRoot: cacheRoot,
-		MaxSteps: cfg.LLM.MaxSteps, DelegationTools: delegation, ModelsFor: a.modelsFor, Logger: log}
+		MaxSteps: cfg.LLM.MaxSteps, DelegationTools: delegation, ModelsFor: a.modelsFor, Logger: log,
+		AskUser: cfg.Spawn.Permission == "ask", QuestionTimeout: time.Duration(cfg.Spawn.QuestionTimeoutSeconds * float64(time.Second))}
 	external, err := externalProviders(cfg.Providers, a.settings.lookup, log.With("component", "provider"))
 	if err != nil {
 		return nil, err

@@ -232,10 +232,17 @@ func Ambiguous(childID string, waiting []*Pending) error {
 // question with its answer, or why text cannot answer it, or that it was
 // settled meanwhile.
 func (b *Board) Answer(p *Pending, text string) (seam.Question, error) {
+	return b.AnswerVia(p, text, "")
+}
+
+// AnswerVia is Answer for an answer that came another way than a tool
+// call (seam.ViaWebView), recorded with it (seam.Answer.Via).
+func (b *Board) AnswerVia(p *Pending, text, via string) (seam.Question, error) {
 	a, err := answerOf(p, text)
 	if err != nil {
 		return seam.Question{}, err
 	}
+	a.Via = via
 	if !b.claim(p) {
 		return seam.Question{}, &seam.Error{Code: seam.CodeInvalidRequest, AgentID: p.Question.ChildID, Message: fmt.Sprintf(
 			"question %s was answered (or timed out) just now; list_agents shows whether subagent %s asks again", p.Question.ID, p.Question.ChildID)}

@@ -51,6 +51,17 @@ type Options struct {
 	// or sandbox.Unconfined: the agent runs with the server's authority.
 	// The provider adds the state directories to StateDirs.
 	Confine sandbox.Agent
+	// Ask holds each tool use the permission mode does not allow open
+	// and asks the person (through the manager, seam.DriverRequest.Ask):
+	// the CLI runs with --permission-prompt-tool naming the callback
+	// server's seam.PromptTool, and permission mode "default" unless
+	// PermissionMode says otherwise. Nobody answering within
+	// QuestionTimeout denies it, recorded as timed out. Without a store
+	// or a callback nobody can be asked: the permission mode decides.
+	Ask bool
+	// QuestionTimeout is how long a question waits under Ask; zero:
+	// seam.DefaultQuestionTimeout.
+	QuestionTimeout time.Duration
 	// Timeout bounds one turn; zero: none. A turn that runs out is stopped
 	// (its whole process group) and ends with StopError.
 	Timeout time.Duration
@@ -79,6 +90,13 @@ func New(opts Options) *Provider {
 	}
 	if opts.PermissionMode == "" {
 		opts.PermissionMode = "dontAsk"
+		if opts.Ask {
+			// dontAsk denies without consulting the prompt tool.
+			opts.PermissionMode = "default"
+		}
+	}
+	if opts.Ask && opts.QuestionTimeout <= 0 {
+		opts.QuestionTimeout = seam.DefaultQuestionTimeout
 	}
 	log := opts.Logger
 	if log == nil {
@@ -101,6 +119,9 @@ func (p *Provider) InheritsParentContext() bool { return false }
 
 // Description describes the provider for the subagent tool.
 func (p *Provider) Description() string {
+	if p.opts.Ask {
+		return "a Claude Code CLI agent (claude -p) in its cwd with Claude's own tools; tools that need approval are asked of you (answer with send_message answer_to)"
+	}
 	return "a Claude Code CLI agent (claude -p) in its cwd with Claude's own tools; it runs headless: tools that need approval are denied unless allowed"
 }
 
@@ -134,9 +155,17 @@ func (p *Provider) NewDriver(ctx context.Context, req seam.DriverRequest) (seam.
 	if model == "" {
 		model = p.opts.Model
 	}
-	return p.newDriver(turnConfig{cwd: req.Header.Cwd, model: model, effort: d.Effort, persona: d.Persona, filter: d.ToolFilter,
+	drv, err := p.newDriver(turnConfig{cwd: req.Header.Cwd, model: model, effort: d.Effort, persona: d.Persona, filter: d.ToolFilter,
 		schema: d.OutputSchema, callback: req.Callback, session: d.Session, ephemeral: req.OneShot(),
 		env: p.envFor(req.Header.Principal, d.Settings)}, req.Journal)
+	if err != nil {
+		return nil, err
+	}
+	if p.opts.Ask && req.Ask != nil && req.Callback.URL != "" && req.Callback.ServePrompts != nil {
+		drv.ask = req.Ask
+		req.Callback.ServePrompts(drv.prompt)
+	}
+	return drv, nil
 }
 
 // envFor is the environment of a child under settings s.

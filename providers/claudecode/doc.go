@@ -18,7 +18,8 @@
 //	claude [Options.Args] -p --output-format stream-json --verbose
 //	  [--model=M]                      Descriptor.Model: the call's Claude model id or alias, else Options.Model
 //	  [--effort=E]                     Descriptor.Effort: the call's effort (low, medium, high)
-//	  --permission-mode=P              Options.PermissionMode; zero: dontAsk
+//	  --permission-mode=P              Options.PermissionMode; zero: dontAsk (default under Options.Ask)
+//	  [--permission-prompt-tool mcp__subagent__permission_prompt]  Options.Ask, when the person can be asked
 //	  --session-id=UUID | --resume=ID  first turn | later turns and cold resume (ID: the journal's last session event)
 //	  --no-session-persistence         instead, for one-shot runs (DriverRequest.OneShot)
 //	  [--json-schema=S]                output schema, compacted
@@ -141,6 +142,15 @@
 // diagnostic. Anything more permissive is an explicit configuration
 // (Options.PermissionMode acceptEdits or bypassPermissions; the CLI
 // refuses the latter as root unless IS_SANDBOX=1 is in Options.Env).
+//
+// Under Options.Ask (config permission "ask") the CLI runs in the default
+// mode with --permission-prompt-tool naming the callback server's
+// permission_prompt (seam.PromptTool): a use the mode does not allow is a
+// question to the person (seam.DriverRequest.Ask), the tool call held open
+// until the person answers, the deadline (Options.QuestionTimeout) denies
+// it, or the turn ends. The answer goes back as Claude Code reads it
+// (allow with the input unchanged, or deny with why); the journal notes
+// who answered, and a refused use is in the turn's diagnostic too.
 //
 // # Processes
 //

@@ -56,6 +56,10 @@ type driver struct {
 	cfg      turnConfig
 	resolved *schemas.Output // the output schema, to check what the CLI returns
 	journal  *agent.Journal
+	// ask is set under Options.Ask when the person can be asked: the CLI
+	// then asks through the callback's permission prompt (prompt.go).
+	ask     seam.AskFunc
+	prompts prompts
 }
 
 func (d *driver) Journal() *agent.Journal { return d.journal }
@@ -98,6 +102,8 @@ func (d *driver) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnRe
 		t.Diagnose(stoppedText(ctx))
 		return t.End(agent.StopAborted, nil)
 	}
+	endAsk := d.prompts.begin(turnCtx)
+	defer endAsk()
 	p, err := proc.Start(proc.Spec{Path: d.path, Args: args, Dir: d.cfg.cwd, Env: d.cfg.env, Grace: stopGrace, Confine: d.p.confinement(d.cfg.env)})
 	if err != nil {
 		t.Diagnose(fmt.Sprintf("could not start %s: %v", d.p.opts.Command, err))
@@ -141,6 +147,13 @@ func (d *driver) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnRe
 	exitErr := p.Wait(context.Background())
 	if s.malformed > 0 {
 		d.p.log.Warn("claude wrote malformed stream-json lines", "count", s.malformed, "first", s.firstBad)
+	}
+	// Who answered each question, and a refused use in the result too.
+	for _, a := range endAsk() {
+		t.Note(a.note)
+		if a.diagnostic != "" {
+			t.Diagnose(a.diagnostic)
+		}
 	}
 	return d.end(ctx, turnCtx, s, exitErr, p.Stderr())
 }
@@ -225,6 +238,9 @@ func (d *driver) args(session string, resume bool, mcpConfig string) []string {
 		a = append(a, "--effort="+string(d.cfg.effort))
 	}
 	a = append(a, "--permission-mode="+d.p.opts.PermissionMode)
+	if d.ask != nil {
+		a = append(a, "--permission-prompt-tool", mcpName(seam.PromptTool))
+	}
 	switch {
 	case resume:
 		a = append(a, "--resume="+session)
@@ -254,6 +270,10 @@ func (d *driver) args(session string, resume bool, mcpConfig string) []string {
 	}
 	a = append(a, "--disallowedTools")
 	a = append(a, tf.disallowed...)
+	if d.ask != nil {
+		// The CLI's permission check, not a tool for the model.
+		a = append(a, mcpName(seam.PromptTool))
+	}
 	// Only the callback server, never the MCP servers of the user's own
 	// Claude configuration: a child inherits no tools it was not given.
 	a = append(a, "--strict-mcp-config")

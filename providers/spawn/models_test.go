@@ -51,7 +51,13 @@ func runChild(t *testing.T, m *manager.Manager, provider string, req seam.StartR
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	return waitTurn(t, st)
+}
+
+// waitTurn waits for a started child's first turn to end.
+func waitTurn(t *testing.T, st *manager.Started) seam.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	res, ok := st.Wait(ctx)
 	if !ok {

@@ -4,9 +4,10 @@
 //
 // Children get the workspace tools confined to their cwd, the delegation
 // tools the deployment wires in (so nesting works, with depth enforced by
-// the manager), and, with an output schema, the structured_output tool. The
-// tool filter applies to all of them: a filtered tool is absent from what
-// the model is shown and refuses to run. A persona shadows the deployment
+// the manager), with an output schema the structured_output tool, and the
+// ask_user tool when the deployment lets them ask the person
+// (Options.AskUser; askuser.go). The tool filter applies to all of them: a
+// filtered tool is absent from what the model is shown and refuses to run. A persona shadows the deployment
 // persona for that child only.
 //
 // A child runs on one of the deployment's models (Options.Models), chosen
@@ -35,6 +36,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/agent/workspace"
@@ -85,7 +87,13 @@ type Options struct {
 	// model, its config's models), for principal; nil: Models for all.
 	// It is asked only when a child has settings.
 	ModelsFor func(principal string, s *seam.Settings) ([]Model, error)
-	Logger    *slog.Logger
+	// AskUser gives children the ask_user tool (config spawn.permission
+	// "ask"), when the person can be asked (seam.DriverRequest.Ask: a
+	// store); QuestionTimeout bounds each question (zero:
+	// seam.DefaultQuestionTimeout).
+	AskUser         bool
+	QuestionTimeout time.Duration
+	Logger          *slog.Logger
 }
 
 // Provider runs in-process children.
@@ -110,6 +118,9 @@ func New(opts Options) *Provider {
 }
 
 func withModels(opts Options) Options {
+	if opts.AskUser && opts.QuestionTimeout <= 0 {
+		opts.QuestionTimeout = seam.DefaultQuestionTimeout
+	}
 	if len(opts.Models) == 0 {
 		opts.Models = []Model{{Name: DefaultModel, Client: opts.Client, ID: opts.Model}}
 	}
@@ -210,6 +221,9 @@ func names(models []Model) []string {
 // ToolNames lists every tool a child of this provider can have.
 func (p *Provider) ToolNames() []string {
 	names := workspace.Names(p.opts.Shell)
+	if p.opts.AskUser {
+		names = append(names, AskUserTool)
+	}
 	if p.opts.DelegationTools != nil {
 		for _, t := range p.opts.DelegationTools(seam.ParentRef{}) {
 			names = append(names, t.Def().Name)
@@ -224,7 +238,7 @@ const basePrompt = "You are a delegated subagent. Your parent gave you a task; d
 
 // build assembles a child agent: workspace tools in cwd, delegation tools
 // for self, the filter over all of them, the persona over the deployment's.
-func (p *Provider) build(d seam.Descriptor, cwd string, journal *agent.Journal, self seam.ParentRef, budget func(bool) error) (*agent.Agent, error) {
+func (p *Provider) build(d seam.Descriptor, cwd string, journal *agent.Journal, self seam.ParentRef, budget func(bool) error, ask seam.AskFunc) (*agent.Agent, error) {
 	models, err := p.models(self.Principal, d.Settings)
 	if err != nil {
 		return nil, err
@@ -247,6 +261,9 @@ func (p *Provider) build(d seam.Descriptor, cwd string, journal *agent.Journal, 
 		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name, Message: "cwd: " + err.Error()}
 	}
 	tools := ws
+	if p.opts.AskUser && ask != nil {
+		tools = append(tools, askUser{ask: ask, timeout: p.opts.QuestionTimeout})
+	}
 	if p.opts.DelegationTools != nil {
 		tools = append(tools, p.opts.DelegationTools(self)...)
 	}
@@ -315,7 +332,7 @@ func (p *Provider) Continuable() {}
 // one-shot run, a new child and a cold resume alike.
 func (p *Provider) NewDriver(ctx context.Context, req seam.DriverRequest) (seam.Driver, error) {
 	d := req.Descriptor
-	a, err := p.build(d, req.Header.Cwd, req.Journal, req.Self, req.Budget)
+	a, err := p.build(d, req.Header.Cwd, req.Journal, req.Self, req.Budget, req.Ask)
 	if err != nil {
 		return nil, err
 	}

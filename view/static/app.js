@@ -58,7 +58,10 @@ function fill(n) {
   const c = el("span", "cost", cost(d.tree_usage || d.usage));
   row.append(sc, name, pm, depth, usage, c);
   row.dataset.status = status;
-  if (selected === d.id) showStatus(d);
+  if (selected === d.id) {
+    showStatus(d);
+    showQuestions(d);
+  }
 }
 
 function make(d) {
@@ -117,8 +120,9 @@ function change(c) {
 }
 
 function summary(s) {
-  let running = 0, queued = 0, inTok = 0, outTok = 0, usd = 0;
+  let running = 0, queued = 0, asking = 0, inTok = 0, outTok = 0, usd = 0;
   for (const n of nodes.values()) {
+    if (n.data.status === "input_required") asking++;
     if (n.data.status === "running") running++;
     if (n.data.status === "queued") queued++;
     if (n.data.usage) {
@@ -128,6 +132,7 @@ function summary(s) {
     }
   }
   $("summary").textContent = s.total + " children · " + running + " running · " + queued + " queued · " +
+    (asking ? asking + " asking you · " : "") +
     inTok + " in / " + outTok + " out tokens" + (usd ? " · $" + usd.toFixed(4) : "");
   $("empty").hidden = s.total > 0;
   const om = $("omitted");
@@ -168,6 +173,58 @@ function showStatus(d) {
   $("send").disabled = !direct;
   $("message").disabled = !direct;
   $("message").placeholder = direct ? "message to the child" : "only its parent (a child) may send it messages";
+}
+
+// showQuestions shows what the open child asks you, each with a way to
+// answer: Allow, Deny and the option words for an approval, a text box for
+// a question. Only its parent (you, for a root child) may answer.
+function showQuestions(d) {
+  const qs = d.questions || [];
+  const list = $("qlist");
+  const shown = [...list.children].map((li) => li.dataset.question).join(" ");
+  if (shown === qs.map((x) => x.id).join(" ")) return; // keep what is being typed
+  $("questions").hidden = qs.length === 0;
+  const direct = (d.parent || "").startsWith("principal:");
+  list.replaceChildren();
+  for (const x of qs) {
+    const li = el("li");
+    li.dataset.question = x.id;
+    li.append(el("div", "qtext", x.text));
+    const form = el("form");
+    const answer = async (text) => {
+      try {
+        const r = await post("api/answer", { id: d.id, question: x.id, message: text });
+        result("answered question " + r.question + ": " + r.answer + " (" + r.outcome + ")");
+      } catch (err) {
+        result("Error: " + err.message, true);
+      }
+    };
+    if (x.kind === "approval") {
+      for (const w of ["allow", "deny", ...(x.choices || [])]) {
+        const b = el("button", "answer", w);
+        b.type = "button";
+        b.dataset.answer = w;
+        b.disabled = !direct;
+        b.addEventListener("click", () => answer(w));
+        form.append(b);
+      }
+    } else {
+      const box = el("input", "answertext");
+      box.placeholder = direct ? "your answer" : "only its parent (a child) may answer";
+      box.disabled = !direct;
+      const b = el("button", "answer", "Answer");
+      b.type = "submit";
+      b.disabled = !direct;
+      form.append(box, b);
+    }
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const box = form.querySelector("input");
+      if (box && box.value.trim()) answer(box.value);
+    });
+    li.append(form);
+    list.append(li);
+  }
 }
 
 // entry renders one transcript entry with its source kind spelled out, so
@@ -239,7 +296,12 @@ function open(id) {
   $("dmeta").textContent = id;
   $("entries").replaceChildren();
   $("actionresult").textContent = "";
-  if (n) showStatus(n.data);
+  $("qlist").replaceChildren();
+  $("questions").hidden = true;
+  if (n) {
+    showStatus(n.data);
+    showQuestions(n.data);
+  }
   const es = new EventSource("api/transcript" + q("&id=" + encodeURIComponent(id)));
   transcript = es;
   es.addEventListener("transcript", (e) => {

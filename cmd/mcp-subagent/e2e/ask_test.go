@@ -72,6 +72,16 @@ func TestAskPermissionByNotice(t *testing.T) {
 		if !strings.Contains(rows, id+" [input_required]") || !strings.Contains(rows, "asks (question "+q+"): permission to run: Write notes.txt") {
 			t.Fatalf("list_agents does not show the child input_required with its question:\n%s", rows)
 		}
+		// So does ls, with the command that answers it.
+		if code, out, errOut := cli(t, s, "ls"); code != 0 || !strings.Contains(out, "input_required") ||
+			!strings.Contains(out, id+" asks (question "+q+"): permission to run: Write notes.txt") ||
+			!strings.Contains(out, "mcp-subagent send "+id+" --answer-to "+q+" allow|deny") {
+			t.Errorf("ls: exit %d:\n%s\n%s", code, out, errOut)
+		}
+		// send --answer-to names the question answered (here one that is not).
+		if code, out, errOut := cli(t, s, "send", id, "--answer-to", "q-00", "allow"); code != 1 || !strings.Contains(errOut, "no question q-00 waits on subagent "+id) {
+			t.Errorf("send --answer-to q-00: exit %d:\n%s\n%s", code, out, errOut)
+		}
 		if _, err := os.Stat(filepath.Join(s.workspace, "notes.txt")); err == nil {
 			t.Fatal("the file was written before anyone answered")
 		}
