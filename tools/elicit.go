@@ -277,6 +277,7 @@ type resumedKey struct{}
 type resumed struct {
 	child, message string
 	route          manager.Route
+	turn           manager.Turn
 }
 
 func resumedFrom(ctx context.Context) *resumed {
@@ -289,7 +290,8 @@ func resumedFrom(ctx context.Context) *resumed {
 // altered, has expired, was used already, or was issued to another
 // principal or for another tool; else it gives the question its answer
 // and marks ctx so the tool waits for the same turn again.
-func (s *Server) resume(ctx context.Context, toolName string, caller seam.ParentRef, rt mcp.MultiRoundTripParams) (context.Context, *mcp.CallToolResult) {
+func (s *Server) resume(ctx context.Context, toolName string, c call, rt mcp.MultiRoundTripParams) (context.Context, *mcp.CallToolResult) {
+	caller := c.caller
 	refuse := func(format string, a ...any) (context.Context, *mcp.CallToolResult) {
 		return ctx, mcp.NewToolResultError("Error: INVALID_REQUEST: field \"requestState\": " + fmt.Sprintf(format, a...))
 	}
@@ -316,6 +318,9 @@ func (s *Server) resume(ctx context.Context, toolName string, caller seam.Parent
 	if st.Tool != toolName {
 		return refuse("refused: it was issued for tool %s, not %s", st.Tool, toolName)
 	}
+	if args, ok := c.args.(map[string]any); ok && toolName == "send_message" && args["subagent_id"] != st.Child {
+		return refuse("refused: it was issued for subagent %s, not %v", st.Child, args["subagent_id"])
+	}
 	r := server.ElicitationResponse(rt.InputResponses, st.Question)
 	if r == nil {
 		return refuse("inputResponses holds no elicitation answer under %q, the question it asks", st.Question)
@@ -323,9 +328,11 @@ func (s *Server) resume(ctx context.Context, toolName string, caller seam.Parent
 	if err := s.asking.sealer.Spend(o); err != nil {
 		return refuse("refused: %v (each state answers its question once); list_agents shows the subagent", err)
 	}
+	// Waiting again before the answer: the turn it lets finish is ours.
+	turn := s.asking.asker.AwaitTurn(st.Child, st.Message, c.progress)
 	q := seam.Question{ID: st.Question, ChildID: st.Child, Kind: st.Kind}
 	s.applyAnswer(ctx, caller, q, &r.ElicitationResponse)
-	return context.WithValue(ctx, resumedKey{}, &resumed{child: st.Child, message: st.Message, route: st.Route}), nil
+	return context.WithValue(ctx, resumedKey{}, &resumed{child: st.Child, message: st.Message, route: st.Route, turn: turn}), nil
 }
 
 // waitStarted is waitTurn for a started child's first turn.
@@ -337,7 +344,7 @@ func (s *Server) waitStarted(ctx, wctx context.Context, c call, st *manager.Star
 // child it started and the turn it waits for.
 func (s *Server) startContinuable(ctx context.Context, provider string, sr seam.StartRequest, wait bool) (*manager.Started, error) {
 	if r := resumedFrom(ctx); r != nil {
-		return &manager.Started{ChildID: r.child, MessageID: r.message, Turn: s.asking.asker.AwaitTurn(r.child, r.message, sr.Progress)}, nil
+		return &manager.Started{ChildID: r.child, MessageID: r.message, Turn: r.turn}, nil
 	}
 	return s.delegate.StartContinuable(ctx, provider, sr, wait)
 }
@@ -354,12 +361,8 @@ func (s *Server) answerUnlessResumed(ctx context.Context, caller seam.ParentRef,
 // followup sends the message, or, for a retried call, is the message it
 // sent and the turn it waits for.
 func (s *Server) followup(ctx context.Context, c call, childID, content string, wait bool, budget *seam.Budget) (*manager.Sent, error) {
-	if r := resumedFrom(ctx); r != nil {
-		if r.child != childID {
-			return nil, &seam.Error{Code: seam.CodeInvalidRequest, AgentID: childID, Message: fmt.Sprintf(
-				"field \"requestState\": it was issued for subagent %s, not %s", r.child, childID)}
-		}
-		return &manager.Sent{ChildID: r.child, MessageID: r.message, Route: r.route, Turn: s.asking.asker.AwaitTurn(r.child, r.message, c.progress)}, nil
+	if r := resumedFrom(ctx); r != nil { // resume checked it is childID's
+		return &manager.Sent{ChildID: r.child, MessageID: r.message, Route: r.route, Turn: r.turn}, nil
 	}
 	return s.messenger.FollowupBudget(ctx, c.caller, childID, content, wait, budget)
 }

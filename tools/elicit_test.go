@@ -3,7 +3,6 @@ package tools
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,12 +10,10 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/daemon"
 	"github.com/mcp-subagent/mcp-subagent/internal/seal"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
@@ -141,25 +138,18 @@ func serveAsking(t *testing.T, protocol string, e *elicitor, gated bool) askingS
 	}
 	ms := server.NewMCPServer("test", "1", server.WithToolCapabilities(false), server.WithToolFilter(ts.Filter), server.WithHooks(ts.Hooks()))
 	ts.Register(ms)
-	clientIn, serverOut := io.Pipe()
-	serverIn, clientOut := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	end := ts.OpenSession(SessionInfo{ID: "stdio", Principal: "local"})
-	served := make(chan error, 1)
-	go func() {
-		served <- daemon.ServeStream(ctx, ms, "stdio", serverIn, serverOut, 0,
-			func(ctx context.Context) context.Context { return WithPrincipal(ctx, "local") }, slog.New(slog.DiscardHandler))
-	}()
+	tr, served := serveStdioPipes(ctx, ms)
 	var opts []client.ClientOption
 	if e != nil {
 		opts = append(opts, client.WithElicitationHandler(e))
 	}
-	s.c = client.NewClient(transport.NewIO(clientIn, clientOut, nil), opts...)
+	s.c = client.NewClient(tr, opts...)
 	t.Cleanup(func() {
 		s.c.Close()
 		cancel()
-		<-served
-		serverOut.Close()
+		_ = served()
 		end()
 		_ = s.mgr.Close(context.Background())
 	})
@@ -360,6 +350,9 @@ func TestARequestStateIsRefusedUnlessItIsGenuine(t *testing.T) {
 		req := mcp.CallToolRequest{}
 		req.Params.Name = tool
 		req.Params.Arguments = map[string]any{"description": "d", "prompt": "p"}
+		if tool == "send_message" {
+			req.Params.Arguments = map[string]any{"subagent_id": "agent-2", "message": "m", "wait_seconds": 1}
+		}
 		req.Params.RequestState, req.Params.InputResponses = st, responses
 		ctx := WithPrincipal(context.Background(), "local")
 		res, err := s.mcpHandler(s.tool(tool))(ctx, req)
@@ -385,6 +378,7 @@ func TestARequestStateIsRefusedUnlessItIsGenuine(t *testing.T) {
 		{"expired", "subagent", state("local", "subagent", time.Now().Add(-time.Second)), answer, "expired"},
 		{"another principal's", "subagent", state("mallory", "subagent", time.Now().Add(time.Minute)), answer, "issued to another principal"},
 		{"another tool's", "send_message", state("local", "subagent", time.Now().Add(time.Minute)), answer, "issued for tool subagent"},
+		{"another subagent's", "send_message", state("local", "send_message", time.Now().Add(time.Minute)), answer, "issued for subagent agent-1, not agent-2"},
 		{"missing", "subagent", "", answer, "missing"},
 		{"no answer", "subagent", state("local", "subagent", time.Now().Add(time.Minute)), mcp.InputResponses{}, `no elicitation answer under "q-1"`},
 	} {

@@ -468,15 +468,15 @@ func (s *Server) mcpHandler(t *tool) server.ToolHandlerFunc {
 		if root && !s.seen(ctx, caller.Principal) {
 			return mcp.NewToolResultError("Error: UNAUTHORIZED: this MCP session belongs to another principal; start a session of your own"), nil
 		}
-		if rt := req.Params.MultiRoundTripParams; rt.RequestState != "" || len(rt.InputResponses) > 0 {
-			var refused *mcp.CallToolResult
-			if ctx, refused = s.resume(ctx, t.name, caller, rt); refused != nil {
-				return refused, nil
-			}
-		}
 		c := call{caller: caller, args: req.GetArguments()}
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 			c.progress = s.progressSender(ctx, req.Params.Meta.ProgressToken)
+		}
+		if rt := req.Params.MultiRoundTripParams; rt.RequestState != "" || len(rt.InputResponses) > 0 {
+			var refused *mcp.CallToolResult
+			if ctx, refused = s.resume(ctx, t.name, c, rt); refused != nil {
+				return refused, nil
+			}
 		}
 		res := t.handle(ctx, c)
 		if root && !s.observer(ctx) && !res.NeedsInput() {
