@@ -125,7 +125,7 @@ func (s *session) SetClientCapabilities(c mcp.ClientCapabilities) { s.clientCaps
 
 // ListRoots asks the client for its roots and waits for the answer.
 func (s *session) ListRoots(ctx context.Context, _ mcp.ListRootsRequest) (*mcp.ListRootsResult, error) {
-	raw, err := s.request(ctx, string(mcp.MethodListRoots))
+	raw, err := s.request(ctx, string(mcp.MethodListRoots), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -136,8 +136,9 @@ func (s *session) ListRoots(ctx context.Context, _ mcp.ListRootsRequest) (*mcp.L
 	return &res, nil
 }
 
-// request sends a server-to-client request and waits for its response.
-func (s *session) request(ctx context.Context, method string) (json.RawMessage, error) {
+// request sends a server-to-client request (params nil: none) and waits
+// for its response.
+func (s *session) request(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	id := s.nextID.Add(1)
 	ch := make(chan rpcReply, 1)
 	s.pmu.Lock()
@@ -152,7 +153,8 @@ func (s *session) request(ctx context.Context, method string) (json.RawMessage, 
 		JSONRPC string `json:"jsonrpc"`
 		ID      int64  `json:"id"`
 		Method  string `json:"method"`
-	}{mcp.JSONRPC_VERSION, id, method}
+		Params  any    `json:"params,omitempty"`
+	}{mcp.JSONRPC_VERSION, id, method, params}
 	if err := s.write(msg); err != nil {
 		return nil, err
 	}

@@ -196,6 +196,30 @@ func (m *Manager) Answer(ctx context.Context, caller seam.ParentRef, childID, qu
 // AnswerVia is Answer for an answer that came another way than a tool
 // call (seam.ViaWebView), recorded with it (seam.Answer.Via).
 func (m *Manager) AnswerVia(ctx context.Context, caller seam.ParentRef, childID, questionID, text, via string) (*seam.Question, error) {
+	return m.settle(ctx, caller, childID, questionID, func(p *questions.Pending) (seam.Question, error) {
+		return m.questions.AnswerVia(p, text, via)
+	})
+}
+
+// Decline settles a child's question as the person declined it (a
+// client's elicitation declined or cancelled): an approval is denied, a
+// question gets no answer. Who may is as for Answer.
+func (m *Manager) Decline(ctx context.Context, caller seam.ParentRef, childID, questionID string) (*seam.Question, error) {
+	return m.settle(ctx, caller, childID, questionID, m.questions.Decline)
+}
+
+// OfferQuestions has a waiting call take childID's questions before they
+// become notices (questions.Board.Offer).
+func (m *Manager) OfferQuestions(childID string) (<-chan seam.Question, func()) {
+	return m.questions.Offer(childID)
+}
+
+// NoticeQuestion sends the notice of a question an offer could not put to
+// the person; nothing when it no longer waits.
+func (m *Manager) NoticeQuestion(questionID string) { m.questions.Notice(questionID) }
+
+// settle gives the question Answer finds the answer of.
+func (m *Manager) settle(ctx context.Context, caller seam.ParentRef, childID, questionID string, of func(*questions.Pending) (seam.Question, error)) (*seam.Question, error) {
 	p, waiting := m.questions.Pick(childID, questionID)
 	switch {
 	case len(waiting) > 1:
@@ -211,7 +235,7 @@ func (m *Manager) AnswerVia(ctx context.Context, caller seam.ParentRef, childID,
 	if err := mayAnswer(caller, p.Header); err != nil {
 		return nil, err
 	}
-	q, err := m.questions.AnswerVia(p, text, via)
+	q, err := of(p)
 	if err != nil {
 		return nil, err
 	}

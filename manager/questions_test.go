@@ -62,18 +62,8 @@ type askSetup struct {
 // waits for its question's notice.
 func newAsking(t *testing.T, timeout time.Duration) (askSetup, seam.Notice) {
 	t.Helper()
-	s := askSetup{store: memstore.New(), p: &askProvider{timeout: timeout, got: make(chan seam.Question, 4)},
-		root: seam.ParentRef{Principal: "p", Cwd: t.TempDir()}}
-	s.m = manager.New(manager.Options{Store: s.store})
-	if err := s.m.Register(s.p); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.m.Close(context.Background()) })
-	st, err := s.m.StartContinuable(context.Background(), "asker", seam.StartRequest{Label: "l", Prompt: "work", Parent: s.root}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.child = st.ChildID
+	ap := &askProvider{timeout: timeout, got: make(chan seam.Question, 4)}
+	s := startAsker(t, ap, ap)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
@@ -85,6 +75,24 @@ func newAsking(t *testing.T, timeout time.Duration) (askSetup, seam.Notice) {
 	}
 	t.Fatal("no question notice reached the principal")
 	return s, seam.Notice{}
+}
+
+// startAsker starts a root child of principal p on provider p (whose
+// asking half is ap).
+func startAsker(t *testing.T, p seam.Provider, ap *askProvider) askSetup {
+	t.Helper()
+	s := askSetup{store: memstore.New(), p: ap, root: seam.ParentRef{Principal: "p", Cwd: t.TempDir()}}
+	s.m = manager.New(manager.Options{Store: s.store})
+	if err := s.m.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.m.Close(context.Background()) })
+	st, err := s.m.StartContinuable(context.Background(), "asker", seam.StartRequest{Label: "l", Prompt: "work", Parent: s.root}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.child = st.ChildID
+	return s
 }
 
 func (s askSetup) answered(t *testing.T) seam.Question {

@@ -56,7 +56,7 @@ func (s *Server) sendMessage(ctx context.Context, c call) *mcp.CallToolResult {
 	}
 	// A message to a child that waits on one question answers it; answer_to
 	// names the question when it waits on several.
-	q, err := s.messenger.Answer(ctx, c.caller, in.SubagentID, in.AnswerTo, in.Message)
+	q, err := s.answerUnlessResumed(ctx, c.caller, in.SubagentID, in.AnswerTo, in.Message)
 	if err != nil {
 		return errorResult(err)
 	}
@@ -65,7 +65,7 @@ func (s *Server) sendMessage(ctx context.Context, c call) *mcp.CallToolResult {
 		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)},
 			StructuredContent: Answered{AgentID: q.ChildID, QuestionID: q.ID, Answer: q.Answer.Text, Outcome: q.Answer.Outcome}}
 	}
-	sent, err := s.messenger.FollowupBudget(ctx, c.caller, in.SubagentID, in.Message, in.WaitSeconds > 0, in.Budget)
+	sent, err := s.followup(ctx, c, in.SubagentID, in.Message, in.WaitSeconds > 0, in.Budget)
 	if err != nil {
 		return errorResult(err)
 	}
@@ -77,7 +77,10 @@ func (s *Server) sendMessage(ctx context.Context, c call) *mcp.CallToolResult {
 	in.WaitSeconds = s.boundWait(ctx, in.WaitSeconds)
 	wctx, cancel := context.WithTimeout(ctx, seconds(in.WaitSeconds))
 	defer cancel()
-	res, ok := sent.Wait(wctx)
+	res, ok, asking := s.waitTurn(ctx, wctx, c, "send_message", *sent)
+	if asking != nil {
+		return asking
+	}
 	if !ok {
 		text += fmt.Sprintf(" Its turn is still running after %gs; you will get a notice when it settles (list_agents with wait_seconds waits for it).", in.WaitSeconds)
 		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)}, StructuredContent: out}

@@ -47,6 +47,12 @@
 // Sessions whose client is ObserverClient (the command line) take no
 // pending notices with their tool results.
 //
+// A child's question goes to the person through the client of a root
+// call that waits for the child, when the client declared elicitation
+// (elicit.go): as an input_required result with a sealed requestState to
+// a 2026-07-28 client, which retries with the answer; as
+// elicitation/create to an older one; else it stays the manager's notice.
+//
 // The package knows nothing of vendors: it sees providers only through the
 // manager.
 package tools

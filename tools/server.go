@@ -135,6 +135,7 @@ type Server struct {
 	tools       []*tool
 	mcp         *server.MCPServer
 	transcripts Transcripts   // nil: no transcript resources
+	asking      *asking       // nil: questions go as notices (elicit.go)
 	subs        subscriptions // transcript resource subscriptions
 
 	mu           sync.Mutex
@@ -178,6 +179,7 @@ func New(mgr Manager, opts Options) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.transcripts, _ = mgr.(Transcripts)
+	s.asking = newAsking(mgr)
 	// The configured roots add to the working directory, never replace it
 	// (the README's promise); it stays first, the default cwd.
 	var roots []string
@@ -474,8 +476,14 @@ func (s *Server) mcpHandler(t *tool) server.ToolHandlerFunc {
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 			c.progress = s.progressSender(ctx, req.Params.Meta.ProgressToken)
 		}
+		if rt := req.Params.MultiRoundTripParams; rt.RequestState != "" || len(rt.InputResponses) > 0 {
+			var refused *mcp.CallToolResult
+			if ctx, refused = s.resume(ctx, t.name, c, rt); refused != nil {
+				return refused, nil
+			}
+		}
 		res := t.handle(ctx, c)
-		if root && !s.observer(ctx) {
+		if root && !s.observer(ctx) && !res.NeedsInput() {
 			withNotices(res, s.notices.TakeNotices(caller.Principal, caller.Session))
 		}
 		return res, nil

@@ -143,7 +143,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	if in.RunInBackground {
 		sr.Progress = nil
 	}
-	st, err := s.delegate.StartContinuable(ctx, provider, sr, !in.RunInBackground)
+	st, err := s.startContinuable(ctx, provider, sr, !in.RunInBackground)
 	if err != nil {
 		return errorResult(err)
 	}
@@ -162,7 +162,10 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 		wctx, cancel = context.WithTimeout(ctx, time.Duration(wait*float64(time.Second)))
 	}
 	defer cancel()
-	res, ok := st.Wait(wctx)
+	res, ok, asking := s.waitStarted(ctx, wctx, c, st)
+	if asking != nil {
+		return asking
+	}
 	if !ok {
 		if ctx.Err() != nil {
 			// The client cancelled: stop the child's turn, answer aborted.

@@ -49,17 +49,10 @@ func TestWaitsEndAtTheirBound(t *testing.T) {
 					server.WithToolFilter(ts.Filter), server.WithHooks(ts.Hooks()))
 				ts.Register(ms)
 
-				clientIn, serverOut := io.Pipe()
-				serverIn, clientOut := io.Pipe()
 				ctx, cancel := context.WithCancel(context.Background())
 				end := ts.OpenSession(SessionInfo{ID: "stdio", Principal: "local"})
-				served := make(chan error, 1)
-				go func() {
-					served <- daemon.ServeStream(ctx, ms, "stdio", serverIn, serverOut, 0,
-						func(ctx context.Context) context.Context { return WithPrincipal(ctx, "local") },
-						slog.New(slog.DiscardHandler))
-				}()
-				c := client.NewClient(transport.NewIO(clientIn, clientOut, nil))
+				tr, served := serveStdioPipes(ctx, ms)
+				c := client.NewClient(tr)
 				if err := c.Start(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -84,13 +77,31 @@ func TestWaitsEndAtTheirBound(t *testing.T) {
 
 				c.Close()
 				cancel()
-				if err := <-served; err != nil {
+				if err := served(); err != nil {
 					t.Errorf("ServeStream: %v", err)
 				}
-				serverOut.Close() // the client's reader ends
 				end()
 				_ = mgr.Close(context.Background())
 			})
 		})
+	}
+}
+
+// serveStdioPipes serves ms over pipes as principal "local"'s stdio
+// session (daemon.ServeStream, as --no-daemon serves it) until ctx ends;
+// tr is the client's end. served waits for the session to end, then ends
+// the client's reader, and returns how ServeStream ended.
+func serveStdioPipes(ctx context.Context, ms *server.MCPServer) (tr *transport.Stdio, served func() error) {
+	clientIn, serverOut := io.Pipe()
+	serverIn, clientOut := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.ServeStream(ctx, ms, "stdio", serverIn, serverOut, 0,
+			func(ctx context.Context) context.Context { return WithPrincipal(ctx, "local") }, slog.New(slog.DiscardHandler))
+	}()
+	return transport.NewIO(clientIn, clientOut, nil), func() error {
+		err := <-done
+		serverOut.Close()
+		return err
 	}
 }

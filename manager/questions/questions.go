@@ -8,7 +8,9 @@
 // before). The asking call is held meanwhile; its
 // deadline gives the policy's answer, recorded as timed out; the end of
 // its ctx (an interrupt, the turn's end, shutdown) cancels it. Every
-// outcome is stored with who gave it. After a crash the questions a
+// outcome is stored with who gave it. A call waiting for the child whose
+// client can ask the person takes its questions instead of the notice
+// (Board.Offer, offers.go). After a crash the questions a
 // closed epoch left pending are stored as cancelled (CancelStored).
 //
 // What it needs of the manager (storing, notifying the parent) is passed
@@ -46,7 +48,8 @@ type Board struct {
 	done <-chan struct{} // closed at shutdown: every wait is cancelled
 
 	mu      sync.Mutex
-	pending map[string]*Pending // by question id; whoever removes one answers it
+	pending map[string]*Pending             // by question id; whoever removes one answers it
+	offers  map[string][]chan seam.Question // by child id (Offer)
 }
 
 // New returns a board whose waits end when done is closed.
@@ -87,7 +90,9 @@ func (b *Board) Ask(ctx context.Context, hdr seam.Header, r seam.AskRequest) sea
 	b.mu.Lock()
 	b.pending[q.ID] = p
 	b.mu.Unlock()
-	_ = b.host.Notify(hdr, seam.Notice{Source: agent.SourceQuestion, Text: Text(q)}) // it still lists
+	if !b.offer(q) {
+		_ = b.host.Notify(hdr, seam.Notice{Source: agent.SourceQuestion, Text: Text(q)}) // it still lists
+	}
 
 	var deadline <-chan time.Time
 	if r.Timeout > 0 {
@@ -243,14 +248,7 @@ func (b *Board) AnswerVia(p *Pending, text, via string) (seam.Question, error) {
 		return seam.Question{}, err
 	}
 	a.Via = via
-	if !b.claim(p) {
-		return seam.Question{}, &seam.Error{Code: seam.CodeInvalidRequest, AgentID: p.Question.ChildID, Message: fmt.Sprintf(
-			"question %s was answered (or timed out) just now; list_agents shows whether subagent %s asks again", p.Question.ID, p.Question.ChildID)}
-	}
-	p.answered <- a
-	q := p.Question
-	q.Answer = &a
-	return q, nil
+	return b.settle(p, a)
 }
 
 // answerOf is what text answers p with, or why it cannot.

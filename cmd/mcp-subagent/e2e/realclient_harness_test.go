@@ -336,6 +336,7 @@ type claudeHome struct {
 	home    string
 	api     *fakeanthropic.Server
 	dataDir string
+	serve   []string // more arguments of our server's command line (register)
 }
 
 func newClaudeHome(t *testing.T, bin string, api *fakeanthropic.Server) *claudeHome {
@@ -372,7 +373,7 @@ func (h *claudeHome) register(t *testing.T, dataDir string, child *childModel) {
 	for _, k := range slices.Sorted(mapKeys(vars)) {
 		args = append(args, "-e", k+"="+vars[k])
 	}
-	args = append(args, "--", binary, "serve", "--data-dir", dataDir, "--log-level", "debug")
+	args = append(append(args, "--", binary, "serve", "--data-dir", dataDir, "--log-level", "debug"), h.serve...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, h.bin, args...)
