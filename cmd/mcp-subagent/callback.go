@@ -9,7 +9,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/mcp-subagent/mcp-subagent/tools"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 )
 
 // serveCallbacks listens on loopback for external children calling this
@@ -18,7 +18,7 @@ import (
 // child. It runs whatever transport the parent side uses (stdio too), with
 // hc's body limit and timeouts, and the loopback Host check (off only
 // with anyHost, for tests), and stops with ctx.
-func serveCallbacks(ctx context.Context, ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, anyHost bool, log *slog.Logger) (url string, done <-chan struct{}, err error) {
+func serveCallbacks(ctx context.Context, ms *server.MCPServer, ts *edge.Server, hc HTTPConfig, anyHost bool, log *slog.Logger) (url string, done <-chan struct{}, err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
@@ -57,7 +57,7 @@ func serveCallbacks(ctx context.Context, ms *server.MCPServer, ts *tools.Server,
 // tool handlers. Nothing resolves it again later, so nothing can fall back
 // to another identity when the token is revoked in between: the handlers
 // then refuse the call.
-func callbackGuard(next http.Handler, ts *tools.Server) http.Handler {
+func callbackGuard(next http.Handler, ts *edge.Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := bearerToken(r.Header.Get("Authorization"))
 		ctx := r.Context()

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/manager"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 	"github.com/mcp-subagent/mcp-subagent/view"
 )
 
@@ -107,7 +107,7 @@ func (w *webView) mount(next http.Handler, hc HTTPConfig) http.Handler {
 		if r.TLS != nil {
 			scheme = "https"
 		}
-		u, err := w.view.URL(scheme+"://"+r.Host+"/view/", tools.Principal(r.Context()))
+		u, err := w.view.URL(scheme+"://"+r.Host+"/view/", edge.Principal(r.Context()))
 		if err != nil {
 			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
 			return

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // defaultIdle is how long a daemon stays up with no session and no live
@@ -126,8 +126,8 @@ func serveSocket(ctx context.Context, o serveOptions, cfg Config, l *daemon.List
 				}
 			}
 			settings, forget := a.settings.opened(info.ID, p, info.Settings)
-			end := a.ts.OpenSession(tools.SessionInfo{ID: info.ID, Principal: p, Cwd: cwd, Settings: settings})
-			return tools.WithPrincipal(ctx, p), func() { end(); forget() }
+			end := a.ts.OpenSession(edge.SessionInfo{ID: info.ID, Principal: p, Cwd: cwd, Settings: settings})
+			return edge.WithPrincipal(ctx, p), func() { end(); forget() }
 		},
 	})
 	log.Info("daemon stopping", "reason", reason)

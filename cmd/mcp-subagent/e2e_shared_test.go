@@ -20,8 +20,8 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // Helpers shared by the end-to-end tiers: the e2e tests and the realcli and
@@ -184,7 +184,7 @@ func httpProbeMain() int {
 		res.Listed = strings.Contains(string(b), tg.Child)
 	}
 	read := mcp.ReadResourceRequest{}
-	read.Params.URI = tools.TranscriptURI(tg.Child)
+	read.Params.URI = edge.TranscriptURI(tg.Child)
 	if r, err := c.ReadResource(ctx, read); err == nil {
 		b, _ := json.Marshal(r.Contents)
 		res.Read = strings.Contains(string(b), tg.Secret)

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/seam"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // guarded is an app as newApp builds it over a fake chat API, serving
@@ -67,7 +67,7 @@ func (g *guarded) localChild(t *testing.T, prompt string) string {
 	t.Helper()
 	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{
 		"name": "subagent", "arguments": map[string]any{"description": "local's own child", "prompt": prompt, "run_in_background": true}}})
-	b, _ := json.Marshal(g.ms.HandleMessage(tools.WithPrincipal(g.ctx, "local"), req))
+	b, _ := json.Marshal(g.ms.HandleMessage(edge.WithPrincipal(g.ctx, "local"), req))
 	var res struct {
 		Result struct {
 			Structured struct {

@@ -10,15 +10,15 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // mcp-go answers every error of a resource handler with -32603 (internal
 // error), so an unknown child, one the caller may not read and a
 // malformed URI all read as the server's fault. The transports give a
 // resources/read error its code by the word its message starts with
-// (tools.ResourceErrorCode): -32002 resource not found, -32602 invalid
+// (edge.ResourceErrorCode): -32002 resource not found, -32602 invalid
 // params.
 
 // isResourceRead reports whether raw is a resources/read request; the
@@ -48,7 +48,7 @@ func withResourceCodes(resp mcp.JSONRPCMessage) mcp.JSONRPCMessage {
 	default:
 		return resp
 	}
-	if code, ok := tools.ResourceErrorCode(e.Error.Message); ok && e.Error.Code == mcp.INTERNAL_ERROR {
+	if code, ok := edge.ResourceErrorCode(e.Error.Message); ok && e.Error.Code == mcp.INTERNAL_ERROR {
 		e.Error.Code = code
 	}
 	e.Error.Message = truncate.Bound(e.Error.Message, maxRPCErrorBytes)

@@ -20,15 +20,14 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/llm/openai"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/persist/pgstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
 	"github.com/mcp-subagent/mcp-subagent/seam"
-	"github.com/mcp-subagent/mcp-subagent/tasks"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 type serveOptions struct {
@@ -97,10 +96,10 @@ type app struct {
 	dataDir string // "" with --ephemeral
 	mgr     *manager.Manager
 	store   *persist.Store // nil with --ephemeral or a PostgreSQL store
-	ts      *tools.Server
+	ts      *edge.Server
 	ms      *server.MCPServer
-	web     *webView     // the web view, its loopback listener started by the first ui op
-	tasks   *tasks.Layer // durable MCP tasks; nil with --ephemeral
+	web     *webView        // the web view, its loopback listener started by the first ui op
+	tasks   *edge.TaskLayer // durable MCP tasks; nil with --ephemeral
 	log     *slog.Logger
 	// settings are the connected sessions' (settings.go), which their
 	// children run with.
@@ -193,7 +192,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 			a.storeStatus = "bbolt " + filepath.Join(dataDir, persist.FileName)
 		}
 	}
-	var ts *tools.Server
+	var ts *edge.Server
 	a.owner = instanceOwnerID()
 	mgr := manager.New(manager.Options{OwnerID: a.owner, MaxDepth: cfg.MaxDepth, Budget: cfg.Limits.Budget.limits(), Logger: log.With("component", "manager"), Store: store,
 		MaxRunningChildren: cfg.Limits.MaxRunningChildren, MaxRunningTotal: cfg.Limits.MaxRunningTotal, Worktrees: worktrees,
@@ -260,13 +259,13 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	}
 	// Durable MCP tasks need the store: a task's record lives beside its
 	// child. The layer's hook sees the children task calls start.
-	var tm tools.Manager = mgr
+	var tm edge.Manager = mgr
 	if taskStore != nil {
-		a.tasks = tasks.New(tasks.Options{Store: taskStore, Manager: mgr, Logger: log.With("component", "tasks")})
+		a.tasks = edge.NewTaskLayer(edge.TaskOptions{Store: taskStore, Manager: mgr, Logger: log.With("component", "tasks")})
 		a.closers = append(a.closers, a.tasks.Close) // before the manager's Close: closers run in reverse
 		tm = a.tasks.Hook(mgr)
 	}
-	ts, err = tools.New(tm, tools.Options{Roots: cfg.Roots, NoWorkingDirRoot: asDaemon, DefaultProvider: cfg.DefaultProvider,
+	ts, err = edge.New(tm, edge.Options{Roots: cfg.Roots, NoWorkingDirRoot: asDaemon, DefaultProvider: cfg.DefaultProvider,
 		DefaultWaitSeconds: cfg.WaitSeconds, ClientWaitSeconds: waits, Limits: cfg.Limits.tools(), ModelNamesFor: a.modelNamesFor,
 		Logger: log.With("component", "tools")})
 	if err != nil {
@@ -294,7 +293,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		server.WithResourceCapabilities(true, false), // transcripts, subscribable
 		server.WithToolFilter(ts.Filter), server.WithHooks(ts.Hooks())}
 	if a.tasks != nil { // advertised in server/discover (and initialize)
-		sopt = append(sopt, server.WithExtensions(tasks.Capabilities()))
+		sopt = append(sopt, server.WithExtensions(edge.TaskCapabilities()))
 	}
 	a.ms = server.NewMCPServer("mcp-subagent", version, sopt...)
 	ts.Register(a.ms)
@@ -396,10 +395,10 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 	// Not mcp-go's stdio server: its worker pool lets long calls (waits,
 	// foreground children) stall every call behind them. Each request runs
 	// on its own goroutine, as in a daemon session.
-	end := a.ts.OpenSession(tools.SessionInfo{ID: "stdio", Principal: o.principal})
+	end := a.ts.OpenSession(edge.SessionInfo{ID: "stdio", Principal: o.principal})
 	defer end()
 	err = daemon.ServeStream(ctx, a.ms, "stdio", stdin, stdout, cfg.MaxMessageBytes, func(ctx context.Context) context.Context {
-		return tools.WithPrincipal(ctx, o.principal)
+		return edge.WithPrincipal(ctx, o.principal)
 	}, log.With("component", "stdio"), a.intercept())
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
@@ -445,7 +444,7 @@ func serveHTTP(ctx context.Context, ln net.Listener, a *app, hc HTTPConfig, log 
 // whose Shutdown stops its session sweeper. mcp-go's own Host check covers
 // only what reaches it (not the tasks layer's answers, nor the view):
 // guardHost in front of the whole listener is the one that counts.
-func httpHandler(ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger, tl *tasks.Layer, opts ...server.StreamableHTTPOption) (http.Handler, *server.StreamableHTTPServer) {
+func httpHandler(ms *server.MCPServer, ts *edge.Server, hc HTTPConfig, log *slog.Logger, tl *edge.TaskLayer, opts ...server.StreamableHTTPOption) (http.Handler, *server.StreamableHTTPServer) {
 	streamable := newStreamable(ms, hc, log.With("component", "http"), opts...)
 	var inner http.Handler = streamable
 	if tl != nil {
@@ -560,7 +559,7 @@ func guard(next http.Handler, hc HTTPConfig) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(tools.WithPrincipal(r.Context(), principal)))
+		next.ServeHTTP(w, r.WithContext(edge.WithPrincipal(r.Context(), principal)))
 	})
 }
 
@@ -570,7 +569,7 @@ func guard(next http.Handler, hc HTTPConfig) http.Handler {
 // session left open would keep its principal's notices from the next
 // session. The session id is unguessable and names the session it ends, so
 // it is credential enough for that; anything else goes through guarded.
-func sessionEnd(guarded, sessions http.Handler, ts *tools.Server, hc HTTPConfig) http.Handler {
+func sessionEnd(guarded, sessions http.Handler, ts *edge.Server, hc HTTPConfig) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(server.HeaderKeySessionID)
 		if r.Method != http.MethodDelete || id == "" || r.Header.Get("Authorization") != "" {
@@ -582,7 +581,7 @@ func sessionEnd(guarded, sessions http.Handler, ts *tools.Server, hc HTTPConfig)
 			guarded.ServeHTTP(w, r)
 			return
 		}
-		sessions.ServeHTTP(w, r.WithContext(tools.WithPrincipal(r.Context(), p)))
+		sessions.ServeHTTP(w, r.WithContext(edge.WithPrincipal(r.Context(), p)))
 	})
 }
 
@@ -592,11 +591,11 @@ func sessionEnd(guarded, sessions http.Handler, ts *tools.Server, hc HTTPConfig)
 // initialize; for an id this process did not mint, one from before a
 // restart, by its first request), so it ends when the session does: at a
 // DELETE, or when the session idles out.
-func bindSessions(next http.Handler, ts *tools.Server) http.Handler {
+func bindSessions(next http.Handler, ts *edge.Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(server.HeaderKeySessionID)
 		if id != "" {
-			if !ts.BindSession(id, tools.Principal(r.Context())) {
+			if !ts.BindSession(id, edge.Principal(r.Context())) {
 				http.Error(w, "Not Found: no such session", http.StatusNotFound)
 				return
 			}

@@ -1,4 +1,4 @@
-package tools
+package edge
 
 import (
 	"github.com/mark3labs/mcp-go/mcp"

@@ -1,6 +1,7 @@
-// Package tools owns the MCP surface: the tool definitions, their input
-// validation, the caller's identity, and the mapping from the manager's
-// results to MCP tool results.
+// Package edge owns what MCP clients connect to: the tool definitions,
+// their input validation, the caller's identity, the mapping from the
+// manager's results to MCP tool results, the sessions, the durable tasks
+// layer (taskdoc.go), the HTTP guards and the one token registry.
 //
 // The same handlers serve every caller: a root MCP client (identified by the
 // transport: "local" over stdio, a token's principal over HTTP) and an
@@ -49,4 +50,4 @@
 //
 // The package knows nothing of vendors: it sees providers only through the
 // manager.
-package tools
+package edge

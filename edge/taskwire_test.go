@@ -1,4 +1,4 @@
-package tasks
+package edge
 
 import (
 	"encoding/json"
@@ -142,7 +142,7 @@ func TestACompleteResultKeepsTheToolResultAndSaysComplete(t *testing.T) {
 func TestTheTTLCountsFromCreation(t *testing.T) {
 	created := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	now := created.Add(90 * time.Second)
-	l := &Layer{now: func() time.Time { return now }}
+	l := &TaskLayer{now: func() time.Time { return now }}
 	working := taskstore.Record{CreatedAt: created, TTL: time.Minute}
 	if got, want := l.ttlMs(working), int64(150_000); got != want {
 		t.Errorf("working task's ttl = %d ms, want %d", got, want)

@@ -1,4 +1,4 @@
-package tasks
+package edge
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // idleManager is a Manager the cancel tests never reach.
@@ -89,9 +88,9 @@ func (s *memStore) Tasks(context.Context) ([]taskstore.Record, error) {
 	return out, nil
 }
 
-func cancelLayer(t *testing.T) *Layer {
+func cancelLayer(t *testing.T) *TaskLayer {
 	t.Helper()
-	l := New(Options{Store: &memStore{recs: map[string]taskstore.Record{}}, Manager: idleManager{}})
+	l := NewTaskLayer(TaskOptions{Store: &memStore{recs: map[string]taskstore.Record{}}, Manager: idleManager{}})
 	t.Cleanup(l.Close)
 	return l
 }
@@ -101,7 +100,7 @@ func taskCall(id int) json.RawMessage {
 		"name": "subagent", "arguments": map[string]any{},
 		"_meta": map[string]any{
 			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{Extension: map[string]any{}}},
+			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}},
 		},
 	}})
 	return b
@@ -146,7 +145,7 @@ func TestCancelOfAnsweredCallIsANoOp(t *testing.T) {
 	l := cancelLayer(t)
 	ms, calls, release := callServer(t, true)
 	defer close(release)
-	ctx := tools.WithPrincipal(context.Background(), "local")
+	ctx := WithPrincipal(context.Background(), "local")
 
 	resp := l.Handle(ctx, taskCall(7), ms.HandleMessage)
 	id, res := responseID(t, resp)
@@ -172,7 +171,7 @@ func TestCancelOfUnansweredCallEndsIt(t *testing.T) {
 	l := cancelLayer(t)
 	ms, calls, release := callServer(t, false)
 	defer close(release)
-	ctx := tools.WithPrincipal(context.Background(), "local")
+	ctx := WithPrincipal(context.Background(), "local")
 
 	answered := make(chan mcp.JSONRPCMessage, 1)
 	go func() { answered <- l.Handle(ctx, taskCall(8), ms.HandleMessage) }()

@@ -1,4 +1,4 @@
-// Package tasks owns durable MCP tasks: the Tasks extension
+// Durable MCP tasks (tasklayer.go): the Tasks extension
 // (io.modelcontextprotocol/tasks, SEP-2663, on protocol 2026-07-28) as a
 // layer of ours in front of mcp-go's handler, not a fork of it. mcp-go
 // v1.2.1 knows only the older in-memory 2025-11-25 Tasks API, whose task
@@ -116,4 +116,5 @@
 //     task <its id>", and the call's result comes back to the model in a
 //     <task-notification> (TestClientBackgroundRealClaudeCode; a later
 //     delegation in the session completes too).
-package tasks
+
+package edge

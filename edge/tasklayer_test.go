@@ -1,4 +1,4 @@
-package tasks_test
+package edge_test
 
 import (
 	"context"
@@ -13,12 +13,11 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/seam"
-	"github.com/mcp-subagent/mcp-subagent/tasks"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // fakeManager answers LastOutcome from a table; AwaitTurn and Interrupt
@@ -56,7 +55,7 @@ func (c *clock) Set(t time.Time) {
 
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
-func newLayer(t *testing.T, m tasks.Manager) (*tasks.Layer, *persist.Store, *clock) {
+func newLayer(t *testing.T, m edge.TaskManager) (*edge.TaskLayer, *persist.Store, *clock) {
 	t.Helper()
 	st, err := persist.Open(t.TempDir(), persist.Options{LockTimeout: time.Second})
 	if err != nil {
@@ -64,7 +63,7 @@ func newLayer(t *testing.T, m tasks.Manager) (*tasks.Layer, *persist.Store, *clo
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	c := &clock{now: t0}
-	l := tasks.New(tasks.Options{Store: st, Manager: m, TTL: time.Minute, PollInterval: time.Second, Now: c.Now})
+	l := edge.NewTaskLayer(edge.TaskOptions{Store: st, Manager: m, TTL: time.Minute, PollInterval: time.Second, Now: c.Now})
 	t.Cleanup(l.Close)
 	return l, st, c
 }
@@ -72,7 +71,7 @@ func newLayer(t *testing.T, m tasks.Manager) (*tasks.Layer, *persist.Store, *clo
 func rpc(method string, params map[string]any, declare bool) json.RawMessage {
 	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
 	if declare {
-		meta["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"extensions": map[string]any{tasks.Extension: map[string]any{}}}
+		meta["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"extensions": map[string]any{edge.TasksExtension: map[string]any{}}}
 	}
 	params["_meta"] = meta
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": method, "params": params})
@@ -96,7 +95,7 @@ func answer(t *testing.T, m mcp.JSONRPCMessage) (map[string]any, *taskstore.RPCE
 	return a.Result, a.Error
 }
 
-func noNext(t *testing.T) tasks.Next {
+func noNext(t *testing.T) edge.Next {
 	return func(context.Context, json.RawMessage) mcp.JSONRPCMessage {
 		t.Fatal("a task request reached the MCP server")
 		return nil
@@ -111,14 +110,14 @@ func TestUndeclaredPassesThrough(t *testing.T) {
 		ctx context.Context
 		raw json.RawMessage
 	}{
-		"undeclared subagent call":       {tools.WithPrincipal(context.Background(), "local"), rpc("tools/call", map[string]any{"name": "subagent", "arguments": map[string]any{"prompt": "x"}}, false)},
+		"undeclared subagent call":       {edge.WithPrincipal(context.Background(), "local"), rpc("tools/call", map[string]any{"name": "subagent", "arguments": map[string]any{"prompt": "x"}}, false)},
 		"declared, no root principal":    {context.Background(), rpc("tools/call", map[string]any{"name": "subagent"}, true)},
-		"declared, another tool":         {tools.WithPrincipal(context.Background(), "local"), rpc("tools/call", map[string]any{"name": "list_agents"}, true)},
-		"server/discover":                {tools.WithPrincipal(context.Background(), "local"), rpc("server/discover", map[string]any{}, true)},
+		"declared, another tool":         {edge.WithPrincipal(context.Background(), "local"), rpc("tools/call", map[string]any{"name": "list_agents"}, true)},
+		"server/discover":                {edge.WithPrincipal(context.Background(), "local"), rpc("server/discover", map[string]any{}, true)},
 		"a notification":                 {context.Background(), json.RawMessage(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`)},
 		"bytes that are not JSON-RPC":    {context.Background(), json.RawMessage(`not json`)},
-		"extension not an object":        {tools.WithPrincipal(context.Background(), "local"), json.RawMessage(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"subagent","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":true}}}}}`)},
-		"spacing kept exactly, verbatim": {tools.WithPrincipal(context.Background(), "local"), json.RawMessage(`{ "jsonrpc" : "2.0", "id" : 1, "method" : "tools/call", "params" : { "name" : "subagent" } }`)},
+		"extension not an object":        {edge.WithPrincipal(context.Background(), "local"), json.RawMessage(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"subagent","_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":true}}}}}`)},
+		"spacing kept exactly, verbatim": {edge.WithPrincipal(context.Background(), "local"), json.RawMessage(`{ "jsonrpc" : "2.0", "id" : 1, "method" : "tools/call", "params" : { "name" : "subagent" } }`)},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -143,7 +142,7 @@ func TestUndeclaredPassesThrough(t *testing.T) {
 // is -32602 "Task has expired" and the record is gone. Recover deletes
 // expired records too.
 func TestExpiry(t *testing.T) {
-	ctx := tools.WithPrincipal(context.Background(), "alice")
+	ctx := edge.WithPrincipal(context.Background(), "alice")
 	l, st, c := newLayer(t, &fakeManager{})
 	settled := t0.Add(10 * time.Second)
 	rec := taskstore.Record{ID: "task-e", Principal: "alice", Tool: "subagent", AgentID: "agent-e", Status: taskstore.StatusCompleted,
@@ -204,7 +203,7 @@ func TestRecoverResolvesWorking(t *testing.T) {
 	if err := l.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ctx := tools.WithPrincipal(context.Background(), "local")
+	ctx := edge.WithPrincipal(context.Background(), "local")
 	get := func(id string) (map[string]any, *taskstore.RPCError) {
 		return answer(t, l.Handle(ctx, rpc("tasks/get", map[string]any{"taskId": id}, true), noNext(t)))
 	}
@@ -225,7 +224,7 @@ func TestRecoverResolvesWorking(t *testing.T) {
 	if msg, _ := cut["statusMessage"].(string); !containsAll(msg, "agent-cut", "aborted", "cut by a restart") {
 		t.Fatalf("the failed task's diagnostic %q does not say what happened", msg)
 	}
-	other := tools.WithPrincipal(context.Background(), "mallory")
+	other := edge.WithPrincipal(context.Background(), "mallory")
 	_, rerr := answer(t, l.Handle(other, rpc("tasks/get", map[string]any{"taskId": "task-done"}, true), noNext(t)))
 	if rerr == nil || rerr.Code != -32602 || rerr.Message != "Failed to retrieve task: Task not found" {
 		t.Fatalf("another principal's tasks/get = %v, want -32602 Task not found", rerr)
@@ -287,7 +286,7 @@ func (s *memTasks) Tasks(context.Context) ([]taskstore.Record, error) {
 func TestSweepDeletesExpiredTasks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &memTasks{m: map[string]taskstore.Record{}}
-		l := tasks.New(tasks.Options{Store: st, Manager: &fakeManager{}, TTL: time.Minute, SweepEvery: 10 * time.Second})
+		l := edge.NewTaskLayer(edge.TaskOptions{Store: st, Manager: &fakeManager{}, TTL: time.Minute, SweepEvery: 10 * time.Second})
 		now := time.Now()
 		for _, r := range []taskstore.Record{
 			{ID: "task-soon", Status: taskstore.StatusCompleted, SettledAt: now, TTL: 15 * time.Second},

@@ -1,4 +1,4 @@
-package tasks
+package edge
 
 import (
 	"bytes"
@@ -21,17 +21,16 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
-// Extension is the Tasks extension's identifier (SEP-2663).
-const Extension = "io.modelcontextprotocol/tasks"
+// TasksExtension is the Tasks extension's identifier (SEP-2663).
+const TasksExtension = "io.modelcontextprotocol/tasks"
 
-// Defaults of Options.
+// Defaults of TaskOptions.
 const (
-	DefaultTTL          = time.Hour
-	DefaultPollInterval = 2 * time.Second
-	DefaultSweepEvery   = 10 * time.Minute
+	DefaultTaskTTL          = time.Hour
+	DefaultTaskPollInterval = 2 * time.Second
+	DefaultTaskSweepEvery   = 10 * time.Minute
 )
 
 // Error codes the extension uses beside JSON-RPC's own.
@@ -41,24 +40,24 @@ const (
 )
 
 // Manager is what the layer asks of the manager.
-type Manager interface {
+type TaskManager interface {
 	AwaitTurn(childID, msgID string, step func(string)) manager.Turn
 	Interrupt(caller seam.ParentRef, childID string) error
 	LastOutcome(ctx context.Context, childID string) (seam.Result, error)
 }
 
-// Options configures a Layer. Zero values mean the defaults given.
-type Options struct {
+// TaskOptions configures a TaskLayer. Zero values mean the defaults given.
+type TaskOptions struct {
 	Store   taskstore.Store // required
-	Manager Manager         // required
-	// TTL is how long a settled task is kept; zero: DefaultTTL.
+	Manager TaskManager     // required
+	// TTL is how long a settled task is kept; zero: DefaultTaskTTL.
 	TTL time.Duration
 	// PollInterval is the polling interval suggested to clients; zero:
-	// DefaultPollInterval.
+	// DefaultTaskPollInterval.
 	PollInterval time.Duration
 	// SweepEvery is how often, once Recover ran, expired tasks are
 	// deleted: a settled task nobody asks about again would otherwise stay
-	// stored until the next start. Zero: DefaultSweepEvery.
+	// stored until the next start. Zero: DefaultTaskSweepEvery.
 	SweepEvery time.Duration
 	// Now is the clock (tests inject one); nil: time.Now.
 	Now    func() time.Time
@@ -67,16 +66,16 @@ type Options struct {
 
 // Next is the MCP server's handling of one message (mcp-go's
 // MCPServer.HandleMessage): what the layer hands everything else to. An
-// alias, so Layer.Handle is a daemon.Intercept as it stands.
+// alias, so TaskLayer.Handle is a daemon.Intercept as it stands.
 type Next = func(ctx context.Context, raw json.RawMessage) mcp.JSONRPCMessage
 
-// Layer is the Tasks extension in front of the MCP server: it sees every
+// TaskLayer is the Tasks extension in front of the MCP server: it sees every
 // request first, answers tasks/get, tasks/update and tasks/cancel, turns a
 // declaring client's subagent or send_message call into a task, and hands
 // everything else on unchanged.
-type Layer struct {
+type TaskLayer struct {
 	store taskstore.Store
-	mgr   Manager
+	mgr   TaskManager
 	ttl   time.Duration
 	poll  time.Duration
 	every time.Duration // the expiry sweep's period
@@ -113,16 +112,16 @@ type liveTask struct {
 }
 
 // New builds a layer over a store and a manager.
-func New(o Options) *Layer {
-	l := &Layer{store: o.Store, mgr: o.Manager, ttl: o.TTL, poll: o.PollInterval, every: o.SweepEvery, now: o.Now, log: o.Logger, live: map[string]*liveTask{}, calls: map[callKey]*inflight{}}
+func NewTaskLayer(o TaskOptions) *TaskLayer {
+	l := &TaskLayer{store: o.Store, mgr: o.Manager, ttl: o.TTL, poll: o.PollInterval, every: o.SweepEvery, now: o.Now, log: o.Logger, live: map[string]*liveTask{}, calls: map[callKey]*inflight{}}
 	if l.every <= 0 {
-		l.every = DefaultSweepEvery
+		l.every = DefaultTaskSweepEvery
 	}
 	if l.ttl <= 0 {
-		l.ttl = DefaultTTL
+		l.ttl = DefaultTaskTTL
 	}
 	if l.poll <= 0 {
-		l.poll = DefaultPollInterval
+		l.poll = DefaultTaskPollInterval
 	}
 	if l.now == nil {
 		l.now = time.Now
@@ -136,12 +135,12 @@ func New(o Options) *Layer {
 
 // Capabilities is the extension as server capabilities advertise it
 // (mcp-go's server.WithExtensions): no settings, an empty object.
-func Capabilities() map[string]any { return map[string]any{Extension: map[string]any{}} }
+func TaskCapabilities() map[string]any { return map[string]any{TasksExtension: map[string]any{}} }
 
 // Close stops the layer: the calls of live tasks stop waiting (their
 // children go on, and their tasks stay working in the store for the next
 // start to resolve), and it returns once they have.
-func (l *Layer) Close() {
+func (l *TaskLayer) Close() {
 	l.cancel()
 	l.wg.Wait()
 }
@@ -176,7 +175,7 @@ func (r request) declares() bool {
 	if json.Unmarshal(r.Params.Meta["io.modelcontextprotocol/clientCapabilities"], &caps) != nil {
 		return false
 	}
-	v, ok := caps.Extensions[Extension]
+	v, ok := caps.Extensions[TasksExtension]
 	return ok && bytes.HasPrefix(bytes.TrimSpace(v), []byte("{"))
 }
 
@@ -192,7 +191,7 @@ func isTaskMethod(m string) bool {
 
 // Handle is the layer in front of next: a task method or a task-eligible
 // call it answers itself; any other message goes to next unchanged.
-func (l *Layer) Handle(ctx context.Context, raw json.RawMessage, next Next) mcp.JSONRPCMessage {
+func (l *TaskLayer) Handle(ctx context.Context, raw json.RawMessage, next Next) mcp.JSONRPCMessage {
 	var r request
 	if json.Unmarshal(raw, &r) != nil {
 		return next(ctx, raw)
@@ -206,7 +205,7 @@ func (l *Layer) Handle(ctx context.Context, raw json.RawMessage, next Next) mcp.
 	switch {
 	case isTaskMethod(r.Method):
 		return l.taskMethod(ctx, r)
-	case r.taskable() && tools.Principal(ctx) != "":
+	case r.taskable() && Principal(ctx) != "":
 		return l.call(ctx, r, raw, next)
 	}
 	return next(ctx, raw)
@@ -216,7 +215,7 @@ func (l *Layer) Handle(ctx context.Context, raw json.RawMessage, next Next) mcp.
 // the layer answers is answered with one JSON body; any other request
 // reaches next as it came. handle is the MCP server's HandleMessage, which
 // the layer calls for a task's call itself.
-func (l *Layer) HTTP(next http.Handler, handle Next) http.Handler {
+func (l *TaskLayer) HTTP(next http.Handler, handle Next) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
 		if hr.Method != http.MethodPost || hr.Body == nil {
 			next.ServeHTTP(w, hr)
@@ -298,7 +297,7 @@ func (p *pending) latest() (string, time.Time) {
 // client's: the MCP server keeps a call's id registered for
 // notifications/cancelled until the call returns, which for a task is
 // long after its handle answered the id (and the client may reuse it).
-func (l *Layer) call(ctx context.Context, r request, raw json.RawMessage, next Next) mcp.JSONRPCMessage {
+func (l *TaskLayer) call(ctx context.Context, r request, raw json.RawMessage, next Next) mcp.JSONRPCMessage {
 	p := &pending{started: make(chan started, 1), now: l.now}
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
 	hctx = context.WithValue(hctx, pendingKey{}, p)
@@ -332,7 +331,7 @@ func (l *Layer) call(ctx context.Context, r request, raw json.RawMessage, next N
 		return withID(<-done, id)
 	}
 	now := l.now()
-	rec := taskstore.Record{ID: newTaskID(), Principal: tools.Principal(ctx), Tool: r.Params.Name, AgentID: s.childID, MessageID: s.msgID,
+	rec := taskstore.Record{ID: newTaskID(), Principal: Principal(ctx), Tool: r.Params.Name, AgentID: s.childID, MessageID: s.msgID,
 		Status: taskstore.StatusWorking, StatusMessage: "started " + s.childID, CreatedAt: now, UpdatedAt: now, TTL: l.ttl}
 	lt := &liveTask{rec: rec, call: p}
 	l.mu.Lock()
@@ -354,7 +353,7 @@ func (l *Layer) call(ctx context.Context, r request, raw json.RawMessage, next N
 
 // cancelCall ends the unanswered task-eligible call the client's
 // notifications/cancelled names, if there is one in its session.
-func (l *Layer) cancelCall(ctx context.Context, requestID json.RawMessage) {
+func (l *TaskLayer) cancelCall(ctx context.Context, requestID json.RawMessage) {
 	if len(requestID) == 0 {
 		return
 	}
@@ -417,7 +416,7 @@ func withID(resp mcp.JSONRPCMessage, id mcp.RequestId) mcp.JSONRPCMessage {
 
 // settle waits for a task's call to answer and stores the answer as the
 // task's result.
-func (l *Layer) settle(id string, done <-chan mcp.JSONRPCMessage) {
+func (l *TaskLayer) settle(id string, done <-chan mcp.JSONRPCMessage) {
 	resp := <-done
 	if l.ctx.Err() != nil {
 		return // closing: the call stopped waiting, not the child
@@ -461,7 +460,7 @@ func (l *Layer) settle(id string, done <-chan mcp.JSONRPCMessage) {
 	l.drop(id)
 }
 
-func (l *Layer) drop(id string) {
+func (l *TaskLayer) drop(id string) {
 	l.mu.Lock()
 	delete(l.live, id)
 	l.mu.Unlock()
@@ -475,7 +474,7 @@ func isErrorResult(raw json.RawMessage) bool {
 }
 
 // innerCall is the call as it reaches the MCP server: under request id
-// id (see Layer.call), without its progress token (a task's progress is
+// id (see TaskLayer.call), without its progress token (a task's progress is
 // its statusMessage, and the token's request is answered).
 func innerCall(raw json.RawMessage, id string) json.RawMessage {
 	var msg map[string]json.RawMessage
@@ -507,15 +506,15 @@ func newTaskID() string {
 
 // ---- tasks/get, tasks/update, tasks/cancel ----
 
-func (l *Layer) taskMethod(ctx context.Context, r request) mcp.JSONRPCMessage {
+func (l *TaskLayer) taskMethod(ctx context.Context, r request) mcp.JSONRPCMessage {
 	if !r.declares() {
-		return mcp.NewJSONRPCError(r.id(), CodeMissingCapability, "Missing required client capability: declare the "+Extension+" extension in the request's _meta clientCapabilities",
-			map[string]any{"requiredCapabilities": map[string]any{"extensions": Capabilities()}})
+		return mcp.NewJSONRPCError(r.id(), CodeMissingCapability, "Missing required client capability: declare the "+TasksExtension+" extension in the request's _meta clientCapabilities",
+			map[string]any{"requiredCapabilities": map[string]any{"extensions": TaskCapabilities()}})
 	}
 	if r.Params.TaskID == "" {
 		return mcp.NewJSONRPCError(r.id(), mcp.INVALID_PARAMS, "field \"taskId\": missing; give the taskId a task handle returned", nil)
 	}
-	lt, err := l.lookup(ctx, r.Params.TaskID, tools.Principal(ctx))
+	lt, err := l.lookup(ctx, r.Params.TaskID, Principal(ctx))
 	if err != nil {
 		return mcp.NewJSONRPCError(r.id(), mcp.INVALID_PARAMS, err.Error(), nil)
 	}
@@ -542,7 +541,7 @@ var (
 // working task nobody here runs is resolved from its child first). Another
 // principal's task is not found, as an unknown one is. An expired task is
 // deleted.
-func (l *Layer) lookup(ctx context.Context, id, principal string) (*liveTask, error) {
+func (l *TaskLayer) lookup(ctx context.Context, id, principal string) (*liveTask, error) {
 	if principal == "" {
 		return nil, errNotFound
 	}
@@ -582,12 +581,12 @@ func (l *Layer) lookup(ctx context.Context, id, principal string) (*liveTask, er
 // the child's stored outcome when its last turn completed (a subagent
 // call; the crash came after the turn and before the task's write), else
 // failed with the diagnostic. Never working forever.
-func (l *Layer) resolve(ctx context.Context, rec taskstore.Record) taskstore.Record {
+func (l *TaskLayer) resolve(ctx context.Context, rec taskstore.Record) taskstore.Record {
 	now := l.now()
 	rec.UpdatedAt, rec.SettledAt = now, now
 	res, err := l.mgr.LastOutcome(ctx, rec.AgentID)
 	if err == nil && res.StopReason == agent.StopCompleted && rec.Tool == "subagent" {
-		if b, err := completeResult(tools.ForegroundResult(rec.AgentID, res)); err == nil {
+		if b, err := completeResult(ForegroundResult(rec.AgentID, res)); err == nil {
 			rec.Status, rec.Result, rec.StatusMessage = taskstore.StatusCompleted, b, ""
 		}
 	}
@@ -629,7 +628,7 @@ func completeResult(r *mcp.CallToolResult) (json.RawMessage, error) {
 // then answers aborted and the task is cancelled. A task that is not live
 // or already settled is left as it is: the spec makes cancellation
 // cooperative, and acknowledged either way.
-func (l *Layer) cancelTask(lt *liveTask) {
+func (l *TaskLayer) cancelTask(lt *liveTask) {
 	l.mu.Lock()
 	live := l.live[lt.rec.ID] == lt && lt.rec.Status == taskstore.StatusWorking
 	if live {
@@ -651,7 +650,7 @@ func (l *Layer) cancelTask(lt *liveTask) {
 // deletes the expired ones; from then on, until Close, it deletes expired
 // tasks every SweepEvery. Call it once at start, after the manager's
 // Recover (which closes the children such a stop left running).
-func (l *Layer) Recover(ctx context.Context) error {
+func (l *TaskLayer) Recover(ctx context.Context) error {
 	recs, _, err := l.sweep(ctx)
 	if err != nil {
 		return err
@@ -673,7 +672,7 @@ func (l *Layer) Recover(ctx context.Context) error {
 }
 
 // sweepLoop deletes expired tasks every l.every until Close.
-func (l *Layer) sweepLoop() {
+func (l *TaskLayer) sweepLoop() {
 	t := time.NewTicker(l.every)
 	defer t.Stop()
 	for {
@@ -694,7 +693,7 @@ func (l *Layer) sweepLoop() {
 
 // sweep deletes the expired tasks; it returns the records it kept and how
 // many it deleted.
-func (l *Layer) sweep(ctx context.Context) (kept []taskstore.Record, deleted int, err error) {
+func (l *TaskLayer) sweep(ctx context.Context) (kept []taskstore.Record, deleted int, err error) {
 	recs, err := l.store.Tasks(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -715,7 +714,7 @@ func (l *Layer) sweep(ctx context.Context) (kept []taskstore.Record, deleted int
 
 // wire is a task as the extension's Task shape gives it, with resultType
 // "task" for the handle a call answers and "complete" for tasks/get.
-func (l *Layer) wire(lt *liveTask, resultType string) map[string]any {
+func (l *TaskLayer) wire(lt *liveTask, resultType string) map[string]any {
 	l.mu.Lock()
 	rec := lt.rec
 	l.mu.Unlock()
@@ -750,7 +749,7 @@ func (l *Layer) wire(lt *liveTask, resultType string) map[string]any {
 // ttlMs is the task's time to live counted from its creation, as the
 // spec counts it: while it works, at least TTL from now (a task lives as
 // long as its child's turn); once settled, until TTL after that.
-func (l *Layer) ttlMs(rec taskstore.Record) int64 {
+func (l *TaskLayer) ttlMs(rec taskstore.Record) int64 {
 	end := l.now().Add(rec.TTL)
 	if !rec.SettledAt.IsZero() {
 		end = rec.SettledAt.Add(rec.TTL)
@@ -765,11 +764,11 @@ func (l *Layer) ttlMs(rec taskstore.Record) int64 {
 // in-band wait, which commits its record before the id is handed out,
 // then waited on through AwaitTurn, and reported to the layer, which
 // makes the task; everything else goes to m unchanged.
-func (l *Layer) Hook(m *manager.Manager) tools.Manager { return hooked{Manager: m, l: l} }
+func (l *TaskLayer) Hook(m *manager.Manager) Manager { return hooked{Manager: m, l: l} }
 
 type hooked struct {
 	*manager.Manager
-	l *Layer
+	l *TaskLayer
 }
 
 func (h hooked) StartContinuable(ctx context.Context, name string, req seam.StartRequest, wait bool) (*manager.Started, error) {
@@ -805,7 +804,7 @@ func (h hooked) FollowupBudget(ctx context.Context, caller seam.ParentRef, child
 // does not store.
 type closingTurn struct {
 	manager.Turn
-	l *Layer
+	l *TaskLayer
 }
 
 func (c closingTurn) Wait(ctx context.Context) (seam.Result, bool) {
