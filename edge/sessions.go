@@ -36,10 +36,11 @@ type session struct {
 // that long before any session of its principal may take them.
 const httpSessionGrace = 2 * time.Minute
 
-// OpenSession registers a connected session (a connection of the stdio
-// relay, or the in-process stdio session); the returned func ends it. While
-// it is open, notices of the children it starts are its alone.
-func (s *Server) OpenSession(info SessionInfo) (end func()) {
+// openSession registers a connected session (ServeConn's: a connection of
+// the daemon's relay, or the in-process stdio session); the returned func
+// ends it. While it is open, notices of the children it starts are its
+// alone.
+func (s *Server) openSession(info SessionInfo) (end func()) {
 	s.mu.Lock()
 	se := s.sessionsByID[info.ID]
 	if se == nil {
@@ -226,8 +227,8 @@ func (s *Server) Hooks() *server.Hooks {
 		se.Client = req.Params.ClientInfo.Name
 	})
 	h.AddOnRegisterSession(func(ctx context.Context, cs server.ClientSession) {
-		if _, ours := cs.(interface{ RelaySession() }); ours || cs.SessionID() == "stdio" {
-			return // OpenSession tracks these
+		if _, stream := cs.(*streamSession); stream {
+			return // ServeConn tracks these
 		}
 		s.mu.Lock()
 		se := s.sessionsByID[cs.SessionID()]
@@ -239,7 +240,7 @@ func (s *Server) Hooks() *server.Hooks {
 		s.mu.Unlock()
 	})
 	h.AddOnUnregisterSession(func(ctx context.Context, cs server.ClientSession) {
-		if _, ours := cs.(interface{ RelaySession() }); ours || cs.SessionID() == "stdio" {
+		if _, stream := cs.(*streamSession); stream {
 			return
 		}
 		now := time.Now()

@@ -66,7 +66,7 @@ type TaskOptions struct {
 
 // Next is the MCP server's handling of one message (mcp-go's
 // MCPServer.HandleMessage): what the layer hands everything else to. An
-// alias, so TaskLayer.Handle is a daemon.Intercept as it stands.
+// alias, so TaskLayer.Handle is an Intercept as it stands.
 type Next = func(ctx context.Context, raw json.RawMessage) mcp.JSONRPCMessage
 
 // TaskLayer is the Tasks extension in front of the MCP server: it sees every

@@ -14,7 +14,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/mcp-subagent/mcp-subagent/daemon"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 )
@@ -23,7 +22,7 @@ import (
 // client's bound (Codex cancels a call after 60 s, so its waits end at
 // 50 s). In a synctest bubble the clock moves only when every goroutine
 // waits, so the elapsed time is the bound exactly, and the ten-minute wait
-// takes no real time. The session is the stdio one (daemon.ServeStream
+// takes no real time. The session is the stdio one (ServeStdio
 // over pipes), as --no-daemon serves it.
 func TestWaitsEndAtTheirBound(t *testing.T) {
 	for _, tc := range []struct {
@@ -52,12 +51,9 @@ func TestWaitsEndAtTheirBound(t *testing.T) {
 				clientIn, serverOut := io.Pipe()
 				serverIn, clientOut := io.Pipe()
 				ctx, cancel := context.WithCancel(context.Background())
-				end := ts.OpenSession(SessionInfo{ID: "stdio", Principal: "local"})
 				served := make(chan error, 1)
 				go func() {
-					served <- daemon.ServeStream(ctx, ms, "stdio", serverIn, serverOut, 0,
-						func(ctx context.Context) context.Context { return WithPrincipal(ctx, "local") },
-						slog.New(slog.DiscardHandler))
+					served <- ts.ServeStdio(ctx, "local", serverIn, serverOut, 0, slog.New(slog.DiscardHandler))
 				}()
 				c := client.NewClient(transport.NewIO(clientIn, clientOut, nil))
 				if err := c.Start(ctx); err != nil {
@@ -85,10 +81,9 @@ func TestWaitsEndAtTheirBound(t *testing.T) {
 				c.Close()
 				cancel()
 				if err := <-served; err != nil {
-					t.Errorf("ServeStream: %v", err)
+					t.Errorf("ServeStdio: %v", err)
 				}
 				serverOut.Close() // the client's reader ends
-				end()
 				_ = mgr.Close(context.Background())
 			})
 		})

@@ -9,7 +9,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/mcp-subagent/mcp-subagent/daemon"
 	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 )
@@ -60,7 +59,7 @@ const maxRPCErrorBytes = 1024
 
 // resourceCodes is the stdio sessions' Intercept: inner (the tasks layer;
 // nil: none), with resources/read errors given their codes.
-func resourceCodes(inner daemon.Intercept) daemon.Intercept {
+func resourceCodes(inner edge.Intercept) edge.Intercept {
 	return func(ctx context.Context, raw json.RawMessage, next func(context.Context, json.RawMessage) mcp.JSONRPCMessage) mcp.JSONRPCMessage {
 		if isResourceRead(raw) {
 			return withResourceCodes(next(ctx, raw))

@@ -19,7 +19,6 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/daemon"
 	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/llm/openai"
 	"github.com/mcp-subagent/mcp-subagent/manager"
@@ -319,7 +318,7 @@ var defaultClientWait = map[string]float64{"codex-mcp-client": 50}
 
 // intercept is what sees each stdio message before MCP: the resources/read
 // error codes, and the tasks layer (none with --ephemeral).
-func (a *app) intercept() daemon.Intercept {
+func (a *app) intercept() edge.Intercept {
 	if a.tasks == nil {
 		return resourceCodes(nil)
 	}
@@ -395,11 +394,8 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 	// Not mcp-go's stdio server: its worker pool lets long calls (waits,
 	// foreground children) stall every call behind them. Each request runs
 	// on its own goroutine, as in a daemon session.
-	end := a.ts.OpenSession(edge.SessionInfo{ID: "stdio", Principal: o.principal})
-	defer end()
-	err = daemon.ServeStream(ctx, a.ms, "stdio", stdin, stdout, cfg.MaxMessageBytes, func(ctx context.Context) context.Context {
-		return edge.WithPrincipal(ctx, o.principal)
-	}, log.With("component", "stdio"), a.intercept())
+	err = a.ts.ServeStdio(ctx, o.principal, stdin, stdout, cfg.MaxMessageBytes,
+		log.With("component", "stdio"), a.intercept())
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}

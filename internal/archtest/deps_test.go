@@ -72,6 +72,15 @@ func TestCoreLinksNoVendorSDKAndNoMCPLibrary(t *testing.T) {
 	}
 }
 
+// TestTheDaemonLinksNoMCPLibrary: the daemon knows connections and
+// processes; MCP on a session's connection is the edge's, which the
+// command hands it through daemon.Options.Serve.
+func TestTheDaemonLinksNoMCPLibrary(t *testing.T) {
+	if bad := linked(t, "daemon"); len(bad) > 0 {
+		t.Errorf("daemon links %s; MCP is the edge's (edge.Server.ServeConn, wired through daemon.Options.Serve)", strings.Join(bad, ", "))
+	}
+}
+
 // TestTheProbeSeesWhatIsLinked keeps the check honest: the vendor clients
 // and the MCP edge link what the core must not, and the probe must see
 // it, or an empty answer would read as clean.

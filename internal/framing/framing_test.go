@@ -1,4 +1,4 @@
-package daemon
+package framing
 
 import (
 	"bufio"
@@ -20,7 +20,7 @@ func TestReadMessageKeepsLinesWithinTheBound(t *testing.T) {
 	}
 	var all []got
 	for {
-		line, size, tooLong, err := readMessage(br, 100)
+		line, size, tooLong, err := ReadMessage(br, 100)
 		all = append(all, got{string(line), size, tooLong})
 		if err != nil {
 			if err != io.EOF {
@@ -70,7 +70,7 @@ func TestATooLongLineIsNotHeld(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	line, size, tooLong, err := readMessage(br, 1<<20)
+	line, size, tooLong, err := ReadMessage(br, 1<<20)
 	runtime.ReadMemStats(&after)
 	if err != nil || !tooLong || size != 100<<20 || len(line) != headBytes {
 		t.Fatalf("readMessage = %d bytes kept, size %d, tooLong %v, %v", len(line), size, tooLong, err)
@@ -90,7 +90,7 @@ func TestTooLongReplyAnswersByTheIDInTheHead(t *testing.T) {
 		{`{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"xxx`, ``},
 		{`{"jsonrpc":"2.0","params":{"prompt":"xxxxxxxxxxxxxxxxxxxxxxxxxxxx`, ``},
 	} {
-		reply := tooLongReply([]byte(tc.head), 9<<20, 8<<20)
+		reply := TooLongReply([]byte(tc.head), 9<<20, 8<<20)
 		if tc.id == "" {
 			if reply != nil {
 				t.Errorf("head %q: reply %s, want none", tc.head, reply)

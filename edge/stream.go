@@ -1,9 +1,11 @@
-package daemon
+package edge
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,27 +18,31 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/mcp-subagent/mcp-subagent/internal/framing"
 )
 
-// maxInFlight bounds the requests one session has running: a client that
+// MaxInFlight bounds the requests one session has running: a client that
 // sends without reading the answers would otherwise pin a goroutine and
 // an answer per request. At the bound the session stops reading until one
 // answers, so the client's writes wait (backpressure). It is well above
 // what a client keeps waiting on purpose: a quick call written after 500
 // waiting ones (list_agents with wait_seconds) must not wait behind them
 // (TestAQuickCallIsNotStalledByWaitingCalls).
-const maxInFlight = 1024
+const MaxInFlight = 1024
 
-// byeTimeout bounds the last line to a session as the daemon hands over: a
+// ByeTimeout bounds the last line to a session as the daemon hands over: a
 // client that does not read must not hold the daemon (and with it the
 // data directory) past it.
-const byeTimeout = 2 * time.Second
+const ByeTimeout = 2 * time.Second
 
-// session is one MCP connection: mcp-go's stdio session, but one per
-// connection (mcp-go's stdio server has a single process-wide session), and
-// with no worker pool: every request runs on its own goroutine, at most
-// maxInFlight at once.
-type session struct {
+// streamSession is one MCP session over one stream connection (a daemon
+// session's socket, or stdio with --no-daemon): mcp-go's stdio session,
+// but one per connection (mcp-go's stdio server has a single process-wide
+// session), and with no worker pool: every request runs on its own
+// goroutine, at most MaxInFlight at once. The Server's session table
+// tracks these by their type: ServeStream and ServeConn open and end them
+// (openSession), the registration hooks leave them alone.
+type streamSession struct {
 	id    string
 	w     io.Writer
 	close func() // ends a blocked read of the connection
@@ -78,53 +84,49 @@ type rpcReply struct {
 }
 
 var (
-	_ server.SessionWithLogging    = (*session)(nil)
-	_ server.SessionWithClientInfo = (*session)(nil)
-	_ server.SessionWithRoots      = (*session)(nil)
+	_ server.SessionWithLogging    = (*streamSession)(nil)
+	_ server.SessionWithClientInfo = (*streamSession)(nil)
+	_ server.SessionWithRoots      = (*streamSession)(nil)
 )
 
-func newSession(id string, w io.Writer, close func(), maxMessage int, log *slog.Logger) *session {
+func newStreamSession(id string, w io.Writer, close func(), maxMessage int, log *slog.Logger) *streamSession {
 	if maxMessage <= 0 {
-		maxMessage = DefaultMaxMessage
+		maxMessage = framing.DefaultMaxMessage
 	}
-	return &session{id: id, w: w, close: close, maxMessage: maxMessage, log: log,
+	return &streamSession{id: id, w: w, close: close, maxMessage: maxMessage, log: log,
 		notifications: make(chan mcp.JSONRPCNotification, 100), pending: map[int64]chan rpcReply{},
-		slots: make(chan struct{}, maxInFlight)}
+		slots: make(chan struct{}, MaxInFlight)}
 }
 
-func (s *session) SessionID() string                                   { return s.id }
-func (s *session) NotificationChannel() chan<- mcp.JSONRPCNotification { return s.notifications }
-func (s *session) Initialize()                                         { s.initialized.Store(true) }
-func (s *session) Initialized() bool                                   { return s.initialized.Load() }
-func (s *session) SetLogLevel(l mcp.LoggingLevel)                      { s.level.Store(l) }
+func (s *streamSession) SessionID() string                                   { return s.id }
+func (s *streamSession) NotificationChannel() chan<- mcp.JSONRPCNotification { return s.notifications }
+func (s *streamSession) Initialize()                                         { s.initialized.Store(true) }
+func (s *streamSession) Initialized() bool                                   { return s.initialized.Load() }
+func (s *streamSession) SetLogLevel(l mcp.LoggingLevel)                      { s.level.Store(l) }
 
-// RelaySession marks a session the daemon tracks itself (the tools layer
-// leaves its registration to OpenSession).
-func (s *session) RelaySession() {}
-
-func (s *session) GetLogLevel() mcp.LoggingLevel {
+func (s *streamSession) GetLogLevel() mcp.LoggingLevel {
 	if l, ok := s.level.Load().(mcp.LoggingLevel); ok {
 		return l
 	}
 	return mcp.LoggingLevelError
 }
 
-func (s *session) GetClientInfo() mcp.Implementation {
+func (s *streamSession) GetClientInfo() mcp.Implementation {
 	ci, _ := s.clientInfo.Load().(mcp.Implementation)
 	return ci
 }
 
-func (s *session) SetClientInfo(ci mcp.Implementation) { s.clientInfo.Store(ci) }
+func (s *streamSession) SetClientInfo(ci mcp.Implementation) { s.clientInfo.Store(ci) }
 
-func (s *session) GetClientCapabilities() mcp.ClientCapabilities {
+func (s *streamSession) GetClientCapabilities() mcp.ClientCapabilities {
 	c, _ := s.clientCaps.Load().(mcp.ClientCapabilities)
 	return c
 }
 
-func (s *session) SetClientCapabilities(c mcp.ClientCapabilities) { s.clientCaps.Store(c) }
+func (s *streamSession) SetClientCapabilities(c mcp.ClientCapabilities) { s.clientCaps.Store(c) }
 
 // ListRoots asks the client for its roots and waits for the answer.
-func (s *session) ListRoots(ctx context.Context, _ mcp.ListRootsRequest) (*mcp.ListRootsResult, error) {
+func (s *streamSession) ListRoots(ctx context.Context, _ mcp.ListRootsRequest) (*mcp.ListRootsResult, error) {
 	raw, err := s.request(ctx, string(mcp.MethodListRoots))
 	if err != nil {
 		return nil, err
@@ -137,7 +139,7 @@ func (s *session) ListRoots(ctx context.Context, _ mcp.ListRootsRequest) (*mcp.L
 }
 
 // request sends a server-to-client request and waits for its response.
-func (s *session) request(ctx context.Context, method string) (json.RawMessage, error) {
+func (s *streamSession) request(ctx context.Context, method string) (json.RawMessage, error) {
 	id := s.nextID.Add(1)
 	ch := make(chan rpcReply, 1)
 	s.pmu.Lock()
@@ -165,7 +167,7 @@ func (s *session) request(ctx context.Context, method string) (json.RawMessage, 
 }
 
 // write sends one JSON-RPC message as one line.
-func (s *session) write(v any) error {
+func (s *streamSession) write(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -174,7 +176,7 @@ func (s *session) write(v any) error {
 }
 
 // writeLine sends one encoded message, newline included.
-func (s *session) writeLine(b []byte) error {
+func (s *streamSession) writeLine(b []byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	_, err := s.w.Write(b)
@@ -227,7 +229,7 @@ type envelope struct {
 // request on its own goroutine (a foreground subagent call blocks for
 // minutes and must hold nothing shared), notifications in order on the read
 // loop. It returns when every request it started has answered.
-func (s *session) serve(ctx context.Context, ms *server.MCPServer, r *bufio.Reader) error {
+func (s *streamSession) serve(ctx context.Context, ms *server.MCPServer, r *bufio.Reader) error {
 	outer := ctx // ended by the daemon, not by the client
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -254,7 +256,7 @@ func (s *session) serve(ctx context.Context, ms *server.MCPServer, r *bufio.Read
 				// A write already blocked on a client that does not read
 				// holds wmu: the deadline ends it, and this one too.
 				if s.setWriteDeadline != nil {
-					_ = s.setWriteDeadline(time.Now().Add(byeTimeout))
+					_ = s.setWriteDeadline(time.Now().Add(ByeTimeout))
 				}
 				s.wmu.Lock()
 				_, err := s.w.Write(b)
@@ -268,7 +270,7 @@ func (s *session) serve(ctx context.Context, ms *server.MCPServer, r *bufio.Read
 	})
 	defer stop()
 	for {
-		line, size, tooLong, err := readMessage(r, s.maxMessage)
+		line, size, tooLong, err := framing.ReadMessage(r, s.maxMessage)
 		if tooLong {
 			s.refuse(line, size)
 		} else if len(bytes.TrimSpace(line)) > 0 {
@@ -285,8 +287,8 @@ func (s *session) serve(ctx context.Context, ms *server.MCPServer, r *bufio.Read
 
 // refuse answers a message over the bound with an error, by the id its
 // first bytes show, or drops it.
-func (s *session) refuse(head []byte, size int) {
-	if reply := tooLongReply(head, size, s.maxMessage); reply != nil {
+func (s *streamSession) refuse(head []byte, size int) {
+	if reply := framing.TooLongReply(head, size, s.maxMessage); reply != nil {
 		s.wmu.Lock()
 		_, _ = s.w.Write(reply)
 		s.wmu.Unlock()
@@ -294,7 +296,7 @@ func (s *session) refuse(head []byte, size int) {
 	s.log.Warn("refused a message over the size limit", "session", s.id, "bytes", size, "max_message_bytes", s.maxMessage)
 }
 
-func (s *session) handle(ctx, outer context.Context, ms *server.MCPServer, wg *sync.WaitGroup, line []byte) {
+func (s *streamSession) handle(ctx, outer context.Context, ms *server.MCPServer, wg *sync.WaitGroup, line []byte) {
 	var env envelope
 	if err := json.Unmarshal(line, &env); err != nil {
 		_ = s.write(mcp.NewJSONRPCError(mcp.NewRequestId(nil), mcp.PARSE_ERROR, "Parse error", nil))
@@ -344,7 +346,7 @@ func (s *session) handle(ctx, outer context.Context, ms *server.MCPServer, wg *s
 
 // dispatch runs one message through the MCP server; a panic becomes an
 // internal error, never the end of the daemon.
-func (s *session) dispatch(ctx context.Context, ms *server.MCPServer, raw json.RawMessage) (resp mcp.JSONRPCMessage) {
+func (s *streamSession) dispatch(ctx context.Context, ms *server.MCPServer, raw json.RawMessage) (resp mcp.JSONRPCMessage) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("a request handler panicked", "session", s.id, "panic", r)
@@ -364,37 +366,91 @@ func (s *session) dispatch(ctx context.Context, ms *server.MCPServer, raw json.R
 // HandleMessage). The tasks layer is one.
 type Intercept func(ctx context.Context, raw json.RawMessage, next func(context.Context, json.RawMessage) mcp.JSONRPCMessage) mcp.JSONRPCMessage
 
-// ServeStream serves one MCP session over r and w in this process (stdio
-// with --no-daemon) the way the daemon serves each relayed connection:
-// every request on its own goroutine, so calls that wait for minutes hold
-// no worker a quick call needs. wrap gives the session's requests their
-// context (the principal). It returns when r ends or ctx is done, once
-// every request it started has answered.
+// Conn is one connection an MCP session runs over, past any handshake:
+// newline-delimited JSON-RPC (MCP's stdio framing) both ways.
+type Conn struct {
+	// Session is who is connected: ID and Principal are required; Cwd
+	// and Settings as the transport tells them.
+	Session SessionInfo
+	R       *bufio.Reader
+	W       io.Writer
+	// Close ends a blocked read of R (and the connection).
+	Close func()
+	// SetWriteDeadline bounds writes to W, those blocked already
+	// included; nil: W has no deadline (stdio).
+	SetWriteDeadline func(time.Time) error
+	// Bye is the last line to send as ctx ends (the daemon stopping, or
+	// handing over); nil, or a nil line: none.
+	Bye func() []byte
+	// Relayed: a daemon's relay is the client. Answers to the calls that
+	// the end of ctx cut short are not sent: they would read as the
+	// client's cancellation, and the relay answers each call in flight
+	// itself.
+	Relayed bool
+	// MaxMessage bounds one message from the client, in bytes; a longer
+	// one is refused with an error. Zero: framing.DefaultMaxMessage.
+	MaxMessage int
+}
+
+// ServeConn serves one MCP session over c, with every request on its own
+// goroutine, until the connection ends or ctx does; it returns once every
+// request it started has answered. The session is in the Server's table
+// (its notices are its own, its cwd and settings are its children's)
+// while it is served, and its calls are its principal's. An intercept (at
+// most one; nil: none) sees each message before the MCP server.
+func (s *Server) ServeConn(ctx context.Context, c Conn, log *slog.Logger, intercept ...Intercept) error {
+	if c.Session.ID == "" || c.Session.Principal == "" {
+		return errors.New("serving a session: its id and its principal are required")
+	}
+	end := s.openSession(c.Session)
+	defer end()
+	return ServeSession(WithPrincipal(ctx, c.Session.Principal), s.mcp, c, log, intercept...)
+}
+
+// ServeSession serves c through ms, registered as one mcp-go session, out
+// of any Server's table: the transport alone (the daemon's tests serve
+// their own tools with it). Servers serve through ServeConn.
+func ServeSession(ctx context.Context, ms *server.MCPServer, c Conn, log *slog.Logger, intercept ...Intercept) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ss := newStreamSession(c.Session.ID, c.W, c.Close, c.MaxMessage, log)
+	if len(intercept) > 0 {
+		ss.intercept = intercept[0] // nil: none
+	}
+	ss.setWriteDeadline, ss.bye, ss.relayed = c.SetWriteDeadline, c.Bye, c.Relayed
+	ctx = ms.WithContext(ctx, ss)
+	if err := ms.RegisterSession(ctx, ss); err != nil {
+		return fmt.Errorf("registering the session: %w", err)
+	}
+	defer ms.UnregisterSession(ctx, ss.id)
+	err := ss.serve(ctx, ms, c.R)
+	log.Debug("session ended", "session", ss.id, "client", ss.GetClientInfo().Name)
+	return err
+}
+
+// ServeStdio serves one MCP session over r and w in this process (stdio
+// with --no-daemon) the way the daemon serves each relayed connection
+// (ServeConn): every request on its own goroutine, so calls that wait for
+// minutes hold no worker a quick call needs. It returns when r ends or
+// ctx is done, once every request it started has answered.
 //
 // A read of r cannot be interrupted (stdin is a blocking file), so r is
 // copied through a pipe by a goroutine that ends at r's EOF or at the
-// first read after ServeStream returned; the process exits soon after.
+// first read after ServeStdio returned; the process exits soon after.
 //
-// A message longer than maxMessage bytes (zero: [DefaultMaxMessage]) is
-// refused with an error, without being held in memory. An intercept (at
-// most one) sees each message before ms.
-func ServeStream(ctx context.Context, ms *server.MCPServer, id string, r io.Reader, w io.Writer, maxMessage int, wrap func(context.Context) context.Context, log *slog.Logger, intercept ...Intercept) error {
+// The session's id is "stdio-" and a random part: nothing recognises a
+// session by its id (ServeConn's sessions are known by their type), and
+// two servers sharing a store never share one.
+func (s *Server) ServeStdio(ctx context.Context, principal string, r io.Reader, w io.Writer, maxMessage int, log *slog.Logger, intercept ...Intercept) error {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	info := SessionInfo{ID: "stdio-" + hex.EncodeToString(b[:]), Principal: principal}
 	pr, pw := io.Pipe()
 	go func() {
 		_, err := io.Copy(pw, r)
 		pw.CloseWithError(err)
 	}()
-	s := newSession(id, w, func() { _ = pr.Close() }, maxMessage, log)
-	if len(intercept) > 0 {
-		s.intercept = intercept[0] // nil: none
-	}
-	ctx = ms.WithContext(ctx, s)
-	if err := ms.RegisterSession(ctx, s); err != nil {
-		return fmt.Errorf("registering the session: %w", err)
-	}
-	defer ms.UnregisterSession(ctx, id)
-	if wrap != nil {
-		ctx = wrap(ctx)
-	}
-	return s.serve(ctx, ms, bufio.NewReaderSize(pr, 64<<10))
+	return s.ServeConn(ctx, Conn{Session: info, R: bufio.NewReaderSize(pr, 64<<10), W: w,
+		Close: func() { _ = pr.Close() }, MaxMessage: maxMessage}, log, intercept...)
 }

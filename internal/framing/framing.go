@@ -1,4 +1,8 @@
-package daemon
+// Package framing owns the stdio framing of JSON-RPC that MCP sessions and
+// the daemon's relay share: one message per line, read within a bound
+// without holding a longer one, and the error answer to a message over it.
+// It imports no MCP library: the relay, which parses nothing, uses it too.
+package framing
 
 import (
 	"bufio"
@@ -6,8 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-
-	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // DefaultMaxMessage bounds one MCP message read from a client's stream
@@ -18,11 +20,11 @@ const DefaultMaxMessage = 8 << 20
 // headBytes of a message too long to keep are kept, to answer it by id.
 const headBytes = 512
 
-// readMessage reads one line of at most max bytes, newline included. A
+// ReadMessage reads one line of at most max bytes, newline included. A
 // longer line is read to its end but not kept: it returns the line's
 // first bytes, its whole length and tooLong, so memory stays bounded by
 // max whatever a client sends.
-func readMessage(br *bufio.Reader, max int) (line []byte, size int, tooLong bool, err error) {
+func ReadMessage(br *bufio.Reader, max int) (line []byte, size int, tooLong bool, err error) {
 	for {
 		frag, e := br.ReadSlice('\n')
 		size += len(frag)
@@ -48,10 +50,10 @@ func readMessage(br *bufio.Reader, max int) (line []byte, size int, tooLong bool
 // write it before the params that make a message large).
 var idField = regexp.MustCompile(`"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.){0,200}")`)
 
-// tooLongReply is the error answer to a message over the bound, or nil
+// TooLongReply is the error answer to a message over the bound, or nil
 // when its head shows no id (a notification, or an id written after the
 // params): that message is dropped, and the caller logs it.
-func tooLongReply(head []byte, size, max int) []byte {
+func TooLongReply(head []byte, size, max int) []byte {
 	m := idField.FindSubmatch(head)
 	if m == nil {
 		return nil
@@ -63,9 +65,24 @@ func tooLongReply(head []byte, size, max int) []byte {
 		return nil
 	}
 	msg := fmt.Sprintf("the message is %d bytes, over the limit of %d bytes for one MCP message; send less (a large prompt can go in a file the child reads), or raise max_message_bytes in the config", size, max)
-	b, err := json.Marshal(mcp.NewJSONRPCError(mcp.NewRequestId(id), mcp.INVALID_REQUEST, msg, nil))
+	b, err := json.Marshal(rpcError{JSONRPC: "2.0", ID: id, Error: rpcErrorBody{Code: invalidRequest, Message: msg}})
 	if err != nil {
 		return nil
 	}
 	return append(b, '\n')
+}
+
+// invalidRequest is JSON-RPC's -32600, Invalid Request.
+const invalidRequest = -32600
+
+// rpcError is a JSON-RPC error response.
+type rpcError struct {
+	JSONRPC string       `json:"jsonrpc"`
+	ID      any          `json:"id"`
+	Error   rpcErrorBody `json:"error"`
+}
+
+type rpcErrorBody struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
 }
