@@ -65,7 +65,7 @@ func (s *Server) sendMessage(ctx context.Context, c call) *mcp.CallToolResult {
 		return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(text)},
 			StructuredContent: Answered{AgentID: q.ChildID, QuestionID: q.ID, Answer: q.Answer.Text, Outcome: q.Answer.Outcome}}
 	}
-	sent, err := s.messenger.FollowupBudget(ctx, c.caller, in.SubagentID, in.Message, in.WaitSeconds > 0, in.Budget)
+	sent, err := s.followup(ctx, c.task, c.caller, in.SubagentID, in.Message, in.WaitSeconds > 0, in.Budget)
 	if err != nil {
 		return errorResult(err)
 	}

@@ -113,7 +113,10 @@ type Options struct {
 	// seam.Settings); nil, or a nil result: the deployment's. The subagent
 	// tool that session lists shows those names.
 	ModelNamesFor func(principal string, s *seam.Settings) []string
-	Logger        *slog.Logger
+	// Tasks is the durable tasks layer in front of the MCP server; nil:
+	// none (no call is ever in task mode).
+	Tasks  *TaskLayer
+	Logger *slog.Logger
 }
 
 // Server holds the tool handlers. Build it after the providers are
@@ -168,6 +171,10 @@ type call struct {
 	caller   seam.ParentRef
 	args     any
 	progress func(string) // nil without a progress token
+	// task is the call's task mode: not nil when the tasks layer runs it
+	// and it may become a durable task (a child it starts in the
+	// foreground is started through it: startContinuable, followup).
+	task *taskMode
 }
 
 // New builds the tool handlers over mgr.
@@ -466,7 +473,7 @@ func (s *Server) mcpHandler(t *tool) server.ToolHandlerFunc {
 		if root && !s.seen(ctx, caller.Principal) {
 			return mcp.NewToolResultError("Error: UNAUTHORIZED: this MCP session belongs to another principal; start a session of your own"), nil
 		}
-		c := call{caller: caller, args: req.GetArguments()}
+		c := call{caller: caller, args: req.GetArguments(), task: s.taskMode(req)}
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {
 			c.progress = s.progressSender(ctx, req.Params.Meta.ProgressToken)
 		}

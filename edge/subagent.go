@@ -143,7 +143,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	if in.RunInBackground {
 		sr.Progress = nil
 	}
-	st, err := s.delegate.StartContinuable(ctx, provider, sr, !in.RunInBackground)
+	st, err := s.startContinuable(ctx, c.task, provider, sr, !in.RunInBackground)
 	if err != nil {
 		return errorResult(err)
 	}

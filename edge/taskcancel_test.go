@@ -25,15 +25,17 @@ func (idleManager) LastOutcome(context.Context, string) (seam.Result, error) {
 }
 
 // callServer is an MCP server whose subagent tool hands the context of
-// each call to calls, says it started a child when startChild, and then
-// waits for its context to end or release to close.
-func callServer(t *testing.T, startChild bool) (ms *server.MCPServer, calls <-chan context.Context, release chan struct{}) {
+// each call to calls, says it started a child when startChild (and its
+// request is in l's task mode), and then waits for its context to end or
+// release to close.
+func callServer(t *testing.T, l *TaskLayer, startChild bool) (ms *server.MCPServer, calls <-chan context.Context, release chan struct{}) {
 	t.Helper()
 	ch := make(chan context.Context, 4)
 	release = make(chan struct{})
 	ms = server.NewMCPServer("test", "1", server.WithToolCapabilities(false))
-	ms.AddTool(mcp.NewTool("subagent"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if p, _ := ctx.Value(pendingKey{}).(*pending); startChild && p != nil && p.claim() {
+	s := &Server{opts: Options{Tasks: l}}
+	ms.AddTool(mcp.NewTool("subagent"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if p := s.taskMode(req); startChild && p != nil && p.claim() {
 			p.started <- started{childID: "child-1", msgID: "msg-1"}
 		}
 		ch <- ctx
@@ -143,7 +145,7 @@ func nextCall(t *testing.T, calls <-chan context.Context) context.Context {
 // tasks/cancel cancels it.
 func TestCancelOfAnsweredCallIsANoOp(t *testing.T) {
 	l := cancelLayer(t)
-	ms, calls, release := callServer(t, true)
+	ms, calls, release := callServer(t, l, true)
 	defer close(release)
 	ctx := WithPrincipal(context.Background(), "local")
 
@@ -169,7 +171,7 @@ func TestCancelOfAnsweredCallIsANoOp(t *testing.T) {
 // the client's id.
 func TestCancelOfUnansweredCallEndsIt(t *testing.T) {
 	l := cancelLayer(t)
-	ms, calls, release := callServer(t, false)
+	ms, calls, release := callServer(t, l, false)
 	defer close(release)
 	ctx := WithPrincipal(context.Background(), "local")
 

@@ -4,19 +4,21 @@
 // v1.2.1 knows only the older in-memory 2025-11-25 Tasks API, whose task
 // context ends with the first reply (mark3labs/mcp-go#897).
 //
-// The layer sees every request first (Layer.Handle on a daemon or
-// --no-daemon stdio session, Layer.HTTP in front of the streamable HTTP
+// The layer sees every request first (TaskLayer.Handle on a daemon or
+// --no-daemon stdio session, TaskLayer.HTTP in front of the streamable HTTP
 // handler) and hands on, byte for byte, everything that is not its own:
 //
 //   - tasks/get, tasks/update and tasks/cancel are answered here;
 //   - a tools/call of subagent or send_message whose request declares the
 //     extension in _meta["io.modelcontextprotocol/clientCapabilities"]
 //     .extensions, from a root principal, runs through mcp-go's handler
-//     on a goroutine the layer owns. When the call starts a child (a
-//     continuable subagent, a send_message with a wait), the manager hook
-//     (Layer.Hook) starts it without an in-band wait, so its record is
-//     committed before its id is known, then waits on its turn through
-//     manager.AwaitTurn; the layer commits the task record and answers
+//     on a goroutine the layer owns, in task mode: the inner call's
+//     _meta names the layer's call, and its handler's request carries it
+//     (call.task). When the call starts a child (a continuable subagent,
+//     a send_message with a wait), the handler's start in task mode
+//     (Server.startContinuable, Server.followup) starts it without an
+//     in-band wait, so its record is committed before its id is known,
+//     then waits on its turn through manager.AwaitTurn; the layer commits the task record and answers
 //     the request with the task handle, and the call goes on: its answer,
 //     exactly the CallToolResult a foreground call gives (notices riding
 //     along included), becomes the task's result. A call that starts no

@@ -95,6 +95,10 @@ type TaskLayer struct {
 	// result) it is no longer here, and a later cancel of its id reaches
 	// nothing: a task is cancelled only through tasks/cancel.
 	calls map[callKey]*inflight
+	// modes are the task-eligible calls running through the MCP server,
+	// by the layer's own request id, which the inner call names in its
+	// _meta (taskCallMeta): how its handler learns it is in task mode.
+	modes map[string]*taskMode
 }
 
 // callKey is a client's request id within its session.
@@ -107,13 +111,13 @@ type inflight struct{ cancel context.CancelFunc }
 // memory, and the call's progress.
 type liveTask struct {
 	rec             taskstore.Record
-	call            *pending
+	call            *taskMode
 	cancelRequested bool
 }
 
 // New builds a layer over a store and a manager.
 func NewTaskLayer(o TaskOptions) *TaskLayer {
-	l := &TaskLayer{store: o.Store, mgr: o.Manager, ttl: o.TTL, poll: o.PollInterval, every: o.SweepEvery, now: o.Now, log: o.Logger, live: map[string]*liveTask{}, calls: map[callKey]*inflight{}}
+	l := &TaskLayer{store: o.Store, mgr: o.Manager, ttl: o.TTL, poll: o.PollInterval, every: o.SweepEvery, now: o.Now, log: o.Logger, live: map[string]*liveTask{}, calls: map[callKey]*inflight{}, modes: map[string]*taskMode{}}
 	if l.every <= 0 {
 		l.every = DefaultTaskSweepEvery
 	}
@@ -247,9 +251,12 @@ func (l *TaskLayer) HTTP(next http.Handler, handle Next) http.Handler {
 
 // ---- the call ----
 
-// pending is a task-eligible call in flight: the hook on the manager
-// (Hook) reports the child it starts here, and the child's steps.
-type pending struct {
+// taskMode is a task-eligible call in flight, as its tool handler sees
+// it (call.task): the handler's start of a foreground child
+// (Server.startContinuable, Server.followup) reports the child here, and
+// the child's steps.
+type taskMode struct {
+	l       *TaskLayer
 	started chan started // buffered 1: the first start only
 
 	mu      sync.Mutex
@@ -261,9 +268,7 @@ type pending struct {
 
 type started struct{ childID, msgID string }
 
-type pendingKey struct{}
-
-func (p *pending) claim() bool {
+func (p *taskMode) claim() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ok := !p.claimed
@@ -271,13 +276,13 @@ func (p *pending) claim() bool {
 	return ok
 }
 
-func (p *pending) setStep(s string) {
+func (p *taskMode) setStep(s string) {
 	p.mu.Lock()
 	p.step, p.stepAt = s, p.now()
 	p.mu.Unlock()
 }
 
-func (p *pending) latest() (string, time.Time) {
+func (p *taskMode) latest() (string, time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.step, p.stepAt
@@ -298,9 +303,8 @@ func (p *pending) latest() (string, time.Time) {
 // notifications/cancelled until the call returns, which for a task is
 // long after its handle answered the id (and the client may reuse it).
 func (l *TaskLayer) call(ctx context.Context, r request, raw json.RawMessage, next Next) mcp.JSONRPCMessage {
-	p := &pending{started: make(chan started, 1), now: l.now}
+	p := &taskMode{l: l, started: make(chan started, 1), now: l.now}
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
-	hctx = context.WithValue(hctx, pendingKey{}, p)
 	detach := context.AfterFunc(ctx, hcancel)
 	key, in := callKey{sessionOf(ctx), idKey(r.ID)}, &inflight{cancel: hcancel}
 	l.mu.Lock()
@@ -314,9 +318,18 @@ func (l *TaskLayer) call(ctx context.Context, r request, raw json.RawMessage, ne
 		l.mu.Unlock()
 	}()
 	done := make(chan mcp.JSONRPCMessage, 1)
-	inner := innerCall(raw, newCallID())
+	callID := newCallID()
+	inner := innerCall(raw, callID)
+	l.mu.Lock()
+	l.modes[callID] = p
+	l.mu.Unlock()
 	l.wg.Go(func() {
 		defer hcancel()
+		defer func() {
+			l.mu.Lock()
+			delete(l.modes, callID)
+			l.mu.Unlock()
+		}()
 		done <- next(hctx, inner)
 	})
 	id := r.id()
@@ -473,9 +486,16 @@ func isErrorResult(raw json.RawMessage) bool {
 	return json.Unmarshal(raw, &r) == nil && r.IsError
 }
 
+// taskCallMeta is the _meta key of an inner call (innerCall) naming the
+// layer's call: the handler's request carries its task mode with it
+// (Server.taskMode). A client that sends the key itself names no call of
+// the layer's (the ids are random and live only while their call runs).
+const taskCallMeta = "io.github.mcp-subagent/task-call"
+
 // innerCall is the call as it reaches the MCP server: under request id
-// id (see TaskLayer.call), without its progress token (a task's progress is
-// its statusMessage, and the token's request is answered).
+// id (see TaskLayer.call), in task mode (_meta[taskCallMeta] = id), and
+// without its progress token (a task's progress is its statusMessage,
+// and the token's request is answered).
 func innerCall(raw json.RawMessage, id string) json.RawMessage {
 	var msg map[string]json.RawMessage
 	if json.Unmarshal(raw, &msg) != nil {
@@ -483,13 +503,15 @@ func innerCall(raw json.RawMessage, id string) json.RawMessage {
 	}
 	msg["id"], _ = json.Marshal(id)
 	var params map[string]json.RawMessage
-	if json.Unmarshal(msg["params"], &params) == nil {
+	if json.Unmarshal(msg["params"], &params) == nil && params != nil {
 		var meta map[string]json.RawMessage
-		if json.Unmarshal(params["_meta"], &meta) == nil && meta["progressToken"] != nil {
-			delete(meta, "progressToken")
-			params["_meta"], _ = json.Marshal(meta)
-			msg["params"], _ = json.Marshal(params)
+		if json.Unmarshal(params["_meta"], &meta) != nil || meta == nil {
+			meta = map[string]json.RawMessage{}
 		}
+		delete(meta, "progressToken")
+		meta[taskCallMeta], _ = json.Marshal(id)
+		params["_meta"], _ = json.Marshal(meta)
+		msg["params"], _ = json.Marshal(params)
 	}
 	out, err := json.Marshal(msg)
 	if err != nil {
@@ -757,46 +779,65 @@ func (l *TaskLayer) ttlMs(rec taskstore.Record) int64 {
 	return end.Sub(rec.CreatedAt).Milliseconds()
 }
 
-// ---- the hook on the manager ----
+// ---- task mode: the handlers' side ----
 
-// Hook wraps the manager the tools call: a child a task-eligible call
-// starts (subagent, or send_message with a wait) is started without an
-// in-band wait, which commits its record before the id is handed out,
-// then waited on through AwaitTurn, and reported to the layer, which
-// makes the task; everything else goes to m unchanged.
-func (l *TaskLayer) Hook(m *manager.Manager) Manager { return hooked{Manager: m, l: l} }
-
-type hooked struct {
-	*manager.Manager
-	l *TaskLayer
+// modeOf is the layer's call that inner call id runs, or nil.
+func (l *TaskLayer) modeOf(id string) *taskMode {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.modes[id]
 }
 
-func (h hooked) StartContinuable(ctx context.Context, name string, req seam.StartRequest, wait bool) (*manager.Started, error) {
-	p, _ := ctx.Value(pendingKey{}).(*pending)
-	if p == nil || !wait || !p.claim() {
-		return h.Manager.StartContinuable(ctx, name, req, wait)
+// taskMode is the task mode of a tool call: the layer's call its request
+// names in _meta (innerCall), or nil when it names none the layer runs.
+func (s *Server) taskMode(req mcp.CallToolRequest) *taskMode {
+	if s.opts.Tasks == nil || req.Params.Meta == nil {
+		return nil
 	}
-	st, err := h.Manager.StartContinuable(ctx, name, req, false)
+	id, _ := req.Params.Meta.AdditionalFields[taskCallMeta].(string)
+	if id == "" {
+		return nil
+	}
+	return s.opts.Tasks.modeOf(id)
+}
+
+// startContinuable starts a continuable child. In task mode (task not
+// nil) a foreground start is made without an in-band wait, which commits
+// the child's record before its id is handed out, then waited on through
+// AwaitTurn and reported to the layer, which makes the task; everything
+// else is the manager's StartContinuable as asked.
+func (s *Server) startContinuable(ctx context.Context, task *taskMode, provider string, req seam.StartRequest, wait bool) (*manager.Started, error) {
+	if task == nil || !wait || !task.claim() {
+		return s.delegate.StartContinuable(ctx, provider, req, wait)
+	}
+	st, err := s.delegate.StartContinuable(ctx, provider, req, false)
 	if err != nil {
 		return nil, err
 	}
-	st.Turn = closingTurn{Turn: h.Manager.AwaitTurn(st.ChildID, st.MessageID, p.setStep), l: h.l}
-	p.started <- started{childID: st.ChildID, msgID: st.MessageID}
+	st.Turn = task.await(st.ChildID, st.MessageID)
 	return st, nil
 }
 
-func (h hooked) FollowupBudget(ctx context.Context, caller seam.ParentRef, childID, content string, wait bool, budget *seam.Budget) (*manager.Sent, error) {
-	p, _ := ctx.Value(pendingKey{}).(*pending)
-	if p == nil || !wait || !p.claim() {
-		return h.Manager.FollowupBudget(ctx, caller, childID, content, wait, budget)
+// followup sends a child its next message; in task mode a send that
+// waits becomes a task as startContinuable's start does.
+func (s *Server) followup(ctx context.Context, task *taskMode, caller seam.ParentRef, childID, content string, wait bool, budget *seam.Budget) (*manager.Sent, error) {
+	if task == nil || !wait || !task.claim() {
+		return s.messenger.FollowupBudget(ctx, caller, childID, content, wait, budget)
 	}
-	sent, err := h.Manager.FollowupBudget(ctx, caller, childID, content, false, budget)
+	sent, err := s.messenger.FollowupBudget(ctx, caller, childID, content, false, budget)
 	if err != nil {
 		return nil, err
 	}
-	sent.Turn = closingTurn{Turn: h.Manager.AwaitTurn(childID, sent.MessageID, p.setStep), l: h.l}
-	p.started <- started{childID: childID, msgID: sent.MessageID}
+	sent.Turn = task.await(childID, sent.MessageID)
 	return sent, nil
+}
+
+// await is the turn msgID of childID, started in task mode, as the call
+// waits on it; the layer hears of the start.
+func (p *taskMode) await(childID, msgID string) manager.Turn {
+	t := closingTurn{Turn: p.l.mgr.AwaitTurn(childID, msgID, p.setStep), l: p.l}
+	p.started <- started{childID: childID, msgID: msgID}
+	return t
 }
 
 // closingTurn is a task's turn, whose wait also ends when the layer

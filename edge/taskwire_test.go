@@ -73,8 +73,8 @@ func TestRequestIDsKeyByTypeAndValue(t *testing.T) {
 	}
 }
 
-// A call reaches the MCP server under the layer's id and without its
-// progress token; everything else it carried is kept.
+// A call reaches the MCP server under the layer's id, in task mode and
+// without its progress token; everything else it carried is kept.
 func TestTheInnerCallHasTheLayersIDAndNoProgressToken(t *testing.T) {
 	raw := json.RawMessage(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"subagent","arguments":{"prompt":"p"},"_meta":{"progressToken":"tok","other":1}}}`)
 	var got struct {
@@ -90,6 +90,9 @@ func TestTheInnerCallHasTheLayersIDAndNoProgressToken(t *testing.T) {
 	}
 	if got.ID != "inner-1" || got.Params.Name != "subagent" || got.Params.Arguments["prompt"] != "p" {
 		t.Errorf("inner call = %+v", got)
+	}
+	if got.Params.Meta[taskCallMeta] != "inner-1" {
+		t.Errorf("inner call's _meta = %v, want it in task mode (%s: inner-1)", got.Params.Meta, taskCallMeta)
 	}
 	if _, ok := got.Params.Meta["progressToken"]; ok || got.Params.Meta["other"] != float64(1) {
 		t.Errorf("inner call's _meta = %v, want the progress token gone and the rest kept", got.Params.Meta)

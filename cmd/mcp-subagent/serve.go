@@ -257,14 +257,12 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		waits[k] = v
 	}
 	// Durable MCP tasks need the store: a task's record lives beside its
-	// child. The layer's hook sees the children task calls start.
-	var tm edge.Manager = mgr
+	// child. The tools see a task call's mode in its request.
 	if taskStore != nil {
 		a.tasks = edge.NewTaskLayer(edge.TaskOptions{Store: taskStore, Manager: mgr, Logger: log.With("component", "tasks")})
 		a.closers = append(a.closers, a.tasks.Close) // before the manager's Close: closers run in reverse
-		tm = a.tasks.Hook(mgr)
 	}
-	ts, err = edge.New(tm, edge.Options{Roots: cfg.Roots, NoWorkingDirRoot: asDaemon, DefaultProvider: cfg.DefaultProvider,
+	ts, err = edge.New(mgr, edge.Options{Tasks: a.tasks, Roots: cfg.Roots, NoWorkingDirRoot: asDaemon, DefaultProvider: cfg.DefaultProvider,
 		DefaultWaitSeconds: cfg.WaitSeconds, ClientWaitSeconds: waits, Limits: cfg.Limits.tools(), ModelNamesFor: a.modelNamesFor,
 		Logger: log.With("component", "tools")})
 	if err != nil {
