@@ -56,10 +56,7 @@ func (s *Server) caller(ctx context.Context) (seam.ParentRef, error) {
 	if c, ok := ctx.Value(childKey{}).(childCaller); ok {
 		// The token was resolved once, by the transport's guard; it must
 		// still be live when the call runs.
-		s.mu.Lock()
-		_, live := s.tokens[c.token]
-		s.mu.Unlock()
-		if !live {
+		if _, live := s.tokens.Child(c.token); !live {
 			return seam.ParentRef{}, errRevoked
 		}
 		return c.self, nil

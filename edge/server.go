@@ -2,8 +2,6 @@ package edge
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -18,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/edge/tokens"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/schemas"
@@ -115,7 +114,10 @@ type Options struct {
 	ModelNamesFor func(principal string, s *seam.Settings) []string
 	// Tasks is the durable tasks layer in front of the MCP server; nil:
 	// none (no call is ever in task mode).
-	Tasks  *TaskLayer
+	Tasks *TaskLayer
+	// Tokens is the token registry the callback tokens are minted in,
+	// shared with the HTTP guard and the web view; nil: one of its own.
+	Tokens *tokens.Registry
 	Logger *slog.Logger
 }
 
@@ -141,9 +143,9 @@ type Server struct {
 	subs        subscriptions // transcript resource subscriptions
 
 	mu           sync.Mutex
-	sessionsByID map[string]*session       // root sessions known, by MCP session id
-	lastPrune    time.Time                 // when sessionsByID was last pruned
-	tokens       map[string]seam.ParentRef // callback token → external child
+	sessionsByID map[string]*session // root sessions known, by MCP session id
+	lastPrune    time.Time           // when sessionsByID was last pruned
+	tokens       *tokens.Registry    // the callback tokens (and the HTTP and view tokens beside them)
 	cbURL        string
 
 	// subBase is the subagent tool's published schema before the model
@@ -179,7 +181,10 @@ type call struct {
 
 // New builds the tool handlers over mgr.
 func New(mgr Manager, opts Options) (*Server, error) {
-	s := &Server{catalog: mgr, delegate: mgr, messenger: mgr, interrupter: mgr, lister: mgr, reporter: mgr, notices: mgr, opts: opts, log: opts.Logger, sessionsByID: map[string]*session{}, tokens: map[string]seam.ParentRef{}}
+	s := &Server{catalog: mgr, delegate: mgr, messenger: mgr, interrupter: mgr, lister: mgr, reporter: mgr, notices: mgr, opts: opts, log: opts.Logger, sessionsByID: map[string]*session{}, tokens: opts.Tokens}
+	if s.tokens == nil {
+		s.tokens = tokens.New()
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -429,29 +434,23 @@ func (s *Server) SetCallbackURL(url string) {
 // MintCallback issues a bearer token bound to an external child; revoke
 // ends it (at the child's settlement). It is the manager's CallbackFunc.
 func (s *Server) MintCallback(self seam.ParentRef) (seam.Callback, func()) {
-	var b [24]byte
-	_, _ = rand.Read(b[:])
-	tok := "mcps_" + hex.EncodeToString(b[:])
 	self.CompletedTurns = nil // an external child has no in-process conversation to fork
+	tok, revoke := s.tokens.MintCallback(self)
 	s.mu.Lock()
-	s.tokens[tok] = self
 	url := s.cbURL
 	s.mu.Unlock()
-	return seam.Callback{URL: url, Token: tok}, func() {
-		s.mu.Lock()
-		delete(s.tokens, tok)
-		s.mu.Unlock()
-	}
+	return seam.Callback{URL: url, Token: tok}, revoke
 }
+
+// Tokens is the registry the server mints callback tokens in.
+func (s *Server) Tokens() *tokens.Registry { return s.tokens }
 
 // ChildContext resolves a callback bearer token into a context marking
 // the call as that child's; ok is false for an unknown or revoked token.
 // Resolve once and pass the context on: a call made with it is refused
 // if the token is revoked before it runs.
 func (s *Server) ChildContext(ctx context.Context, token string) (context.Context, bool) {
-	s.mu.Lock()
-	self, ok := s.tokens[token]
-	s.mu.Unlock()
+	self, ok := s.tokens.Child(token)
 	if !ok {
 		return ctx, false
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
 	"github.com/mcp-subagent/mcp-subagent/edge"
+	"github.com/mcp-subagent/mcp-subagent/edge/tokens"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/view"
 )
@@ -36,10 +37,16 @@ type webView struct {
 	// anyHost turns the loopback Host check of the view's own listener
 	// off: for the tests that prove their probes, set before the first url.
 	anyHost bool
+	tokens  *tokens.Registry // the view's tokens, and /view/url's bearer tokens
 }
 
-func newWebView(m *manager.Manager, log *slog.Logger) *webView {
-	return &webView{view: view.New(m, view.Options{Logger: log, SameOrigin: viewSameOrigin}), log: log}
+// newWebView is the view over m, its tokens in reg (the edge's registry;
+// nil: one of the view's own).
+func newWebView(m *manager.Manager, reg *tokens.Registry, log *slog.Logger) *webView {
+	if reg == nil {
+		reg = tokens.New()
+	}
+	return &webView{view: view.New(m, view.Options{Logger: log, SameOrigin: viewSameOrigin, Tokens: reg}), tokens: reg, log: log}
 }
 
 // uiResult is the ui op's answer.
@@ -115,7 +122,7 @@ func (w *webView) mount(next http.Handler, hc HTTPConfig) http.Handler {
 		rw.Header().Set("Content-Type", "application/json")
 		rw.Header().Set("Cache-Control", "no-store")
 		_ = printJSON(rw, uiResult{URL: u})
-	}), hc))
+	}), hc, w.tokens))
 	return mux
 }
 

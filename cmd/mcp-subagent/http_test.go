@@ -165,7 +165,7 @@ func TestTheBearerSchemeIsCaseInsensitive(t *testing.T) {
 	cb, _ := ts.MintCallback(seam.ParentRef{Principal: "local", AgentID: "agent-child", Depth: 1})
 	var got string
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = edge.Principal(r.Context()) })
-	mainGuard := guard(ok, HTTPConfig{Tokens: []TokenConfig{{Principal: "alice", Token: token}}})
+	mainGuard := guard(ok, HTTPConfig{Tokens: []TokenConfig{{Principal: "alice", Token: token}}}, ts.Tokens())
 	callback := callbackGuard(ok, ts)
 	for _, tc := range []struct {
 		header string

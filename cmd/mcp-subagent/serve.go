@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/edge"
+	"github.com/mcp-subagent/mcp-subagent/edge/tokens"
 	"github.com/mcp-subagent/mcp-subagent/llm/openai"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
@@ -295,7 +295,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	a.ms = server.NewMCPServer("mcp-subagent", version, sopt...)
 	ts.Register(a.ms)
 	a.closers = append(a.closers, ts.CloseSubscriptions)
-	a.web = newWebView(mgr, log.With("component", "view"))
+	a.web = newWebView(mgr, ts.Tokens(), log.With("component", "view"))
 	a.closers = append(a.closers, a.web.close)
 	if len(external) > 0 { // external children reach the server back here
 		cctx, stopCallbacks := context.WithCancel(ctx)
@@ -447,7 +447,7 @@ func httpHandler(ms *server.MCPServer, ts *edge.Server, hc HTTPConfig, log *slog
 	inner = resourceCodesHTTP(inner, ms.HandleMessage)
 	mux := http.NewServeMux()
 	sessions := limitBody(bindSessions(inner, ts), hc)
-	mux.Handle("/mcp", sessionEnd(guard(sessions, hc), sessions, ts, hc))
+	mux.Handle("/mcp", sessionEnd(guard(sessions, hc, ts.Tokens()), sessions, ts, hc))
 	return mux, streamable
 }
 
@@ -531,7 +531,11 @@ func bearerToken(h string) (string, bool) {
 // guard checks the Origin header and, when tokens are configured, the
 // bearer token, and marks the request with its principal (which mcp-go
 // passes on to the tool handlers: the request context is the calls').
-func guard(next http.Handler, hc HTTPConfig) http.Handler {
+// hc's tokens are registered in reg, which resolves them.
+func guard(next http.Handler, hc HTTPConfig, reg *tokens.Registry) http.Handler {
+	for _, t := range hc.Tokens {
+		_ = reg.Add(tokens.HTTP, t.Token, t.Principal) // an empty one (refused) resolves nothing
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, hc.AllowedOrigins) {
 			http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
@@ -541,11 +545,7 @@ func guard(next http.Handler, hc HTTPConfig) http.Handler {
 		if len(hc.Tokens) > 0 {
 			principal = ""
 			if tok, ok := bearerToken(r.Header.Get("Authorization")); ok {
-				for _, t := range hc.Tokens {
-					if subtle.ConstantTimeCompare([]byte(tok), []byte(t.Token)) == 1 {
-						principal = t.Principal
-					}
-				}
+				principal, _ = reg.Principal(tokens.HTTP, tok)
 			}
 			if principal == "" {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-subagent"`)
