@@ -1,7 +1,26 @@
 // Package edge owns what MCP clients connect to: the tool definitions,
 // their input validation, the caller's identity, the mapping from the
-// manager's results to MCP tool results, the sessions, the durable tasks
-// layer (taskdoc.go), the HTTP guards and the one token registry.
+// manager's results to MCP tool results, the sessions, and the durable
+// tasks layer (taskdoc.go). Its tokens (HTTP bearer, callback, view) live
+// in one registry, edge/tokens.
+//
+// # Sessions
+//
+// A session is the edge's own: a stream session (stream.go: a daemon
+// connection, which the daemon hands over through its Options.Serve, or
+// stdio with --no-daemon) is served by ServeConn or ServeStdio, which keep
+// it in the Server's table while it runs; an HTTP session is mcp-go's,
+// tracked by the registration hooks (sessions.go). The table tells the two
+// apart by the session's type, never by a marker method or an id.
+//
+// # Task mode
+//
+// A tools/call the tasks layer runs is in task mode, and its handler's
+// request says so (call.task): the layer names its call in the inner
+// request's _meta, and a handler that starts a foreground child starts it
+// through that mode (startContinuable, followup), which hands the child to
+// the layer. Reading the subagent and send_message handlers shows which
+// starts may become tasks.
 //
 // The same handlers serve every caller: a root MCP client (identified by the
 // transport: "local" over stdio, a token's principal over HTTP) and an
@@ -50,4 +69,48 @@
 //
 // The package knows nothing of vendors: it sees providers only through the
 // manager.
+//
+// # Why mcp-go and not the official Go SDK
+//
+// We compared github.com/modelcontextprotocol/go-sdk with mcp-go v1.2.1
+// for this edge (issue 25) and stay on mcp-go. What the official SDK would
+// give: Server.Connect makes one ServerSession per connection (our
+// streamSession does that by hand over mcp-go's MCPServer), a custom
+// method API (AddReceivingCustomMethod, in its newer releases) for
+// tasks/get, tasks/update and tasks/cancel, extension capabilities, and
+// ServerSession.Elicit. What it would not remove:
+//
+//   - The tasks layer works on raw messages in front of the handler: it
+//     re-dispatches a declaring tools/call under an id of its own (so the
+//     client's notifications/cancelled of an id it answered with a task
+//     handle reaches nothing), answers with the handle while the call
+//     goes on, and passes everything else on byte for byte. The SDK checks
+//     a request against its method table before any middleware runs, so
+//     the three tasks methods would become custom methods, but the
+//     tools/call side stays ours either way; it is the larger part.
+//   - The stream framing is ours for reasons no SDK transport covers: a
+//     message over max_message_bytes is refused by the id in its first
+//     bytes without being held (internal/framing); ids come back byte for
+//     byte (encodeResponse; TestIDsComeBackByteExact); at most MaxInFlight
+//     requests run per session with backpressure; a handover line goes out
+//     under a write deadline; a relayed session's cut-short answers are
+//     not sent. A custom SDK Transport would keep all of that and add an
+//     adapter.
+//   - The HTTP side (cmd/mcp-subagent: guards, per-principal session
+//     binding, idle expiry, the DELETE without a token) is built on
+//     mcp-go's StreamableHTTPServer and its session hooks, and the tool
+//     list is filtered per session (WithToolFilter: report only for
+//     children, a session's own model names); the SDK has no per-session
+//     tool filter, so tools/list would need a middleware rewriting its
+//     result.
+//   - mcp-go v1.2.1 already has what the SDK was to bring for questions:
+//     server-initiated elicitation (MCPServer.RequestElicitation) and
+//     the 2026 multi round-trip input_required results (SEP-2322).
+//
+// So a switch would replace one library's session plumbing (about 150 of
+// stream.go's lines) with another's, rewrite three transports and the
+// resource hooks, and remove no protocol code we wrote for a behaviour;
+// it would also put a second MCP library in go.mod for the migration.
+// Revisit when mcp-go stops tracking the spec, or when the SDK's
+// transports take a bounded, byte-exact line framing of ours.
 package edge
