@@ -1,8 +1,10 @@
 // Package edge owns what MCP clients connect to: the tool definitions,
 // their input validation, the caller's identity, the mapping from the
-// manager's results to MCP tool results, the sessions, and the durable
-// tasks layer (taskdoc.go). Its tokens (HTTP bearer, callback, view) live
-// in one registry, edge/tokens.
+// manager's results to MCP tool results, the sessions, the durable tasks
+// layer (taskdoc.go), and the HTTP guards (httpguard.go: the loopback
+// Host check, the view's Origin check, the bearer and callback token
+// checks). Its tokens (HTTP bearer, callback, view) live in one registry,
+// edge/tokens.
 //
 // # Sessions
 //
@@ -96,8 +98,9 @@
 //     under a write deadline; a relayed session's cut-short answers are
 //     not sent. A custom SDK Transport would keep all of that and add an
 //     adapter.
-//   - The HTTP side (cmd/mcp-subagent: guards, per-principal session
-//     binding, idle expiry, the DELETE without a token) is built on
+//   - The HTTP side (the guards here; per-principal session binding,
+//     idle expiry and the DELETE without a token in cmd/mcp-subagent) is
+//     built on
 //     mcp-go's StreamableHTTPServer and its session hooks, and the tool
 //     list is filtered per session (WithToolFilter: report only for
 //     children, a session's own model names); the SDK has no per-session

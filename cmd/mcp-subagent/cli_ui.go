@@ -46,7 +46,7 @@ func newWebView(m *manager.Manager, reg *tokens.Registry, log *slog.Logger) *web
 	if reg == nil {
 		reg = tokens.New()
 	}
-	return &webView{view: view.New(m, view.Options{Logger: log, SameOrigin: viewSameOrigin, Tokens: reg}), tokens: reg, log: log}
+	return &webView{view: view.New(m, view.Options{Logger: log, SameOrigin: edge.ViewSameOrigin, Tokens: reg}), tokens: reg, log: log}
 }
 
 // uiResult is the ui op's answer.
@@ -69,7 +69,7 @@ func (w *webView) url(principal string) (uiResult, error) {
 		}
 		h := w.view.Handler()
 		if !w.anyHost {
-			h = guardHost(h, ln.Addr())
+			h = edge.GuardHost(h, ln.Addr())
 		}
 		w.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		w.served = make(chan struct{})

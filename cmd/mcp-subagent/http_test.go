@@ -130,7 +130,7 @@ func TestACallbackWhoseTokenIsRevokedAfterTheGuardIsRefused(t *testing.T) {
 		}
 		limitBody(streamable, HTTPConfig{}).ServeHTTP(w, r)
 	})
-	hs := httptest.NewServer(callbackGuard(window, ts))
+	hs := httptest.NewServer(ts.CallbackGuard(window))
 	t.Cleanup(hs.Close)
 	c := connect(t, hs.URL, map[string]string{"Authorization": "Bearer " + cb.Token})
 
@@ -166,7 +166,7 @@ func TestTheBearerSchemeIsCaseInsensitive(t *testing.T) {
 	var got string
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = edge.Principal(r.Context()) })
 	mainGuard := guard(ok, HTTPConfig{Tokens: []TokenConfig{{Principal: "alice", Token: token}}}, ts.Tokens())
-	callback := callbackGuard(ok, ts)
+	callback := ts.CallbackGuard(ok)
 	for _, tc := range []struct {
 		header string
 		want   int

@@ -411,7 +411,7 @@ func serveHTTP(ctx context.Context, ln net.Listener, a *app, hc HTTPConfig, log 
 	h, streamable := httpHandler(a.ms, a.ts, hc, log, a.tasks, sopts...)
 	root := a.web.mount(h, hc)
 	if !a.insecure.anyHost {
-		root = guardHost(root, ln.Addr())
+		root = edge.GuardHost(root, ln.Addr())
 	}
 	srv := newHTTPServer(root, hc)
 	srv.RegisterOnShutdown(a.web.view.Close) // its streams never go idle: end them, or Shutdown waits them out
@@ -437,7 +437,7 @@ func serveHTTP(ctx context.Context, ln net.Listener, a *app, hc HTTPConfig, log 
 // with --ephemeral), then mcp-go's streamable HTTP server (with opts),
 // whose Shutdown stops its session sweeper. mcp-go's own Host check covers
 // only what reaches it (not the tasks layer's answers, nor the view):
-// guardHost in front of the whole listener is the one that counts.
+// edge.GuardHost in front of the whole listener is the one that counts.
 func httpHandler(ms *server.MCPServer, ts *edge.Server, hc HTTPConfig, log *slog.Logger, tl *edge.TaskLayer, opts ...server.StreamableHTTPOption) (http.Handler, *server.StreamableHTTPServer) {
 	streamable := newStreamable(ms, hc, log.With("component", "http"), opts...)
 	var inner http.Handler = streamable
@@ -517,44 +517,13 @@ func limitBody(next http.Handler, hc HTTPConfig) http.Handler {
 	})
 }
 
-// bearerToken is the token of an Authorization header using the Bearer
-// scheme, whose name is case-insensitive (RFC 9110 §11.1).
-func bearerToken(h string) (string, bool) {
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	tok = strings.TrimLeft(tok, " ")
-	return tok, tok != ""
-}
-
-// guard checks the Origin header and, when tokens are configured, the
-// bearer token, and marks the request with its principal (which mcp-go
-// passes on to the tool handlers: the request context is the calls').
-// hc's tokens are registered in reg, which resolves them.
+// guard is the bearer and Origin check of /mcp (edge.BearerGuard), with
+// hc's tokens registered in reg.
 func guard(next http.Handler, hc HTTPConfig, reg *tokens.Registry) http.Handler {
 	for _, t := range hc.Tokens {
 		_ = reg.Add(tokens.HTTP, t.Token, t.Principal) // an empty one (refused) resolves nothing
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, hc.AllowedOrigins) {
-			http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
-			return
-		}
-		principal := "local"
-		if len(hc.Tokens) > 0 {
-			principal = ""
-			if tok, ok := bearerToken(r.Header.Get("Authorization")); ok {
-				principal, _ = reg.Principal(tokens.HTTP, tok)
-			}
-			if principal == "" {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-subagent"`)
-				http.Error(w, "Unauthorized: a valid bearer token is required", http.StatusUnauthorized)
-				return
-			}
-		}
-		next.ServeHTTP(w, r.WithContext(edge.WithPrincipal(r.Context(), principal)))
-	})
+	return edge.BearerGuard(next, reg, len(hc.Tokens) > 0, func(o string) bool { return originAllowed(o, hc.AllowedOrigins) })
 }
 
 // sessionEnd lets a DELETE of a known session end it without a bearer

@@ -1,4 +1,4 @@
-package main
+package edge
 
 import (
 	"context"
@@ -9,13 +9,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcp-subagent/mcp-subagent/edge/tokens"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 )
-
-// echoBytes bounds what of a request's own input (a Host, an Origin, an
-// id) an error or a log line repeats: enough to recognise it, never the
-// megabyte a client may send.
-const echoBytes = 200
 
 // loopbackHosts is what a listener bound to loopback answers to: the
 // names localhost, 127.0.0.1 and [::1] (and the address it is bound to),
@@ -75,12 +71,12 @@ func (h *loopbackHosts) allowsOrigin(origin string) bool {
 
 type loopbackKey struct{}
 
-// guardHost refuses, on a listener bound to loopback (addr), every request
+// GuardHost refuses, on a listener bound to loopback (addr), every request
 // whose Host is not one of the listener's loopback names, with 403 and what
 // to use instead; it stands in front of every route the listener serves.
 // A request it lets through carries the names in its context, for the
 // view's Origin check. On any other listener it is next itself.
-func guardHost(next http.Handler, addr net.Addr) http.Handler {
+func GuardHost(next http.Handler, addr net.Addr) http.Handler {
 	hosts := loopbackHostsOf(addr)
 	if hosts == nil {
 		return next
@@ -95,12 +91,12 @@ func guardHost(next http.Handler, addr net.Addr) http.Handler {
 	})
 }
 
-// viewSameOrigin is the web view's Origin check for its state-changing
+// ViewSameOrigin is the web view's Origin check for its state-changing
 // requests: on a loopback listener the Origin must be the listener's own
 // (a loopback name and its port), never merely the same as the request's
 // Host, which a rebound name makes equal; elsewhere the Origin's host must
 // be the request's Host.
-func viewSameOrigin(origin string, r *http.Request) bool {
+func ViewSameOrigin(origin string, r *http.Request) bool {
 	if hosts, ok := r.Context().Value(loopbackKey{}).(*loopbackHosts); ok {
 		return hosts.allowsOrigin(origin)
 	}
@@ -108,19 +104,61 @@ func viewSameOrigin(origin string, r *http.Request) bool {
 	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
 
-// maxIDBytes bounds a subagent id the command line and the admin
-// operations take: ids this server mints are 22 bytes ("agent-" and 16 hex
-// digits), and the tools refuse ids over limits.agent_id_bytes (default
-// 256). A longer one is refused before anything looks it up, logs it or
-// quotes it whole.
-const maxIDBytes = 256
-
-// checkID is nil for an id of at most maxIDBytes; otherwise an
-// INVALID_REQUEST error quoting only its start.
-func checkID(id string) error {
-	if len(id) <= maxIDBytes {
-		return nil
+// BearerToken is the token of an Authorization header using the Bearer
+// scheme, whose name is case-insensitive (RFC 9110 §11.1).
+func BearerToken(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
 	}
-	return fmt.Errorf("INVALID_REQUEST: field \"id\": %q is %d bytes, no subagent id (at most %d); use an id mcp-subagent ls shows",
-		truncate.Head(id, 40), len(id), maxIDBytes)
+	tok = strings.TrimLeft(tok, " ")
+	return tok, tok != ""
+}
+
+// BearerGuard checks the Origin header (originAllowed) and, when tokens
+// are required, the bearer token, an HTTP token of reg, and marks the
+// request with its principal (which mcp-go passes on to the tool
+// handlers: the request context is the calls'); with no tokens required
+// the principal is "local".
+func BearerGuard(next http.Handler, reg *tokens.Registry, required bool, originAllowed func(string) bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o) {
+			http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
+			return
+		}
+		principal := "local"
+		if required {
+			principal = ""
+			if tok, ok := BearerToken(r.Header.Get("Authorization")); ok {
+				principal, _ = reg.Principal(tokens.HTTP, tok)
+			}
+			if principal == "" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-subagent"`)
+				http.Error(w, "Unauthorized: a valid bearer token is required", http.StatusUnauthorized)
+				return
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), principal)))
+	})
+}
+
+// CallbackGuard resolves the request's callback token once and passes the
+// child's identity on in the request's context, which mcp-go hands to the
+// tool handlers. Nothing resolves it again later, so nothing can fall back
+// to another identity when the token is revoked in between: the handlers
+// then refuse the call.
+func (s *Server) CallbackGuard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := BearerToken(r.Header.Get("Authorization"))
+		ctx := r.Context()
+		if ok {
+			ctx, ok = s.ChildContext(ctx, tok)
+		}
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-subagent-callback"`)
+			http.Error(w, "Unauthorized: this endpoint serves subagents with a valid callback token", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
