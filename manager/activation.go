@@ -8,6 +8,8 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/manager/admission"
+	"github.com/mcp-subagent/mcp-subagent/manager/wording"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -34,7 +36,7 @@ func (msg inboxMsg) queued() seam.QueuedMessage {
 type waiter struct {
 	ch   chan outcome // buffered 1; receives the outcome once
 	p    *persister
-	loan *loan // the waiting caller's slot, lent to the turn (admission)
+	loan *admission.Loan // the waiting caller's slot, lent to the turn (admission)
 }
 
 // outcome is a turn's result and the ticket of the writes that hold it.
@@ -137,7 +139,7 @@ func (a *activation) admitBudget(text, source string, wait bool, budget *seam.Bu
 		route = "queued"
 	}
 	id = newMessageID()
-	msg := inboxMsg{id: id, text: text, source: source, budget: budget, at: a.m.adm.stamp()}
+	msg := inboxMsg{id: id, text: text, source: source, budget: budget, at: a.m.adm.Stamp()}
 	a.inbox = append(a.inbox, msg)
 	a.persist.enqueue(msg.queued())
 	a.parked = false // the next message sent wakes a parked queue
@@ -276,7 +278,7 @@ func (a *activation) interrupt() {
 
 // status is the child's derived residency for listing.
 func (a *activation) status() string {
-	if a.m.adm.queued(a.hdr.ID) {
+	if a.m.adm.Queued(a.hdr.ID) {
 		return StatusQueued
 	}
 	a.mu.Lock()
@@ -300,7 +302,7 @@ func (a *activation) settle() {
 	a.mu.Unlock()
 	var notice *inboxMsg
 	if !inBand {
-		notice = &inboxMsg{id: newMessageID(), text: settlementText(a.hdr.ID, last), source: agent.SourceSettled, stop: last.StopReason, at: m.adm.stamp()}
+		notice = &inboxMsg{id: newMessageID(), text: wording.Settled(a.hdr.ID, last), source: agent.SourceSettled, stop: last.StopReason, at: m.adm.Stamp()}
 	}
 	notify := m.settleNotice(a, notice)
 	if err := m.flush(a, true, notify); err != nil {
@@ -371,7 +373,7 @@ func (a *activation) fail() {
 		return
 	}
 	last = failedResult(last, err)
-	notice := &inboxMsg{id: newMessageID(), text: settlementText(a.hdr.ID, last), source: agent.SourceSettled, stop: agent.StopError, at: m.adm.stamp()}
+	notice := &inboxMsg{id: newMessageID(), text: wording.Settled(a.hdr.ID, last), source: agent.SourceSettled, stop: agent.StopError, at: m.adm.Stamp()}
 	m.release(a, notice, nil)
 	close(a.released)
 	m.emit(Event{Type: EventEnd, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true, StopReason: agent.StopError})

@@ -10,6 +10,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/manager/budget"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -185,7 +186,7 @@ func spentFourOfFive(t *testing.T, def seam.Budget) (*fakeopenai.Server, *restar
 		return listForever(n, req)
 	})
 	t.Cleanup(fake.Close)
-	rs := newRestartable(t, fake, manager.Options{Budget: manager.BudgetLimits{Default: def}})
+	rs := newRestartable(t, fake, manager.Options{Budget: budget.Limits{Default: def}})
 	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	m1 := rs.start()
 	id := firstTurn(t, m1, root, &seam.Budget{Steps: 5}, agent.StopCompleted)

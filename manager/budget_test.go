@@ -17,6 +17,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/llm/openai"
 	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/manager/budget"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -162,7 +163,7 @@ func TestABadBudgetIsRefusedNamingTheField(t *testing.T) {
 func TestTheDeploymentDefaultAndMaxApply(t *testing.T) {
 	fake := fakeopenai.New(listForever)
 	defer fake.Close()
-	m := budgetManager(t, openAI(fake), manager.Options{Budget: manager.BudgetLimits{
+	m := budgetManager(t, openAI(fake), manager.Options{Budget: budget.Limits{
 		Default: seam.Budget{Steps: 2}, Max: seam.Budget{Steps: 3}}}, nil)
 	root := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
 	for _, tc := range []struct {

@@ -102,15 +102,15 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req seam.St
 		return nil, err
 	}
 	hdr, desc, drv := c.hdr, c.desc, c.drv
-	grant := m.grantFor(req.Budget)
-	m.openLedger(hdr.ID, hdr.Parent, grant)
+	grant := m.budgets.Grant(req.Budget)
+	m.budgets.Open(hdr.ID, hdr.Parent, grant)
 	// The record (and the seed) is committed by the child's writer, ahead of
 	// its journal.
 	create := &seam.NewChild{Header: hdr, Descriptor: desc}
 	a, err := m.activate(ctx, hdr, desc, drv, req.Parent.AgentID, create, nil)
 	if err != nil {
 		_ = drv.Close()
-		m.closeLedger(hdr.ID)
+		m.budgets.Close(hdr.ID)
 		m.dropWorktree(hdr.ID, hdr.Worktree)
 		return nil, err
 	}
@@ -292,7 +292,7 @@ func (m *Manager) waitTurn(ctx context.Context, childID string, w *waiter) (seam
 	if w == nil {
 		return seam.Result{}, false
 	}
-	defer w.loan.end(m.adm) // the caller waits no more
+	defer w.loan.End(m.adm) // the caller waits no more
 	select {
 	case o := <-w.ch:
 		return w.committed(o), true

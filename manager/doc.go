@@ -1,8 +1,8 @@
-// Package manager owns every child's lifecycle: the provider registry, the
-// validation of a request against the chosen provider before anything
-// starts, depth, one-shot runs, and continuable children — their
-// activations, inboxes, follow-ups, interrupts, reports, settlement
-// notices, listing and crash recovery. Providers contribute data (creation
+// Package manager owns every child's lifecycle: the provider registry,
+// one-shot runs, and continuable children — their activations, inboxes,
+// follow-ups, interrupts, reports, settlement notices and crash recovery —
+// and who may act on a child (authority.go). The rules it applies are its
+// policies' (below). Providers contribute data (creation
 // inputs, Provider.Prepare) and a driver that runs one turn
 // (Provider.NewDriver); everything else is here. Every child — one-shot or
 // continuable, in-process or external — is run by this package from its
@@ -14,11 +14,8 @@
 //
 // Guarantees:
 //
-//   - A request that needs something its provider lacks is refused before
-//     the provider is called (UNSUPPORTED_CAPABILITY naming the field and
-//     the provider); so are non-object output schemas, unknown tool names
-//     in a filter and depths over the cap (DEPTH_EXCEEDED: "subagent depth
-//     N exceeds maxDepth M"; the deployment's default cap is 3).
+//   - A request is checked (package validate; the deployment's default
+//     depth cap is 3) before its provider is called.
 //   - A child's id, and a message's, is committed to the store before it
 //     is handed to anyone: StartContinuable returns only once the record
 //     and the first prompt are committed (so a progress note naming the id
@@ -112,40 +109,35 @@
 //   - A child sees its caller's conversation only as a read-only view
 //     (ParentRef.CompletedTurns, the fork seed): nothing started below can
 //     append to a parent's journal.
-//   - Admission (admission.go): every turn — one-shot or continuable,
-//     foreground or background, in-process or external — takes a seat
-//     before its driver runs and leaves it when the driver returns.
-//     Options.MaxRunningChildren caps the seats per principal (its whole
-//     tree; default 20), MaxRunningTotal across principals (default: no
-//     cap beyond each principal's). A turn past a cap is never refused: it
-//     waits, FIFO by when its message was queued (a stamp the stored inbox
-//     keeps), and its child lists as queued. Ids are handed out as usual;
-//     a waiting caller's wait can run out while the turn is queued, and
-//     the child goes on as any handed-back one. A turn stopped while
-//     queued (an interrupt) ends aborted without reaching its driver,
-//     journaled as an aborted turn with its inputs, and settles with its
-//     notice as any interrupted turn does. A caller waiting in band for a
-//     child's turn (StartContinuable or Followup with wait, a one-shot
-//     run of an agent) lends that child its own turn's slot while it
-//     waits, up to the turn it waits for, so a tree at its cap never waits
-//     on itself; a background child queues. When the wait runs out first,
-//     the borrowing turn keeps running on a slot of its own, even past the
-//     cap (the caller's handle comes back on time; no new turn starts until
-//     the count is under the cap again). A restart treats a queued turn as
-//     any turn a stop cut short: Recover announces the child as stopped,
-//     its messages stay in the stored inbox, and the next resume runs them
-//     first, each in its old FIFO place (the stamp).
+//   - The policies are packages the manager calls, each owning its rules
+//     (see its package doc), at most one leaf lock, and knowing nothing of
+//     the manager but what it is handed: manager/validate,
+//     manager/admission (Options.MaxRunningChildren, MaxRunningTotal),
+//     manager/budget (Options.Budget, StartRequest.Budget,
+//     FollowupBudget), manager/retention (Prune, Retain),
+//     manager/worktrees (isolation "worktree"), manager/questions (Answer),
+//     manager/listing (List, ListDescendants, a transcript's entries) and
+//     manager/wording (what a settlement notice and a report say).
+//     What they ask of the manager is in hosts.go and listing.go; how a
+//     turn passes admission and its budget, in turn.go.
+//   - Every turn takes an admission seat before its driver runs. A turn
+//     past a cap is never refused: its child lists as queued, and ids are
+//     handed out as usual; a waiting caller's wait can run out while the
+//     turn is queued, and the child goes on as any handed-back one. A turn
+//     stopped while queued (an interrupt) ends aborted without reaching
+//     its driver, journaled as an aborted turn with its inputs, and
+//     settles with its notice as any interrupted turn does. A caller
+//     waiting in band (StartContinuable or Followup with wait, a one-shot
+//     run of an agent) lends the child its slot; a background child
+//     queues. A restart treats a queued turn as any turn a stop cut short:
+//     Recover announces the child as stopped, its messages stay in the
+//     stored inbox, and the next resume runs them first, each in its old
+//     FIFO place (the stamp).
 //   - Progress notes may be dropped; notices and results are not.
 //   - A child's model and effort are what its provider's Prepare chose
 //     (CreationInputs), kept in the descriptor (and the model in the header,
 //     for listing rows) for every later turn and cold resume; a provider
 //     that can no longer build that model makes the resume NOT_RESUMABLE.
-//   - Listing never loads, resumes or queries a child: a live child is
-//     read from memory, a stored one from its checkpoint (current by
-//     construction) or, failing that, one fold of its journal. A child
-//     that cannot be read is a diagnostic row; its siblings are unaffected.
-//     A listing whose store cannot be read at all does not fail: it lists
-//     the live children and one diagnostic row, StoreRowID.
 //   - A transcript (Transcript) is read only by the principal of the
 //     child's lineage, as a root caller or as an ancestor agent
 //     (UNAUTHORIZED otherwise); it never loads or resumes the child: a
@@ -154,15 +146,6 @@
 //     Watch signals a reader (coalesced) at each journal event of the
 //     child's activations, the ones that start later included, and at each
 //     settlement; its creator stops it.
-//   - Prune (prune.go) removes a principal's settled root children whose
-//     last activity (last journal event) is before a cutoff, each with its
-//     whole subtree, through Store.Delete; never one that is resident or
-//     has a resident descendant (live here, or claimed in the store: the
-//     store refuses those in the commit, and the delete is serialised with
-//     cold resumes). A dry run names them and removes nothing. Retain runs
-//     it on a schedule (a pass at once, then every Retention.Every) until
-//     Close; call it after Recover. A follow-up to a pruned id is
-//     NOT_RESUMABLE; notices it left for its principal stay queued.
 //   - Close stops every resident child without a notice and leaves its
 //     claim, exactly as a crash would (it only ends the lease, so the next
 //     manager need not wait it out); Recover, on the next start, closes the
@@ -173,88 +156,8 @@
 //     notices, shutdown checkpoints and the reads of calls that take no ctx
 //     (listing, Interrupt, TakeNotices) run under the manager's own context,
 //     never cancelled by a caller or by Close, each call bounded (30s).
-//   - Budgets (Budget, StartRequest.Budget, Options.Budget): a start that
-//     asks for none gets the deployment's default; every field is capped by
-//     the deployment's max (an unlimited one too) and, at start, by what
-//     every ancestor has left. Each child has a ledger whose parent is its
-//     parent's, and every charge reaches every ancestor, so no subtree
-//     outspends the budget of any agent above it. Charges come from the
-//     child's journal as it grows, the same for every provider: an
-//     assistant message is one step (in-process: one model call; external:
-//     one answer or activity note), its usage tokens (input plus output)
-//     and cost; a turn's end adds what its messages did not report (an
-//     external CLI's turn usage). Seconds are the wall time of the child's
-//     turns since the grant (an idle child's clock stands still). An
-//     in-process agent asks before each model call and each tool round
-//     (DriverRequest.Budget, agent.Config.Budget) and makes no request
-//     once its chain is exhausted; and any running turn on the chain a
-//     charge exhausts, or whose seconds run out (a timer), is cancelled
-//     with a budget cause, which stops an external driver's process group.
-//     Either way the turn ends StopBudget: an error result whose diagnostic
-//     names the limit and the usage ("budget exhausted: steps 5 of 5
-//     (tokens 75, 0.3s)", or "... ancestor agent-x's tokens ..."), with the
-//     partial output; a background child's notice says it ran out of its
-//     budget. A turn whose budget is already spent still records its
-//     inputs, then ends at once. A follow-up with a budget
-//     (FollowupBudget; stored with the queued message) replaces the
-//     child's from that turn on, capped the same way when the turn starts;
-//     without one the child keeps what it has left, across settlements and
-//     cold resumes. A limit is checked between calls, so the call that
-//     passes it completes (and is charged).
-//   - Budgets survive restarts; the journal is the truth. A grant (a
-//     start's budget after the default, the max and the ancestors'
-//     remaining; a follow-up's) is journaled as an agent.EventBudget just
-//     before the turn/start of the turn it applies to (not for one-shot
-//     runs, which are never resumed). A child resumed with no ledger here
-//     (the first resume after a restart) gets one rebuilt by
-//     restoreLedger: its last grant after its fork seed, charged with
-//     what its journal records since (agent.Spent: steps, tokens and cost
-//     as above; seconds from turn start to end, a turn a crash cut short
-//     ending at its last event) and with what its stored descendants'
-//     journals record since the grant's time. Its parent's ledger is this
-//     manager's when there is one, or is rebuilt the same way from the
-//     store, and so on up to the root child, so a grandchild resumed after
-//     a restart is still held to its grandparent's remaining. A journal
-//     with no budget event (from an older build) gets the deployment's
-//     default, journaled at its next turn. A ledger this manager has is
-//     kept: it already holds every charge.
 //
-// # Worktree isolation
-//
-// A continuable child started with StartRequest.Isolation "worktree" works
-// in its own git worktree (package worktree does the git): before its
-// provider prepares it, the manager creates Options.Worktrees/<id> on the
-// new branch subagent/<id> from the HEAD of the work tree holding the
-// requested cwd, and the child's cwd becomes the same subdirectory of it,
-// so every provider — in-process or external — simply runs there. The
-// worktree lives outside the repository's work tree, so the main checkout
-// shows nothing new; the header records it (path, branch, base commit,
-// repository), and listing rows show it. At each turn's end everything the
-// child changed is committed on its branch (fixed identity, no hooks, no
-// signing), and the turn's result carries the worktree and its changes
-// against the base, over all turns so far — what a parent merges. At
-// settlement a worktree whose branch holds nothing beyond its base is
-// removed with its branch; a later message recreates it at the same path
-// on the same branch from the recorded base (so an idle child costs no
-// checkout); a changed one stays until RemoveWorktree (`mcp-subagent
-// worktree rm`). A start reconciles (after Recover): every worktree under
-// Options.Worktrees of a repository one was made from (a list kept beside
-// them) is either recorded by a stored child or removed — an unrecorded one
-// is a crash between its creation and its child's first commit, which
-// precedes any turn, so it holds nothing (one that does is kept and
-// logged); a recorded unchanged one of a child the crash settled is
-// removed; a recorded one whose directory is gone is recreated; one of a
-// child resident in another server sharing the store is left alone. Refused,
-// naming the field "isolation": a cwd outside a git work tree, a manager
-// without Options.Worktrees (the server's --ephemeral), a one-shot child
-// (it is stored nowhere, so nothing would list its worktree).
-//
-// Caveats: a rebuilt ledger recounts descendants from the store, at most
-// 256 journals (past that the rest is left out and a warning logged):
-// one-shot runs are not stored, so what a one-shot child (and anything
-// under it) spent before a restart is not counted against its ancestors
-// again, and an ancestor's recount goes by event times, so a clock set
-// back across a restart undercounts. A failed settlement write stops the child and leaves its claim,
+// Caveats: a failed settlement write stops the child and leaves its claim,
 // so the next start announces the epoch again (its parent may hear twice).
 // A settling child whose parent is live but does not own it (rare: the
 // parent was settling when the child was resumed) has its notice stored
@@ -282,12 +185,13 @@
 //
 // # Lock order
 //
-// The package has nine mutexes. A goroutine holding one may take only
+// The package has six mutexes. A goroutine holding one may take only
 // those listed below it (outer first), and none nests in itself: one
 // activation's mu is never taken while another's is held, parent or child.
 //
 //  1. Manager.resumeMu — serialises cold resumes with each other and with
-//     what must not race one: Prune's deletes and RemoveWorktree.
+//     what must not race one: a prune's deletes (policyHost.Remove) and
+//     RemoveWorktree.
 //  2. Manager.mu — the registry and the maps of the living: providers,
 //     listeners, one-shot runs, live activations, pending and session
 //     signals, corrupt children, lastCreated, closed, renewing, retaining.
@@ -295,13 +199,19 @@
 //     owned children, waiters, settling, last result and usage.
 //  4. persister.mu — one child's pending write and its counters (drained
 //     is its sync.Cond).
-//  5. budgetBook.mu — every ledger of the manager (read-locked by checks).
-//  6. admission.mu — the seats, queues and loans of turns in flight.
-//  7. Manager.wtMu — the worktrees' repositories file.
-//  8. Watch.mu — one transcript watch's journal subscription.
-//  9. progressOf.mu — one first turn's progress-note switch.
+//  5. Watch.mu — one transcript watch's journal subscription.
+//  6. progressOf.mu — one first turn's progress-note switch.
 //
-// The last four are leaves: nothing is taken while one is held.
+// The last two are leaves: nothing is taken while one is held. Below them
+// all rank the policies' own locks (budget.Book.mu, admission.Queue.mu,
+// worktrees.Keeper.mu, questions.Board.mu): each is a leaf, taken only
+// inside its package, which never calls the manager while holding it (a
+// policy imports nothing of the manager; a Host it is given is called
+// with no lock of its own held), so as far as the order goes a call into
+// a policy may be made under any lock above; one that does I/O (a store
+// read, git) falls under the rule below like any other.
+// TestPoliciesHoldNoLockAcrossACall checks the policies' side; TestLockOrder
+// does not follow calls into them.
 //
 // Only Manager.resumeMu may be held across a call into a Store, a
 // Provider, a Continuable's NewDriver or a Driver: a resume reads, claims
@@ -315,22 +225,6 @@
 // Listeners (Subscribe) are called with no lock held: emit copies them out
 // of Manager.mu first.
 //
-// TestLockOrder checks this list against the source, statically (go/ast
-// and go/types over this package's files; about 0.1 s). In each function
-// it follows which locks are held statement by statement (a branch that
-// returns drops out, a deferred Unlock holds to the end, a loop body is
-// balanced), and fails on a Lock, or a call to a function of this package
-// that takes a lock (directly or through its own calls), while a lock
-// ranked at or below that one is held; on a call into a Store, Provider or
-// Driver method (directly or through a function of this package) under a
-// lock the rule above does not allow; and on a mutex this list does not
-// rank. It does not see calls through function values
-// (listeners, Options.Callback, cancel funcs, a journal's subscribers),
-// locks of other packages (agent.Journal's), or TryLock; function literals
-// are checked on their own as if nothing were held; instances are not
-// told apart, so a parent-then-child nesting of one lock would be refused
-// rather than allowed. A dynamic checker (a wrapper recording acquisitions
-// per goroutine) would see those, but only on the paths tests run, and
-// would wrap every lock; this one reads every path and costs nothing at
-// run time.
+// TestLockOrder checks this list against the source, statically
+// (lockorder_test.go says what it sees and what it does not).
 package manager

@@ -5,15 +5,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/manager/admission"
+	"github.com/mcp-subagent/mcp-subagent/manager/budget"
+	"github.com/mcp-subagent/mcp-subagent/manager/questions"
+	"github.com/mcp-subagent/mcp-subagent/manager/validate"
+	"github.com/mcp-subagent/mcp-subagent/manager/worktrees"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -63,11 +65,11 @@ type Options struct {
 	// lease.
 	Clock func() time.Time
 	// Budget is the deployment's default budget and its caps; zero: none.
-	Budget BudgetLimits
+	Budget budget.Limits
 	// MaxRunningChildren caps the turns in flight per principal, counted
 	// over its whole tree (one-shot, foreground and background children,
 	// in-process and external); a turn past it waits, FIFO. Zero:
-	// DefaultMaxRunningChildren; negative: no cap.
+	// admission.DefaultMaxRunningChildren; negative: no cap.
 	MaxRunningChildren int
 	// MaxRunningTotal caps the turns in flight across principals, the same
 	// way; zero or negative: no cap beyond each principal's.
@@ -161,12 +163,11 @@ type Manager struct {
 	swept     bool   // a sweep runs (under mu)
 	retaining bool   // Retain's loop runs (under mu)
 
-	budgets budgetBook
-	adm     *admission // the caps on turns in flight
-	wtMu    sync.Mutex // serialises the worktrees' repositories file
-	// questions are the children's questions waiting for the person, by
-	// question id (under mu); whoever removes one answers it.
-	questions map[string]*pendingQuestion
+	// The policies (see hosts.go for what they ask of the manager).
+	budgets   *budget.Book
+	adm       *admission.Queue  // the caps on turns in flight
+	wt        *worktrees.Keeper // isolation "worktree"
+	questions *questions.Board  // the children's questions waiting for the person
 }
 
 // New returns a manager with no providers.
@@ -182,12 +183,20 @@ func New(opts Options) *Manager {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{opts: opts, log: log, providers: map[string]seam.Provider{},
+	m := &Manager{opts: opts, log: log, providers: map[string]seam.Provider{},
 		listeners: map[int]func(Event){}, runs: map[string]*oneShot{},
-		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), corrupt: map[string]string{}, questions: map[string]*pendingQuestion{},
+		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), corrupt: map[string]string{},
 		retry: retryPolicy{attempts: cmp.Or(opts.WriteAttempts, DefaultWriteAttempts), delay: cmp.Or(opts.WriteRetryDelay, DefaultWriteRetryDelay)},
 		owner: cmp.Or(opts.OwnerID, "manager-"+NewID()[len("agent-"):]),
-		adm:   newAdmission(opts.MaxRunningChildren, opts.MaxRunningTotal)}
+		adm:   admission.New(opts.MaxRunningChildren, opts.MaxRunningTotal),
+		wt:    worktrees.New(opts.Worktrees, log)}
+	var bs budget.Store // a nil interface, not a nil store in one
+	if opts.Store != nil {
+		bs = opts.Store
+	}
+	m.budgets = budget.New(opts.Budget, bs, log)
+	m.questions = questions.New(policyHost{m}, ctx.Done())
+	return m
 }
 
 // Persistent reports whether the manager has a session store, which
@@ -289,9 +298,9 @@ func (m *Manager) emit(e Event) {
 	}
 }
 
-// Validate checks req against the named provider without starting anything.
-// It fills in the request's derived fields (ID excepted) and returns the
-// provider.
+// validate checks req against the named provider without starting
+// anything (package validate; isolation, package worktrees). It fills in
+// the request's derived fields (ID excepted) and returns the provider.
 func (m *Manager) validate(name string, req *seam.StartRequest) (seam.Provider, error) {
 	m.mu.Lock()
 	p, ok := m.providers[name]
@@ -304,108 +313,21 @@ func (m *Manager) validate(name string, req *seam.StartRequest) (seam.Provider, 
 		return nil, &seam.Error{Code: seam.CodeNoProvider, Provider: name,
 			Message: fmt.Sprintf("no provider named %q; available: %s", name, m.names())}
 	}
-	caps := p.Capabilities()
-	unsupported := func(field string) error {
-		return &seam.Error{Code: seam.CodeUnsupportedCapability, Provider: name,
-			Message: fmt.Sprintf("provider %q does not support %s; remove it or choose another provider", name, field)}
-	}
-	if len(req.OutputSchema) > 0 {
-		if !caps.OutputSchema {
-			return nil, unsupported("output_schema")
-		}
-		if err := checkObjectSchema(req.OutputSchema); err != nil {
-			return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: name, Message: "output_schema: " + err.Error()}
-		}
-	}
-	if req.MaxDepth != nil && !caps.DepthLimit {
-		return nil, unsupported("max_depth")
-	}
-	if req.ToolFilter != nil {
-		if !caps.ToolFilter {
-			return nil, unsupported("tool_filter")
-		}
-		if err := checkFilter(p, req.ToolFilter); err != nil {
-			return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: name, Message: err.Error()}
-		}
-	}
-	if req.Persona != "" && !caps.Persona {
-		return nil, unsupported("persona")
-	}
-	if req.Prompt == "" {
-		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: name, Message: "prompt must not be empty"}
-	}
-	if req.Budget != nil {
-		if err := req.Budget.Check("budget"); err != nil {
-			return nil, err
-		}
+	if err := validate.Start(p, name, req); err != nil {
+		return nil, err
 	}
 	if req.Cwd == "" {
 		req.Cwd = req.Parent.Cwd
 	}
 	ictx, cancel := m.bg()
 	defer cancel()
-	if err := m.checkIsolation(ictx, name, req); err != nil {
+	if err := m.wt.Check(ictx, name, req); err != nil {
 		return nil, err
 	}
-	// Depth: the child is one deeper than its caller, under the smallest cap
-	// of the deployment, every ancestor's request and this request.
-	if req.Parent.Depth < 0 || req.Parent.Depth >= math.MaxInt32 {
-		return nil, newErr(seam.CodeDepthExceeded, "subagent depth %d is out of range", req.Parent.Depth)
+	if err := validate.Depth(name, req, m.opts.MaxDepth); err != nil {
+		return nil, err
 	}
-	depth := req.Parent.Depth + 1
-	limit := m.opts.MaxDepth
-	if c := req.Parent.DepthCap; c > 0 && c < limit {
-		limit = c
-	}
-	if depth > limit {
-		return nil, &seam.Error{Code: seam.CodeDepthExceeded, Provider: name,
-			Message: fmt.Sprintf("subagent depth %d exceeds maxDepth %d", depth, limit)}
-	}
-	if req.MaxDepth != nil {
-		if *req.MaxDepth < 0 {
-			return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: name, Message: "max_depth must not be negative"}
-		}
-		if *req.MaxDepth < depth {
-			return nil, &seam.Error{Code: seam.CodeDepthExceeded, Provider: name,
-				Message: fmt.Sprintf("subagent depth %d exceeds maxDepth %d", depth, *req.MaxDepth)}
-		}
-		if *req.MaxDepth < limit {
-			limit = *req.MaxDepth
-		}
-	}
-	req.Depth, req.DepthCap = depth, limit
 	return p, nil
-}
-
-func checkObjectSchema(raw json.RawMessage) error {
-	_, err := agent.ResolveObjectSchema(raw)
-	return err
-}
-
-func checkFilter(p seam.Provider, f *seam.ToolFilter) error {
-	if (f.Allow == nil) == (f.Deny == nil) {
-		return fmt.Errorf("tool_filter needs exactly one of allow or deny")
-	}
-	namer, ok := p.(seam.ToolNamer)
-	if !ok {
-		return nil
-	}
-	known := map[string]bool{}
-	for _, n := range namer.ToolNames() {
-		known[n] = true
-	}
-	var unknown []string
-	for _, n := range append(append([]string(nil), f.Allow...), f.Deny...) {
-		if !known[n] {
-			unknown = append(unknown, n)
-		}
-	}
-	if len(unknown) > 0 {
-		names := namer.ToolNames()
-		sort.Strings(names)
-		return fmt.Errorf("tool_filter names unknown tools %q; known tools: %q", unknown, names)
-	}
-	return nil
 }
 
 func (m *Manager) names() string {

@@ -149,8 +149,12 @@ func (m *Manager) sessionsChanged() <-chan struct{} {
 
 // WaitSignal blocks until something is delivered to addr or ctx ends.
 func (m *Manager) WaitSignal(ctx context.Context, addr string) {
+	ch := m.pendingChan(addr)
+	// Logged once the waiter holds the channel: from here on a delivery
+	// wakes it (what a test waits for before delivering).
+	m.log.Debug("waiting for a delivery", "address", addr)
 	select {
-	case <-m.pendingChan(addr):
+	case <-ch:
 	case <-ctx.Done():
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/manager/admission"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -31,19 +32,19 @@ func (m *Manager) Start(ctx context.Context, name string, req seam.StartRequest)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	r := &oneShot{m: m, id: req.ID, parent: c.hdr.Parent, provider: name, drv: c.drv, cancel: cancel, done: make(chan struct{}),
-		principal: req.Parent.Principal, at: m.adm.stamp(), loan: m.adm.lend(req.Parent.AgentID, req.ID, "")}
+		principal: req.Parent.Principal, at: m.adm.Stamp(), loan: m.adm.Lend(req.Parent.AgentID, req.ID, "")}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
 		cancel()
-		r.loan.end(m.adm)
+		r.loan.End(m.adm)
 		_ = c.drv.Close() // and its callback token
 		return nil, newErr(seam.CodeDraining, "the server is shutting down; no new subagents start")
 	}
 	m.runs[r.id] = r
 	m.wg.Add(1)
 	m.mu.Unlock()
-	m.openLedger(r.id, c.hdr.Parent, m.grantFor(req.Budget))
+	m.budgets.Open(r.id, c.hdr.Parent, m.budgets.Grant(req.Budget))
 	m.emit(Event{Type: EventStart, RunID: r.id, Provider: name, Local: true})
 	stopProgress := func() {}
 	if req.Progress != nil {
@@ -68,7 +69,7 @@ type oneShot struct {
 	// calling agent's slot lent to it while the caller waits for the run.
 	principal string
 	at        int64
-	loan      *loan
+	loan      *admission.Loan
 }
 
 func (r *oneShot) ID() string            { return r.id }
@@ -79,7 +80,7 @@ func (r *oneShot) Result() seam.Result   { <-r.done; return r.res }
 func (r *oneShot) run(ctx context.Context, prompt string, stopProgress func()) {
 	defer r.m.wg.Done()
 	tr := r.runTurn(ctx, prompt)
-	r.m.closeLedger(r.id)
+	r.m.budgets.Close(r.id)
 	stopProgress()
 	r.res = resultOf(tr)
 	r.m.mu.Lock()
@@ -137,9 +138,9 @@ type built struct {
 // behind.
 func (m *Manager) build(ctx context.Context, p seam.Provider, name string, req seam.StartRequest, mode seam.Mode) (b built, err error) {
 	// The worktree comes first: the provider prepares the child in it.
-	wt, err := m.makeWorktree(ctx, name, &req)
+	wt, err := m.wt.Make(ctx, name, &req)
 	if err != nil {
-		return built{}, err
+		return built{}, startErr(ctx, name, err)
 	}
 	defer func() {
 		if err != nil {
@@ -167,7 +168,7 @@ func (m *Manager) build(ctx context.Context, p seam.Provider, name string, req s
 	cb, revoke := m.callback(self)
 	gate := &recordGate{}
 	drv, err := p.NewDriver(ctx, seam.DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,
-		Budget: gate.hook(m.budgetHook(hdr.ID, hdr.Parent)), Ask: m.asker(hdr)})
+		Budget: gate.hook(m.budgets.Hook(hdr.ID, hdr.Parent)), Ask: m.asker(hdr)})
 	if err != nil {
 		revoke()
 		return built{}, startErr(ctx, name, err)

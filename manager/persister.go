@@ -228,6 +228,10 @@ func (p *persister) run() {
 			p.fail(err, hi)
 			continue
 		}
+		if n := len(w.Events); n > 0 && p.log.Enabled(p.ctx, slog.LevelDebug) {
+			// What a crash can no longer lose: the journal up to here.
+			p.log.Debug("journal committed", "agent_id", p.id, "journal_len", w.Events[n-1].Seq+1)
+		}
 		if w.Create != nil {
 			// A new child's first claim is epoch 1 (seam.Store's
 			// Residency); every later write is fenced by it.

@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/manager/retention"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -30,7 +31,7 @@ func listedIDs(t *testing.T, m *manager.Manager, caller seam.ParentRef) map[stri
 	return out
 }
 
-func prunedIDs(res manager.PruneResult) []string {
+func prunedIDs(res retention.Result) []string {
 	var out []string
 	for _, p := range res.Pruned {
 		out = append(out, p.ID)
@@ -70,7 +71,7 @@ func TestPruneRemovesOnlySettledChildrenPastTheCutoff(t *testing.T) {
 		if got := listedIDs(t, m, bubbleRoot); len(got) != 3 || got[running] != "running" || got[old] != "ready" || got[young] != "ready" {
 			t.Fatalf("before pruning: %v", got)
 		}
-		req := manager.PruneRequest{Principals: []string{"p"}, Before: time.Now().Add(-time.Hour), DryRun: true}
+		req := retention.Request{Principals: []string{"p"}, Before: time.Now().Add(-time.Hour), DryRun: true}
 		dry, err := m.Prune(context.Background(), req)
 		if err != nil {
 			t.Fatalf("dry run: %v", err)
@@ -104,7 +105,7 @@ func TestPruneRemovesOnlySettledChildrenPastTheCutoff(t *testing.T) {
 			t.Error("a follow-up to a pruned child was accepted")
 		}
 		// Another principal's children are not this one's to prune.
-		if res, err := m.Prune(context.Background(), manager.PruneRequest{Principals: []string{"q"}, Before: time.Now()}); err != nil || len(res.Pruned) != 0 {
+		if res, err := m.Prune(context.Background(), retention.Request{Principals: []string{"q"}, Before: time.Now()}); err != nil || len(res.Pruned) != 0 {
 			t.Errorf("pruning principal q: %+v, %v", res, err)
 		}
 		p.current(t, running).end <- agent.StopCompleted
@@ -118,15 +119,15 @@ func TestPruneRefusals(t *testing.T) {
 	m := manager.New(manager.Options{})
 	defer m.Close(context.Background())
 	var me *seam.Error
-	if _, err := m.Prune(context.Background(), manager.PruneRequest{Principals: []string{"p"}, Before: time.Now()}); !errors.As(err, &me) || me.Code != seam.CodeControlUnavailable {
+	if _, err := m.Prune(context.Background(), retention.Request{Principals: []string{"p"}, Before: time.Now()}); !errors.As(err, &me) || me.Code != seam.CodeControlUnavailable {
 		t.Errorf("Prune without a store: %v", err)
 	}
 	s := manager.New(manager.Options{Store: memstore.New()})
 	defer s.Close(context.Background())
-	if _, err := s.Prune(context.Background(), manager.PruneRequest{Before: time.Now()}); !errors.As(err, &me) || me.Code != seam.CodeInvalidRequest {
+	if _, err := s.Prune(context.Background(), retention.Request{Before: time.Now()}); !errors.As(err, &me) || me.Code != seam.CodeInvalidRequest {
 		t.Errorf("Prune with no principal: %v", err)
 	}
-	if _, err := s.Prune(context.Background(), manager.PruneRequest{Principals: []string{"p"}}); !errors.As(err, &me) || me.Code != seam.CodeInvalidRequest {
+	if _, err := s.Prune(context.Background(), retention.Request{Principals: []string{"p"}}); !errors.As(err, &me) || me.Code != seam.CodeInvalidRequest {
 		t.Errorf("Prune with no cutoff: %v", err)
 	}
 }
@@ -138,7 +139,7 @@ func TestPruneRefusals(t *testing.T) {
 func TestRetentionPrunesSettledChildrenOnItsOwn(t *testing.T) {
 	p := &bubbleProvider{}
 	bubble(t, memstore.New(), p, func(m *manager.Manager) {
-		m.Retain(manager.Retention{OlderThan: time.Hour, Every: 10 * time.Minute, Principals: []string{"p"}})
+		m.Retain(retention.Policy{OlderThan: time.Hour, Every: 10 * time.Minute, Principals: []string{"p"}})
 		done := startBubble(t, m, bubbleRoot, "finish", false).ChildID
 		synctest.Wait()
 		p.current(t, done).end <- agent.StopCompleted

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
+	"github.com/mcp-subagent/mcp-subagent/manager/listing"
+	"github.com/mcp-subagent/mcp-subagent/manager/questions"
+	"github.com/mcp-subagent/mcp-subagent/manager/wording"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -39,15 +41,12 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	now := m.now()
 	for _, c := range claims {
-		m.mu.Lock()
-		_, resident := m.live[c.ChildID]
-		m.mu.Unlock()
-		if resident || (c.Owner.ID != m.owner && c.Owner.Expires.After(now)) {
+		if m.resident(c.ChildID) || (c.Owner.ID != m.owner && c.Owner.Expires.After(now)) {
 			continue
 		}
 		m.closeEpoch(ctx, c, false)
 	}
-	m.reconcileWorktrees(ctx)
+	m.wt.Reconcile(ctx, m.store, m.owner, m.resident)
 	// From now on each lease renewal also sweeps for claims other servers
 	// left to expire.
 	m.mu.Lock()
@@ -105,9 +104,9 @@ func (m *Manager) closeEpoch(ctx context.Context, c seam.Claim, sweeping bool) (
 		// runs it).
 		last.StopReason = agent.StopAborted
 	}
-	cp := seam.Checkpoint{Seq: int64(len(all)), Mode: h.Mode, Label: h.Label, Usage: foldUsage(all), Stop: last.StopReason,
+	cp := seam.Checkpoint{Seq: int64(len(all)), Mode: h.Mode, Label: h.Label, Usage: listing.FoldUsage(all), Stop: last.StopReason,
 		Closing: truncate.Bound(last.Output, seam.MaxClosingBytes)}
-	n := stamp(h, seam.Notice{Source: agent.SourceSettled, Text: settlementText(id, last), StopReason: last.StopReason})
+	n := stamp(h, seam.Notice{Source: agent.SourceSettled, Text: wording.Settled(id, last), StopReason: last.StopReason})
 	lease := m.lease()
 	w := seam.ChildWrite{Fence: fence, Claim: &lease, Events: closing, Settle: &cp, Notify: &seam.ParentNotice{To: h.Parent, Notice: n}}
 	if err := m.storeWrite(ctx, func(ctx context.Context) error { return m.store.WriteChild(ctx, id, w) }); err != nil {
@@ -121,31 +120,9 @@ func (m *Manager) closeEpoch(ctx context.Context, c seam.Claim, sweeping bool) (
 		return h, false
 	}
 	m.announce(h, n)
-	m.cancelStoredQuestions(ctx, id)
+	questions.CancelStored(ctx, m.store, id, m.log)
 	m.log.Info("recovered a child left resident", "agent_id", id, "owner", c.Owner.ID, "epoch", c.Epoch, "closed_turn", len(closing) > 0)
 	return h, true
-}
-
-// cancelStoredQuestions closes the questions a closed epoch left pending:
-// the turn that held them is gone, so nobody's answer can reach it, and a
-// later list_agents or answer must not show them as waiting. They are
-// recorded as cancelled by the turn's end (ByInterrupt), never as a
-// person's answer.
-func (m *Manager) cancelStoredQuestions(ctx context.Context, id string) {
-	qs, err := m.store.Questions(ctx, id)
-	if err != nil {
-		m.log.Warn("reading a recovered child's questions failed; they stay pending in the store", "agent_id", id, "err", err)
-		return
-	}
-	for _, q := range qs {
-		if !q.Pending() {
-			continue
-		}
-		q.Answer = &seam.Answer{By: seam.ByInterrupt, Outcome: seam.OutcomeCancelled, At: time.Now()}
-		if err := m.store.PutQuestion(ctx, q); err != nil {
-			m.log.Warn("closing a recovered child's question failed", "agent_id", id, "question", q.ID, "err", err)
-		}
-	}
 }
 
 // startSweep runs a sweep in a goroutine of its own unless one runs: a
@@ -192,10 +169,7 @@ func (m *Manager) sweep(ctx context.Context) {
 		if c.Owner.ID == m.owner || c.Owner.ID == "" || c.Owner.Expires.After(now) {
 			continue
 		}
-		m.mu.Lock()
-		_, resident := m.live[c.ChildID]
-		m.mu.Unlock()
-		if resident {
+		if m.resident(c.ChildID) {
 			continue
 		}
 		h, ok := m.closeEpoch(ctx, c, true)

@@ -1,9 +1,8 @@
 package manager
 
 import (
-	"fmt"
-
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/manager/wording"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -24,7 +23,7 @@ func (m *Manager) ReportFrom(caller seam.ParentRef, content string, delivery Del
 	if err := mayReport(caller, a); err != nil {
 		return "", err
 	}
-	text := reportText(a.hdr.ID, content)
+	text := wording.Report(a.hdr.ID, content)
 	if a.hdr.Parent == seam.PrincipalAddress(a.hdr.Principal) {
 		if err := m.deliver(a.hdr, seam.Notice{Source: agent.SourceReport, Text: text}); err != nil {
 			return "", err
@@ -53,9 +52,4 @@ func (m *Manager) ReportFrom(caller seam.ParentRef, content string, delivery Del
 	}
 	m.signalAddr(a.hdr.Parent)
 	return id, nil
-}
-
-// reportText is how a child's report reads to its parent.
-func reportText(id, content string) string {
-	return fmt.Sprintf("Background subagent %s reported:\n%s", id, content)
 }

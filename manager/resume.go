@@ -37,10 +37,7 @@ func (m *Manager) header(ctx context.Context, childID string) (seam.Header, erro
 func (m *Manager) resume(ctx context.Context, hdr seam.Header, caller seam.ParentRef) (*activation, error) {
 	m.resumeMu.Lock()
 	defer m.resumeMu.Unlock()
-	m.mu.Lock()
-	_, resident := m.live[hdr.ID]
-	m.mu.Unlock()
-	if resident {
+	if m.resident(hdr.ID) {
 		return nil, errResident
 	}
 	notResumable := func(why string, err error) error {
@@ -68,14 +65,14 @@ func (m *Manager) resume(ctx context.Context, hdr seam.Header, caller seam.Paren
 	if !ok {
 		return nil, notResumable(fmt.Sprintf("its provider %q is not registered or cannot continue children", desc.Provider), nil)
 	}
-	m.restoreLedger(ctx, hdr, events)
-	if err := m.ensureWorktree(ctx, hdr); err != nil {
+	m.budgets.Restore(ctx, hdr, events)
+	if err := m.wt.Ensure(ctx, hdr); err != nil {
 		return nil, notResumable("its worktree could not be recreated: "+truncate.Head(err.Error(), 300), err)
 	}
 	self := selfOf(hdr, desc, journal)
 	cb, revoke := m.callback(self)
 	drv, err := cp.NewDriver(ctx, seam.DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,
-		Budget: m.budgetHook(hdr.ID, hdr.Parent), Ask: m.asker(hdr)})
+		Budget: m.budgets.Hook(hdr.ID, hdr.Parent), Ask: m.asker(hdr)})
 	if err != nil {
 		revoke()
 		// The cause (a stored output_schema that no longer compiles, say)

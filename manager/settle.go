@@ -1,10 +1,6 @@
 package manager
 
 import (
-	"fmt"
-	"strings"
-
-	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -104,35 +100,4 @@ func (m *Manager) flush(a *activation, settled bool, notify *seam.ParentNotice) 
 	}
 	a.persist.close()
 	return err
-}
-
-// settlementText is the runtime's statement of how an epoch ended.
-func settlementText(id string, last seam.Result) string {
-	var how string
-	switch last.StopReason {
-	case agent.StopCompleted:
-		how = "finished and will do no further work unless you send it more."
-	case agent.StopAborted:
-		how = "was stopped before it finished."
-	case agent.StopMaxTokens:
-		how = "ran out of room before it finished."
-	case agent.StopRefusal:
-		how = "declined the task."
-	case agent.StopBudget:
-		how = "ran out of its budget before it finished; send it a message with a new budget to let it go on."
-	default:
-		how = "failed before it finished."
-	}
-	s := fmt.Sprintf("Background subagent %s %s", id, how)
-	// A completed turn's diagnostic says what was refused along the way
-	// (a permission denied or declined): the parent must hear it, not
-	// only the transcript.
-	if last.Diagnostic != "" {
-		s += " Diagnostic: " + last.Diagnostic
-	}
-	s += worktreeText(last)
-	if strings.TrimSpace(last.Output) != "" {
-		return s + "\nIts closing message:\n" + last.Output
-	}
-	return s + "\nIt left no closing message."
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/manager/listing"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -54,7 +55,7 @@ func (m *Manager) LastOutcome(ctx context.Context, childID string) (seam.Result,
 		return seam.Result{}, err
 	}
 	out := agent.LastOutcome(events)
-	return seam.Result{Output: out.Output, StopReason: out.StopReason, Diagnostic: out.Diagnostic, Usage: foldUsage(events)}, nil
+	return seam.Result{Output: out.Output, StopReason: out.StopReason, Diagnostic: out.Diagnostic, Usage: listing.FoldUsage(events)}, nil
 }
 
 // doneTurn is a turn that already ended.

@@ -21,6 +21,8 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/llm/openai"
 	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/manager/retention"
+	"github.com/mcp-subagent/mcp-subagent/manager/worktrees"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -148,7 +150,7 @@ func (m *wtManager) awaitSettled(t testing.TB, id string) {
 func (m *wtManager) run(t testing.TB, root seam.ParentRef, cwd, prompt string) (string, seam.Result) {
 	t.Helper()
 	st, err := m.StartContinuable(context.Background(), "spawn", seam.StartRequest{Label: "edit", Prompt: prompt, Parent: root,
-		Cwd: cwd, Isolation: manager.IsolationWorktree}, true)
+		Cwd: cwd, Isolation: worktrees.Isolation}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +301,7 @@ func TestIsolationOutsideARepositoryIsRefusedNamingTheField(t *testing.T) {
 	m := newWTManager(t, fake, t.TempDir())
 	plain := t.TempDir()
 	_, err := m.StartContinuable(context.Background(), "spawn", seam.StartRequest{Label: "x", Prompt: "p",
-		Parent: seam.ParentRef{Principal: "p", Cwd: plain}, Isolation: manager.IsolationWorktree}, false)
+		Parent: seam.ParentRef{Principal: "p", Cwd: plain}, Isolation: worktrees.Isolation}, false)
 	if !errors.Is(err, seam.ErrInvalidRequest) || !strings.Contains(err.Error(), `field "isolation"`) || !strings.Contains(err.Error(), "not inside a git work tree") {
 		t.Fatalf("err = %v", err)
 	}
@@ -316,7 +318,7 @@ func TestIsolationOutsideARepositoryIsRefusedNamingTheField(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = bare.Start(context.Background(), "spawn", seam.StartRequest{Label: "x", Prompt: "p",
-		Parent: seam.ParentRef{Principal: "p", Cwd: gittest.Repo(t)}, Isolation: manager.IsolationWorktree})
+		Parent: seam.ParentRef{Principal: "p", Cwd: gittest.Repo(t)}, Isolation: worktrees.Isolation})
 	if !errors.Is(err, seam.ErrInvalidRequest) || !strings.Contains(err.Error(), `field "isolation"`) {
 		t.Fatalf("without a worktree directory: err = %v", err)
 	}
@@ -375,7 +377,7 @@ func TestPruneRemovesAChangedWorktreeAndKeepsItsBranch(t *testing.T) {
 	if _, err := os.Stat(res.Worktree.Path); err != nil {
 		t.Fatalf("a changed worktree stays after settlement: %v", err)
 	}
-	pr, err := m.Prune(context.Background(), manager.PruneRequest{Principals: []string{root.Principal}, Before: time.Now().Add(time.Hour)})
+	pr, err := m.Prune(context.Background(), retention.Request{Principals: []string{root.Principal}, Before: time.Now().Add(time.Hour)})
 	if err != nil || len(pr.Pruned) != 1 || pr.Pruned[0].ID != id {
 		t.Fatalf("Prune = %+v, %v", pr, err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/llm/openai"
 	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/manager/retention"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -499,7 +500,7 @@ func TestPrunedChildrenLeaveTheTree(t *testing.T) {
 	if snap := decode[Snapshot](t, s.next(t), "snapshot"); snap.Total != 3 {
 		t.Fatalf("snapshot of %d rows, want 3", snap.Total)
 	}
-	res, err := r.m.Prune(context.Background(), manager.PruneRequest{Principals: []string{"alice"}, Before: time.Now().Add(time.Hour)})
+	res, err := r.m.Prune(context.Background(), retention.Request{Principals: []string{"alice"}, Before: time.Now().Add(time.Hour)})
 	if err != nil || len(res.Pruned) != 3 {
 		t.Fatalf("prune: %+v, %v", res, err)
 	}

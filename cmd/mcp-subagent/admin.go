@@ -9,7 +9,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/manager/retention"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -28,21 +28,21 @@ func (r *RetentionConfig) check() error {
 
 // policy is the manager's Retention for r, over principals; the zero
 // Retention (off) for a nil r.
-func (r *RetentionConfig) policy(principals []string) (manager.Retention, error) {
+func (r *RetentionConfig) policy(principals []string) (retention.Policy, error) {
 	if r == nil {
-		return manager.Retention{}, nil
+		return retention.Policy{}, nil
 	}
 	older, err := parseAge(r.SettledOlderThan)
 	if err != nil {
-		return manager.Retention{}, fmt.Errorf("field \"retention.settled_older_than\": %w", err)
+		return retention.Policy{}, fmt.Errorf("field \"retention.settled_older_than\": %w", err)
 	}
-	every := manager.DefaultRetentionEvery
+	every := retention.DefaultEvery
 	if r.Every != "" {
 		if every, err = parseAge(r.Every); err != nil {
-			return manager.Retention{}, fmt.Errorf("field \"retention.every\": %w", err)
+			return retention.Policy{}, fmt.Errorf("field \"retention.every\": %w", err)
 		}
 	}
-	return manager.Retention{OlderThan: older, Every: every, Principals: principals}, nil
+	return retention.Policy{OlderThan: older, Every: every, Principals: principals}, nil
 }
 
 // principals are those whose children this process keeps: local, the
@@ -71,7 +71,7 @@ func (a *app) admin(ctx context.Context, req daemon.AdminRequest) (any, error) {
 		if args.OlderThan <= 0 {
 			return nil, fmt.Errorf("INVALID_REQUEST: field \"older_than\": must be a positive age")
 		}
-		return a.mgr.Prune(ctx, manager.PruneRequest{Principals: []string{req.Principal},
+		return a.mgr.Prune(ctx, retention.Request{Principals: []string{req.Principal},
 			Before: time.Now().Add(-args.OlderThan), DryRun: args.DryRun})
 	case daemon.OpCompact:
 		if a.store == nil && a.storeStatus != "" {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/edge"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/manager/budget"
 	"github.com/mcp-subagent/mcp-subagent/schemas"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -60,7 +60,7 @@ type LimitsConfig struct {
 	LabelBytes        int `json:"label_bytes,omitempty"`
 	CwdBytes          int `json:"cwd_bytes,omitempty"`
 	ToolFilterNames   int `json:"tool_filter_names,omitempty"`
-	// Budget is children's default budget and its caps (manager.BudgetLimits).
+	// Budget is children's default budget and its caps (budget.Limits).
 	Budget BudgetConfig `json:"budget"`
 	// Admission (manager.Options.MaxRunningChildren, MaxRunningTotal):
 	// turns in flight per principal (zero: 20) and across principals
@@ -82,8 +82,8 @@ type BudgetConfig struct {
 	Max     seam.Budget `json:"max"`
 }
 
-func (b BudgetConfig) limits() manager.BudgetLimits {
-	return manager.BudgetLimits{Default: b.Default, Max: b.Max}
+func (b BudgetConfig) limits() budget.Limits {
+	return budget.Limits{Default: b.Default, Max: b.Max}
 }
 
 // LLMConfig is the chat API in-process children use when models is

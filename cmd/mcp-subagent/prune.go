@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
-	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/manager/retention"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 )
 
@@ -77,7 +77,7 @@ func runPrune(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcp-subagent prune: --older-than", err)
 		return 2
 	}
-	var res manager.PruneResult
+	var res retention.Result
 	if !askDaemon(daemon.OpPrune, pruneArgs{OlderThan: age, DryRun: *dry}, o, &res, stderr) {
 		return 1
 	}

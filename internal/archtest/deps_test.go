@@ -20,14 +20,22 @@ var forbidden = []string{
 	"github.com/modelcontextprotocol/go-sdk",
 }
 
-// core are the packages that hold the contracts and the lifecycle; a store
-// backend or a provider must be able to use them without linking a vendor
-// SDK or an MCP library.
+// core are the packages that hold the contracts, the lifecycle and its
+// policies; a store backend or a provider must be able to use them without
+// linking a vendor SDK or an MCP library.
 var core = []string{
 	"llm",
 	"llm/transport",
 	"agent",
 	"manager",
+	"manager/admission",
+	"manager/budget",
+	"manager/listing",
+	"manager/questions",
+	"manager/retention",
+	"manager/validate",
+	"manager/wording",
+	"manager/worktrees",
 	"persist",
 	"persist/memstore",
 	"tasks/taskstore",

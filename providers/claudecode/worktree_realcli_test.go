@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/internal/gittest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/manager/worktrees"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -31,7 +32,7 @@ func TestRealCLIWorksInsideItsWorktree(t *testing.T) {
 		defer cancel()
 		_ = m.Close(ctx)
 	})
-	_, res := startAndWait(t, m, &fake{cwd: repo}, seam.StartRequest{Prompt: "REAL:hello worktree-marker-7791", Isolation: manager.IsolationWorktree})
+	_, res := startAndWait(t, m, &fake{cwd: repo}, seam.StartRequest{Prompt: "REAL:hello worktree-marker-7791", Isolation: worktrees.Isolation})
 	if res.StopReason != "completed" || res.Worktree == nil {
 		t.Fatalf("%s %+v (%s)", res.StopReason, res.Worktree, res.Diagnostic)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/internal/gittest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/manager/worktrees"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -28,7 +29,7 @@ func TestAClaudeCodeChildWorksInsideItsWorktree(t *testing.T) {
 		defer cancel()
 		_ = m.Close(ctx)
 	})
-	_, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "SCENARIO: write", Isolation: manager.IsolationWorktree})
+	_, res := startAndWait(t, m, f, seam.StartRequest{Prompt: "SCENARIO: write", Isolation: worktrees.Isolation})
 	if res.StopReason != "completed" || res.Worktree == nil {
 		t.Fatalf("result %+v", res)
 	}

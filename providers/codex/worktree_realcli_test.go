@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/internal/gittest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/manager/worktrees"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -20,7 +21,7 @@ func TestRealCodexWorksInsideItsWorktree(t *testing.T) {
 	bin := findCodex(t)
 	f, api := realFixture(t, bin, func(o *manager.Options) { o.Worktrees = filepath.Join(t.TempDir(), "worktrees") })
 	repo := gittest.Init(t, f.cwd, nil)
-	_, res := f.start("hello from a worktree", func(r *seam.StartRequest) { r.Isolation = manager.IsolationWorktree })
+	_, res := f.start("hello from a worktree", func(r *seam.StartRequest) { r.Isolation = worktrees.Isolation })
 	if res.StopReason != "completed" || res.Worktree == nil {
 		t.Fatalf("%s %+v (%s)", res.StopReason, res.Worktree, res.Diagnostic)
 	}

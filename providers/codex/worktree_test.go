@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/internal/gittest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/manager/worktrees"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestACodexChildWorksInsideItsWorktree(t *testing.T) {
 	f := newFixture(t, nil, func(o *manager.Options) { o.Worktrees = filepath.Join(t.TempDir(), "worktrees") })
 	repo := gittest.Init(t, f.cwd, nil)
-	_, res := f.start("WRITE a file", func(r *seam.StartRequest) { r.Isolation = manager.IsolationWorktree })
+	_, res := f.start("WRITE a file", func(r *seam.StartRequest) { r.Isolation = worktrees.Isolation })
 	if res.StopReason != "completed" || res.Worktree == nil {
 		t.Fatalf("result %+v", res)
 	}

@@ -1,5 +1,0 @@
-//go:build !race && (e2e || realcli || browser)
-
-package main
-
-const raceBuild = false
