@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/framing"
 )
 
 // Admin operations: requests that are not MCP sessions and not model
@@ -113,7 +115,7 @@ func Admin(ctx context.Context, co ConnectOptions, h Hello) (json.RawMessage, er
 // readReply reads the one line of an admin reply; results are small (a
 // prune names at most every child), so the line is bounded generously.
 func readReply(r *bufio.Reader) ([]byte, error) {
-	line, _, tooLong, err := readMessage(r, 64<<20)
+	line, _, tooLong, err := framing.ReadMessage(r, 64<<20)
 	if tooLong {
 		return nil, errors.New("the answer is over 64 MiB")
 	}

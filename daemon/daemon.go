@@ -16,8 +16,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/mark3labs/mcp-go/server"
 )
 
 // ProtocolVersion is the handshake's version; a daemon refuses others.
@@ -117,7 +115,6 @@ func (l *Listener) Path() string { return l.path }
 
 // Options configures Serve.
 type Options struct {
-	MCP     *server.MCPServer
 	Version string
 	// Shell says children's run_shell mode in a line for `daemon status`
 	// (e.g. why it is off); zero: not said.
@@ -132,17 +129,14 @@ type Options struct {
 	// Busy reports live work that keeps the daemon up without sessions
 	// (live children).
 	Busy func() bool
-	// Session is called for each session before it serves: it returns the
-	// session's context (its principal) and a func called when it ends.
-	Session func(ctx context.Context, info SessionInfo) (context.Context, func())
+	// Serve serves a session's connection past its handshake (the MCP
+	// edge does): it returns when the connection ends, or when ctx ends
+	// (the daemon stopping; then it sends c.Bye and closes c), once every
+	// request it started has answered. Required for sessions.
+	Serve func(ctx context.Context, c *SessionConn) error
 	// Admin runs an admin operation (see AdminRequest); nil: they are
 	// refused as unknown ops.
 	Admin func(ctx context.Context, req AdminRequest) (any, error)
-	// MaxMessageBytes bounds one message a session reads; zero:
-	// DefaultMaxMessage. A longer one is refused with an error.
-	MaxMessageBytes int
-	// Intercept sees each session message before MCP; nil: none.
-	Intercept Intercept
 	// Peer vets each connecting process of the daemon's uid by its pid
 	// (SO_PEERCRED) before the hello is read; an error refuses it, is
 	// logged and is told to the peer. nil: every process of the uid is
@@ -166,6 +160,21 @@ type SessionInfo struct {
 	// Settings are the session's settings (Hello.Settings); nil: the
 	// daemon's own.
 	Settings *Settings
+}
+
+// SessionConn is a session's connection past its handshake, handed to
+// Options.Serve: the daemon knows the connection, not the protocol on it.
+type SessionConn struct {
+	SessionInfo
+	// Reader is what the client sends after its hello (the hello's reader,
+	// which may hold bytes read past it).
+	Reader *bufio.Reader
+	// Conn is the connection: writes, their deadline, and Close, which
+	// ends a blocked read.
+	Conn *net.UnixConn
+	// Bye is the last line to send as the daemon ends the session
+	// (Handover during a takeover), or nil.
+	Bye func() []byte
 }
 
 // Reason says why Serve returned.
@@ -418,36 +427,25 @@ func newSessionID() string {
 }
 
 func (l *Listener) serveSession(ctx context.Context, o Options, log *slog.Logger, c *net.UnixConn, r *bufio.Reader, hello Hello, id string) {
-	s := newSession(id, c, func() { _ = c.Close() }, o.MaxMessageBytes, log)
-	s.intercept = o.Intercept
-	s.setWriteDeadline = c.SetWriteDeadline
-	s.relayed = true
-	s.bye = func() []byte {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.handover {
-			return Handover
-		}
-		return nil
-	}
-	ctx = o.MCP.WithContext(ctx, s)
-	if err := o.MCP.RegisterSession(ctx, s); err != nil {
-		log.Error("registering a session failed", "err", err)
-		_ = c.Close()
+	defer c.Close()
+	if o.Serve == nil {
+		log.Error("this daemon serves no sessions (no Options.Serve)", "session", id)
 		return
 	}
-	defer o.MCP.UnregisterSession(ctx, id)
-	if o.Session != nil {
-		var end func()
-		ctx, end = o.Session(ctx, SessionInfo{ID: id, Cwd: hello.Cwd, Principal: hello.Principal, Settings: hello.Settings})
-		defer end()
-	}
+	sc := &SessionConn{SessionInfo: SessionInfo{ID: id, Cwd: hello.Cwd, Principal: hello.Principal, Settings: hello.Settings},
+		Reader: r, Conn: c, Bye: func() []byte {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.handover {
+				return Handover
+			}
+			return nil
+		}}
 	log.Info("session started", "session", id, "cwd", hello.Cwd, "client_pid", hello.PID, "client_version", hello.Version)
-	if err := s.serve(ctx, o.MCP, r); err != nil {
+	if err := o.Serve(ctx, sc); err != nil {
 		log.Debug("session read failed", "session", id, "err", err)
 	}
-	_ = c.Close()
-	log.Info("session ended", "session", id, "client", s.GetClientInfo().Name)
+	log.Info("session ended", "session", id)
 }
 
 // Close releases the data directory: it removes the socket, drops the lock,

@@ -1,7 +1,9 @@
 // Package daemon owns the one process per data directory that serves every
 // MCP session of a user: the unix socket it listens on, the handshake, the
-// relay sessions behind it, and how a daemon is found, started, replaced
-// and retired.
+// connections behind it, the relay, and how a daemon is found, started,
+// replaced and retired. It knows connections and processes, not MCP: past
+// the handshake it hands each session's connection to Options.Serve (the
+// MCP edge, wired by the command), and it links no MCP library.
 //
 // Layout in the data directory (made 0700):
 //
@@ -18,19 +20,18 @@
 //
 // # Bounds
 //
-// A hello is at most 64 KiB and must arrive within 10 s. A session runs at
-// most 64 requests at once; past that its reads wait (a client that does
-// not read its answers finds its own writes blocked). As the daemon hands
-// over, the last line to each session gets 2 s, then the session is
-// dropped, so no client can hold the data directory.
+// A hello is at most 64 KiB and must arrive within 10 s. Past it, the
+// bounds of a session are the edge's (edge.MaxInFlight requests at once,
+// edge.ByeTimeout for the handover line), so no client can hold the data
+// directory.
 //
 // # Protocol
 //
 // A client connects and writes one JSON line, a Hello; the daemon answers
 // with one JSON line, a Welcome. After that, a session connection carries
 // newline-delimited JSON-RPC (MCP's stdio framing) both ways, so `serve`
-// relays bytes and parses nothing. Options.Intercept (the durable MCP
-// tasks layer) sees each session message before the MCP server does. Hello.Op other than "" asks the daemon
+// relays bytes and parses nothing (internal/framing bounds its lines).
+// Hello.Op other than "" asks the daemon
 // to stop ("stop") or to hand over to a newer binary ("takeover"): the
 // daemon stops taking work, shuts its children down (their active marks
 // stay, so the next daemon recovers them as resumable), releases the
@@ -52,7 +53,7 @@
 // A session's hello carries its settings (Settings: the variables that
 // shape children, the config file it names), because the daemon's own
 // environment is only that of the session that happened to start it. The
-// daemon hands them to Options.Session, which runs the session's children
+// daemon hands them to Options.Serve, which runs the session's children
 // with them; a session whose settings differ from the daemon's own is
 // said once in the log at its hello and listed by `daemon status`
 // (Welcome.Differing) while connected, by variable names, never values.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 )
 
 // envAttacker, set to a socket path, re-executes the test binary as
@@ -62,6 +63,16 @@ func newTestServer() *testServer {
 	return ts
 }
 
+// serveMCP serves a daemon's sessions through ms, as the edge serves
+// them for the command (a relayed session, the edge's transport).
+func serveMCP(ms *server.MCPServer) func(context.Context, *SessionConn) error {
+	return func(ctx context.Context, c *SessionConn) error {
+		return edge.ServeSession(ctx, ms, edge.Conn{Session: edge.SessionInfo{ID: c.ID, Principal: "local"},
+			R: c.Reader, W: c.Conn, Close: func() { _ = c.Conn.Close() }, SetWriteDeadline: c.Conn.SetWriteDeadline,
+			Bye: c.Bye, Relayed: true}, nil)
+	}
+}
+
 // daemonFor runs a daemon of ms on dir until stop (or the test's end);
 // stop returns why it ended and releases the directory.
 type testDaemon struct {
@@ -86,7 +97,7 @@ func runDaemonClosing(t *testing.T, dir string, ms *server.MCPServer, closing fu
 	l.closing = closing
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &testDaemon{l: l, cancel: cancel, done: make(chan Reason, 1)}
-	go func() { d.done <- l.Serve(ctx, Options{MCP: ms, Version: "test"}) }()
+	go func() { d.done <- l.Serve(ctx, Options{Serve: serveMCP(ms), Version: "test"}) }()
 	t.Cleanup(func() { d.stop() })
 	return d
 }

@@ -56,7 +56,7 @@ func TestTheDaemonRefusesAPeerItsPeerCheckRefuses(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan Reason)
 			go func() {
-				done <- l.Serve(ctx, Options{MCP: newTestServer().ms, Version: "test", Peer: peer, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+				done <- l.Serve(ctx, Options{Serve: serveMCP(newTestServer().ms), Version: "test", Peer: peer, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 			}()
 			// Serve returns once every connection's goroutine is done:
 			// the log is whole then.

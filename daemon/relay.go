@@ -10,6 +10,8 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+
+	"github.com/mcp-subagent/mcp-subagent/internal/framing"
 )
 
 // Relay copies a session's stdio to and from the daemon until the client
@@ -34,14 +36,14 @@ import (
 // (Handover); reconnect is then told not to start a daemon of its own, but
 // to wait for the one taking over.
 //
-// A client message longer than maxMessage bytes (zero: DefaultMaxMessage)
+// A client message longer than maxMessage bytes (zero: framing.DefaultMaxMessage)
 // is answered with an error here and not held or forwarded.
 func Relay(ctx context.Context, c *Conn, stdin io.Reader, stdout io.Writer, maxMessage int, reconnect func(ctx context.Context, start bool) (*Conn, error), log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if maxMessage <= 0 {
-		maxMessage = DefaultMaxMessage
+		maxMessage = framing.DefaultMaxMessage
 	}
 	r := &relay{conn: c, out: stdout, inflight: map[string]*pending{}, maxMessage: maxMessage, log: log}
 	r.cond = sync.NewCond(&r.mu)
@@ -142,9 +144,9 @@ func (r *relay) current() *Conn {
 func (r *relay) upstream(stdin io.Reader, done chan<- struct{}) {
 	br := bufio.NewReaderSize(stdin, 64<<10)
 	for {
-		line, size, tooLong, err := readMessage(br, r.maxMessage)
+		line, size, tooLong, err := framing.ReadMessage(br, r.maxMessage)
 		if tooLong {
-			if reply := tooLongReply(line, size, r.maxMessage); reply != nil {
+			if reply := framing.TooLongReply(line, size, r.maxMessage); reply != nil {
 				r.write(reply)
 			}
 			r.log.Warn("refused a message over the size limit", "bytes", size, "max_message_bytes", r.maxMessage)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/edge"
 )
 
 // A hello that never ends is refused once it passes the bound, and the
@@ -79,7 +81,7 @@ func TestATakeoverIsNotHeldByASessionThatDoesNotRead(t *testing.T) {
 	stopped := make(chan error, 1)
 	start := time.Now()
 	go func() { stopped <- Stop(ctx, dir, Hello{Op: "takeover"}) }()
-	if r := d.ended(t, byeTimeout+10*time.Second); r != ReasonTakeover {
+	if r := d.ended(t, edge.ByeTimeout+10*time.Second); r != ReasonTakeover {
 		t.Errorf("the daemon ended for %q; want takeover", r)
 	}
 	if err := <-stopped; err != nil {
@@ -92,7 +94,7 @@ func TestATakeoverIsNotHeldByASessionThatDoesNotRead(t *testing.T) {
 
 func jsonID(i int) string { b, _ := json.Marshal(i + 100); return string(b) }
 
-// A session that sends without reading holds at most maxInFlight requests:
+// A session that sends without reading holds at most edge.MaxInFlight requests:
 // then the daemon stops reading it, and the client's writes wait. Whether
 // the answers are large (tool results) or small (subscriptions).
 func TestASessionThatDoesNotReadHoldsBoundedRequests(t *testing.T) {
@@ -135,11 +137,11 @@ func TestASessionThatDoesNotReadHoldsBoundedRequests(t *testing.T) {
 				t.Fatalf("the client wrote %d requests and never waited: the daemon read them all without answering (%d goroutines)", n, g)
 			}
 			// A few answers fit in the socket's buffers and free their slots.
-			if h := ts.calls.Load(); h > maxInFlight+16 {
-				t.Errorf("%d requests were taken from a session that reads nothing; want at most about %d", h, maxInFlight)
+			if h := ts.calls.Load(); h > edge.MaxInFlight+16 {
+				t.Errorf("%d requests were taken from a session that reads nothing; want at most about %d", h, edge.MaxInFlight)
 			}
-			if g > 2*maxInFlight {
-				t.Errorf("goroutines grew by %d; want at most about %d", g, maxInFlight)
+			if g > 2*edge.MaxInFlight {
+				t.Errorf("goroutines grew by %d; want at most about %d", g, edge.MaxInFlight)
 			}
 		})
 	}

@@ -71,12 +71,13 @@ func TestAHelloCarriesTheSessionsSettings(t *testing.T) {
 	done := make(chan Reason, 1)
 	daemonEnv := map[string]string{"OPENAI_BASE_URL": "http://daemon/v1", "OPENAI_API_KEY": "daemon-key"}
 	go func() {
-		done <- l.Serve(ctx, Options{MCP: newTestServer().ms, Version: "test", Config: "/daemon.json",
+		serve := serveMCP(newTestServer().ms)
+		done <- l.Serve(ctx, Options{Version: "test", Config: "/daemon.json",
 			Logger:    slog.New(slog.NewTextHandler(&logs, nil)),
 			LookupEnv: func(n string) (string, bool) { v, ok := daemonEnv[n]; return v, ok },
-			Session: func(ctx context.Context, info SessionInfo) (context.Context, func()) {
-				got <- info
-				return ctx, func() {}
+			Serve: func(ctx context.Context, c *SessionConn) error {
+				got <- c.SessionInfo
+				return serve(ctx, c)
 			}})
 	}()
 	t.Cleanup(func() { cancel(); <-done; _ = l.Close() })
@@ -95,10 +96,10 @@ func TestAHelloCarriesTheSessionsSettings(t *testing.T) {
 	select {
 	case info = <-got:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the session never reached Options.Session")
+		t.Fatal("the session never reached Options.Serve")
 	}
 	if !reflect.DeepEqual(info.Settings, sent) {
-		t.Errorf("Options.Session got settings %+v; want the hello's %+v", info.Settings, sent)
+		t.Errorf("Options.Serve got settings %+v; want the hello's %+v", info.Settings, sent)
 	}
 	w, err := Status(cctx, dir)
 	if err != nil {

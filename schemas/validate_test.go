@@ -8,7 +8,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/schemas"
 )
 
-// subagentValidator compiles the subagent input schema the way tools/server.go
+// subagentValidator compiles the subagent input schema the way edge/server.go
 // does: with the registered providers as an enum.
 func subagentValidator(t testing.TB, providers ...string) *schemas.Validator {
 	t.Helper()

@@ -2,10 +2,7 @@ package view
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
 	"embed"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/edge/tokens"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -66,6 +64,10 @@ type Options struct {
 	// which is enough only where the Host was checked first (a page on a
 	// name rebound to 127.0.0.1 sends its own name as both).
 	SameOrigin func(origin string, r *http.Request) bool
+	// Tokens is the token registry the view's tokens are minted in (the
+	// edge's, shared with the HTTP and callback tokens); nil: one of its
+	// own.
+	Tokens *tokens.Registry
 }
 
 // Server is the web view: its principals' tokens and their streams. Build
@@ -76,8 +78,6 @@ type Server struct {
 	log  *slog.Logger
 
 	mu      sync.Mutex
-	tokens  map[string]string // token -> principal
-	byPrinc map[string]string // principal -> token
 	closed  bool
 	done    chan struct{} // closed by Close: every stream ends
 	streams sync.WaitGroup
@@ -111,28 +111,17 @@ func New(src Source, o Options) *Server {
 	if o.SameOrigin == nil {
 		o.SameOrigin = sameOrigin
 	}
-	return &Server{src: src, opts: o, log: o.Logger, tokens: map[string]string{}, byPrinc: map[string]string{}, done: make(chan struct{}),
+	if o.Tokens == nil {
+		o.Tokens = tokens.New()
+	}
+	return &Server{src: src, opts: o, log: o.Logger, done: make(chan struct{}),
 		feeds: map[string]*feed{}, open: map[string]int{}}
 }
 
 // Token returns principal's view token, minting it on first use: 128
 // random bits, unguessable, valid until Close.
 func (s *Server) Token(principal string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return "", errors.New("the web view is closed")
-	}
-	if t, ok := s.byPrinc[principal]; ok {
-		return t, nil
-	}
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("minting a view token: %w", err)
-	}
-	t := base64.RawURLEncoding.EncodeToString(b)
-	s.tokens[t], s.byPrinc[principal] = principal, t
-	return t, nil
+	return s.opts.Tokens.ViewToken(principal)
 }
 
 // URL is the address of principal's view under base (the handler's root,
@@ -152,12 +141,8 @@ func (s *Server) principal(r *http.Request) (string, int) {
 	if tok == "" {
 		return "", http.StatusUnauthorized
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for t, p := range s.tokens { // constant time per token: no timing oracle on a prefix
-		if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
-			return p, 0
-		}
+	if p, ok := s.opts.Tokens.Principal(tokens.View, tok); ok {
+		return p, 0
 	}
 	return "", http.StatusForbidden
 }
@@ -167,8 +152,7 @@ func (s *Server) Close() {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
-		clear(s.tokens)
-		clear(s.byPrinc)
+		s.opts.Tokens.RevokeView()
 		close(s.done)
 	}
 	s.mu.Unlock()

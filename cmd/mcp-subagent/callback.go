@@ -9,7 +9,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/mcp-subagent/mcp-subagent/tools"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 )
 
 // serveCallbacks listens on loopback for external children calling this
@@ -18,7 +18,7 @@ import (
 // child. It runs whatever transport the parent side uses (stdio too), with
 // hc's body limit and timeouts, and the loopback Host check (off only
 // with anyHost, for tests), and stops with ctx.
-func serveCallbacks(ctx context.Context, ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, anyHost bool, log *slog.Logger) (url string, done <-chan struct{}, err error) {
+func serveCallbacks(ctx context.Context, ms *server.MCPServer, ts *edge.Server, hc HTTPConfig, anyHost bool, log *slog.Logger) (url string, done <-chan struct{}, err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
@@ -29,10 +29,10 @@ func serveCallbacks(ctx context.Context, ms *server.MCPServer, ts *tools.Server,
 	}
 	streamable := newStreamable(ms, hc, log, sopts...)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", callbackGuard(limitBody(streamable, hc), ts))
+	mux.Handle("/mcp", ts.CallbackGuard(limitBody(streamable, hc)))
 	var h http.Handler = mux
 	if !anyHost {
-		h = guardHost(mux, ln.Addr())
+		h = edge.GuardHost(mux, ln.Addr())
 	}
 	srv := newHTTPServer(h, hc)
 	stopped := make(chan struct{})
@@ -50,25 +50,4 @@ func serveCallbacks(ctx context.Context, ms *server.MCPServer, ts *tools.Server,
 	url = "http://" + ln.Addr().String() + "/mcp"
 	log.Info("serving callbacks for external children", "callback_url", url)
 	return url, stopped, nil
-}
-
-// callbackGuard resolves the request's callback token once and passes the
-// child's identity on in the request's context, which mcp-go hands to the
-// tool handlers. Nothing resolves it again later, so nothing can fall back
-// to another identity when the token is revoked in between: the handlers
-// then refuse the call.
-func callbackGuard(next http.Handler, ts *tools.Server) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := bearerToken(r.Header.Get("Authorization"))
-		ctx := r.Context()
-		if ok {
-			ctx, ok = ts.ChildContext(ctx, tok)
-		}
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-subagent-callback"`)
-			http.Error(w, "Unauthorized: this endpoint serves subagents with a valid callback token", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(ctx))
-	})
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
-	"github.com/mcp-subagent/mcp-subagent/tools"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 )
 
 // The human commands (ls, show, tail, send, interrupt) are an MCP client
@@ -28,7 +28,7 @@ import (
 // a stdio session of the same user: they use the same tools and transcript
 // resources a model client does, so there is no second control path. They
 // start the daemon when none runs. Their sessions take none of the
-// principal's pending notices (tools.ObserverClient).
+// principal's pending notices (edge.ObserverClient).
 
 // cliOptions are the flags every human command takes.
 type cliOptions struct {
@@ -189,7 +189,7 @@ func dialCLI(ctx context.Context, o serveOptions) (*cliClient, error) {
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION // resources/subscribe is legacy-era
-	init.Params.ClientInfo = mcp.Implementation{Name: tools.ObserverClient, Version: version}
+	init.Params.ClientInfo = mcp.Implementation{Name: edge.ObserverClient, Version: version}
 	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := mc.Initialize(ictx, init); err != nil {
@@ -225,7 +225,7 @@ func (c *cliClient) call(ctx context.Context, name string, args map[string]any, 
 		return nil, err
 	}
 	if res.IsError {
-		return res, errors.New(tools.ResultText(res))
+		return res, errors.New(edge.ResultText(res))
 	}
 	if out != nil {
 		raw := []byte(res.RawStructuredContent)

@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/tools"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 )
 
 // cliWait bounds `send --wait`: the tool's own maximum (a day).
@@ -41,6 +41,6 @@ func toolCmd(ctx context.Context, c *cliClient, name string, args map[string]any
 	if asJSON {
 		return printJSON(w, out)
 	}
-	_, err = fmt.Fprintln(w, tools.ResultText(res))
+	_, err = fmt.Fprintln(w, edge.ResultText(res))
 	return err
 }

@@ -11,17 +11,17 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // readTranscript reads a child's transcript resource.
 func (c *cliClient) readTranscript(ctx context.Context, id string) (manager.Transcript, error) {
 	req := mcp.ReadResourceRequest{}
-	req.Params.URI = tools.TranscriptURI(id)
+	req.Params.URI = edge.TranscriptURI(id)
 	res, err := c.mc.ReadResource(ctx, req)
 	if err != nil {
 		return manager.Transcript{}, err
@@ -59,7 +59,7 @@ func showCmd(ctx context.Context, c *cliClient, id string, asJSON bool, w io.Wri
 func tailCmd(ctx context.Context, c *cliClient, id string, follow, asJSON bool, w io.Writer) error {
 	if follow {
 		req := mcp.SubscribeRequest{}
-		req.Params.URI = tools.TranscriptURI(id)
+		req.Params.URI = edge.TranscriptURI(id)
 		//lint:ignore SA1019 the legacy-era subscription is what this session speaks
 		if err := c.mc.Subscribe(ctx, req); err != nil {
 			return err

@@ -15,8 +15,9 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/edge"
+	"github.com/mcp-subagent/mcp-subagent/edge/tokens"
 	"github.com/mcp-subagent/mcp-subagent/manager"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 	"github.com/mcp-subagent/mcp-subagent/view"
 )
 
@@ -36,10 +37,16 @@ type webView struct {
 	// anyHost turns the loopback Host check of the view's own listener
 	// off: for the tests that prove their probes, set before the first url.
 	anyHost bool
+	tokens  *tokens.Registry // the view's tokens, and /view/url's bearer tokens
 }
 
-func newWebView(m *manager.Manager, log *slog.Logger) *webView {
-	return &webView{view: view.New(m, view.Options{Logger: log, SameOrigin: viewSameOrigin}), log: log}
+// newWebView is the view over m, its tokens in reg (the edge's registry;
+// nil: one of the view's own).
+func newWebView(m *manager.Manager, reg *tokens.Registry, log *slog.Logger) *webView {
+	if reg == nil {
+		reg = tokens.New()
+	}
+	return &webView{view: view.New(m, view.Options{Logger: log, SameOrigin: edge.ViewSameOrigin, Tokens: reg}), tokens: reg, log: log}
 }
 
 // uiResult is the ui op's answer.
@@ -62,7 +69,7 @@ func (w *webView) url(principal string) (uiResult, error) {
 		}
 		h := w.view.Handler()
 		if !w.anyHost {
-			h = guardHost(h, ln.Addr())
+			h = edge.GuardHost(h, ln.Addr())
 		}
 		w.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		w.served = make(chan struct{})
@@ -107,7 +114,7 @@ func (w *webView) mount(next http.Handler, hc HTTPConfig) http.Handler {
 		if r.TLS != nil {
 			scheme = "https"
 		}
-		u, err := w.view.URL(scheme+"://"+r.Host+"/view/", tools.Principal(r.Context()))
+		u, err := w.view.URL(scheme+"://"+r.Host+"/view/", edge.Principal(r.Context()))
 		if err != nil {
 			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
 			return
@@ -115,7 +122,7 @@ func (w *webView) mount(next http.Handler, hc HTTPConfig) http.Handler {
 		rw.Header().Set("Content-Type", "application/json")
 		rw.Header().Set("Cache-Control", "no-store")
 		_ = printJSON(rw, uiResult{URL: u})
-	}), hc))
+	}), hc, w.tokens))
 	return mux
 }
 

@@ -21,7 +21,7 @@ import (
 func TestWebViewListener(t *testing.T) {
 	m := manager.New(manager.Options{Store: memstore.New()})
 	defer func() { _ = m.Close(context.Background()) }()
-	w := newWebView(m, slog.New(slog.DiscardHandler))
+	w := newWebView(m, nil, slog.New(slog.DiscardHandler))
 	a, err := w.url("local")
 	if err != nil {
 		t.Fatal(err)

@@ -7,10 +7,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/manager/budget"
 	"github.com/mcp-subagent/mcp-subagent/schemas"
 	"github.com/mcp-subagent/mcp-subagent/seam"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // Config is the --config file. Its schema is schemas/config.json; zero
@@ -50,7 +50,7 @@ type Config struct {
 	Retention *RetentionConfig `json:"retention,omitempty"`
 }
 
-// LimitsConfig bounds tool arguments (tools.Limits) and the turns in
+// LimitsConfig bounds tool arguments (edge.Limits) and the turns in
 // flight (manager.Options); zero: the defaults documented in
 // schemas/config.json.
 type LimitsConfig struct {
@@ -71,8 +71,8 @@ type LimitsConfig struct {
 	MaxRunningTotal    int `json:"max_running_total,omitempty"`
 }
 
-func (l LimitsConfig) tools() tools.Limits {
-	return tools.Limits{PromptBytes: l.PromptBytes, MessageBytes: l.MessageBytes, PersonaBytes: l.PersonaBytes,
+func (l LimitsConfig) tools() edge.Limits {
+	return edge.Limits{PromptBytes: l.PromptBytes, MessageBytes: l.MessageBytes, PersonaBytes: l.PersonaBytes,
 		OutputSchemaBytes: l.OutputSchemaBytes, AgentIDBytes: l.AgentIDBytes, LabelBytes: l.LabelBytes,
 		CwdBytes: l.CwdBytes, ToolFilterNames: l.ToolFilterNames}
 }

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // defaultIdle is how long a daemon stays up with no session and no live
@@ -104,30 +104,30 @@ func serveSocket(ctx context.Context, o serveOptions, cfg Config, l *daemon.List
 	idle := idleTimeout(o, cfg, foreground)
 	log.Info("daemon serving", "version", version, "pid", os.Getpid(), "data_dir", a.dataDir, "socket", l.Path(), "idle_timeout", idle)
 	reason := l.Serve(ctx, daemon.Options{
-		MCP: a.ms, Version: version, Shell: a.shell.Status, Store: a.daemonStoreStatus(), Logger: log.With("component", "daemon"), IdleTimeout: idle,
-		Busy:            func() bool { return a.mgr.Live() > 0 },
-		Admin:           a.admin,
-		MaxMessageBytes: cfg.MaxMessageBytes,
-		Intercept:       a.intercept(),
+		Version: version, Shell: a.shell.Status, Store: a.daemonStoreStatus(), Logger: log.With("component", "daemon"), IdleTimeout: idle,
+		Busy:  func() bool { return a.mgr.Live() > 0 },
+		Admin: a.admin,
 		// A confined command's tree is refused whatever the ABI: below 9
 		// Landlock lets it reach this socket, and from 9 this costs a few
 		// reads of /proc per connection.
 		Peer:   subreaper.InConfinedTree,
 		Config: absConfig(o.configPath),
-		Session: func(ctx context.Context, info daemon.SessionInfo) (context.Context, func()) {
-			p := info.Principal
+		Serve: func(ctx context.Context, c *daemon.SessionConn) error {
+			p := c.Principal
 			if p == "" {
 				p = "local"
 			}
-			cwd := info.Cwd
+			cwd := c.Cwd
 			if cwd != "" {
 				if real, err := filepath.EvalSymlinks(cwd); err == nil {
 					cwd = real
 				}
 			}
-			settings, forget := a.settings.opened(info.ID, p, info.Settings)
-			end := a.ts.OpenSession(tools.SessionInfo{ID: info.ID, Principal: p, Cwd: cwd, Settings: settings})
-			return tools.WithPrincipal(ctx, p), func() { end(); forget() }
+			settings, forget := a.settings.opened(c.ID, p, c.Settings)
+			defer forget()
+			return a.ts.ServeConn(ctx, edge.Conn{Session: edge.SessionInfo{ID: c.ID, Principal: p, Cwd: cwd, Settings: settings},
+				R: c.Reader, W: c.Conn, Close: func() { _ = c.Conn.Close() }, SetWriteDeadline: c.Conn.SetWriteDeadline,
+				Bye: c.Bye, Relayed: true, MaxMessage: cfg.MaxMessageBytes}, log.With("component", "daemon"), a.intercept())
 		},
 	})
 	log.Info("daemon stopping", "reason", reason)

@@ -15,8 +15,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // rpcError is a JSON-RPC answer's error.
@@ -52,7 +52,7 @@ func readOverHTTP(t *testing.T, g *guarded, tok, uri string) rpcErr {
 // stdio sessions' intercept.
 func readOverStdio(g *guarded, p, uri string) rpcErr {
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "resources/read", "params": map[string]any{"uri": uri}})
-	resp := g.intercept()(tools.WithPrincipal(g.ctx, p), body, g.ms.HandleMessage)
+	resp := g.intercept()(edge.WithPrincipal(g.ctx, p), body, g.ms.HandleMessage)
 	b, _ := json.Marshal(resp)
 	var out struct {
 		Error rpcErr `json:"error"`
@@ -71,17 +71,17 @@ func TestResourceReadErrorsHaveTheirCodes(t *testing.T) {
 	defer fake.Close()
 	g := newGuarded(t, fake, insecureHooks{})
 	id := g.localChild(t, "work")
-	huge := tools.TranscriptURI(strings.Repeat("x", 100<<10))
+	huge := edge.TranscriptURI(strings.Repeat("x", 100<<10))
 	for _, tc := range []struct {
 		name, principal, uri string
 		code                 int
 	}{
-		{"an unknown child", "local", tools.TranscriptURI("agent-0000000000000000"), mcp.RESOURCE_NOT_FOUND},
-		{"another principal's child", "mallory", tools.TranscriptURI(id), mcp.RESOURCE_NOT_FOUND},
+		{"an unknown child", "local", edge.TranscriptURI("agent-0000000000000000"), mcp.RESOURCE_NOT_FOUND},
+		{"another principal's child", "mallory", edge.TranscriptURI(id), mcp.RESOURCE_NOT_FOUND},
 		{"a URI of no resource", "local", "subagent://agents/" + id, mcp.RESOURCE_NOT_FOUND},
 		{"a 100 KB id", "local", huge, mcp.INVALID_PARAMS},
 		{"a 100 KB URI of no resource", "local", huge + "x", mcp.RESOURCE_NOT_FOUND},
-		{"a transcript URI with a path in its id", "local", tools.TranscriptURI("a/b"), mcp.RESOURCE_NOT_FOUND},
+		{"a transcript URI with a path in its id", "local", edge.TranscriptURI("a/b"), mcp.RESOURCE_NOT_FOUND},
 	} {
 		got := map[string]rpcErr{"stdio": readOverStdio(g, tc.principal, tc.uri)}
 		if tc.principal == "local" {
@@ -94,7 +94,7 @@ func TestResourceReadErrorsHaveTheirCodes(t *testing.T) {
 			}
 		}
 	}
-	if e := readOverStdio(g, "local", tools.TranscriptURI(id)); e.Code != 0 {
+	if e := readOverStdio(g, "local", edge.TranscriptURI(id)); e.Code != 0 {
 		t.Errorf("reading local's own child: %+v", e)
 	}
 }

@@ -26,9 +26,9 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // plainProvider runs one-shot children that answer at once; it counts the
@@ -58,14 +58,14 @@ func (plainDriver) Close() error              { return nil }
 // toolsServer is the tools over a store-less manager with the plain
 // provider, registered on an MCP server wired as newApp wires it; extra
 // hooks run beside the tools' own.
-func toolsServer(t testing.TB, extra func(*server.Hooks)) (*tools.Server, *server.MCPServer, *plainProvider) {
+func toolsServer(t testing.TB, extra func(*server.Hooks)) (*edge.Server, *server.MCPServer, *plainProvider) {
 	t.Helper()
 	p := &plainProvider{}
 	mgr := manager.New(manager.Options{})
 	if err := mgr.Register(p); err != nil {
 		t.Fatal(err)
 	}
-	ts, err := tools.New(mgr, tools.Options{Roots: []string{t.TempDir()}, NoWorkingDirRoot: true})
+	ts, err := edge.New(mgr, edge.Options{Roots: []string{t.TempDir()}, NoWorkingDirRoot: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestACallbackWhoseTokenIsRevokedAfterTheGuardIsRefused(t *testing.T) {
 		}
 		limitBody(streamable, HTTPConfig{}).ServeHTTP(w, r)
 	})
-	hs := httptest.NewServer(callbackGuard(window, ts))
+	hs := httptest.NewServer(ts.CallbackGuard(window))
 	t.Cleanup(hs.Close)
 	c := connect(t, hs.URL, map[string]string{"Authorization": "Bearer " + cb.Token})
 
@@ -164,9 +164,9 @@ func TestTheBearerSchemeIsCaseInsensitive(t *testing.T) {
 	ts, _, _ := toolsServer(t, nil)
 	cb, _ := ts.MintCallback(seam.ParentRef{Principal: "local", AgentID: "agent-child", Depth: 1})
 	var got string
-	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = tools.Principal(r.Context()) })
-	mainGuard := guard(ok, HTTPConfig{Tokens: []TokenConfig{{Principal: "alice", Token: token}}})
-	callback := callbackGuard(ok, ts)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = edge.Principal(r.Context()) })
+	mainGuard := guard(ok, HTTPConfig{Tokens: []TokenConfig{{Principal: "alice", Token: token}}}, ts.Tokens())
+	callback := ts.CallbackGuard(ok)
 	for _, tc := range []struct {
 		header string
 		want   int

@@ -15,7 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/mcp-subagent/mcp-subagent/tools"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 )
 
 // The in-process tests of package main's HTTP layer and internals; the
@@ -95,7 +95,7 @@ func httpProbeMain() int {
 		res.Listed = strings.Contains(string(b), tg.Child)
 	}
 	read := mcp.ReadResourceRequest{}
-	read.Params.URI = tools.TranscriptURI(tg.Child)
+	read.Params.URI = edge.TranscriptURI(tg.Child)
 	if r, err := c.ReadResource(ctx, read); err == nil {
 		b, _ := json.Marshal(r.Contents)
 		res.Read = strings.Contains(string(b), tg.Secret)

@@ -9,16 +9,15 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // mcp-go answers every error of a resource handler with -32603 (internal
 // error), so an unknown child, one the caller may not read and a
 // malformed URI all read as the server's fault. The transports give a
 // resources/read error its code by the word its message starts with
-// (tools.ResourceErrorCode): -32002 resource not found, -32602 invalid
+// (edge.ResourceErrorCode): -32002 resource not found, -32602 invalid
 // params.
 
 // isResourceRead reports whether raw is a resources/read request; the
@@ -48,7 +47,7 @@ func withResourceCodes(resp mcp.JSONRPCMessage) mcp.JSONRPCMessage {
 	default:
 		return resp
 	}
-	if code, ok := tools.ResourceErrorCode(e.Error.Message); ok && e.Error.Code == mcp.INTERNAL_ERROR {
+	if code, ok := edge.ResourceErrorCode(e.Error.Message); ok && e.Error.Code == mcp.INTERNAL_ERROR {
 		e.Error.Code = code
 	}
 	e.Error.Message = truncate.Bound(e.Error.Message, maxRPCErrorBytes)
@@ -60,7 +59,7 @@ const maxRPCErrorBytes = 1024
 
 // resourceCodes is the stdio sessions' Intercept: inner (the tasks layer;
 // nil: none), with resources/read errors given their codes.
-func resourceCodes(inner daemon.Intercept) daemon.Intercept {
+func resourceCodes(inner edge.Intercept) edge.Intercept {
 	return func(ctx context.Context, raw json.RawMessage, next func(context.Context, json.RawMessage) mcp.JSONRPCMessage) mcp.JSONRPCMessage {
 		if isResourceRead(raw) {
 			return withResourceCodes(next(ctx, raw))

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -19,16 +18,15 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/daemon"
+	"github.com/mcp-subagent/mcp-subagent/edge"
+	"github.com/mcp-subagent/mcp-subagent/edge/tokens"
 	"github.com/mcp-subagent/mcp-subagent/llm/openai"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/persist/pgstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
 	"github.com/mcp-subagent/mcp-subagent/seam"
-	"github.com/mcp-subagent/mcp-subagent/tasks"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 type serveOptions struct {
@@ -97,10 +95,10 @@ type app struct {
 	dataDir string // "" with --ephemeral
 	mgr     *manager.Manager
 	store   *persist.Store // nil with --ephemeral or a PostgreSQL store
-	ts      *tools.Server
+	ts      *edge.Server
 	ms      *server.MCPServer
-	web     *webView     // the web view, its loopback listener started by the first ui op
-	tasks   *tasks.Layer // durable MCP tasks; nil with --ephemeral
+	web     *webView        // the web view, its loopback listener started by the first ui op
+	tasks   *edge.TaskLayer // durable MCP tasks; nil with --ephemeral
 	log     *slog.Logger
 	// settings are the connected sessions' (settings.go), which their
 	// children run with.
@@ -193,7 +191,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 			a.storeStatus = "bbolt " + filepath.Join(dataDir, persist.FileName)
 		}
 	}
-	var ts *tools.Server
+	var ts *edge.Server
 	a.owner = instanceOwnerID()
 	mgr := manager.New(manager.Options{OwnerID: a.owner, MaxDepth: cfg.MaxDepth, Budget: cfg.Limits.Budget.limits(), Logger: log.With("component", "manager"), Store: store,
 		MaxRunningChildren: cfg.Limits.MaxRunningChildren, MaxRunningTotal: cfg.Limits.MaxRunningTotal, Worktrees: worktrees,
@@ -260,14 +258,12 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		waits[k] = v
 	}
 	// Durable MCP tasks need the store: a task's record lives beside its
-	// child. The layer's hook sees the children task calls start.
-	var tm tools.Manager = mgr
+	// child. The tools see a task call's mode in its request.
 	if taskStore != nil {
-		a.tasks = tasks.New(tasks.Options{Store: taskStore, Manager: mgr, Logger: log.With("component", "tasks")})
+		a.tasks = edge.NewTaskLayer(edge.TaskOptions{Store: taskStore, Manager: mgr, Logger: log.With("component", "tasks")})
 		a.closers = append(a.closers, a.tasks.Close) // before the manager's Close: closers run in reverse
-		tm = a.tasks.Hook(mgr)
 	}
-	ts, err = tools.New(tm, tools.Options{Roots: cfg.Roots, NoWorkingDirRoot: asDaemon, DefaultProvider: cfg.DefaultProvider,
+	ts, err = edge.New(mgr, edge.Options{Tasks: a.tasks, Roots: cfg.Roots, NoWorkingDirRoot: asDaemon, DefaultProvider: cfg.DefaultProvider,
 		DefaultWaitSeconds: cfg.WaitSeconds, ClientWaitSeconds: waits, Limits: cfg.Limits.tools(), ModelNamesFor: a.modelNamesFor,
 		Logger: log.With("component", "tools")})
 	if err != nil {
@@ -295,12 +291,12 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 		server.WithResourceCapabilities(true, false), // transcripts, subscribable
 		server.WithToolFilter(ts.Filter), server.WithHooks(ts.Hooks())}
 	if a.tasks != nil { // advertised in server/discover (and initialize)
-		sopt = append(sopt, server.WithExtensions(tasks.Capabilities()))
+		sopt = append(sopt, server.WithExtensions(edge.TaskCapabilities()))
 	}
 	a.ms = server.NewMCPServer("mcp-subagent", version, sopt...)
 	ts.Register(a.ms)
 	a.closers = append(a.closers, ts.CloseSubscriptions)
-	a.web = newWebView(mgr, log.With("component", "view"))
+	a.web = newWebView(mgr, ts.Tokens(), log.With("component", "view"))
 	a.closers = append(a.closers, a.web.close)
 	if len(external) > 0 { // external children reach the server back here
 		cctx, stopCallbacks := context.WithCancel(ctx)
@@ -321,7 +317,7 @@ var defaultClientWait = map[string]float64{"codex-mcp-client": 50}
 
 // intercept is what sees each stdio message before MCP: the resources/read
 // error codes, and the tasks layer (none with --ephemeral).
-func (a *app) intercept() daemon.Intercept {
+func (a *app) intercept() edge.Intercept {
 	if a.tasks == nil {
 		return resourceCodes(nil)
 	}
@@ -397,11 +393,8 @@ func serveInProcess(ctx context.Context, o serveOptions, cfg Config, stdin io.Re
 	// Not mcp-go's stdio server: its worker pool lets long calls (waits,
 	// foreground children) stall every call behind them. Each request runs
 	// on its own goroutine, as in a daemon session.
-	end := a.ts.OpenSession(tools.SessionInfo{ID: "stdio", Principal: o.principal})
-	defer end()
-	err = daemon.ServeStream(ctx, a.ms, "stdio", stdin, stdout, cfg.MaxMessageBytes, func(ctx context.Context) context.Context {
-		return tools.WithPrincipal(ctx, o.principal)
-	}, log.With("component", "stdio"), a.intercept())
+	err = a.ts.ServeStdio(ctx, o.principal, stdin, stdout, cfg.MaxMessageBytes,
+		log.With("component", "stdio"), a.intercept())
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil
 	}
@@ -419,7 +412,7 @@ func serveHTTP(ctx context.Context, ln net.Listener, a *app, hc HTTPConfig, log 
 	h, streamable := httpHandler(a.ms, a.ts, hc, log, a.tasks, sopts...)
 	root := a.web.mount(h, hc)
 	if !a.insecure.anyHost {
-		root = guardHost(root, ln.Addr())
+		root = edge.GuardHost(root, ln.Addr())
 	}
 	srv := newHTTPServer(root, hc)
 	srv.RegisterOnShutdown(a.web.view.Close) // its streams never go idle: end them, or Shutdown waits them out
@@ -445,8 +438,8 @@ func serveHTTP(ctx context.Context, ln net.Listener, a *app, hc HTTPConfig, log 
 // with --ephemeral), then mcp-go's streamable HTTP server (with opts),
 // whose Shutdown stops its session sweeper. mcp-go's own Host check covers
 // only what reaches it (not the tasks layer's answers, nor the view):
-// guardHost in front of the whole listener is the one that counts.
-func httpHandler(ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slog.Logger, tl *tasks.Layer, opts ...server.StreamableHTTPOption) (http.Handler, *server.StreamableHTTPServer) {
+// edge.GuardHost in front of the whole listener is the one that counts.
+func httpHandler(ms *server.MCPServer, ts *edge.Server, hc HTTPConfig, log *slog.Logger, tl *edge.TaskLayer, opts ...server.StreamableHTTPOption) (http.Handler, *server.StreamableHTTPServer) {
 	streamable := newStreamable(ms, hc, log.With("component", "http"), opts...)
 	var inner http.Handler = streamable
 	if tl != nil {
@@ -455,7 +448,7 @@ func httpHandler(ms *server.MCPServer, ts *tools.Server, hc HTTPConfig, log *slo
 	inner = resourceCodesHTTP(inner, ms.HandleMessage)
 	mux := http.NewServeMux()
 	sessions := limitBody(bindSessions(inner, ts), hc)
-	mux.Handle("/mcp", sessionEnd(guard(sessions, hc), sessions, ts, hc))
+	mux.Handle("/mcp", sessionEnd(guard(sessions, hc, ts.Tokens()), sessions, ts, hc))
 	return mux, streamable
 }
 
@@ -525,44 +518,13 @@ func limitBody(next http.Handler, hc HTTPConfig) http.Handler {
 	})
 }
 
-// bearerToken is the token of an Authorization header using the Bearer
-// scheme, whose name is case-insensitive (RFC 9110 §11.1).
-func bearerToken(h string) (string, bool) {
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
+// guard is the bearer and Origin check of /mcp (edge.BearerGuard), with
+// hc's tokens registered in reg.
+func guard(next http.Handler, hc HTTPConfig, reg *tokens.Registry) http.Handler {
+	for _, t := range hc.Tokens {
+		_ = reg.Add(tokens.HTTP, t.Token, t.Principal) // an empty one (refused) resolves nothing
 	}
-	tok = strings.TrimLeft(tok, " ")
-	return tok, tok != ""
-}
-
-// guard checks the Origin header and, when tokens are configured, the
-// bearer token, and marks the request with its principal (which mcp-go
-// passes on to the tool handlers: the request context is the calls').
-func guard(next http.Handler, hc HTTPConfig) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" && !originAllowed(o, hc.AllowedOrigins) {
-			http.Error(w, "Forbidden: origin not allowed", http.StatusForbidden)
-			return
-		}
-		principal := "local"
-		if len(hc.Tokens) > 0 {
-			principal = ""
-			if tok, ok := bearerToken(r.Header.Get("Authorization")); ok {
-				for _, t := range hc.Tokens {
-					if subtle.ConstantTimeCompare([]byte(tok), []byte(t.Token)) == 1 {
-						principal = t.Principal
-					}
-				}
-			}
-			if principal == "" {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="mcp-subagent"`)
-				http.Error(w, "Unauthorized: a valid bearer token is required", http.StatusUnauthorized)
-				return
-			}
-		}
-		next.ServeHTTP(w, r.WithContext(tools.WithPrincipal(r.Context(), principal)))
-	})
+	return edge.BearerGuard(next, reg, len(hc.Tokens) > 0, func(o string) bool { return originAllowed(o, hc.AllowedOrigins) })
 }
 
 // sessionEnd lets a DELETE of a known session end it without a bearer
@@ -571,7 +533,7 @@ func guard(next http.Handler, hc HTTPConfig) http.Handler {
 // session left open would keep its principal's notices from the next
 // session. The session id is unguessable and names the session it ends, so
 // it is credential enough for that; anything else goes through guarded.
-func sessionEnd(guarded, sessions http.Handler, ts *tools.Server, hc HTTPConfig) http.Handler {
+func sessionEnd(guarded, sessions http.Handler, ts *edge.Server, hc HTTPConfig) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(server.HeaderKeySessionID)
 		if r.Method != http.MethodDelete || id == "" || r.Header.Get("Authorization") != "" {
@@ -583,7 +545,7 @@ func sessionEnd(guarded, sessions http.Handler, ts *tools.Server, hc HTTPConfig)
 			guarded.ServeHTTP(w, r)
 			return
 		}
-		sessions.ServeHTTP(w, r.WithContext(tools.WithPrincipal(r.Context(), p)))
+		sessions.ServeHTTP(w, r.WithContext(edge.WithPrincipal(r.Context(), p)))
 	})
 }
 
@@ -593,11 +555,11 @@ func sessionEnd(guarded, sessions http.Handler, ts *tools.Server, hc HTTPConfig)
 // initialize; for an id this process did not mint, one from before a
 // restart, by its first request), so it ends when the session does: at a
 // DELETE, or when the session idles out.
-func bindSessions(next http.Handler, ts *tools.Server) http.Handler {
+func bindSessions(next http.Handler, ts *edge.Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(server.HeaderKeySessionID)
 		if id != "" {
-			if !ts.BindSession(id, tools.Principal(r.Context())) {
+			if !ts.BindSession(id, edge.Principal(r.Context())) {
 				http.Error(w, "Not Found: no such session", http.StatusNotFound)
 				return
 			}

@@ -80,14 +80,23 @@ func TestCoreLinksNoVendorSDKAndNoMCPLibrary(t *testing.T) {
 	}
 }
 
+// TestTheDaemonLinksNoMCPLibrary: the daemon knows connections and
+// processes; MCP on a session's connection is the edge's, which the
+// command hands it through daemon.Options.Serve.
+func TestTheDaemonLinksNoMCPLibrary(t *testing.T) {
+	if bad := linked(t, "daemon"); len(bad) > 0 {
+		t.Errorf("daemon links %s; MCP is the edge's (edge.Server.ServeConn, wired through daemon.Options.Serve)", strings.Join(bad, ", "))
+	}
+}
+
 // TestTheProbeSeesWhatIsLinked keeps the check honest: the vendor clients
-// and the MCP tools do link what the core must not, and the probe must see
+// and the MCP edge link what the core must not, and the probe must see
 // it, or an empty answer would read as clean.
 func TestTheProbeSeesWhatIsLinked(t *testing.T) {
 	for pkg, want := range map[string]string{
 		"llm/openai":    "github.com/openai/openai-go/v3",
 		"llm/anthropic": "github.com/anthropics/anthropic-sdk-go/v2",
-		"tools":         "github.com/mark3labs/mcp-go/mcp",
+		"edge":          "github.com/mark3labs/mcp-go/mcp",
 	} {
 		if bad := linked(t, pkg); !strings.Contains(strings.Join(bad, " "), want) {
 			t.Errorf("%s: the probe found %v, want %s among them", pkg, bad, want)

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/manager"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 var questionID = regexp.MustCompile(`question (q-[0-9a-f]+)`)
@@ -46,7 +46,7 @@ func transcriptJSON(t *testing.T, s *instance, id string) string {
 // readTranscriptOn reads a transcript resource with s's client.
 func readTranscriptOn(ctx context.Context, s *instance, id string) (manager.Transcript, error) {
 	req := mcp.ReadResourceRequest{}
-	req.Params.URI = tools.TranscriptURI(id)
+	req.Params.URI = edge.TranscriptURI(id)
 	res, err := s.client.ReadResource(ctx, req)
 	if err != nil {
 		return manager.Transcript{}, err

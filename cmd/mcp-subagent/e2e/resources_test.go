@@ -12,9 +12,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/manager"
-	"github.com/mcp-subagent/mcp-subagent/tools"
 )
 
 // Transcripts are MCP resources: the template is listed, the caller's
@@ -43,10 +43,10 @@ func TestTranscriptResources(t *testing.T) {
 
 	h, _ := startBackground(t, alice, ctx, "watched work", "watch me")
 	<-holding
-	uri := tools.TranscriptURI(h.AgentID)
+	uri := edge.TranscriptURI(h.AgentID)
 
 	tpls, err := alice.client.ListResourceTemplates(ctx, mcp.ListResourceTemplatesRequest{})
-	if err != nil || len(tpls.ResourceTemplates) != 1 || tpls.ResourceTemplates[0].URITemplate.Raw() != tools.TranscriptTemplate {
+	if err != nil || len(tpls.ResourceTemplates) != 1 || tpls.ResourceTemplates[0].URITemplate.Raw() != edge.TranscriptTemplate {
 		t.Fatalf("resources/templates/list = %+v, %v", tpls, err)
 	}
 	list, err := alice.client.ListResources(ctx, mcp.ListResourcesRequest{})
@@ -148,7 +148,7 @@ func TestTranscriptResourcesPage(t *testing.T) {
 	close(ids)
 	want := map[string]bool{}
 	for id := range ids {
-		want[tools.TranscriptURI(id)] = true
+		want[edge.TranscriptURI(id)] = true
 	}
 	if len(want) != n {
 		t.Fatalf("%d distinct children, want %d", len(want), n)
