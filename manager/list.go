@@ -75,11 +75,13 @@ func (m *Manager) list(root string) ([]Row, error) {
 	// caches) are the manager's own, bounded.
 	ctx, cancel := m.bg()
 	defer cancel()
-	return m.subtreeRows(ctx, root)
+	return m.subtreeRows(ctx, root, m.elsewhere(ctx))
 }
 
-// subtreeRows lists root's whole subtree.
-func (m *Manager) subtreeRows(ctx context.Context, root string) ([]Row, error) {
+// subtreeRows lists root's whole subtree; claims are the children resident
+// at other instances (elsewhere), listed with their owner's status (nil:
+// they list as stored).
+func (m *Manager) subtreeRows(ctx context.Context, root string, claims map[string]seam.Claim) ([]Row, error) {
 	// The whole subtree, breadth first; tree usage summed bottom-up.
 	var rows []Row
 	depthOf := map[string]int{root: 0}
@@ -114,7 +116,7 @@ func (m *Manager) subtreeRows(ctx context.Context, root string) ([]Row, error) {
 				rows = append(rows, Row{Kind: "diagnostic", ID: id, Reason: "corrupt", CreatedAt: l.Header.CreatedAt})
 				continue
 			}
-			r := m.row(ctx, l)
+			r := m.row(ctx, l, claims)
 			r.CreatedAt = l.Header.CreatedAt
 			rows = append(rows, r)
 			queue = append(queue, id)
@@ -137,15 +139,16 @@ func (m *Manager) subtreeRows(ctx context.Context, root string) ([]Row, error) {
 }
 
 // childRows are the rows of a parent's direct children as the store
-// listed them, each with the usage of its whole subtree.
-func (m *Manager) childRows(ctx context.Context, ls []seam.Listing) []Row {
+// listed them, each with the usage of its whole subtree; claims as
+// subtreeRows takes them.
+func (m *Manager) childRows(ctx context.Context, ls []seam.Listing, claims map[string]seam.Claim) []Row {
 	rows := make([]Row, 0, len(ls))
 	for _, l := range ls {
 		if l.Corrupt {
 			rows = append(rows, Row{Kind: "diagnostic", ID: l.Header.ID, Reason: "corrupt", CreatedAt: l.Header.CreatedAt})
 			continue
 		}
-		r := m.row(ctx, l)
+		r := m.row(ctx, l, claims)
 		r.CreatedAt = l.Header.CreatedAt // a diagnostic row too: it has a place in the order
 		r.TreeUsage = r.Usage
 		if l.HasChildren && r.Usage != nil {
@@ -205,7 +208,7 @@ func (m *Manager) TreeUsage(agentID string) (llm.Usage, error) {
 }
 
 func (m *Manager) treeUsage(ctx context.Context, agentID string) (llm.Usage, error) {
-	rows, err := m.subtreeRows(ctx, agentID)
+	rows, err := m.subtreeRows(ctx, agentID, nil) // usage only
 	if err != nil {
 		return llm.Usage{}, err
 	}
@@ -221,8 +224,9 @@ func (m *Manager) treeUsage(ctx context.Context, agentID string) (llm.Usage, err
 // row projects one child on the three-step ladder: a live child reads its
 // activation (no journal read); a stored child its checkpoint when the
 // sequence gate passes; otherwise its journal is folded once and the
-// checkpoint cached.
-func (m *Manager) row(ctx context.Context, l seam.Listing) Row {
+// checkpoint cached. A child resident at another instance (in claims) has
+// its owner's status as the store shows it (statusElsewhere).
+func (m *Manager) row(ctx context.Context, l seam.Listing, claims map[string]seam.Claim) Row {
 	h := l.Header
 	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Model: h.Model, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd, Worktree: h.Worktree}
 	m.mu.Lock()
@@ -238,7 +242,10 @@ func (m *Manager) row(ctx context.Context, l seam.Listing) Row {
 		r.LastStopReason, r.LastMessage = last.StopReason, truncate.Bound(last.Output, seam.MaxClosingBytes)
 		return m.withQuestions(r)
 	}
-	r.Status = "ready"
+	r.Status = StatusReady
+	if _, ok := claims[h.ID]; ok {
+		r.Status = m.statusElsewhere(ctx, h.ID) // cluster.go
+	}
 	m.mu.Lock()
 	bad := m.corrupt[h.ID]
 	m.mu.Unlock()

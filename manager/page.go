@@ -154,6 +154,7 @@ func (m *Manager) List(caller seam.ParentRef, q ListQuery) (ListPage, error) {
 // ones and a diagnostic row, unpaged (they are few).
 func (m *Manager) seekRows(ctx context.Context, root string, q ListQuery, after seam.ListingKey,
 	read func(context.Context, string, seam.Page) ([]seam.Listing, error)) (rows []Row, whole bool, err error) {
+	claims := m.elsewhere(ctx) // children resident at other instances
 	// rows holds up to Limit+1: one more tells there is a next page.
 	for page := (seam.Page{After: after, Limit: q.Limit + 1}); len(rows) <= q.Limit; {
 		ls, err := read(ctx, root, page)
@@ -164,7 +165,7 @@ func (m *Manager) seekRows(ctx context.Context, root string, q ListQuery, after 
 			// As ListDescendants does.
 			return m.liveRows(root, err), true, nil
 		}
-		for _, r := range m.childRows(ctx, ls) {
+		for _, r := range m.childRows(ctx, ls, claims) {
 			if keeps(q.Status, r) {
 				rows = append(rows, r)
 			}
@@ -188,9 +189,11 @@ func (m *Manager) residentRows(ctx context.Context, parent string, q ListQuery, 
 		}
 	}
 	m.mu.Unlock()
+	claims := m.elsewhere(ctx)
+	ls = append(ls, m.residentElsewhere(ctx, parent, claims)...) // cluster.go
 	slices.SortFunc(ls, func(x, y seam.Listing) int { return compareKeys(x.Key(), y.Key()) })
 	var rows []Row
-	for _, r := range m.childRows(ctx, ls) {
+	for _, r := range m.childRows(ctx, ls, claims) {
 		if len(rows) > q.Limit {
 			break
 		}

@@ -224,7 +224,9 @@ func (m *Manager) runQueued(ctx context.Context, h seam.Header) {
 	}
 	a, err := m.resume(ctx, h, caller)
 	if err != nil {
-		if !errors.Is(err, errResident) { // a send resumed it meanwhile: it runs them
+		// errResident: a send resumed it meanwhile, and it runs them;
+		// ErrOwned: another instance claimed it first, and it runs them.
+		if !errors.Is(err, errResident) && !errors.Is(err, seam.ErrOwned) {
 			m.log.Error("resuming a taken-over child failed; its queued messages run at its next send", "agent_id", h.ID, "err", err)
 		}
 		return

@@ -101,6 +101,7 @@ func (m *Manager) resume(ctx context.Context, hdr seam.Header, caller seam.Paren
 	a.mu.Lock()
 	for _, q := range queued {
 		msg := inboxMsg{id: q.ID, text: q.Text, source: q.Source, budget: q.Budget, at: q.At}
+		a.seen[q.ID] = true
 		if q.Quiet {
 			a.injects = append(a.injects, msg)
 		} else {
