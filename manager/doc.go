@@ -307,6 +307,10 @@
 //     another owner, live by this manager's clock) with its owner's status
 //     as the store shows it (running, idle). Its questions are not listed
 //     there: they live in the owner's memory.
+//   - A child whose writes failed here (the store was down) keeps its
+//     claim, which this manager's renewals keep live, so no other instance
+//     takes it over: the sweep closes and announces such an epoch of its
+//     own once the store answers again, and runs what was queued for it.
 //   - A notice for a root principal stored at any instance wakes the
 //     principal's waiting call at every instance (WaitNotices, WaitSignal
 //     on a principal's address) and is taken once (Store.TakeNotices).

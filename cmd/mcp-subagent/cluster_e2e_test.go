@@ -3,11 +3,15 @@
 package main
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
@@ -28,36 +32,9 @@ const clusterLease = 2 * time.Second
 func TestThreeInstancesOnOnePostgreSQL(t *testing.T) {
 	url := pgURL(t)
 	release, release2 := newGate(), newGate() // the turns "HOLD one" and "HOLD kill"
-	var mu sync.Mutex
-	asked := map[string]int{} // model requests by their last user text
-	fake := fakeopenai.New(func(_ int, req fakeopenai.Request) fakeopenai.Reply {
-		lu := req.LastUserText()
-		mu.Lock()
-		asked[lu]++
-		mu.Unlock()
-		switch lu {
-		case "HOLD one":
-			release.wait(2 * time.Minute)
-		case "HOLD kill":
-			release2.wait(2 * time.Minute)
-		}
-		return fakeopenai.Reply{Text: "answer to " + lu}
-	})
-	defer fake.Close()
-	defer release.open()
-	defer release2.open()
-	askedFor := func(text string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return asked[text]
-	}
-	cfg := `{"cluster":{"lease_seconds":` + strings.TrimSuffix(clusterLease.String(), "s") + `},` +
-		`"http":{"tokens":[{"principal":"alice","token_env":"ALICE_TOKEN"}]}}`
-	newInstance := func() *instance {
-		return start(t, fake, serverOpts{http: true, token: aliceTok, config: cfg, env: []string{"ALICE_TOKEN=" + aliceTok},
-			args: []string{"--store", url}})
-	}
-	a, b, c := newInstance(), newInstance(), newInstance()
+	fake := newHeldModel(t, map[string]*releaseGate{"HOLD one": release, "HOLD kill": release2})
+	askedFor := fake.count
+	a, b, c := clusterInstance(t, fake.Server, url), clusterInstance(t, fake.Server, url), clusterInstance(t, fake.Server, url)
 	ctx := testCtx(t)
 
 	statusAt := func(s *instance, id string) (rowSC, bool) {
@@ -103,20 +80,9 @@ func TestThreeInstancesOnOnePostgreSQL(t *testing.T) {
 	}
 	// Its turn's start is committed (A's writer commits events nobody
 	// waits for a moment later; a kill before that loses them, and the
-	// prompt, still queued, would run again): read from the database.
-	st, err := pgstore.Open(ctx, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if !waitFor(10*time.Second, func() bool {
-		events, err := st.Events(ctx, h2.AgentID)
-		return err == nil && slices.ContainsFunc(events, func(e agent.Event) bool {
-			return e.Message != nil && e.Message.Content == "HOLD kill"
-		})
-	}) {
-		t.Fatal("the turn's start never reached the database")
-	}
+	// prompt, still queued, would run again).
+	st := openPG(t, url)
+	journaled(t, st, h2.AgentID, "HOLD kill")
 	res, sent = callSend(t, b, ctx, h2.AgentID, "after the kill", 0)
 	if res.IsError || sent.Route != "forwarded" {
 		t.Fatalf("send_message at B = %s (%+v); want it forwarded to A", text(res), sent)
@@ -146,6 +112,78 @@ func TestThreeInstancesOnOnePostgreSQL(t *testing.T) {
 	}
 }
 
+// heldModel is a fake model that answers "answer to <the last user
+// text>", holding its answer to a prompt of holds until that gate opens,
+// and counts the requests by their last user text.
+type heldModel struct {
+	*fakeopenai.Server
+	mu    sync.Mutex
+	asked map[string]int
+}
+
+func newHeldModel(t *testing.T, holds map[string]*releaseGate) *heldModel {
+	m := &heldModel{asked: map[string]int{}}
+	m.Server = fakeopenai.New(func(_ int, req fakeopenai.Request) fakeopenai.Reply {
+		lu := req.LastUserText()
+		m.mu.Lock()
+		m.asked[lu]++
+		m.mu.Unlock()
+		if g := holds[lu]; g != nil {
+			g.wait(2 * time.Minute)
+		}
+		return fakeopenai.Reply{Text: "answer to " + lu}
+	})
+	t.Cleanup(func() {
+		for _, g := range holds {
+			g.open() // a held handler must not hold up Close
+		}
+		m.Close()
+	})
+	return m
+}
+
+// count is how many requests had text as their last user message.
+func (m *heldModel) count(text string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.asked[text]
+}
+
+// clusterInstance is one serve --http instance on the PostgreSQL store at
+// url, with a lease of clusterLease, serving principal alice.
+func clusterInstance(t *testing.T, fake *fakeopenai.Server, url string) *instance {
+	t.Helper()
+	cfg := `{"cluster":{"lease_seconds":` + strings.TrimSuffix(clusterLease.String(), "s") + `},` +
+		`"http":{"tokens":[{"principal":"alice","token_env":"ALICE_TOKEN"}]}}`
+	return start(t, fake, serverOpts{http: true, token: aliceTok, config: cfg, env: []string{"ALICE_TOKEN=" + aliceTok},
+		args: []string{"--store", url}})
+}
+
+// openPG opens the instances' database as the test's own reader.
+func openPG(t *testing.T, url string) *pgstore.Store {
+	t.Helper()
+	st, err := pgstore.Open(context.Background(), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// journaled waits until the child's journal in the database holds the
+// user message text.
+func journaled(t *testing.T, st *pgstore.Store, id, text string) {
+	t.Helper()
+	if !waitFor(10*time.Second, func() bool {
+		events, err := st.Events(context.Background(), id)
+		return err == nil && slices.ContainsFunc(events, func(e agent.Event) bool {
+			return e.Message != nil && e.Message.Content == text
+		})
+	}) {
+		t.Fatalf("%q never reached the journal of %s in the database", text, id)
+	}
+}
+
 // linesWith are the lines of log that mention s.
 func linesWith(log, s string) string {
 	var out []string
@@ -155,4 +193,158 @@ func linesWith(log, s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// An owner paused (SIGSTOP) past its lease mid-turn loses the child to
+// another instance; a follow-up sent meanwhile runs there. Woken
+// (SIGCONT) with its model answer in hand, the former owner writes
+// nothing — its write is refused by the claim's epoch, and it logs that it
+// lost the claim — so the transcript holds the cut-off turn and the
+// follow-up's, each once, and not the stale answer.
+func TestAPausedOwnerLosesItsChild(t *testing.T) {
+	url := pgURL(t)
+	release := newGate()
+	fake := newHeldModel(t, map[string]*releaseGate{"HOLD pause": release})
+	a, b, c := clusterInstance(t, fake.Server, url), clusterInstance(t, fake.Server, url), clusterInstance(t, fake.Server, url)
+	ctx := testCtx(t)
+	st := openPG(t, url)
+
+	h, _ := startBackground(t, a, ctx, "paused at A", "HOLD pause")
+	journaled(t, st, h.AgentID, "HOLD pause")
+	before, ok, err := st.ClaimOf(ctx, h.AgentID)
+	if err != nil || !ok {
+		t.Fatalf("ClaimOf = %+v, %v, %v", before, ok, err)
+	}
+	if err := a.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	defer func() {
+		if stopped {
+			_ = a.proc.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	// Another instance takes it over once A's lease ran out.
+	if !waitFor(clusterLease+10*time.Second, func() bool {
+		cl, ok, err := st.ClaimOf(ctx, h.AgentID)
+		return err == nil && (!ok || cl.Epoch > before.Epoch)
+	}) {
+		t.Fatalf("nobody took the child over within %s of A's pause", clusterLease+10*time.Second)
+	}
+	res, sent := callSend(t, b, ctx, h.AgentID, "while A sleeps", 20)
+	if res.IsError || sent.Outcome == nil || sent.Outcome.Output != "answer to while A sleeps" {
+		t.Fatalf("send_message at B = %s (%+v); want the follow-up answered", text(res), sent)
+	}
+	// A wakes with its model answer: its write is refused.
+	release.open()
+	if err := a.proc.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+	want := "lost the claim of child " + h.AgentID + " to another owner"
+	if !waitFor(20*time.Second, func() bool { return strings.Contains(a.stderr.String(), want) }) {
+		t.Fatalf("A's log does not say %q:\n%s", want, linesWith(a.stderr.String(), h.AgentID))
+	}
+	events, err := st.Events(ctx, h.AgentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs []string
+	open := false
+	for _, e := range events {
+		switch {
+		case e.Kind == agent.EventTurnStart:
+			if open {
+				t.Fatalf("a turn starts inside another:\n%+v", events)
+			}
+			open = true
+		case e.Kind == agent.EventTurnEnd:
+			open = false
+		case e.Message != nil && e.Message.Content == "answer to HOLD pause":
+			t.Fatalf("the journal holds the paused owner's stale answer:\n%+v", events)
+		case e.Message != nil && e.Message.Role == "user":
+			inputs = append(inputs, e.Message.Content)
+		}
+	}
+	if open || strings.Join(inputs, "|") != "HOLD pause|while A sleeps" {
+		t.Fatalf("turn inputs %q (a turn open: %v); want the cut-off turn, then the follow-up, each once", inputs, open)
+	}
+	if _, rows := callList(t, c, ctx, nil); len(rows) == 0 {
+		t.Fatal("C lists nothing")
+	}
+}
+
+// PostgreSQL stopped mid-turn and started again: every call made while it
+// is down comes back within 30 s (an error saying what failed, or an
+// answer), and nothing acknowledged is lost — a follow-up admitted before
+// the outage, and any admitted during it, run once the database is back
+// (the owner, whose writes failed, closes the cut-off turn and runs them).
+func TestPostgreSQLRestartMidTurn(t *testing.T) {
+	srv, url := pgServer(t)
+	release := newGate()
+	fake := newHeldModel(t, map[string]*releaseGate{"HOLD pg": release})
+	a, b := clusterInstance(t, fake.Server, url), clusterInstance(t, fake.Server, url)
+	ctx := testCtx(t)
+	st := openPG(t, url)
+
+	h, _ := startBackground(t, a, ctx, "through an outage", "HOLD pg")
+	journaled(t, st, h.AgentID, "HOLD pg")
+	res, sent := callSend(t, b, ctx, h.AgentID, "queued before", 0)
+	if res.IsError || sent.MessageID == "" {
+		t.Fatalf("send_message at B = %s", text(res))
+	}
+	acked := []string{"queued before"}
+
+	srv.Stop(t)
+	release.open() // A's turn ends while the database is down: its writes fail
+	bounded := func(s *instance, name string, args map[string]any) (*mcp.CallToolResult, error) {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = name, args
+		began := time.Now()
+		r, err := s.client.CallTool(cctx, req)
+		if cctx.Err() != nil {
+			t.Fatalf("%s hung past 30s while PostgreSQL was down", name)
+		}
+		t.Logf("%s during the outage: %s after %s", name, func() string {
+			if err != nil {
+				return err.Error()
+			}
+			return text(r)
+		}(), time.Since(began).Round(time.Millisecond))
+		return r, err
+	}
+	for _, s := range []*instance{a, b} {
+		if r, err := bounded(s, "list_agents", map[string]any{}); err == nil && r.IsError && !strings.Contains(strings.ToLower(text(r)), "store") {
+			t.Errorf("list_agents failed without saying the store failed: %s", text(r))
+		}
+		r, err := bounded(s, "send_message", map[string]any{"subagent_id": h.AgentID, "message": "during " + s.url})
+		switch {
+		case err != nil:
+		case r.IsError:
+			if !strings.Contains(strings.ToLower(text(r)), "store") {
+				t.Errorf("send_message failed without saying the store failed: %s", text(r))
+			}
+		default:
+			acked = append(acked, "during "+s.url)
+		}
+	}
+
+	srv.Start(t)
+	if !waitFor(45*time.Second, func() bool {
+		return !slices.ContainsFunc(acked, func(m string) bool { return fake.count(m) == 0 })
+	}) {
+		t.Fatalf("after the restart, the acknowledged messages %q did not all reach the model; A's log:\n%s", acked, linesWith(a.stderr.String(), h.AgentID))
+	}
+	for _, m := range acked {
+		if n := fake.count(m); n != 1 {
+			t.Errorf("%q reached the model %d times; want once", m, n)
+		}
+	}
+	res, sent = callSend(t, b, ctx, h.AgentID, "after the outage", 20)
+	if res.IsError || sent.Outcome == nil || sent.Outcome.Output != "answer to after the outage" {
+		t.Fatalf("send_message after the restart = %s (%+v)", text(res), sent)
+	}
 }
