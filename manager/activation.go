@@ -107,6 +107,10 @@ type activation struct {
 	owned      map[string]*activation
 	settling   bool
 	waiters    map[string]*waiter
+	// seen are the ids of every message this activation queued, adopted
+	// or loaded: the stored inbox holds them until their turn's events
+	// are committed, and adoptStored must not take them twice.
+	seen       map[string]bool
 	last       seam.Result // the outcome of the epoch's last turn
 	lastInBand bool        // ...and it was handed to a waiting caller
 	usage      llm.Usage   // cumulative over the child's life as known here
@@ -141,6 +145,7 @@ func (a *activation) admitBudget(text, source string, wait bool, budget *seam.Bu
 	id = newMessageID()
 	msg := inboxMsg{id: id, text: text, source: source, budget: budget, at: a.m.adm.Stamp()}
 	a.inbox = append(a.inbox, msg)
+	a.seen[id] = true
 	a.persist.enqueue(msg.queued())
 	a.parked = false // the next message sent wakes a parked queue
 	if wait {
@@ -160,6 +165,7 @@ func (a *activation) inject(text, source string) (string, bool) {
 	}
 	id := newMessageID()
 	a.injects = append(a.injects, inboxMsg{id: id, text: text, source: source})
+	a.seen[id] = true
 	a.persist.enqueue(seam.QueuedMessage{ID: id, Text: text, Source: source, Quiet: true})
 	return id, true
 }
@@ -171,6 +177,7 @@ func (a *activation) inject(text, source string) (string, bool) {
 // writes failed, fail.
 func (a *activation) next() (msg inboxMsg, injects []inboxMsg, settle, stop, fail bool) {
 	for {
+		a.adoptStored() // cluster.go: what other instances admitted
 		a.mu.Lock()
 		if a.ctx.Err() != nil {
 			a.mu.Unlock()
@@ -305,7 +312,9 @@ func (a *activation) settle() {
 		notice = &inboxMsg{id: newMessageID(), text: wording.Settled(a.hdr.ID, last), source: agent.SourceSettled, stop: last.StopReason, at: m.adm.Stamp()}
 	}
 	notify := m.settleNotice(a, notice)
+	revoked := true
 	if err := m.flush(a, true, notify); err != nil {
+		revoked = false
 		// Not stored: the claim stays, so the next start announces the
 		// epoch again; the parent is told now all the same.
 		notify = nil
@@ -318,6 +327,9 @@ func (a *activation) settle() {
 	close(a.released)
 	m.emit(Event{Type: EventEnd, RunID: a.hdr.ID, Provider: a.hdr.Provider, Local: true, StopReason: last.StopReason, Output: last.Output})
 	m.log.Info("subagent settled", "agent_id", a.hdr.ID, "stop_reason", last.StopReason, "in_band", inBand)
+	if revoked {
+		m.settledQueue(a.hdr) // cluster.go
+	}
 }
 
 // persistFailed is the writer telling the activation its writes failed

@@ -205,7 +205,7 @@ func startErr(ctx context.Context, provider string, err error) error {
 // the caller's: a resume's claim is part of its materialisation.
 func (m *Manager) activate(ctx context.Context, hdr seam.Header, desc seam.Descriptor, drv seam.Driver, parentID string, create *seam.NewChild, closing []agent.Event) (*activation, error) {
 	a := &activation{m: m, hdr: hdr, desc: desc, driver: drv, wake: make(chan struct{}),
-		owned: map[string]*activation{}, waiters: map[string]*waiter{}, released: make(chan struct{}), isNew: create != nil}
+		owned: map[string]*activation{}, waiters: map[string]*waiter{}, seen: map[string]bool{}, released: make(chan struct{}), isNew: create != nil}
 	var fence *seam.Fence
 	if create == nil {
 		if cp, ok, _ := m.store.Checkpoint(ctx, hdr.ID); ok {
@@ -396,9 +396,15 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller seam.ParentRef, chi
 			}
 			continue
 		}
+		// Resident at another live instance: its owner runs it (cluster.go).
+		if sent, ok, err := m.sendElsewhere(ctx, hdr, content, wait, budget); ok {
+			return sent, err
+		}
 		a, err = m.resume(ctx, hdr, caller)
 		if err != nil {
-			if errors.Is(err, errResident) {
+			// errResident: a send resumed it meanwhile; ErrOwned: another
+			// instance claimed it meanwhile, and the next try sends it there.
+			if errors.Is(err, errResident) || errors.Is(err, seam.ErrOwned) {
 				continue
 			}
 			return nil, err

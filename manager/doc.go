@@ -48,8 +48,9 @@
 //     made in the child's creating write or at a cold resume, renewed every
 //     third of Options.LeaseTTL while any child is resident, and revoked by
 //     the settlement. A child claimed by another owner whose lease runs is
-//     resident in another server: a send to it is NOT_RESUMABLE (wrapping
-//     ErrOwned), and Recover leaves it alone. An interrupt of it is
+//     resident in another server: a send to it is admitted there (route
+//     forwarded; see Several instances below), and Recover leaves it
+//     alone. An interrupt of it is
 //     recorded in the store (seam.Interrupts, with the claim's epoch) when
 //     the store has that ability and seam.Waker; each resident activation
 //     watches its child and consumes such a request, fenced by its claim,
@@ -185,6 +186,62 @@
 // holds its slot: it lends it only to turns it waits for in band. Stamps
 // follow the wall clock across a restart; a clock set back can reorder
 // turns queued before and after it.
+//
+// # Several instances
+//
+// Managers of several servers may share one store (DESIGN §10; PostgreSQL).
+// Any of them takes any call; the child stays where it is resident, and
+// the store carries the call (cluster.go):
+//
+//   - A follow-up for a child another live owner holds is admitted to the
+//     child's stored inbox by the receiving manager (committed before its
+//     id is handed out, route forwarded) and wakes the owner (seam.Waker).
+//     The owner's activation adopts what others admitted — at each
+//     wake-up of its child and before it takes each message — in the FIFO
+//     order of the admission stamps, one turn each. A child whose owner
+//     settles meanwhile is resumed by whichever of the two claims it
+//     first: the sender, seeing the claim gone after its admission, or the
+//     former owner, which reads its stored inbox once more after settling.
+//   - A caller waiting on such a follow-up waits on the store: woken at
+//     each turn's end, it reads the journal from where it stood before the
+//     admission for the turn whose input is the message, so it gets the
+//     answer of whichever owner runs it (after a takeover, the new one's;
+//     a turn cut off is closed aborted). It gets what the journal holds —
+//     output, stop reason, diagnostic, usage — and its answer does not
+//     stand in for the settlement notice, which its principal gets too.
+//   - Listing at any instance shows a child resident elsewhere (a claim of
+//     another owner, live by this manager's clock) with its owner's status
+//     as the store shows it (running, idle). Its questions are not listed
+//     there: they live in the owner's memory.
+//   - A child whose writes failed here (the store was down) keeps its
+//     claim, which this manager's renewals keep live, so no other instance
+//     takes it over: the sweep closes and announces such an epoch of its
+//     own once the store answers again, and runs what was queued for it.
+//   - A notice for a root principal stored at any instance wakes the
+//     principal's waiting call at every instance (WaitNotices, WaitSignal
+//     on a principal's address) and is taken once (Store.TakeNotices).
+//
+// What stays per instance, and why:
+//
+//   - A subtree is resident on one instance: an agent's children are
+//     started by its own turn, which runs where it is resident, and sends
+//     to an agent's children come from that agent only. So the parent
+//     lookups for delivery (activation.parent, owned), the wake-up
+//     channels of agents (pendingSig for agent addresses) and the ancestor
+//     checks of live children are in memory. A takeover moves children
+//     one by one, so after one a parent and its child may live on two
+//     instances: the child's notice then goes through the store (the
+//     parent's stored inbox), as it does for a parent that is not resident.
+//   - Admission seats (MaxRunningChildren, MaxRunningTotal) count the
+//     turns in flight on this instance: a cap is per instance, and a
+//     caller waiting at another instance lends the turn no slot.
+//   - Budget ledgers live where the child is resident; a ledger is rebuilt
+//     from the journal on every resume, so a takeover keeps the limits.
+//   - Session liveness (Options.SessionConnected) is this instance's: a
+//     notice for a session connected at another instance may be taken by
+//     another session of the same principal here.
+//   - MCP tasks waiting on a forwarded follow-up, and the questions a child
+//     asks, are served by the instance the child is resident on.
 //
 // # Lock order
 //

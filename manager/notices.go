@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -114,9 +115,12 @@ func (m *Manager) noticeFor(n seam.Notice, session string) bool {
 }
 
 // WaitNotices blocks until something is pending for a root principal's
-// session (see TakeNotices) or ctx ends, then takes it.
+// session (see TakeNotices) or ctx ends, then takes it. A notice another
+// instance sharing the store queued wakes it too (the store's wake-up).
 func (m *Manager) WaitNotices(ctx context.Context, principal, session string) []seam.Notice {
 	addr := seam.PrincipalAddress(principal)
+	stored, stop := m.watchAddr(ctx, addr) // cluster.go
+	defer stop()
 	for {
 		ch := m.pendingChan(addr)
 		if ns := m.TakeNotices(principal, session); len(ns) > 0 {
@@ -124,6 +128,7 @@ func (m *Manager) WaitNotices(ctx context.Context, principal, session string) []
 		}
 		select {
 		case <-ch:
+		case <-stored:
 		case <-m.sessionsChanged():
 		case <-ctx.Done():
 			return m.TakeNotices(principal, session)
@@ -147,14 +152,24 @@ func (m *Manager) sessionsChanged() <-chan struct{} {
 	return m.sessionSig
 }
 
-// WaitSignal blocks until something is delivered to addr or ctx ends.
+// WaitSignal blocks until something is delivered to addr or ctx ends. A
+// root principal's children may live at any instance sharing the store, so
+// a notice queued for it at another wakes it too (the store's wake-up); an
+// agent's children are resident where it is.
 func (m *Manager) WaitSignal(ctx context.Context, addr string) {
 	ch := m.pendingChan(addr)
-	// Logged once the waiter holds the channel: from here on a delivery
+	var stored <-chan struct{}
+	if strings.HasPrefix(addr, seam.PrincipalAddress("")) {
+		var stop func()
+		stored, stop = m.watchAddr(ctx, addr)
+		defer stop()
+	}
+	// Logged once the waiter holds the channels: from here on a delivery
 	// wakes it (what a test waits for before delivering).
 	m.log.Debug("waiting for a delivery", "address", addr)
 	select {
 	case <-ch:
+	case <-stored:
 	case <-ctx.Done():
 	}
 }

@@ -210,8 +210,9 @@ func (m *Manager) startSweep() {
 // the epoch is closed and announced), fenced by the claim as read, so a
 // claim the store judges live (its clock, not ours, decides) or that
 // another server took first is left alone; then the messages queued for
-// the child run here, in order. This manager's own claims are not swept:
-// they are resident here or Recover's at the next start.
+// the child run here, in order. This manager's own claims that are not
+// resident here (a child whose writes failed) are closed the same way
+// (closeOwn).
 func (m *Manager) sweep(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
@@ -225,7 +226,13 @@ func (m *Manager) sweep(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if c.Owner.ID == m.owner || c.Owner.ID == "" || c.Owner.Expires.After(now) {
+		if c.Owner.ID == m.owner {
+			if h, ok := m.closeOwn(ctx, c); ok {
+				m.runQueued(ctx, h)
+			}
+			continue
+		}
+		if c.Owner.ID == "" || c.Owner.Expires.After(now) {
 			continue
 		}
 		if m.resident(c.ChildID) {
@@ -238,6 +245,29 @@ func (m *Manager) sweep(ctx context.Context) {
 		m.log.Warn("took over a child whose owner's lease expired", "agent_id", c.ChildID, "owner", c.Owner.ID, "epoch", c.Epoch)
 		m.runQueued(ctx, h)
 	}
+}
+
+// closeOwn closes an epoch of this manager's own that is not resident
+// here: a child whose writes failed (the store was down) keeps its claim
+// so that its epoch is announced, and this manager's renewals keep that
+// claim live, so no other instance would; messages other instances queued
+// for it meanwhile run once it is closed (the caller runs them). Under
+// resumeMu, so a resume between its claim and its registration is not
+// taken for one.
+func (m *Manager) closeOwn(ctx context.Context, c seam.Claim) (seam.Header, bool) {
+	m.resumeMu.Lock()
+	defer m.resumeMu.Unlock()
+	m.mu.Lock()
+	_, resident := m.live[c.ChildID]
+	m.mu.Unlock()
+	if resident {
+		return seam.Header{}, false
+	}
+	h, ok := m.closeEpoch(ctx, c, true)
+	if ok {
+		m.log.Warn("closed an epoch of a child whose writes had failed here", "agent_id", c.ChildID, "epoch", c.Epoch)
+	}
+	return h, ok
 }
 
 // runQueued resumes a child taken over whose stored inbox holds messages
@@ -257,7 +287,9 @@ func (m *Manager) runQueued(ctx context.Context, h seam.Header) {
 	}
 	a, err := m.resume(ctx, h, caller)
 	if err != nil {
-		if !errors.Is(err, errResident) { // a send resumed it meanwhile: it runs them
+		// errResident: a send resumed it meanwhile, and it runs them;
+		// ErrOwned: another instance claimed it first, and it runs them.
+		if !errors.Is(err, errResident) && !errors.Is(err, seam.ErrOwned) {
 			m.log.Error("resuming a taken-over child failed; its queued messages run at its next send", "agent_id", h.ID, "err", err)
 		}
 		return

@@ -39,9 +39,10 @@ func (m *Manager) requestInterrupt(ctx context.Context, caller seam.ParentRef, c
 }
 
 // watchInterrupts consumes the interrupt requests other instances record
-// for this resident child, from the run's start until the activation is
-// released: at once, then at every wake-up of the child (an admission, a
-// request, or the store's reconnect, after which it rescans). A request
+// for this resident child, and adopts the follow-ups they admit to its
+// stored inbox, from the run's start until the activation is released: at
+// once, then at every wake-up of the child (an admission, a request, or
+// the store's reconnect, after which it rescans). A request
 // of an earlier claim epoch was for a turn that is gone with its former
 // owner: it is dropped. Called by run with m.wg held for it.
 func (a *activation) watchInterrupts() {
@@ -76,6 +77,7 @@ func (a *activation) watchInterrupts() {
 	}
 	for {
 		a.takeInterrupt(ctx, is)
+		a.adoptStored() // cluster.go: follow-ups admitted at other instances
 		select {
 		case <-wake:
 		case <-ctx.Done():

@@ -2,8 +2,6 @@ package manager_test
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,10 +14,11 @@ import (
 
 // Two managers share a store. A child resident in the first stays claimed
 // for as long as the first runs (its renewer outlives several leases), so
-// the second neither announces it nor resumes it: a send is NOT_RESUMABLE,
-// naming the other owner. Once the first closes, its claim stays but
-// expires at once: the second's Recover announces the epoch and a send
-// resumes the child there.
+// the second neither announces it nor resumes it: a send there is admitted
+// to the child's stored inbox for its owner (route forwarded). Once the
+// first closes, its claim stays but expires at once: the second's Recover
+// announces the epoch and a send resumes the child there, which runs the
+// forwarded message first.
 func TestAChildResidentElsewhereIsRefusedUntilItsOwnerCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
@@ -58,9 +57,12 @@ func TestAChildResidentElsewhereIsRefusedUntilItsOwnerCloses(t *testing.T) {
 		if ns := m2.TakeNotices("p", ""); len(ns) != 0 {
 			t.Errorf("Recover announced a child resident in another manager: %+v", ns)
 		}
-		_, err = m2.Followup(ctx, root, s.ChildID, "hello", false)
-		if !errors.Is(err, seam.ErrNotResumable) || !errors.Is(err, seam.ErrOwned) || !strings.Contains(err.Error(), first.ID) {
-			t.Fatalf("a send to a child resident elsewhere = %v; want NOT_RESUMABLE wrapping ErrOwned, naming the owner", err)
+		fwd, err := m2.Followup(ctx, root, s.ChildID, "hello", false)
+		if err != nil || fwd.Route != manager.RouteForwarded {
+			t.Fatalf("a send to a child resident elsewhere = %+v, %v; want it forwarded to the owner", fwd, err)
+		}
+		if q, err := st.Queued(ctx, s.ChildID); err != nil || len(q) != 1 || q[0].ID != fwd.MessageID {
+			t.Fatalf("the stored inbox after the forward = %+v, %v; want the message", q, err)
 		}
 
 		if err := m1.Close(ctx); err != nil {

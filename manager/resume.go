@@ -24,6 +24,11 @@ func (m *Manager) header(ctx context.Context, childID string) (seam.Header, erro
 			return h, &seam.Error{Code: seam.CodeNotResumable, AgentID: childID, Err: err,
 				Message: fmt.Sprintf("subagent %q cannot be resumed: its stored record is corrupt; do not retry send_message with this id", childID)}
 		}
+		if !errors.Is(err, seam.ErrNotFound) && ctx.Err() == nil {
+			// The store failed (a database down): the child may be fine.
+			return h, &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: childID, Err: err,
+				Message: fmt.Sprintf("the session store cannot be read (%s); nothing was sent to subagent %q, send again once it is back", truncate.Head(err.Error(), 300), childID)}
+		}
 		return h, &seam.Error{Code: seam.CodeNotResumable, AgentID: childID, Err: err,
 			Message: fmt.Sprintf("subagent %q is unavailable", childID)}
 	}
@@ -98,6 +103,7 @@ func (m *Manager) resume(ctx context.Context, hdr seam.Header, caller seam.Paren
 	a.mu.Lock()
 	for _, q := range queued {
 		msg := inboxMsg{id: q.ID, text: q.Text, source: q.Source, budget: q.Budget, at: q.At}
+		a.seen[q.ID] = true
 		if q.Quiet {
 			a.injects = append(a.injects, msg)
 		} else {

@@ -16,6 +16,7 @@ func (m *Manager) release(a *activation, notice *inboxMsg, stored *seam.ParentNo
 		pa.mu.Lock()
 		if notice != nil && !pa.settling {
 			pa.inbox = append(pa.inbox, *notice)
+			pa.seen[notice.id] = true
 			if stored == nil || !stored.Inbox {
 				pa.persist.enqueue(notice.queued())
 			}
@@ -60,6 +61,11 @@ func (m *Manager) settleNotice(a *activation, n *inboxMsg) *seam.ParentNotice {
 	if pa := a.parent; pa != nil {
 		pa.mu.Lock()
 		settling := pa.settling
+		if !settling {
+			// release puts it in the parent's inbox: the parent must not
+			// adopt it from its stored inbox too once it is committed.
+			pa.seen[n.id] = true
+		}
 		pa.mu.Unlock()
 		if !settling {
 			return &seam.ParentNotice{To: pa.hdr.ID, Inbox: true, Message: n.queued()}

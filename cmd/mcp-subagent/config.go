@@ -25,8 +25,10 @@ type Config struct {
 	DataDir string       `json:"data_dir,omitempty"`
 	// Store is a PostgreSQL URL to keep the session store in (store.go);
 	// empty: the bbolt file in the data directory.
-	Store       string  `json:"store,omitempty"`
-	WaitSeconds float64 `json:"wait_seconds,omitempty"`
+	Store string `json:"store,omitempty"`
+	// Cluster tunes several instances sharing the store.
+	Cluster     ClusterConfig `json:"cluster"`
+	WaitSeconds float64       `json:"wait_seconds,omitempty"`
 	// MaxMessageBytes bounds one MCP message a client sends over stdio (a
 	// line, in process or relayed); zero: 8 MiB. HTTP bodies have
 	// http.max_body_bytes.
@@ -48,6 +50,18 @@ type Config struct {
 	// Retention prunes settled children automatically (admin.go); nil:
 	// never.
 	Retention *RetentionConfig `json:"retention,omitempty"`
+}
+
+// ClusterConfig tunes several instances sharing one store (DESIGN §10).
+type ClusterConfig struct {
+	// LeaseSeconds is an instance's lease on its resident children
+	// (manager.Options.LeaseTTL); zero: manager.DefaultLeaseTTL.
+	LeaseSeconds float64 `json:"lease_seconds,omitempty"`
+}
+
+// leaseTTL is the manager's LeaseTTL; zero: its default.
+func (c ClusterConfig) leaseTTL() time.Duration {
+	return time.Duration(c.LeaseSeconds * float64(time.Second))
 }
 
 // LimitsConfig bounds tool arguments (edge.Limits) and the turns in

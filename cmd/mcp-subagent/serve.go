@@ -193,7 +193,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	}
 	var ts *edge.Server
 	a.owner = instanceOwnerID()
-	mgr := manager.New(manager.Options{OwnerID: a.owner, MaxDepth: cfg.MaxDepth, Budget: cfg.Limits.Budget.limits(), Logger: log.With("component", "manager"), Store: store,
+	mgr := manager.New(manager.Options{OwnerID: a.owner, LeaseTTL: cfg.Cluster.leaseTTL(), MaxDepth: cfg.MaxDepth, Budget: cfg.Limits.Budget.limits(), Logger: log.With("component", "manager"), Store: store,
 		MaxRunningChildren: cfg.Limits.MaxRunningChildren, MaxRunningTotal: cfg.Limits.MaxRunningTotal, Worktrees: worktrees,
 		OnNotice: func(principal string, n seam.Notice) {
 			if ts != nil {

@@ -97,6 +97,14 @@ type Source interface {
 	Corrupt(id string) string
 	// NoteCorrupt records that reading child id failed with err.
 	NoteCorrupt(id string, err error)
+	// Elsewhere returns the children resident at other instances sharing
+	// the store, by id (nil when the store cannot say).
+	Elsewhere(ctx context.Context) map[string]seam.Claim
+	// StatusElsewhere is the status of child id, resident at another
+	// instance, as the store shows it.
+	StatusElsewhere(ctx context.Context, id string) string
+	// ResidentElsewhere are the listings of parent's children among claims.
+	ResidentElsewhere(ctx context.Context, parent string, claims map[string]seam.Claim) []seam.Listing
 }
 
 // Store is what listing reads of the session store (and the checkpoints
@@ -130,8 +138,16 @@ func liveRow(a Live) Row {
 }
 
 // Subtree lists root's whole subtree, live state merged over the store,
-// in creation order.
+// in creation order; a child resident at another instance lists with its
+// owner's status.
 func (m Lister) Subtree(ctx context.Context, root string) ([]Row, error) {
+	return m.subtree(ctx, root, m.Source.Elsewhere(ctx))
+}
+
+// subtree lists root's whole subtree; claims are the children resident at
+// other instances (Source.Elsewhere), listed with their owner's status
+// (nil: they list as stored).
+func (m Lister) subtree(ctx context.Context, root string, claims map[string]seam.Claim) ([]Row, error) {
 	// The whole subtree, breadth first; tree usage summed bottom-up.
 	var rows []Row
 	depthOf := map[string]int{root: 0}
@@ -166,7 +182,7 @@ func (m Lister) Subtree(ctx context.Context, root string) ([]Row, error) {
 				rows = append(rows, Row{Kind: "diagnostic", ID: id, Reason: "corrupt", CreatedAt: l.Header.CreatedAt})
 				continue
 			}
-			r := m.row(ctx, l)
+			r := m.row(ctx, l, claims)
 			r.CreatedAt = l.Header.CreatedAt
 			rows = append(rows, r)
 			queue = append(queue, id)
@@ -189,15 +205,16 @@ func (m Lister) Subtree(ctx context.Context, root string) ([]Row, error) {
 }
 
 // childRows are the rows of a parent's direct children as the store
-// listed them, each with the usage of its whole subtree.
-func (m Lister) childRows(ctx context.Context, ls []seam.Listing) []Row {
+// listed them, each with the usage of its whole subtree; claims as
+// subtree takes them.
+func (m Lister) childRows(ctx context.Context, ls []seam.Listing, claims map[string]seam.Claim) []Row {
 	rows := make([]Row, 0, len(ls))
 	for _, l := range ls {
 		if l.Corrupt {
 			rows = append(rows, Row{Kind: "diagnostic", ID: l.Header.ID, Reason: "corrupt", CreatedAt: l.Header.CreatedAt})
 			continue
 		}
-		r := m.row(ctx, l)
+		r := m.row(ctx, l, claims)
 		r.CreatedAt = l.Header.CreatedAt // a diagnostic row too: it has a place in the order
 		r.TreeUsage = r.Usage
 		if l.HasChildren && r.Usage != nil {
@@ -235,7 +252,7 @@ const StoreRowID = "session-store"
 // TreeUsage returns what the descendants of an agent (a child id) have
 // used so far, all levels summed.
 func (m Lister) TreeUsage(ctx context.Context, agentID string) (llm.Usage, error) {
-	rows, err := m.Subtree(ctx, agentID)
+	rows, err := m.subtree(ctx, agentID, nil) // usage only
 	if err != nil {
 		return llm.Usage{}, err
 	}
@@ -251,8 +268,9 @@ func (m Lister) TreeUsage(ctx context.Context, agentID string) (llm.Usage, error
 // row projects one child on the three-step ladder: a live child reads its
 // activation (no journal read); a stored child its checkpoint when the
 // sequence gate passes; otherwise its journal is folded once and the
-// checkpoint cached.
-func (m Lister) row(ctx context.Context, l seam.Listing) Row {
+// checkpoint cached. A child resident at another instance (in claims) has
+// its owner's status as the store shows it (Source.StatusElsewhere).
+func (m Lister) row(ctx context.Context, l seam.Listing, claims map[string]seam.Claim) Row {
 	h := l.Header
 	if a, ok := m.Source.Resident(h.ID); ok {
 		a.Header = h // the listed header (the model is the descriptor's, also for a child stored before Header.Model)
@@ -260,6 +278,9 @@ func (m Lister) row(ctx context.Context, l seam.Listing) Row {
 	}
 	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Model: h.Model, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd, Worktree: h.Worktree}
 	r.Status = StatusReady
+	if _, ok := claims[h.ID]; ok {
+		r.Status = m.Source.StatusElsewhere(ctx, h.ID)
+	}
 	if bad := m.Source.Corrupt(h.ID); bad != "" {
 		return Row{Kind: "diagnostic", ID: h.ID, Reason: bad}
 	}

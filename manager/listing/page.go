@@ -148,6 +148,7 @@ func (m Lister) Page(ctx context.Context, root string, q Query) (Page, error) {
 // ones and a diagnostic row, unpaged (they are few).
 func (m Lister) seekRows(ctx context.Context, root string, q Query, after seam.ListingKey,
 	read func(context.Context, string, seam.Page) ([]seam.Listing, error)) (rows []Row, whole bool, err error) {
+	claims := m.Source.Elsewhere(ctx) // children resident at other instances
 	// rows holds up to Limit+1: one more tells there is a next page.
 	for page := (seam.Page{After: after, Limit: q.Limit + 1}); len(rows) <= q.Limit; {
 		ls, err := read(ctx, root, page)
@@ -158,7 +159,7 @@ func (m Lister) seekRows(ctx context.Context, root string, q Query, after seam.L
 			// As ListDescendants does.
 			return m.liveRows(root, err), true, nil
 		}
-		for _, r := range m.childRows(ctx, ls) {
+		for _, r := range m.childRows(ctx, ls, claims) {
 			if keeps(q.Status, r) {
 				rows = append(rows, r)
 			}
@@ -178,9 +179,11 @@ func (m Lister) residentRows(ctx context.Context, parent string, q Query, after 
 	for _, a := range m.Source.ResidentChildren(parent) {
 		ls = append(ls, seam.Listing{Header: a.Header})
 	}
+	claims := m.Source.Elsewhere(ctx)
+	ls = append(ls, m.Source.ResidentElsewhere(ctx, parent, claims)...)
 	slices.SortFunc(ls, func(x, y seam.Listing) int { return compareKeys(x.Key(), y.Key()) })
 	var rows []Row
-	for _, r := range m.childRows(ctx, ls) {
+	for _, r := range m.childRows(ctx, ls, claims) {
 		if len(rows) > q.Limit {
 			break
 		}

@@ -27,6 +27,7 @@ func RunShared(t *testing.T, open func(t *testing.T) (watcher, writer seam.Store
 		fn   func(t *testing.T, w, s seam.Store)
 	}{
 		{"an inbox admission wakes the child's watchers", testWakeOnEnqueue},
+		{"a turn's end wakes the child's watchers", testWakeOnTurnEnd},
 		{"a settlement wakes the child's watchers and its notice's recipient", testWakeOnSettle},
 		{"a settlement notice to a parent's inbox wakes the parent's watchers", testWakeParentInbox},
 		{"a queued notice wakes its address's watchers", testWakeOnNotice},
@@ -106,6 +107,20 @@ func testWakeOnEnqueue(t *testing.T, w, s seam.Store) {
 		t.Fatal(err)
 	}
 	woken(t, c, "a second message was admitted")
+}
+
+func testWakeOnTurnEnd(t *testing.T, w, s seam.Store) {
+	mustClaim(t, s, header("c", "principal:local", 0), owner("owner-a"))
+	c := watch(t, w, "c")
+	events := turn(0, 1, "go")
+	// A turn's start and its messages are progress nobody waits for.
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Events: events[:3]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Events: events[3:]}); err != nil {
+		t.Fatal(err)
+	}
+	woken(t, c, "the turn's end was appended")
 }
 
 func testWakeOnSettle(t *testing.T, w, s seam.Store) {

@@ -119,14 +119,20 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // test's own, with doctorSecret as its password: trust authentication
 // ignores it; it is there to be hidden.
 func pgURL(t *testing.T) string {
+	_, url := pgServer(t)
+	return url
+}
+
+// pgServer is pgURL with its server, which a test may stop and start.
+func pgServer(t *testing.T) (*pgtest.Server, string) {
 	srv := pgtest.New(t)
 	for _, f := range strings.Fields(srv.DSN(t)) {
 		if db, ok := strings.CutPrefix(f, "dbname="); ok {
-			return "postgres://postgres:" + doctorSecret + "@/" + db + "?host=" + srv.SocketDir()
+			return srv, "postgres://postgres:" + doctorSecret + "@/" + db + "?host=" + srv.SocketDir()
 		}
 	}
 	t.Fatal("pgtest's DSN names no database")
-	return ""
+	return nil, ""
 }
 
 // The daemon of a server on a PostgreSQL store: daemon status shows the
