@@ -251,17 +251,13 @@ func (m *Manager) sweep(ctx context.Context) {
 // here: a child whose writes failed (the store was down) keeps its claim
 // so that its epoch is announced, and this manager's renewals keep that
 // claim live, so no other instance would; messages other instances queued
-// for it meanwhile run once it is closed (the caller runs them). Under
-// resumeMu, so a resume between its claim and its registration is not
-// taken for one.
+// for it meanwhile run once it is closed (the caller runs them). A child
+// resident here again is left alone: closeEpoch's takeover checks that
+// under resumeMu, so a resume between its claim and its registration is
+// not taken for one.
 func (m *Manager) closeOwn(ctx context.Context, c seam.Claim) (seam.Header, bool) {
-	m.resumeMu.Lock()
-	defer m.resumeMu.Unlock()
-	m.mu.Lock()
-	_, resident := m.live[c.ChildID]
-	m.mu.Unlock()
-	if resident {
-		return seam.Header{}, false
+	if m.resident(c.ChildID) {
+		return seam.Header{}, false // the common case, read nothing (checked again under resumeMu)
 	}
 	h, ok := m.closeEpoch(ctx, c, true)
 	if ok {

@@ -22,7 +22,8 @@ import (
 // tool said.
 type qwenAsker struct {
 	target string
-	config string // the server's config: the provider "qwen"
+	pc     map[string]any // the provider "qwen"
+	config string         // the server's config: pc alone
 }
 
 func newQwenAsker(t *testing.T) *qwenAsker {
@@ -55,7 +56,7 @@ func newQwenAsker(t *testing.T) *qwenAsker {
 	pc := map[string]any{"name": "qwen", "kind": "acp", "command": []string{bin, "--approval-mode", "default"}, "env": env,
 		"pass_env": []string{}, "timeout_seconds": acpTurnTimeout.Seconds(), "permission": "ask", "question_timeout_seconds": 120}
 	cfg, _ := json.Marshal(map[string]any{"providers": []any{pc}})
-	q.config = string(cfg)
+	q.pc, q.config = pc, string(cfg)
 	return q
 }
 

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 )
 
 // A real ACP agent (qwen --acp --approval-mode default, on a fake model
@@ -19,37 +17,11 @@ import (
 // happen and the child completes; "deny" leaves the file unwritten and
 // the transcript records the person's decline.
 func TestACPRealQwenAsksBeforeWriting(t *testing.T) {
-	bin := findACPCLI(t, "qwen")
 	for _, answer := range []string{"allow", "deny"} {
 		t.Run(answer, func(t *testing.T) {
-			var target string // the file the model asks to write, in the child's cwd
-			model := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
-				switch {
-				case len(req.Tools) == 0:
-					return fakeopenai.Reply{Text: "A title"}
-				case !strings.Contains(string(req.Raw), "ASK-WRITE"):
-					return fakeopenai.Reply{Text: "nothing to do"}
-				}
-				if res, ok := req.LastToolResult(); ok {
-					if len(res) > 200 {
-						res = res[:200]
-					}
-					return fakeopenai.Reply{Text: "WRITE-DONE (the tool said: " + res + ")"}
-				}
-				if !req.HasTool("write_file") {
-					return fakeopenai.Reply{Text: "NO write_file TOOL"}
-				}
-				b, _ := json.Marshal(map[string]any{"file_path": target, "content": "hello from qwen\n"})
-				return fakeopenai.Reply{ToolCalls: []fakeopenai.ToolCall{{Name: "write_file", Arguments: string(b)}}}
-			})
-			t.Cleanup(model.Close)
-			home := realDir(t)
-			env := realACPAgents["qwen"].env(t, home, model.URL())
-			env["HOME"], env["PATH"] = home, cliPATH(bin)
-			pc := map[string]any{"name": "qwen", "kind": "acp", "command": []string{bin, "--approval-mode", "default"}, "env": env,
-				"pass_env": []string{}, "timeout_seconds": acpTurnTimeout.Seconds(), "permission": "ask", "question_timeout_seconds": 120}
-			s, h := startWriter(t, pc, "qwen-notes.txt", &target)
-			askAndAnswer(t, s, h.AgentID, answer, target, 3*acpTurnTimeout, nil)
+			qa := newQwenAsker(t)
+			s, h := startWriter(t, qa.pc, "qwen-notes.txt", &qa.target)
+			askAndAnswer(t, s, h.AgentID, answer, qa.target, 3*acpTurnTimeout, nil)
 		})
 	}
 }
