@@ -37,10 +37,8 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// openPG opens a store on a fresh database of srv, closed when the
+// openDSN opens a store on the database dsn names, closed when the
 // benchmark ends.
-func openPG(b *testing.B, srv *pgtest.Server) *pgstore.Store { return openDSN(b, srv.DSN(b)) }
-
 func openDSN(b *testing.B, dsn string) *pgstore.Store {
 	st, err := pgstore.Open(context.Background(), dsn, quiet)
 	if err != nil {
