@@ -74,11 +74,7 @@ func TestFollowupAtAnotherInstanceRunsAtTheOwner(t *testing.T) {
 		if c, ok, err := st.ClaimOf(ctx, s.ChildID); err != nil || (ok && c.Owner.ID != "server-a") {
 			t.Fatalf("ClaimOf = %+v, %v, %v; the child must never have left A", c, ok, err)
 		}
-		events, err := st.Events(ctx, s.ChildID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkTranscript(t, events, []string{"hold: first", "second"}, "B done:")
+		checkStoredTranscript(t, st, s.ChildID, []string{"hold: first", "second"}, "B done:")
 	})
 }
 
@@ -113,11 +109,7 @@ func TestFollowupsAtSeveralInstancesRunInAdmittedOrder(t *testing.T) {
 		if err := waitSettled(ctx, st, s.ChildID); err != nil {
 			t.Fatal(err)
 		}
-		events, err := st.Events(ctx, s.ChildID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkTranscript(t, events, append([]string{"hold: first"}, inputs...), "B done:")
+		checkStoredTranscript(t, st, s.ChildID, append([]string{"hold: first"}, inputs...), "B done:")
 		if q, err := st.Queued(ctx, s.ChildID); err != nil || len(q) != 0 {
 			t.Fatalf("stored inbox after the settlement = %+v, %v; want empty", q, err)
 		}
@@ -159,11 +151,7 @@ func TestWaitAtAnotherInstanceAcrossATakeover(t *testing.T) {
 		if res := waitFor(t, s, "A's waiting caller"); res.StopReason != agent.StopError || !strings.Contains(res.Diagnostic, "lost the claim") || res.Output != "" {
 			t.Fatalf("A's caller got %+v; want an error saying A lost the claim", res)
 		}
-		events, err := st.Events(ctx, s.ChildID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkTranscript(t, events, []string{"hold: first", "second"}, "A done:")
+		checkStoredTranscript(t, st, s.ChildID, []string{"hold: first", "second"}, "A done:")
 	})
 }
 
@@ -317,11 +305,7 @@ func TestFollowupAtAnotherInstanceRacingTheSettlement(t *testing.T) {
 			if err := waitSettled(ctx, st, s.ChildID); err != nil {
 				t.Fatal(err)
 			}
-			events, err := st.Events(ctx, s.ChildID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkTranscript(t, events, []string{fmt.Sprintf("quick %d", i), text}, "\x00")
+			checkStoredTranscript(t, st, s.ChildID, []string{fmt.Sprintf("quick %d", i), text}, "\x00")
 		}
 	})
 }
