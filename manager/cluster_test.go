@@ -133,7 +133,7 @@ func TestWaitAtAnotherInstanceAcrossATakeover(t *testing.T) {
 		// A's turn has begun in the journal (its writer lingers on events
 		// nobody waits for), so the takeover closes it rather than re-run
 		// its prompt.
-		journalHolds(t, st, s.ChildID, 2)
+		journaled(t, st, s.ChildID, "hold: first")
 		sent, err := b.Followup(ctx, root, s.ChildID, "second", true)
 		if err != nil || sent.Route != manager.RouteForwarded {
 			t.Fatalf("the follow-up at B = %+v, %v; want it forwarded", sent, err)
@@ -308,19 +308,6 @@ func TestFollowupAtAnotherInstanceRacingTheSettlement(t *testing.T) {
 			checkStoredTranscript(t, st, s.ChildID, []string{fmt.Sprintf("quick %d", i), text}, "\x00")
 		}
 	})
-}
-
-// journalHolds waits until the child's stored journal holds n events: a
-// writer commits events nobody waits for a moment after they happen, and
-// nothing signals that commit.
-func journalHolds(t *testing.T, st seam.Store, id string, n int64) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if l, err := st.JournalLen(context.Background(), id); err == nil && l >= n {
-			return
-		}
-	}
-	t.Fatalf("the journal of %s did not reach %d events within 30s", id, n)
 }
 
 // waitSettled waits until the child holds no claim and nothing is queued
