@@ -238,9 +238,15 @@ func (m *Manager) elsewhere(ctx context.Context) map[string]seam.Claim {
 // a queue behind an interrupted turn (an interrupt parks the queue until
 // the next send; the store does not tell a parked queue from one about to
 // run, so a turn cut off by a takeover lists idle until the next starts).
-func (m *Manager) statusElsewhere(ctx context.Context, id string) string {
+// journal is the child's journal when the caller read it; nil: its last
+// event is read here.
+func (m *Manager) statusElsewhere(ctx context.Context, id string, journal []agent.Event) string {
 	var last *agent.Event
-	if n, err := m.store.JournalLen(ctx, id); err == nil && n > 0 {
+	if journal != nil {
+		if len(journal) > 0 {
+			last = &journal[len(journal)-1]
+		}
+	} else if n, err := m.store.JournalLen(ctx, id); err == nil && n > 0 {
 		if es, err := m.store.EventsFrom(ctx, id, n-1); err == nil && len(es) == 1 {
 			last = &es[0]
 		}

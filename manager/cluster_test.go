@@ -74,11 +74,7 @@ func TestFollowupAtAnotherInstanceRunsAtTheOwner(t *testing.T) {
 		if c, ok, err := st.ClaimOf(ctx, s.ChildID); err != nil || (ok && c.Owner.ID != "server-a") {
 			t.Fatalf("ClaimOf = %+v, %v, %v; the child must never have left A", c, ok, err)
 		}
-		events, err := st.Events(ctx, s.ChildID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkTranscript(t, events, []string{"hold: first", "second"}, "B done:")
+		checkStoredTranscript(t, st, s.ChildID, []string{"hold: first", "second"}, "B done:")
 	})
 }
 
@@ -113,11 +109,7 @@ func TestFollowupsAtSeveralInstancesRunInAdmittedOrder(t *testing.T) {
 		if err := waitSettled(ctx, st, s.ChildID); err != nil {
 			t.Fatal(err)
 		}
-		events, err := st.Events(ctx, s.ChildID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkTranscript(t, events, append([]string{"hold: first"}, inputs...), "B done:")
+		checkStoredTranscript(t, st, s.ChildID, append([]string{"hold: first"}, inputs...), "B done:")
 		if q, err := st.Queued(ctx, s.ChildID); err != nil || len(q) != 0 {
 			t.Fatalf("stored inbox after the settlement = %+v, %v; want empty", q, err)
 		}
@@ -141,7 +133,7 @@ func TestWaitAtAnotherInstanceAcrossATakeover(t *testing.T) {
 		// A's turn has begun in the journal (its writer lingers on events
 		// nobody waits for), so the takeover closes it rather than re-run
 		// its prompt.
-		journalHolds(t, st, s.ChildID, 2)
+		journaled(t, st, s.ChildID, "hold: first")
 		sent, err := b.Followup(ctx, root, s.ChildID, "second", true)
 		if err != nil || sent.Route != manager.RouteForwarded {
 			t.Fatalf("the follow-up at B = %+v, %v; want it forwarded", sent, err)
@@ -159,11 +151,7 @@ func TestWaitAtAnotherInstanceAcrossATakeover(t *testing.T) {
 		if res := waitFor(t, s, "A's waiting caller"); res.StopReason != agent.StopError || !strings.Contains(res.Diagnostic, "lost the claim") || res.Output != "" {
 			t.Fatalf("A's caller got %+v; want an error saying A lost the claim", res)
 		}
-		events, err := st.Events(ctx, s.ChildID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkTranscript(t, events, []string{"hold: first", "second"}, "A done:")
+		checkStoredTranscript(t, st, s.ChildID, []string{"hold: first", "second"}, "A done:")
 	})
 }
 
@@ -317,26 +305,9 @@ func TestFollowupAtAnotherInstanceRacingTheSettlement(t *testing.T) {
 			if err := waitSettled(ctx, st, s.ChildID); err != nil {
 				t.Fatal(err)
 			}
-			events, err := st.Events(ctx, s.ChildID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkTranscript(t, events, []string{fmt.Sprintf("quick %d", i), text}, "\x00")
+			checkStoredTranscript(t, st, s.ChildID, []string{fmt.Sprintf("quick %d", i), text}, "\x00")
 		}
 	})
-}
-
-// journalHolds waits until the child's stored journal holds n events: a
-// writer commits events nobody waits for a moment after they happen, and
-// nothing signals that commit.
-func journalHolds(t *testing.T, st seam.Store, id string, n int64) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if l, err := st.JournalLen(context.Background(), id); err == nil && l >= n {
-			return
-		}
-	}
-	t.Fatalf("the journal of %s did not reach %d events within 30s", id, n)
 }
 
 // waitSettled waits until the child holds no claim and nothing is queued

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 
+	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager/listing"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -127,8 +128,8 @@ func (s listSource) NoteCorrupt(id string, err error) { s.m.noteCorrupt(id, err)
 
 func (s listSource) Elsewhere(ctx context.Context) map[string]seam.Claim { return s.m.elsewhere(ctx) }
 
-func (s listSource) StatusElsewhere(ctx context.Context, id string) string {
-	return s.m.statusElsewhere(ctx, id)
+func (s listSource) StatusElsewhere(ctx context.Context, id string, journal []agent.Event) string {
+	return s.m.statusElsewhere(ctx, id, journal)
 }
 
 func (s listSource) ResidentElsewhere(ctx context.Context, parent string, claims map[string]seam.Claim) []seam.Listing {

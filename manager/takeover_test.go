@@ -275,12 +275,19 @@ func TestTakeoverAfterLeaseFencesTheFormerOwner(t *testing.T) {
 			t.Fatal("B did not settle the child")
 		}
 
-		events, err := st.Events(ctx, s.ChildID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkTranscript(t, events, []string{"hold: first", "hold: second"}, "A done:")
+		checkStoredTranscript(t, st, s.ChildID, []string{"hold: first", "hold: second"}, "A done:")
 	})
+}
+
+// checkStoredTranscript reads the child's stored journal and checks it
+// (checkTranscript).
+func checkStoredTranscript(t *testing.T, st seam.Store, id string, inputs []string, stale string) {
+	t.Helper()
+	events, err := st.Events(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTranscript(t, events, inputs, stale)
 }
 
 // checkTranscript asserts the journal holds exactly the turns of inputs,
@@ -410,11 +417,7 @@ func TestAFormerOwnersLateAdmissionIsRefused(t *testing.T) {
 		if !ok || res.StopReason != agent.StopError || !strings.Contains(res.Diagnostic, "lost the claim") {
 			t.Fatalf("A's waiting caller got %+v, %v; want an error saying A lost the claim", res, ok)
 		}
-		events, err := st.Events(ctx, s.ChildID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkTranscript(t, events, []string{"hold: first"}, "late from A")
+		checkStoredTranscript(t, st, s.ChildID, []string{"hold: first"}, "late from A")
 	})
 }
 

@@ -101,8 +101,9 @@ type Source interface {
 	// the store, by id (nil when the store cannot say).
 	Elsewhere(ctx context.Context) map[string]seam.Claim
 	// StatusElsewhere is the status of child id, resident at another
-	// instance, as the store shows it.
-	StatusElsewhere(ctx context.Context, id string) string
+	// instance, as the store shows it; journal is the child's journal when
+	// the caller has read it (nil: StatusElsewhere reads its last event).
+	StatusElsewhere(ctx context.Context, id string, journal []agent.Event) string
 	// ResidentElsewhere are the listings of parent's children among claims.
 	ResidentElsewhere(ctx context.Context, parent string, claims map[string]seam.Claim) []seam.Listing
 }
@@ -278,13 +279,14 @@ func (m Lister) row(ctx context.Context, l seam.Listing, claims map[string]seam.
 	}
 	r := Row{Kind: "child", ID: h.ID, Label: h.Label, Provider: h.Provider, Model: h.Model, Parent: h.Parent, Depth: h.Depth, CreatedAt: h.CreatedAt, Cwd: h.Cwd, Worktree: h.Worktree}
 	r.Status = StatusReady
-	if _, ok := claims[h.ID]; ok {
-		r.Status = m.Source.StatusElsewhere(ctx, h.ID)
-	}
+	_, elsewhere := claims[h.ID]
 	if bad := m.Source.Corrupt(h.ID); bad != "" {
 		return Row{Kind: "diagnostic", ID: h.ID, Reason: bad}
 	}
 	if cp := l.Checkpoint; cp != nil && l.JournalLen <= cp.Seq {
+		if elsewhere {
+			r.Status = m.Source.StatusElsewhere(ctx, h.ID, nil)
+		}
 		u := cp.Usage
 		r.Usage = &u
 		r.LastStopReason, r.LastMessage = cp.Stop, cp.Closing
@@ -294,6 +296,9 @@ func (m Lister) row(ctx context.Context, l seam.Listing, claims map[string]seam.
 	if err != nil {
 		m.Source.NoteCorrupt(h.ID, err)
 		return diagnostic(h.ID, err)
+	}
+	if elsewhere {
+		r.Status = m.Source.StatusElsewhere(ctx, h.ID, events) // its journal is read: only the inbox is left to read
 	}
 	u := FoldUsage(events)
 	r.Usage = &u

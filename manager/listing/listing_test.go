@@ -60,8 +60,8 @@ func (w *world) Corrupt(string) string     { return "" }
 func (w *world) NoteCorrupt(string, error) {}
 
 // One instance: nothing is resident elsewhere.
-func (w *world) Elsewhere(context.Context) map[string]seam.Claim { return nil }
-func (w *world) StatusElsewhere(context.Context, string) string  { return "" }
+func (w *world) Elsewhere(context.Context) map[string]seam.Claim               { return nil }
+func (w *world) StatusElsewhere(context.Context, string, []agent.Event) string { return "" }
 func (w *world) ResidentElsewhere(context.Context, string, map[string]seam.Claim) []seam.Listing {
 	return nil
 }
