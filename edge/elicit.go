@@ -177,6 +177,7 @@ func (s *Server) waitTurn(ctx, wctx context.Context, c call, toolName string, se
 func (s *Server) elicitAsync(ctx, wctx context.Context, c call, q seam.Question, done chan<- struct{}) context.CancelFunc {
 	ectx, cancel := context.WithCancel(wctx)
 	if !q.Deadline.IsZero() {
+		cancel() // not leaked: the deadline's context replaces it
 		ectx, cancel = context.WithDeadline(wctx, q.Deadline)
 	}
 	go func() {

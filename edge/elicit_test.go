@@ -360,6 +360,14 @@ func TestARequestStateIsRefusedUnlessItIsGenuine(t *testing.T) {
 		return res
 	}
 	good := state("local", "subagent", time.Now().Add(time.Minute))
+	other, err := seal.New("mcp-subagent requestState") // another server process's key
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := other.Seal([]byte(`{"principal":"local","tool":"subagent","child":"agent-1","question":"q-1","kind":"approval","message":"msg-1"}`), time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tampered := []byte(good)
 	if i := len(good) / 2; good[i] == 'A' {
 		tampered[i] = 'B'
@@ -373,6 +381,7 @@ func TestARequestStateIsRefusedUnlessItIsGenuine(t *testing.T) {
 	}{
 		{"tampered", "subagent", string(tampered), answer, "not issued by this server process, or it was altered"},
 		{"garbage", "subagent", "not-a-state", answer, "not issued by this server process"},
+		{"another process's", "subagent", foreign, answer, "not issued by this server process"},
 		{"expired", "subagent", state("local", "subagent", time.Now().Add(-time.Second)), answer, "expired"},
 		{"another principal's", "subagent", state("mallory", "subagent", time.Now().Add(time.Minute)), answer, "issued to another principal"},
 		{"another tool's", "send_message", state("local", "subagent", time.Now().Add(time.Minute)), answer, "issued for tool subagent"},
