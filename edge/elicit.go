@@ -54,16 +54,16 @@ type asking struct {
 	sealer *seal.Sealer
 }
 
-func newAsking(mgr Manager) *asking {
+func newAsking(mgr Manager) (*asking, error) {
 	a, ok := mgr.(Asker)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	sl, err := seal.New("mcp-subagent requestState")
 	if err != nil {
-		return nil // no randomness: questions go as notices
+		return nil, fmt.Errorf("the key that seals a question's requestState: %w", err)
 	}
-	return &asking{asker: a, sealer: sl}
+	return &asking{asker: a, sealer: sl}, nil
 }
 
 // askChannel is how the calling client can be asked.

@@ -191,7 +191,10 @@ func New(mgr Manager, opts Options) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.transcripts, _ = mgr.(Transcripts)
-	s.asking = newAsking(mgr)
+	var err error
+	if s.asking, err = newAsking(mgr); err != nil {
+		return nil, err
+	}
 	// The configured roots add to the working directory, never replace it
 	// (the README's promise); it stays first, the default cwd.
 	var roots []string
