@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager/persister"
@@ -118,13 +117,13 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req seam.St
 	stopProgress := func() {}
 	if req.Progress != nil {
 		var note func(string)
-		note, stopProgress = progressOf(drv.Journal(), req.Progress)
+		note, stopProgress = agent.TurnProgress(drv.Journal(), req.Progress)
 		a.persist.OnCreated(func() { note("started " + hdr.ID) })
 	}
 	a.deferred = wait && c.gated
 	if a.deferred {
 		a.persist.DeferRecord()
-		c.gate.deferTo(func() error { return a.persist.WaitFor(a.gate) })
+		c.gate.DeferTo(func() error { return a.persist.WaitFor(a.gate) })
 	}
 	// The grant rides with the stored prompt too, so a crash before the
 	// first turn's budget event is stored reruns the prompt under it.
@@ -144,44 +143,6 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req seam.St
 	}
 	return &Started{ChildID: hdr.ID, MessageID: msgID,
 		Turn: &turn{m: m, childID: hdr.ID, waiter: w, persist: a.persist, ticket: a.gate, progress: stopProgress}}, nil
-}
-
-// progressOf sends progress notes for a child's first turn until the turn
-// ends or the returned stop is called; after stop returns, no note is sent,
-// neither from the journal nor through note (a note of the manager's own,
-// such as "started <id>").
-func progressOf(j *agent.Journal, send func(string)) (note func(string), stop func()) {
-	notes := agent.ProgressNotes(send)
-	var mu sync.Mutex
-	stopped := false
-	// The listener never unsubscribes itself: it runs under the journal's
-	// notification lock, which an Append may be waiting for while holding
-	// the lock Subscribe's cancel takes.
-	unsub := j.Subscribe(func(e agent.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		notes(e)
-		if e.Kind == agent.EventTurnEnd {
-			stopped = true
-		}
-	})
-	note = func(n string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped {
-			send(n)
-		}
-	}
-	var once sync.Once
-	return note, func() {
-		mu.Lock()
-		stopped = true
-		mu.Unlock()
-		once.Do(unsub)
-	}
 }
 
 func startErr(ctx context.Context, provider string, err error) error {

@@ -245,7 +245,7 @@
 //
 // # Lock order
 //
-// The package has five mutexes. A goroutine holding one may take only
+// The package has four mutexes. A goroutine holding one may take only
 // those listed below it (outer first), and none nests in itself: one
 // activation's mu is never taken while another's is held, parent or child.
 //
@@ -259,11 +259,9 @@
 //  3. activation.mu — one child's inbox, parked queue, turn in flight,
 //     owned children, waiters, settling, last result and usage.
 //  4. Watch.mu — one transcript watch's journal subscription.
-//  5. progressOf.mu — one first turn's progress-note switch.
 //
-// The last two are leaves: nothing is taken while one is held. Below them
-// all rank the locks of the packages under manager/ (a child's writer
-// rode here as persister.mu, ranked just below activation.mu):
+// The last is a leaf: nothing is taken while it is held. Below them all
+// rank the locks of the packages under manager/: the child's writer's
 // persister.Writer.mu (one child's pending write and its counters; its
 // sync.Cond drained waits on it), and the policies' budget.Book.mu,
 // admission.Queue.mu, worktrees.Keeper.mu and questions.Board.mu. Each is
@@ -274,7 +272,9 @@
 // any lock above; one that does I/O (a store read, git) falls under the
 // rule below like any other (a writer's store calls run on its own
 // goroutine). TestPoliciesHoldNoLockAcrossACall checks their side;
-// TestLockOrder does not follow calls into them.
+// TestLockOrder does not follow calls into them, nor into agent (a
+// journal's locks, and agent.TurnProgress's switch of a first turn's
+// progress notes, held across the note's send).
 //
 // Only Manager.resumeMu may be held across a call into a Store, a
 // Provider, a Continuable's NewDriver or a Driver: a resume reads, claims

@@ -22,25 +22,9 @@ func (m *Manager) bg() (context.Context, context.CancelFunc) {
 }
 
 // storeWrite runs a write outside a child's writer with the same bounded
-// retry. A write refused for a reason a retry cannot change (ctx ended,
-// the child is claimed elsewhere or unknown) is not retried.
+// retry (persister.Retry.Do).
 func (m *Manager) storeWrite(ctx context.Context, write func(ctx context.Context) error) error {
-	delay := m.retry.Delay
-	var err error
-	for i := 0; i < max(m.retry.Attempts, 1); i++ {
-		if i > 0 {
-			select {
-			case <-time.After(delay):
-			case <-ctx.Done():
-				return err
-			}
-			delay *= 2
-		}
-		if err = write(ctx); err == nil || ctx.Err() != nil || errors.Is(err, seam.ErrOwned) || errors.Is(err, seam.ErrNotFound) {
-			return err
-		}
-	}
-	return err
+	return m.retry.Do(ctx, write)
 }
 
 // lostClaim reports whether err is a write refused because the child was

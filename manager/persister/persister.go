@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
@@ -92,6 +93,28 @@ type Store interface {
 type Retry struct {
 	Attempts int           // in all; at least one
 	Delay    time.Duration // before the first retry; doubled after each
+}
+
+// Do runs a write made outside a child's writer with the same bounded
+// retry. A write refused for a reason a retry cannot change (ctx ended,
+// the child is claimed elsewhere or unknown) is not retried.
+func (r Retry) Do(ctx context.Context, write func(ctx context.Context) error) error {
+	delay := r.Delay
+	var err error
+	for i := 0; i < max(r.Attempts, 1); i++ {
+		if i > 0 {
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return err
+			}
+			delay *= 2
+		}
+		if err = write(ctx); err == nil || ctx.Err() != nil || errors.Is(err, seam.ErrOwned) || errors.Is(err, seam.ErrNotFound) {
+			return err
+		}
+	}
+	return err
 }
 
 // Config is what a child's writer is given.
@@ -519,6 +542,27 @@ func (p *Writer) Close() {
 	p.hurry(p.issued)
 	for p.running {
 		p.drained.Wait()
+	}
+}
+
+// Gate is what a new child's tool rounds wait for: the commit of its
+// record, while it is deferred (see Writer.DeferRecord); nothing once it
+// is committed, or when it was never deferred. It exists before the
+// child's writer: the driver is built with it.
+type Gate struct{ wait atomic.Pointer[func() error] }
+
+// DeferTo makes the tool rounds wait for wait.
+func (g *Gate) DeferTo(wait func() error) { g.wait.Store(&wait) }
+
+// Hook is budget with the gate before each tool round (call false).
+func (g *Gate) Hook(budget func(call bool) error) func(call bool) error {
+	return func(call bool) error {
+		if w := g.wait.Load(); w != nil && !call {
+			if err := (*w)(); err != nil {
+				return err
+			}
+		}
+		return budget(call)
 	}
 }
 
