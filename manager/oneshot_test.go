@@ -51,7 +51,7 @@ func TestAOneShotRunIsItsDriversOneTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.StopReason != agent.StopCompleted || res.Output != "done" || res.Usage != (llm.Usage{InputTokens: 10, OutputTokens: 20, CostUSD: 0.25}) {
+	if res.StopReason != agent.StopCompleted || res.Output != "done" || res.Usage != (seam.Usage{InputTokens: 10, OutputTokens: 20, CostUSD: 0.25}) {
 		t.Errorf("result = %+v, want completed with the turn's usage and cost", res)
 	}
 	if !got.OneShot() || got.Header.Mode != seam.ModeOneShot || got.Descriptor.Mode != seam.ModeOneShot {

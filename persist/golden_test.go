@@ -91,7 +91,7 @@ func writeGolden(t *testing.T, s *Store) {
 	}
 	must(s.WriteChild(ctx, a.ID, seam.ChildWrite{Create: &seam.NewChild{Header: a, Descriptor: da}, Events: aEvents,
 		Settle: &seam.Checkpoint{Seq: int64(len(aEvents)), Mode: seam.ModeContinuable, Label: a.Label,
-			Usage: llm.Usage{InputTokens: 270, OutputTokens: 23, CostUSD: 0.0012}, Stop: agent.StopRefusal, Closing: "I will not do that"},
+			Usage: seam.Usage{InputTokens: 270, OutputTokens: 23, CostUSD: 0.0012}, Stop: agent.StopRefusal, Closing: "I will not do that"},
 		Notify: &seam.ParentNotice{To: root, Notice: seam.Notice{ChildID: a.ID, Source: agent.SourceSettled,
 			StopReason: agent.StopRefusal, Text: "agent-a declined the task.", Time: t0.Add(10 * time.Second), Session: "sess-1"}}}))
 
@@ -124,7 +124,7 @@ func writeGolden(t *testing.T, s *Store) {
 	)
 	must(s.WriteChild(ctx, c.ID, seam.ChildWrite{Create: &seam.NewChild{Header: c, Descriptor: desc("fork")}, Events: cEvents}))
 	must(s.SetCheckpoint(ctx, c.ID, seam.Checkpoint{Seq: int64(len(cEvents)), Mode: seam.ModeContinuable, Label: c.Label,
-		Usage: llm.Usage{InputTokens: 280, OutputTokens: 25, CostUSD: 0.0012}, Stop: agent.StopCompleted, Closing: "done"}))
+		Usage: seam.Usage{InputTokens: 280, OutputTokens: 25, CostUSD: 0.0012}, Stop: agent.StopCompleted, Closing: "done"}))
 
 	// Notices for a second principal, one already taken.
 	must(s.AddNotice(ctx, seam.PrincipalAddress("alice"), seam.Notice{ChildID: "agent-dddddddddddddddd", Source: agent.SourceReport, Text: "taken", Time: t0}))

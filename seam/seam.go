@@ -7,8 +7,6 @@ import (
 	"math"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // Capabilities are a provider's start features. A request that
@@ -98,7 +96,7 @@ type StartRequest struct {
 	// of the deployment's configured model names, for external ones the
 	// CLI's own model id; empty: the provider's default.
 	Model  string
-	Effort llm.Effort // empty: the model's default
+	Effort Effort // empty: the model's default
 	// Budget bounds what the child (with its descendants) may spend; nil:
 	// the deployment's default budget. It is capped by what every ancestor
 	// has left.
@@ -184,14 +182,14 @@ type Result struct {
 	Structured json.RawMessage // only when a schema was asked for and met
 	Diagnostic string          // secret-free, at most MaxDiagnostic bytes
 	StopReason agent.StopReason
-	// Usage is the model client's own type: a turn's usage needs no
-	// conversion, and stored checkpoints keep its JSON.
-	Usage llm.Usage
+	// Usage has the model client's JSON (llm.Usage's), which stored
+	// checkpoints keep.
+	Usage Usage
 	// Worktree and Changes are set for a child run in its own worktree:
 	// where it is, and what its branch holds beyond its base once the
 	// turn's changes are committed (nil when that could not be read).
-	Worktree *worktree.Info
-	Changes  *worktree.Changes
+	Worktree *Worktree
+	Changes  *Changes
 }
 
 // MaxDiagnostic bounds Result.Diagnostic.
@@ -276,7 +274,7 @@ type CreationInputs struct {
 	Seed    []agent.Event // the journal the child starts from (fork)
 	Session string        // an external agent's session handle
 	Model   string        // the model the child runs on, for the descriptor
-	Effort  llm.Effort    // the effort it runs at, for the descriptor
+	Effort  Effort        // the effort it runs at, for the descriptor
 }
 
 // DriverRequest is what a provider gets to build a driver.

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // Mode is how a child runs.
@@ -46,7 +44,7 @@ type Header struct {
 	// Worktree is the child's own git worktree (isolation "worktree");
 	// nil for a child working in its cwd, and in records from before it.
 	// Cwd lies inside it.
-	Worktree *worktree.Info `json:"worktree,omitempty"`
+	Worktree *Worktree `json:"worktree,omitempty"`
 }
 
 // PrincipalAddress is the parent address of a root principal's children.
@@ -67,7 +65,7 @@ type Descriptor struct {
 	// the provider's default. Effort is the reasoning effort asked of it
 	// (empty: the model's default). Follow-ups and cold resumes keep both.
 	Model        string          `json:"model,omitempty"`
-	Effort       llm.Effort      `json:"effort,omitempty"`
+	Effort       Effort          `json:"effort,omitempty"`
 	Persona      string          `json:"persona,omitempty"`
 	ToolFilter   *ToolFilter     `json:"tool_filter,omitempty"`
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
@@ -113,7 +111,7 @@ type Checkpoint struct {
 	Seq   int64            `json:"seq"` // journal length when computed
 	Mode  Mode             `json:"mode"`
 	Label string           `json:"label"`
-	Usage llm.Usage        `json:"usage"`
+	Usage Usage            `json:"usage"`
 	Stop  agent.StopReason `json:"stop,omitempty"` // how the last epoch ended
 	// Closing is the last epoch's closing message, clipped to
 	// MaxClosingBytes.

@@ -49,7 +49,7 @@ type TranscriptEntry struct {
 	Refusal    string           `json:"refusal,omitempty"`
 	ToolCalls  []TranscriptCall `json:"tool_calls,omitempty"`
 	ToolCallID string           `json:"tool_call_id,omitempty"` // a tool result's call
-	Usage      *llm.Usage       `json:"usage,omitempty"`
+	Usage      *seam.Usage      `json:"usage,omitempty"`
 	StopReason agent.StopReason `json:"stop_reason,omitempty"` // turn/end
 	Diagnostic string           `json:"diagnostic,omitempty"`  // turn/end
 	// Budget is a budget entry's grant: the limits from its turn on (no
@@ -79,7 +79,7 @@ func Entry(e agent.Event) TranscriptEntry {
 	}
 	te.Diagnostic = bound(e.Diagnostic)
 	if e.Usage != nil {
-		u := *e.Usage
+		u := seam.Usage(*e.Usage)
 		te.Usage = &u
 	}
 	if g := e.Grant; g != nil {

@@ -534,7 +534,7 @@ func testCheckpoints(t *testing.T, s seam.Store) {
 		t.Fatal(err)
 	}
 	cp := seam.Checkpoint{Seq: 4, Mode: seam.ModeContinuable, Label: "x",
-		Usage: llm.Usage{InputTokens: 100, OutputTokens: 7, CostUSD: 0.25}, Stop: agent.StopAborted}
+		Usage: seam.Usage{InputTokens: 100, OutputTokens: 7, CostUSD: 0.25}, Stop: agent.StopAborted}
 	if err := s.SetCheckpoint(ctx, "c", cp); err != nil {
 		t.Fatal(err)
 	}
@@ -568,7 +568,7 @@ func testCheckpoints(t *testing.T, s seam.Store) {
 	}
 	// A listing carries the current checkpoint with its gate.
 	cp3 := seam.Checkpoint{Seq: 8, Mode: seam.ModeContinuable, Label: "z", Stop: agent.StopCompleted, Closing: "bye",
-		Usage: llm.Usage{InputTokens: 3, OutputTokens: 1, CostUSD: 0.5}}
+		Usage: seam.Usage{InputTokens: 3, OutputTokens: 1, CostUSD: 0.5}}
 	if err := s.SetCheckpoint(ctx, "c", cp3); err != nil {
 		t.Fatal(err)
 	}
