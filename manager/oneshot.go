@@ -104,7 +104,7 @@ func (r *oneShot) Dispose() {
 // resultOf is a turn's result as the seam reports it.
 func resultOf(tr agent.TurnResult) seam.Result {
 	return normalize(seam.Result{Output: tr.Output, Structured: tr.Structured, Diagnostic: tr.Diagnostic,
-		StopReason: tr.StopReason, Usage: seam.Usage(tr.Usage)})
+		StopReason: tr.StopReason, Usage: tr.Usage})
 }
 
 // normalize bounds the diagnostic and turns an unknown stop reason into a

@@ -322,7 +322,7 @@ func FoldUsage(events []agent.Event) seam.Usage {
 	var u seam.Usage
 	for _, e := range events {
 		if e.Usage != nil {
-			u = u.Add(seam.Usage(*e.Usage))
+			u = u.Add(*e.Usage)
 		}
 	}
 	return u

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -82,7 +81,7 @@ func newWorld() *world {
 	}
 	w.live["a-live"] = Live{Header: w.listed[0].Header, Model: "m", Status: StatusRunning, Usage: seam.Usage{InputTokens: 1},
 		Questions: []PendingQuestion{{ID: "q-1", Text: "ok?"}}}
-	w.events["c-fold"] = []agent.Event{{Kind: agent.EventMessage, Message: &llm.Message{Role: llm.RoleAssistant, Content: "bye"}, Usage: &llm.Usage{OutputTokens: 2}},
+	w.events["c-fold"] = []agent.Event{{Kind: agent.EventMessage, Message: &seam.Message{Role: seam.RoleAssistant, Content: "bye"}, Usage: &seam.Usage{OutputTokens: 2}},
 		{Kind: agent.EventTurnEnd, StopReason: agent.StopCompleted}}
 	return w
 }

@@ -5,7 +5,6 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -79,7 +78,7 @@ func Entry(e agent.Event) TranscriptEntry {
 	}
 	te.Diagnostic = bound(e.Diagnostic)
 	if e.Usage != nil {
-		u := seam.Usage(*e.Usage)
+		u := *e.Usage
 		te.Usage = &u
 	}
 	if g := e.Grant; g != nil {
@@ -87,7 +86,7 @@ func Entry(e agent.Event) TranscriptEntry {
 	}
 	if msg := e.Message; msg != nil {
 		te.Role, te.Text, te.Refusal, te.ToolCallID = string(msg.Role), bound(msg.Content), bound(msg.Refusal), msg.ToolCallID
-		if msg.Role == llm.RoleUser {
+		if msg.Role == seam.RoleUser {
 			te.Source = e.Source
 			if te.Source == "" {
 				te.Source = agent.SourceUser
