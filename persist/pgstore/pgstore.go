@@ -552,7 +552,7 @@ func (s *Store) Residents(ctx context.Context) ([]seam.Claim, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `select c.id, c.claim_owner, coalesce(o.expires_ns, 0), c.claim_epoch from children c
+	rows, err := s.pool.Query(ctx, `select c.id, c.claim_owner, coalesce(o.expires_ns, 0), c.claim_epoch, c.parent from children c
 		left join owners o on o.id = c.claim_owner where c.claim_owner is not null order by c.id`)
 	if err != nil {
 		return nil, s.fail("listing claims", err)
@@ -572,7 +572,7 @@ func (s *Store) Residents(ctx context.Context) ([]seam.Claim, error) {
 func scanClaim(row pgx.Row) (seam.Claim, error) {
 	var c seam.Claim
 	var expires int64
-	if err := row.Scan(&c.ChildID, &c.Owner.ID, &expires, &c.Epoch); err != nil {
+	if err := row.Scan(&c.ChildID, &c.Owner.ID, &expires, &c.Epoch, &c.Parent); err != nil {
 		return c, err
 	}
 	if expires != 0 {
