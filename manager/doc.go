@@ -202,6 +202,8 @@
 //     settles meanwhile is resumed by whichever of the two claims it
 //     first: the sender, seeing the claim gone after its admission, or the
 //     former owner, which reads its stored inbox once more after settling.
+//     On a store no other instance writes (seam.Shared: bbolt) none of
+//     these reads happen: only this manager admits to its children.
 //   - A caller waiting on such a follow-up waits on the store: woken at
 //     each turn's end, it reads the journal from where it stood before the
 //     admission for the turn whose input is the message, so it gets the

@@ -274,6 +274,11 @@ type Claim struct {
 	// Epoch numbers the claim's tenure: it goes up on every takeover
 	// (see Store's Residency); 0 in claims an older build wrote.
 	Epoch int64
+	// Parent is the child's parent address, when the store reads it with
+	// the claim (Residents of a shared store does, so an instance can
+	// pick the claims of one parent without reading every header); empty
+	// when it does not.
+	Parent string
 }
 
 // Fence makes a ChildWrite conditional on its writer still holding the

@@ -54,6 +54,15 @@ func WakeKeys(childID string, w ChildWrite) []string {
 	return keys
 }
 
+// Shared is a Store's optional statement of whether another instance can
+// write it, found by type assertion: a store that does not say is taken
+// as shared. On a store that is not, only its one instance admits
+// messages to a child's inbox, so a resident child never looks in its
+// stored inbox for messages admitted elsewhere (manager, adoptStored).
+type Shared interface {
+	Shared() bool
+}
+
 // Interrupts is a Store's optional ability to keep interrupt requests
 // durably, found by type assertion (every backend in persist implements
 // it): any instance records a request to interrupt a child, and the

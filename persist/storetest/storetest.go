@@ -83,6 +83,7 @@ func Run(t *testing.T, open func(t *testing.T) seam.Store) {
 		{"a journal reads from an offset", testEventsFrom},
 		{"a deleted child is gone with its subtree and everything keyed by it", testDelete},
 		{"a claimed child, or one with a claimed descendant, is never deleted", testDeleteClaimed},
+		{"a parent has children while one is deleted and another created at once", testDeleteBesideCreate},
 		{"questions are stored, answered in place, listed in creation order and deleted with their child", testQuestions},
 		{"a ctx already done is refused before any work", testDoneContext},
 		{"after Close every method fails and Close may repeat", testClose},
