@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 
+	"github.com/mcp-subagent/mcp-subagent/manager/authority"
 	"github.com/mcp-subagent/mcp-subagent/manager/questions"
 	"github.com/mcp-subagent/mcp-subagent/manager/retention"
 	"github.com/mcp-subagent/mcp-subagent/manager/worktrees"
@@ -126,7 +127,7 @@ func (m *Manager) RemoveWorktree(ctx context.Context, caller seam.ParentRef, id 
 	if err != nil {
 		return seam.Worktree{}, err
 	}
-	if err := mayRemoveWorktree(caller, hdr); err != nil {
+	if err := authority.RemoveWorktree(caller, hdr); err != nil {
 		return seam.Worktree{}, err
 	}
 	if hdr.Worktree == nil {
@@ -223,7 +224,7 @@ func (m *Manager) settle(ctx context.Context, caller seam.ParentRef, childID, qu
 	p, waiting := m.questions.Pick(childID, questionID)
 	switch {
 	case len(waiting) > 1:
-		if err := mayAnswer(caller, waiting[0].Header); err != nil {
+		if err := authority.Answer(caller, waiting[0].Header); err != nil {
 			return nil, err
 		}
 		return nil, questions.Ambiguous(childID, waiting)
@@ -232,7 +233,7 @@ func (m *Manager) settle(ctx context.Context, caller seam.ParentRef, childID, qu
 	case p == nil:
 		return nil, m.notPending(ctx, caller, childID, questionID)
 	}
-	if err := mayAnswer(caller, p.Header); err != nil {
+	if err := authority.Answer(caller, p.Header); err != nil {
 		return nil, err
 	}
 	q, err := of(p)
@@ -248,7 +249,7 @@ func (m *Manager) settle(ctx context.Context, caller seam.ParentRef, childID, qu
 func (m *Manager) notPending(ctx context.Context, caller seam.ParentRef, childID, questionID string) error {
 	var stored []seam.Question
 	if childID != "" && m.store != nil {
-		if hdr, err := m.header(ctx, childID); err == nil && mayAnswer(caller, hdr) == nil {
+		if hdr, err := m.header(ctx, childID); err == nil && authority.Answer(caller, hdr) == nil {
 			stored, _ = m.store.Questions(ctx, childID)
 		}
 	}
