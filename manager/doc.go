@@ -121,8 +121,9 @@
 //     FollowupBudget), manager/retention (Prune, Retain),
 //     manager/worktrees (isolation "worktree"), manager/questions (Answer),
 //     manager/listing (List, ListDescendants, a transcript's entries) and
-//     manager/wording (what a settlement notice and a report say) and
-//     manager/authority (who may act on a child).
+//     manager/wording (what a settlement notice and a report say),
+//     manager/authority (who may act on a child) and manager/interrupts
+//     (an interrupt of a child resident at another instance).
 //     What they ask of the manager is in hosts.go and listing.go; how a
 //     turn passes admission and its budget, in turn.go.
 //   - Every turn takes an admission seat before its driver runs. A turn
