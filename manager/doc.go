@@ -122,8 +122,9 @@
 //     manager/worktrees (isolation "worktree"), manager/questions (Answer),
 //     manager/listing (List, ListDescendants, a transcript's entries) and
 //     manager/wording (what a settlement notice and a report say),
-//     manager/authority (who may act on a child) and manager/interrupts
-//     (an interrupt of a child resident at another instance).
+//     manager/authority (who may act on a child), manager/interrupts
+//     (an interrupt of a child resident at another instance) and
+//     manager/recovery (Recover, and the sweep at each lease renewal).
 //     What they ask of the manager is in hosts.go and listing.go; how a
 //     turn passes admission and its budget, in turn.go.
 //   - Every turn takes an admission seat before its driver runs. A turn
@@ -256,7 +257,7 @@
 //  1. Manager.resumeMu — serialises cold resumes with each other and with
 //     what must not race one: a prune's deletes (policyHost.Remove),
 //     RemoveWorktree, and a takeover's claim, read and settlement
-//     (takeOverAndClose).
+//     (package recovery's, run in policyHost.Exclusive).
 //  2. Manager.mu — the registry and the maps of the living: providers,
 //     listeners, one-shot runs, live activations, pending and session
 //     signals, corrupt children, lastCreated, closed, renewing, retaining.
