@@ -21,7 +21,8 @@ type noticeless struct{ *fakeManager }
 
 func (noticeless) TakeNotices(string, string) []seam.Notice                  { return nil }
 func (noticeless) WaitNotices(context.Context, string, string) []seam.Notice { return nil }
-func (noticeless) SessionGone()                                              {}
+func (noticeless) SessionOpened(string, string)                              {}
+func (noticeless) SessionGone(string)                                        {}
 
 // servedSession serves one stream session of s over pipes (as the daemon
 // hands one over) and returns a client initialized on it; end closes the
