@@ -22,7 +22,9 @@ import (
 //     request for it (Interrupts.RequestInterrupt);
 //   - the settlement notice's recipient (ChildWrite.Notify.To: a parent
 //     agent's id, whose inbox it joins, or a principal's address);
-//   - the address a notice is queued under (AddNotice).
+//   - the address a notice is queued under (AddNotice);
+//   - a principal's address, when a record of one of its sessions is
+//     removed (Sessions).
 //
 // WakeKeys says which keys a ChildWrite signals.
 //

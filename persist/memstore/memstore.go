@@ -13,7 +13,9 @@
 // from the clock. A store lives in one process, so every owner is of its
 // one opening: an owner whose Close let its lease go (Renew with a past
 // time) is taken over at once, and one that just stopped renewing after its
-// lease ran out. Nothing is ever corrupt here, so ErrCorrupt is never
+// lease ran out. Root sessions (seam.Sessions) live by their owner's last
+// lease, as a shared store keeps them, so managers sharing one store in a
+// process share them. Nothing is ever corrupt here, so ErrCorrupt is never
 // returned and no Listing is Corrupt.
 //
 // Caveats: everything is lost when the process ends, including the claims
