@@ -16,92 +16,76 @@ var _ seam.Sessions = (*Store)(nil)
 // sessionKey is a session's record at one owner.
 type sessionKey struct{ session, owner string }
 
-// OpenSession records a root session as connected at its owner and sets
-// the owner's lease (see seam.Sessions).
-func (s *Store) OpenSession(ctx context.Context, se seam.Session) error {
+// locked runs fn under the store's lock, once ctx and the store's being
+// open are checked.
+func (s *Store) locked(ctx context.Context, fn func()) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
-	}
-	if se.ID == "" || se.Owner.ID == "" {
-		return errors.New("memstore: open session: the session and its owner need ids")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
 	}
-	s.sessions[sessionKey{se.ID, se.Owner.ID}] = se
-	s.leases[se.Owner.ID] = se.Owner.Expires
+	fn()
 	return nil
+}
+
+// OpenSession records a root session as connected at its owner and sets
+// the owner's lease (see seam.Sessions).
+func (s *Store) OpenSession(ctx context.Context, se seam.Session) error {
+	if se.ID == "" || se.Owner.ID == "" {
+		return errors.New("memstore: open session: the session and its owner need ids")
+	}
+	return s.locked(ctx, func() {
+		s.sessions[sessionKey{se.ID, se.Owner.ID}] = se
+		s.leases[se.Owner.ID] = se.Owner.Expires
+	})
 }
 
 // CloseSession removes a session's record at owner, waking its
 // principal's watchers.
 func (s *Store) CloseSession(ctx context.Context, session, owner string) error {
-	if err := ctxErr(ctx); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	k := sessionKey{session, owner}
-	if se, ok := s.sessions[k]; ok {
-		delete(s.sessions, k)
-		s.wake.Signal(seam.PrincipalAddress(se.Principal))
-	}
-	return nil
+	return s.locked(ctx, func() {
+		k := sessionKey{session, owner}
+		if se, ok := s.sessions[k]; ok {
+			delete(s.sessions, k)
+			s.wake.Signal(seam.PrincipalAddress(se.Principal))
+		}
+	})
 }
 
 // SessionsOf returns principal's records whose owner's lease runs.
 func (s *Store) SessionsOf(ctx context.Context, principal string) ([]seam.Session, error) {
-	if err := ctxErr(ctx); err != nil {
-		return nil, err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
-	now := time.Now()
-	var out []seam.Session
-	for _, se := range s.sessions {
-		if se.Principal == principal && s.leases[se.Owner.ID].After(now) {
-			se.Owner.Expires = s.leases[se.Owner.ID]
-			out = append(out, se)
-		}
-	}
-	sortSessions(out)
-	return out, nil
+	return s.sessionsWhere(ctx, func(se seam.Session, live bool) bool { return live && se.Principal == principal }, false)
 }
 
 // ReapSessions removes the records whose owner's lease expired.
 func (s *Store) ReapSessions(ctx context.Context) ([]seam.Session, error) {
-	if err := ctxErr(ctx); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
-	now := time.Now()
-	var out []seam.Session
-	for k, se := range s.sessions {
-		if exp := s.leases[se.Owner.ID]; !exp.After(now) {
-			delete(s.sessions, k)
-			se.Owner.Expires = exp
-			out = append(out, se)
-			s.wake.Signal(seam.PrincipalAddress(se.Principal))
-		}
-	}
-	sortSessions(out)
-	return out, nil
+	return s.sessionsWhere(ctx, func(_ seam.Session, live bool) bool { return !live }, true)
 }
 
-func sortSessions(ss []seam.Session) {
-	slices.SortFunc(ss, func(a, b seam.Session) int {
+// sessionsWhere returns the records keep accepts (live: their owner's
+// lease runs), removing them and waking their principals' watchers when
+// remove is set.
+func (s *Store) sessionsWhere(ctx context.Context, keep func(se seam.Session, live bool) bool, remove bool) ([]seam.Session, error) {
+	var out []seam.Session
+	err := s.locked(ctx, func() {
+		now := time.Now()
+		for k, se := range s.sessions {
+			se.Owner.Expires = s.leases[se.Owner.ID]
+			if !keep(se, se.Owner.Expires.After(now)) {
+				continue
+			}
+			out = append(out, se)
+			if remove {
+				delete(s.sessions, k)
+				s.wake.Signal(seam.PrincipalAddress(se.Principal))
+			}
+		}
+	})
+	slices.SortFunc(out, func(a, b seam.Session) int {
 		return cmp.Or(strings.Compare(a.ID, b.ID), strings.Compare(a.Owner.ID, b.Owner.ID))
 	})
+	return out, err
 }

@@ -13,19 +13,10 @@ import (
 // with). open is RunShared's: two handles of one new store.
 func RunSessions(t *testing.T, open func(t *testing.T) (watcher, writer seam.Store)) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		fn   func(t *testing.T, w, s seam.Store)
-	}{
+	runPairs(t, open, []pairCase{
 		{"an open session is live at every handle until closed; closing wakes its principal", testSessionOpenClose},
 		{"a session lives with its owner's lease; a reap removes the expired and wakes their principals", testSessionLease},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			w, s := open(t)
-			t.Cleanup(func() { _ = w.Close(); _ = s.Close() })
-			tc.fn(t, w, s)
-		})
-	}
+	})
 }
 
 func sessions(t *testing.T, s seam.Store) seam.Sessions {
