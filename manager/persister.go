@@ -549,6 +549,7 @@ func (m *Manager) renew() {
 	defer m.wg.Done()
 	t := time.NewTicker(m.opts.LeaseTTL / 3)
 	defer t.Stop()
+	var leaseEnd time.Time // the expiry of the last renewal
 	for {
 		select {
 		case <-m.ctx.Done():
@@ -566,17 +567,22 @@ func (m *Manager) renew() {
 			return
 		}
 		m.mu.Unlock()
+		lapsed := false // the lease ran out before this renewal (a pause)
 		if resident || sessions {
 			// Bounded by the lease itself: a renewal later than that is moot.
 			ctx, cancel := context.WithTimeout(m.ctx, m.opts.LeaseTTL/3)
-			if err := m.store.Renew(ctx, m.lease()); err != nil {
+			l := m.lease()
+			if err := m.store.Renew(ctx, l); err != nil {
 				m.log.Error("renewing the lease on resident children failed; retrying at the next tick", "owner", m.owner, "err", err)
+			} else {
+				lapsed = !leaseEnd.IsZero() && l.Expires.Add(-m.opts.LeaseTTL).After(leaseEnd)
+				leaseEnd = l.Expires
 			}
 			cancel()
 		}
 		if sessions || sweeping {
 			ctx, cancel := context.WithTimeout(m.ctx, m.opts.LeaseTTL/3)
-			m.tendSessions(ctx) // sessions.go
+			m.tendSessions(ctx, lapsed) // sessions.go
 			cancel()
 		}
 		if sweeping {

@@ -132,7 +132,10 @@ func (m *Manager) connectedElsewhere(ctx context.Context, principal string) map[
 // records of sessions no longer connected here (an HTTP session whose
 // grace ran out goes without a disconnect) and reaps those of instances
 // whose lease ran out, which wakes their principals' waiters everywhere.
-func (m *Manager) tendSessions(ctx context.Context) {
+// lapsed says this manager's own lease ran out before its last renewal (it
+// was paused): other instances may have reaped its records, so those of
+// sessions still connected here are written again.
+func (m *Manager) tendSessions(ctx context.Context, lapsed bool) {
 	ss := m.sessionStore()
 	if ss == nil {
 		return
@@ -144,6 +147,16 @@ func (m *Manager) tendSessions(ctx context.Context) {
 		for _, id := range ids {
 			if !m.connectedHere(id) && m.forget(id) {
 				m.closeShared(ctx, ss, id)
+			}
+		}
+	}
+	if lapsed {
+		m.mu.Lock()
+		recs := maps.Clone(m.shared)
+		m.mu.Unlock()
+		for id, principal := range recs {
+			if err := ss.OpenSession(ctx, seam.Session{ID: id, Principal: principal, Owner: m.lease()}); err != nil {
+				m.log.Warn("recording a session again after this instance's lease ran out failed", "session", id, "err", err)
 			}
 		}
 	}

@@ -151,3 +151,41 @@ func TestNoticeOfASessionWhoseInstanceDiedGoesToTheNextCall(t *testing.T) {
 		tookOnce(t, wait, id, a, b)
 	})
 }
+
+// An instance paused past its lease loses its sessions' records to the
+// others' reaping; when it resumes, its next renewal records again those
+// still connected there, so their notices wait for them again.
+func TestSessionsOfAPausedInstanceAreRecordedAgainWhenItResumes(t *testing.T) {
+	onSharedStores(t, func(t *testing.T, st seam.Store) {
+		ctx := context.Background()
+		var lag atomic.Int64
+		a, _ := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: 150 * time.Millisecond, Clock: lagging(&lag),
+			SessionConnected: connectedHere("s-a").has}, "A")
+		a.SessionOpened("p", "s-a")
+		ss := st.(seam.Sessions)
+		recorded := func() bool {
+			recs, err := ss.SessionsOf(ctx, "p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(recs) == 1 && recs[0].ID == "s-a" && recs[0].Owner.ID == "server-a"
+		}
+		until := func(want bool, what string) {
+			t.Helper()
+			for deadline := time.Now().Add(30 * time.Second); recorded() != want; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("not %s within 30s", what)
+				}
+			}
+		}
+		until(true, "recorded")
+		lag.Store(int64(time.Hour)) // paused: its renewals come too late
+		until(false, "expired by A's own late renewal")
+		// Reaped (A's own renewal may have reaped it already).
+		if _, err := ss.ReapSessions(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lag.Store(0) // resumed
+		until(true, "recorded again once A renewed")
+	})
+}
