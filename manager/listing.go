@@ -106,7 +106,7 @@ func (s listSource) ResidentChildren(parent string) []listing.Live {
 	s.m.mu.Lock()
 	var as []*activation
 	for _, a := range s.m.live {
-		if a.hdr.Parent == parent && a.persist.recorded() { // an id is listed once stored
+		if a.hdr.Parent == parent && a.persist.Recorded() { // an id is listed once stored
 			as = append(as, a)
 		}
 	}
