@@ -7,7 +7,6 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager/admission"
 	"github.com/mcp-subagent/mcp-subagent/manager/persister"
 	"github.com/mcp-subagent/mcp-subagent/manager/wording"
@@ -114,7 +113,7 @@ type activation struct {
 	seen       map[string]bool
 	last       seam.Result // the outcome of the epoch's last turn
 	lastInBand bool        // ...and it was handed to a waiting caller
-	usage      llm.Usage   // cumulative over the child's life as known here
+	usage      seam.Usage  // cumulative over the child's life as known here
 	failed     error       // the child's writes failed for good: it stops
 	released   chan struct{}
 }

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager/listing"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -130,7 +129,7 @@ func (t *storedWait) outcome(ctx context.Context) (seam.Result, bool) {
 		switch {
 		case e.Kind == agent.EventTurnStart:
 			start, mine = i, false
-		case start >= 0 && e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == llm.RoleUser &&
+		case start >= 0 && e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == seam.RoleUser &&
 			e.Source == agent.SourceUser && e.Message.Content == t.text:
 			mine = true
 		case start >= 0 && e.Kind == agent.EventTurnEnd:

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -223,7 +222,7 @@ func (p *Writer) Add(e agent.Event) {
 	p.mu.Lock()
 	p.pending.Events = append(p.pending.Events, e)
 	if len(p.claimed) > 0 {
-		if e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == llm.RoleUser {
+		if e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == seam.RoleUser {
 			p.unseen--
 		}
 		if p.unseen <= 0 || e.Kind == agent.EventTurnEnd {
