@@ -153,10 +153,15 @@ func (m *heldModel) count(text string) int {
 // url, with a lease of clusterLease, serving principal alice.
 func clusterInstance(t *testing.T, fake *fakeopenai.Server, url string) *instance {
 	t.Helper()
+	return start(t, fake, clusterOpts(url))
+}
+
+// clusterOpts are clusterInstance's options.
+func clusterOpts(url string) serverOpts {
 	cfg := `{"cluster":{"lease_seconds":` + strings.TrimSuffix(clusterLease.String(), "s") + `},` +
 		`"http":{"tokens":[{"principal":"alice","token_env":"ALICE_TOKEN"}]}}`
-	return start(t, fake, serverOpts{http: true, token: aliceTok, config: cfg, env: []string{"ALICE_TOKEN=" + aliceTok},
-		args: []string{"--store", url}})
+	return serverOpts{http: true, token: aliceTok, config: cfg, env: []string{"ALICE_TOKEN=" + aliceTok},
+		args: []string{"--store", url}}
 }
 
 // openPG opens the instances' database as the test's own reader.
