@@ -138,14 +138,20 @@ func (p *persister) committed() error {
 	return p.createErr
 }
 
-// add queues an event; it is the journal listener and never blocks on I/O.
-// Messages a turn claimed leave the stored inbox in the same commit as the
-// last of the journal events that record them (each input is a user-side
-// message; the turn's end, for a driver that records fewer), so a crash
-// leaves each message queued or journaled, never neither.
+// add queues an event; it is the journal listener. Messages a turn claimed
+// leave the stored inbox in the same commit as the last of the journal
+// events that record them (each input is a user-side message; the turn's
+// end, for a driver that records fewer), so a crash leaves each message
+// queued or journaled, never neither. That commit is made before add
+// returns to the driver, which has not yet acted on its inputs (no model
+// call, no process): a crash from then on closes the turn rather than
+// running its messages again. This is the one write a turn waits for; the
+// rest of its events linger. A new child whose record is deferred does not
+// wait: nothing of it is stored and nobody has its id.
 func (p *persister) add(e agent.Event) {
 	p.mu.Lock()
 	p.pending.Events = append(p.pending.Events, e)
+	taken := false
 	if len(p.claimed) > 0 {
 		if e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == llm.RoleUser {
 			p.unseen--
@@ -153,11 +159,16 @@ func (p *persister) add(e agent.Event) {
 		if p.unseen <= 0 || e.Kind == agent.EventTurnEnd {
 			p.pending.Dequeue = append(p.pending.Dequeue, p.claimed...)
 			p.claimed, p.unseen = nil, 0
+			taken = e.Kind != agent.EventTurnEnd && !(p.lazyRecord && p.written == 0)
 		}
 	}
 	p.issued++
+	t := p.issued
 	p.start()
 	p.mu.Unlock()
+	if taken {
+		_ = p.waitFor(t) // a write that failed for good stops the child (onFail)
+	}
 }
 
 // enqueue records a message admitted to the inbox.

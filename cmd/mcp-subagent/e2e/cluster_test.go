@@ -78,9 +78,7 @@ func TestThreeInstancesOnOnePostgreSQL(t *testing.T) {
 	if !waitFor(10*time.Second, func() bool { return askedFor("HOLD kill") == 1 }) {
 		t.Fatal("the second child never called the model")
 	}
-	// Its turn's start is committed (A's writer commits events nobody
-	// waits for a moment later; a kill before that loses them, and the
-	// prompt, still queued, would run again).
+	// Its turn's start is committed (before its model call).
 	st := openPG(t, url)
 	journaled(t, st, h2.AgentID, "HOLD kill")
 	res, sent = callSend(t, b, ctx, h2.AgentID, "after the kill", 0)
