@@ -43,6 +43,7 @@ type persister struct {
 	log    *slog.Logger
 	retry  retryPolicy
 	onFail func(error) // called once, from the writer, outside mu
+	told   chan struct{} // closed once onFail has returned
 
 	mu      sync.Mutex
 	pending seam.ChildWrite
@@ -85,7 +86,7 @@ type retryPolicy struct {
 // fence is the claim the resumed child's writes are conditional on.
 func (m *Manager) newPersister(id string, create *seam.NewChild, fence *seam.Fence) *persister {
 	p := &persister{store: m.store, ctx: context.WithoutCancel(m.ctx), id: id, owner: m.owner, log: m.log, retry: m.retry, urge: make(chan struct{}, 1),
-		created: make(chan struct{}), fence: fence}
+		created: make(chan struct{}), told: make(chan struct{}), fence: fence}
 	p.drained = sync.NewCond(&p.mu)
 	if create != nil {
 		lease := m.lease()
@@ -166,9 +167,19 @@ func (p *persister) add(e agent.Event) {
 	t := p.issued
 	p.start()
 	p.mu.Unlock()
-	if taken {
-		_ = p.waitFor(t) // a write that failed for good stops the child (onFail)
+	if taken && p.waitFor(t) != nil && p.broken() {
+		// Refused (the claim lost to another server) or failed for good:
+		// the driver goes on only once onFail has cancelled its turn, so
+		// it never acts on messages the store still holds queued.
+		<-p.told
 	}
+}
+
+// broken reports whether a write failed for good.
+func (p *persister) broken() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err != nil
 }
 
 // enqueue records a message admitted to the inbox.
@@ -385,8 +396,11 @@ func (p *persister) fail(cause error, hi int64) {
 	if createPending {
 		close(p.created)
 	}
-	if first && p.onFail != nil {
-		p.onFail(err)
+	if first {
+		if p.onFail != nil {
+			p.onFail(err)
+		}
+		close(p.told)
 	}
 }
 

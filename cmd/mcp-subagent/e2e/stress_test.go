@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,11 @@ func TestStressThreeInstancesWithKills(t *testing.T) {
 		cl.slots = append(cl.slots, cl.launch(clusterOpts(url)))
 	}
 	claims := watchClaims(t, ctx, url)
+	db, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
 
 	// The children, started round-robin at the three instances.
 	ids := make([]string, stressChildren)
@@ -123,8 +129,8 @@ func TestStressThreeInstancesWithKills(t *testing.T) {
 			t.Fatalf("the follow-ups stalled at %d", issued.Load())
 		}
 		down := time.Now()
-		cl.restart(0, clusterOpts(url))
-		t.Logf("kill %d of instance 0 after %d follow-ups issued; back %s later", round+1, at, time.Since(down).Round(time.Millisecond))
+		cl.restart(0, clusterOpts(url), db)
+		t.Logf("kill %d of instance 0 after %d follow-ups issued; its children taken over and it back %s later", round+1, at, time.Since(down).Round(time.Millisecond))
 	}
 	close(restarted)
 	wg.Wait()
@@ -132,14 +138,9 @@ func TestStressThreeInstancesWithKills(t *testing.T) {
 
 	// Everything admitted runs: the inboxes empty and every claim is
 	// settled (a dead instance's children are taken over after its lease).
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
 	var queued, claimed int
 	if !waitFor(2*time.Minute, func() bool {
-		return conn.QueryRow(ctx, `select (select count(*) from inbox), (select count(*) from children where claim_owner is not null)`).Scan(&queued, &claimed) == nil &&
+		return db.QueryRow(ctx, `select (select count(*) from inbox), (select count(*) from children where claim_owner is not null)`).Scan(&queued, &claimed) == nil &&
 			queued == 0 && claimed == 0
 	}) {
 		t.Fatalf("%d messages still queued and %d children still claimed 2 minutes after the last follow-up", queued, claimed)
@@ -182,7 +183,8 @@ func TestStressThreeInstancesWithKills(t *testing.T) {
 	}
 	var nAcked, nRefused, nFailed, cutBeforeCall, unackedRan int
 	var twice []string
-	acked.Range(func(k, _ any) bool {
+	var suspects []string // children of messages that ran twice, whose logs tell how
+	acked.Range(func(k, v any) bool {
 		nAcked++
 		m := k.(string)
 		switch n := fake.count(m); {
@@ -193,6 +195,9 @@ func TestStressThreeInstancesWithKills(t *testing.T) {
 			cutBeforeCall++
 		default:
 			twice = append(twice, fmt.Sprintf("%q: %d model requests, in %d journal turns", m, n, journaledIn[m]))
+			if len(suspects) < 3 {
+				suspects = append(suspects, v.(string))
+			}
 		}
 		return true
 	})
@@ -220,6 +225,9 @@ func TestStressThreeInstancesWithKills(t *testing.T) {
 	sort.Strings(twice)
 	if len(twice) > 0 {
 		t.Errorf("%d messages did not run exactly once, e.g.:\n%s", len(twice), strings.Join(twice[:min(len(twice), 20)], "\n"))
+		for _, id := range suspects {
+			t.Logf("the instances' log of %s:\n%s", id, cl.logOf(id))
+		}
 	}
 	if nAcked < stressFollowups/2 {
 		t.Errorf("only %d of %d follow-ups were acknowledged", nAcked, stressFollowups)
@@ -252,11 +260,32 @@ type stressCluster struct {
 	fake  *fakeopenai.Server
 	mu    sync.Mutex
 	slots []*instance
-	down  int // 1 + the slot being restarted; 0: none
+	logs  []*syncBuffer // every instance's, in launch order
+	down  int           // 1 + the slot being restarted; 0: none
 }
 
 func (c *stressCluster) launch(o serverOpts) *instance {
-	return start(c.t, c.fake, o)
+	s := start(c.t, c.fake, o)
+	c.mu.Lock()
+	c.logs = append(c.logs, s.stderr)
+	c.mu.Unlock()
+	return s
+}
+
+// logOf is what every instance, killed ones included, logged at info
+// level or above about child id.
+func (c *stressCluster) logOf(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for i, l := range c.logs {
+		for _, line := range strings.Split(linesWith(l.String(), id), "\n") {
+			if line != "" && !strings.Contains(line, `"level":"DEBUG"`) {
+				out = append(out, fmt.Sprintf("[%d] %s", i, line))
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // at is instance i, or the next one up while i is being restarted.
@@ -272,14 +301,24 @@ func (c *stressCluster) at(i int) *instance {
 
 // restart kills instance i (-9), with calls to it in flight, and starts it
 // again with the same configuration, data directory and workspace (a new
-// process: a new owner id).
-func (c *stressCluster) restart(i int, o serverOpts) {
+// process: a new owner id) once the other instances have taken over every
+// child it held. (A restart's Recover that closes them first leaves their
+// queued follow-ups for the next send; the sweep runs them.)
+func (c *stressCluster) restart(i int, o serverOpts, db *pgx.Conn) {
 	c.mu.Lock()
 	old := c.slots[i]
 	c.down = i + 1
 	c.mu.Unlock()
+	pid := old.proc.cmd.Process.Pid
 	old.proc.kill()
 	old.client.Close() // its listening stream would retry a dead address until the test ends
+	// An owner id is host-pid-random (instanceOwnerID).
+	var held int
+	if !waitFor(clusterLease+30*time.Second, func() bool {
+		return db.QueryRow(context.Background(), `select count(*) from children where claim_owner like '%-' || $1::text || '-%'`, strconv.Itoa(pid)).Scan(&held) == nil && held == 0
+	}) {
+		c.t.Errorf("%d children of the killed instance were not taken over within %s", held, clusterLease+30*time.Second)
+	}
 	o.dataDir, o.workspace = old.dataDir, old.workspace
 	s := c.launch(o)
 	c.mu.Lock()
