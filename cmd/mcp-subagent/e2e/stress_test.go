@@ -248,6 +248,8 @@ func TestStressThreeInstancesWithKills(t *testing.T) {
 		"%d cut by a kill before their model call; %d model requests; claims sampled %d times (%d handoffs seen); settled after %s (seed %d)",
 		stressChildren, started.Round(time.Millisecond), stressFollowups, nAcked, nRefused, nFailed, unackedRan, sent.Round(time.Millisecond),
 		cutBeforeCall, len(fake.Requests()), claims.samples, claims.handoffs, time.Since(began).Round(time.Millisecond), seed)
+	t.Logf("the instances logged %d takeovers of a child whose owner's lease expired, %d claims lost by a live owner, and %d model calls retried",
+		cl.logged("took over a child whose owner's lease expired"), cl.logged("lost the claim of child"), cl.logged("chat completion failed, retrying"))
 	if v := claims.violations(); len(v) > 0 {
 		t.Errorf("the store showed a child claimed by two owners at one epoch, or an epoch going back:\n%s", strings.Join(v, "\n"))
 	}
@@ -270,6 +272,17 @@ func (c *stressCluster) launch(o serverOpts) *instance {
 	c.logs = append(c.logs, s.stderr)
 	c.mu.Unlock()
 	return s
+}
+
+// logged counts the lines of every instance's log that contain s.
+func (c *stressCluster) logged(s string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, l := range c.logs {
+		n += strings.Count(l.String(), s)
+	}
+	return n
 }
 
 // logOf is what every instance, killed ones included, logged at info
