@@ -42,7 +42,7 @@ type persister struct {
 	owner  string
 	log    *slog.Logger
 	retry  retryPolicy
-	onFail func(error) // called once, from the writer, outside mu
+	onFail func(error)   // called once, from the writer, outside mu
 	told   chan struct{} // closed once onFail has returned
 
 	mu      sync.Mutex

@@ -5,13 +5,16 @@ package manager_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -77,11 +80,67 @@ func TestAKilledTurnsMessageDoesNotRunAgain(t *testing.T) {
 	})
 }
 
+// A turn whose taking write is refused — another server took the child
+// over just before, so the message is still queued there for the new
+// owner — never calls the model: the turn is cancelled first.
+func TestATurnWhoseTakingIsRefusedNeverCallsTheModel(t *testing.T) {
+	ctx := context.Background()
+	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+	calls := &modelCalls{n: map[string]int{}, ended: make(chan string, 4)}
+	st := &refuseTaking{Store: memstore.New()}
+	m := manager.New(manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	if err := m.Register(&callProvider{calls: calls}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, ok := s.Wait(ctx); !ok || res.StopReason != agent.StopCompleted {
+		t.Fatalf("the first turn = %+v, %v", res, ok)
+	}
+	st.refuse.Store(true)
+	// The refusal fails the send itself when the message's own commit
+	// carries its taking too; either way its turn must not call the model.
+	if sent, err := m.Followup(ctx, root, s.ChildID, "refused", true); err == nil {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if res, ok := sent.Wait(wctx); !ok || res.StopReason == agent.StopCompleted {
+			t.Fatalf("the follow-up's turn = %+v, %v; want it failed: its message was never taken here", res, ok)
+		}
+	}
+	select {
+	case <-calls.ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the follow-up's turn never ended")
+	}
+	if n := calls.count("refused"); n != 0 {
+		t.Fatalf("the model was called %d times for a message this server could not take", n)
+	}
+}
+
+// refuseTaking refuses, once refuse is set, every write that takes
+// messages out of a child's inbox, as a store does once another owner
+// took the child over.
+type refuseTaking struct {
+	seam.Store
+	refuse atomic.Bool
+}
+
+func (s *refuseTaking) WriteChild(ctx context.Context, id string, w seam.ChildWrite) error {
+	if s.refuse.Load() && len(w.Dequeue) > 0 {
+		return fmt.Errorf("child %s was taken over: %w", id, seam.ErrOwned)
+	}
+	return s.Store.WriteChild(ctx, id, w)
+}
+
 // modelCalls counts a provider's model calls by their input, across
 // servers.
 type modelCalls struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu    sync.Mutex
+	n     map[string]int
+	ended chan string // when set, gets each turn's input as the turn ends (turns after the first)
 }
 
 func (c *modelCalls) add(in string) {
@@ -125,12 +184,19 @@ func (d *callDriver) Journal() *agent.Journal { return d.j }
 func (d *callDriver) Close() error            { return nil }
 
 func (d *callDriver) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnResult {
+	if c := d.p.calls.ended; c != nil && inputs[0].Text != "first" {
+		defer func() { c <- inputs[len(inputs)-1].Text }()
+	}
 	turn := d.j.NextTurn()
 	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
 	for _, in := range inputs {
 		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: in.Source, Message: &llm.Message{Role: llm.RoleUser, Content: in.Text}})
 	}
 	text := inputs[len(inputs)-1].Text
+	if ctx.Err() != nil { // as the agent's loop: no model call for a cancelled turn
+		d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopAborted})
+		return agent.TurnResult{StopReason: agent.StopAborted}
+	}
 	d.p.calls.add(text)
 	if text == "kill" && d.p.kill != nil {
 		d.p.kill()
