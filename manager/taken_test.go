@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -190,7 +189,7 @@ func (d *callDriver) RunTurn(ctx context.Context, inputs []agent.Input) agent.Tu
 	turn := d.j.NextTurn()
 	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
 	for _, in := range inputs {
-		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: in.Source, Message: &llm.Message{Role: llm.RoleUser, Content: in.Text}})
+		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: in.Source, Message: &seam.Message{Role: seam.RoleUser, Content: in.Text}})
 	}
 	text := inputs[len(inputs)-1].Text
 	if ctx.Err() != nil { // as the agent's loop: no model call for a cancelled turn
@@ -203,7 +202,7 @@ func (d *callDriver) RunTurn(ctx context.Context, inputs []agent.Input) agent.Tu
 		<-ctx.Done()
 		return agent.TurnResult{StopReason: agent.StopAborted}
 	}
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &llm.Message{Role: llm.RoleAssistant, Content: "done: " + text}})
+	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: "done: " + text}})
 	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopCompleted})
 	return agent.TurnResult{Output: "done: " + text, StopReason: agent.StopCompleted}
 }
