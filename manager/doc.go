@@ -23,10 +23,14 @@
 //     Followup and ReportFrom wait for their message. A queued message
 //     leaves the stored inbox in the same commit as the journal events
 //     that record it, so a crash keeps one or the other; a resume runs
-//     what was left queued first, in order. Journal events are written
-//     behind the turn by the child's own writer (manager/persister), in
-//     order, batched per commit. An in-band turn outcome is handed over
-//     only once the turn's events are committed. AwaitTurn (tasks.go) lets a caller that sent
+//     what was left queued first, in order. That commit (the turn's
+//     start) is made before the driver acts on its inputs — no model call
+//     or process first — so a message a turn took never runs twice: a
+//     crash after it closes the turn (persister.Writer.Add). Journal
+//     events are written behind the turn by the child's own writer
+//     (manager/persister), in order, batched per commit. An in-band turn
+//     outcome is handed over only once the turn's events are committed.
+//     AwaitTurn (tasks.go) lets a caller that sent
 //     without waiting (a durable MCP task, whose id must be committed
 //     first) wait in band after all, while the turn is still ahead.
 //   - Nothing is counted as written that was not. A failed write is
@@ -170,7 +174,7 @@
 // inbox write, which could then be queued twice). A crash can lose the
 // journal events of the last 10 ms or so of a turn (events nobody waits
 // for linger that long, so a short turn commits them with its settlement)
-// — never a child or a message whose id was handed out. A failed renewal is logged and retried at the next tick; a manager
+// — never a child, a message whose id was handed out, or a turn's start. A failed renewal is logged and retried at the next tick; a manager
 // whose lease ran out learns it only at its next write of each child
 // (refused by the fence): a child with nothing to write stays resident
 // here, idle, after another server took it over, until its next send.
