@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
@@ -29,12 +28,15 @@ func (s *writeCounter) WriteChild(ctx context.Context, id string, w seam.ChildWr
 	return s.Store.WriteChild(ctx, id, w)
 }
 
-// A short foreground turn costs two commits: the record with its first
-// message before the turn, and the turn's events with the settlement
-// after it (events nobody waits for linger for company instead of going
-// out alone while the model works). The caller still gets the outcome
-// only once it is committed.
-func TestAShortForegroundTurnCommitsTwice(t *testing.T) {
+// A short foreground turn on a driver that acts from its first moment
+// (not gated) costs three commits: the record with its first message
+// before the turn, the turn's start taking the message out of the stored
+// inbox before the driver acts on it (so a crash then closes the turn
+// instead of running the message again), and the rest of the turn's
+// events with the settlement after it (events nobody waits for linger for
+// company instead of going out alone while the model works). The caller
+// still gets the outcome only once it is committed.
+func TestAShortForegroundTurnCommitsThrice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &writeCounter{Store: memstore.New()}
 		p := &bubbleProvider{}
@@ -63,11 +65,11 @@ func TestAShortForegroundTurnCommitsTwice(t *testing.T) {
 		st.mu.Lock()
 		ws := append([]seam.ChildWrite(nil), st.writes...)
 		st.mu.Unlock()
-		if len(ws) != 2 || ws[0].Create == nil || len(ws[0].Enqueue) != 1 || ws[1].Settle == nil || len(ws[1].Events) != 5 || len(ws[1].Dequeue) != 1 {
+		if len(ws) != 3 || ws[0].Create == nil || len(ws[0].Enqueue) != 1 || len(ws[1].Events) != 3 || len(ws[1].Dequeue) != 1 || ws[2].Settle == nil || len(ws[2].Events) != 2 {
 			for i, w := range ws {
 				t.Logf("write %d: create %v enqueue %d dequeue %d events %d settle %v", i, w.Create != nil, len(w.Enqueue), len(w.Dequeue), len(w.Events), w.Settle != nil)
 			}
-			t.Errorf("%d writes, want 2: the record with its prompt, then the events with the settlement", len(ws))
+			t.Errorf("%d writes, want 3: the record with its prompt, the turn's start taking it, then the rest of the events with the settlement", len(ws))
 		}
 		if err := m.Close(context.Background()); err != nil {
 			t.Fatal(err)
@@ -75,9 +77,11 @@ func TestAShortForegroundTurnCommitsTwice(t *testing.T) {
 	})
 }
 
-// A long turn's events do not wait for its end: they are committed once
-// they have lingered (10 ms), so a crash loses at most that moment.
-func TestALongTurnsEventsAreCommittedAfterTheLinger(t *testing.T) {
+// A turn's start (the budget grant, the start, its input, which leaves the
+// stored inbox with them) is committed before the driver acts on it, not
+// after a linger: a crash from then on closes the turn rather than
+// running its message again.
+func TestATurnsStartIsCommittedBeforeItsDriverActs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		p := &bubbleProvider{}
@@ -89,14 +93,14 @@ func TestALongTurnsEventsAreCommittedAfterTheLinger(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		synctest.Wait()
-		if n, _ := st.JournalLen(context.Background(), s.ChildID); n != 0 {
-			t.Errorf("the turn's first events were committed at once (%d), want them lingering", n)
-		}
-		time.Sleep(15 * time.Millisecond) // the bubble's clock: no real wait
+		// The driver is "working": the bubble's clock has not moved, so
+		// nothing lingered its way out.
 		synctest.Wait()
 		if n, err := st.JournalLen(context.Background(), s.ChildID); err != nil || n != 3 {
-			t.Errorf("after the linger the stored journal has %d events, %v; want the grant and the turn's first 2", n, err)
+			t.Errorf("the stored journal has %d events, %v, as the driver works; want the grant and the turn's first 2", n, err)
+		}
+		if q, err := st.Queued(context.Background(), s.ChildID); err != nil || len(q) != 0 {
+			t.Errorf("the stored inbox holds %d messages, %v, as the driver works; want the turn's taken", len(q), err)
 		}
 		// Written out and parked mid-turn, the child holds no writer
 		// goroutine: only its turn's.

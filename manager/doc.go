@@ -23,10 +23,14 @@
 //     Followup and ReportFrom wait for their message. A queued message
 //     leaves the stored inbox in the same commit as the journal events
 //     that record it, so a crash keeps one or the other; a resume runs
-//     what was left queued first, in order. Journal events are written
-//     behind the turn by the child's own writer (manager/persister), in
-//     order, batched per commit. An in-band turn outcome is handed over
-//     only once the turn's events are committed. AwaitTurn (tasks.go) lets a caller that sent
+//     what was left queued first, in order. That commit (the turn's
+//     start) is made before the driver acts on its inputs — no model call
+//     or process first — so a message a turn took never runs twice: a
+//     crash after it closes the turn (persister.Writer.Add). Journal
+//     events are written behind the turn by the child's own writer
+//     (manager/persister), in order, batched per commit. An in-band turn
+//     outcome is handed over only once the turn's events are committed.
+//     AwaitTurn (tasks.go) lets a caller that sent
 //     without waiting (a durable MCP task, whose id must be committed
 //     first) wait in band after all, while the turn is still ahead.
 //   - Nothing is counted as written that was not. A failed write is
@@ -173,7 +177,7 @@
 // inbox write, which could then be queued twice). A crash can lose the
 // journal events of the last 10 ms or so of a turn (events nobody waits
 // for linger that long, so a short turn commits them with its settlement)
-// — never a child or a message whose id was handed out. A failed renewal is logged and retried at the next tick; a manager
+// — never a child, a message whose id was handed out, or a turn's start. A failed renewal is logged and retried at the next tick; a manager
 // whose lease ran out learns it only at its next write of each child
 // (refused by the fence): a child with nothing to write stays resident
 // here, idle, after another server took it over, until its next send.
@@ -225,6 +229,16 @@
 //   - A notice for a root principal stored at any instance wakes the
 //     principal's waiting call at every instance (WaitNotices, WaitSignal
 //     on a principal's address) and is taken once (Store.TakeNotices).
+//   - Session liveness, on a store that shares it (seam.Sessions;
+//     sessions.go): a root session's first call at an instance
+//     (SessionOpened) records it as connected there, under the instance's
+//     lease; its disconnect (SessionGone, or the renewal finding it no
+//     longer connected here) removes the record, and each renewal removes
+//     those of instances whose lease ran out. A notice waits for its
+//     session while that session is connected here or recorded at another
+//     instance; a removal wakes the principal's waiting calls at every
+//     instance, so the notice goes to the principal's next call anywhere,
+//     once. bbolt has no other instance: liveness stays local there.
 //
 // What stays per instance, and why:
 //
@@ -242,9 +256,6 @@
 //     caller waiting at another instance lends the turn no slot.
 //   - Budget ledgers live where the child is resident; a ledger is rebuilt
 //     from the journal on every resume, so a takeover keeps the limits.
-//   - Session liveness (Options.SessionConnected) is this instance's: a
-//     notice for a session connected at another instance may be taken by
-//     another session of the same principal here.
 //   - MCP tasks waiting on a forwarded follow-up, and the questions a child
 //     asks, are served by the instance the child is resident on.
 //
@@ -260,7 +271,8 @@
 //     (package recovery's, run in policyHost.Exclusive).
 //  2. Manager.mu — the registry and the maps of the living: providers,
 //     listeners, one-shot runs, live activations, pending and session
-//     signals, corrupt children, lastCreated, closed, renewing, retaining.
+//     signals, shared sessions, corrupt children, lastCreated, closed,
+//     renewing, retaining.
 //  3. activation.mu — one child's inbox, parked queue, turn in flight,
 //     owned children, waiters, settling, last result and usage.
 //  4. Watch.mu — one transcript watch's journal subscription.

@@ -153,13 +153,15 @@ func shortGatedTurn(t *testing.T, p seam.Provider, bp *bubbleProvider) (string, 
 }
 
 // A gated turn's tool round hurries its lingering record out: one commit
-// for the record before the round, one for the rest.
+// for the record before the round; once the record is stored, the turn's
+// start (this driver journals its inputs after the round) is committed
+// before the driver goes on, then the rest.
 func TestAGatedToolRoundCommitsTheRecordFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &gatedProvider{}
 		_, _, writes := shortGatedTurn(t, p, &p.bubbleProvider)
-		if len(writes) != 2 || writes[0].Create == nil || writes[1].Settle == nil {
-			t.Errorf("%d commits with a tool round, want 2: the record, then the rest", len(writes))
+		if len(writes) != 3 || writes[0].Create == nil || len(writes[1].Dequeue) != 1 || writes[2].Settle == nil {
+			t.Errorf("%d commits with a tool round, want 3: the record, the turn's start, then the rest", len(writes))
 		}
 	})
 }

@@ -49,7 +49,8 @@ type Writer struct {
 	log     *slog.Logger
 	retry   Retry
 	timeout time.Duration
-	onFail  func(error) // called once, from the writer, outside mu
+	onFail  func(error)   // called once, from the writer, outside mu
+	told    chan struct{} // closed once onFail has returned
 
 	mu      sync.Mutex
 	pending seam.ChildWrite
@@ -141,7 +142,7 @@ type Config struct {
 // New returns a child's writer; its goroutine starts with the first write.
 func New(c Config) *Writer {
 	p := &Writer{store: c.Store, ctx: c.Ctx, timeout: c.Timeout, id: c.ID, owner: c.Owner, log: c.Log, retry: c.Retry, onFail: c.OnFail,
-		urge: make(chan struct{}, 1), created: make(chan struct{}), fence: c.Fence}
+		urge: make(chan struct{}, 1), created: make(chan struct{}), told: make(chan struct{}), fence: c.Fence}
 	p.drained = sync.NewCond(&p.mu)
 	if c.Create != nil {
 		// Not started: the start queues the first message and then waits
@@ -213,14 +214,20 @@ func (p *Writer) Committed() error {
 	return p.createErr
 }
 
-// Add queues an event; it is the journal listener and never blocks on I/O.
-// Messages a turn claimed leave the stored inbox in the same commit as the
-// last of the journal events that record them (each input is a user-side
-// message; the turn's end, for a driver that records fewer), so a crash
-// leaves each message queued or journaled, never neither.
+// Add queues an event; it is the journal listener. Messages a turn claimed
+// leave the stored inbox in the same commit as the last of the journal
+// events that record them (each input is a user-side message; the turn's
+// end, for a driver that records fewer), so a crash leaves each message
+// queued or journaled, never neither. That commit is made before Add
+// returns to the driver, which has not yet acted on its inputs (no model
+// call, no process): a crash from then on closes the turn rather than
+// running its messages again. This is the one write a turn waits for; the
+// rest of its events linger. A new child whose record is deferred does not
+// wait: nothing of it is stored and nobody has its id.
 func (p *Writer) Add(e agent.Event) {
 	p.mu.Lock()
 	p.pending.Events = append(p.pending.Events, e)
+	taken := false
 	if len(p.claimed) > 0 {
 		if e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == seam.RoleUser {
 			p.unseen--
@@ -228,11 +235,26 @@ func (p *Writer) Add(e agent.Event) {
 		if p.unseen <= 0 || e.Kind == agent.EventTurnEnd {
 			p.pending.Dequeue = append(p.pending.Dequeue, p.claimed...)
 			p.claimed, p.unseen = nil, 0
+			taken = e.Kind != agent.EventTurnEnd && !(p.lazyRecord && p.written == 0)
 		}
 	}
 	p.issued++
+	t := p.issued
 	p.start()
 	p.mu.Unlock()
+	if taken && p.WaitFor(t) != nil && p.broken() {
+		// Refused (the claim lost to another server) or failed for good:
+		// the driver goes on only once onFail has cancelled its turn, so
+		// it never acts on messages the store still holds queued.
+		<-p.told
+	}
+}
+
+// broken reports whether a write failed for good.
+func (p *Writer) broken() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err != nil
 }
 
 // Enqueue records a message admitted to the inbox.
@@ -450,8 +472,11 @@ func (p *Writer) fail(cause error, hi int64) {
 	if createPending {
 		close(p.created)
 	}
-	if first && p.onFail != nil {
-		p.onFail(err)
+	if first {
+		if p.onFail != nil {
+			p.onFail(err)
+		}
+		close(p.told)
 	}
 }
 

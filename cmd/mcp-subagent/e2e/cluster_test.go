@@ -78,9 +78,7 @@ func TestThreeInstancesOnOnePostgreSQL(t *testing.T) {
 	if !waitFor(10*time.Second, func() bool { return askedFor("HOLD kill") == 1 }) {
 		t.Fatal("the second child never called the model")
 	}
-	// Its turn's start is committed (A's writer commits events nobody
-	// waits for a moment later; a kill before that loses them, and the
-	// prompt, still queued, would run again).
+	// Its turn's start is committed (before its model call).
 	st := openPG(t, url)
 	journaled(t, st, h2.AgentID, "HOLD kill")
 	res, sent = callSend(t, b, ctx, h2.AgentID, "after the kill", 0)
@@ -153,10 +151,15 @@ func (m *heldModel) count(text string) int {
 // url, with a lease of clusterLease, serving principal alice.
 func clusterInstance(t *testing.T, fake *fakeopenai.Server, url string) *instance {
 	t.Helper()
+	return start(t, fake, clusterOpts(url))
+}
+
+// clusterOpts are clusterInstance's options.
+func clusterOpts(url string) serverOpts {
 	cfg := `{"cluster":{"lease_seconds":` + strings.TrimSuffix(clusterLease.String(), "s") + `},` +
 		`"http":{"tokens":[{"principal":"alice","token_env":"ALICE_TOKEN"}]}}`
-	return start(t, fake, serverOpts{http: true, token: aliceTok, config: cfg, env: []string{"ALICE_TOKEN=" + aliceTok},
-		args: []string{"--store", url}})
+	return serverOpts{http: true, token: aliceTok, config: cfg, env: []string{"ALICE_TOKEN=" + aliceTok},
+		args: []string{"--store", url}}
 }
 
 // openPG opens the instances' database as the test's own reader.

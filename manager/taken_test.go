@@ -1,0 +1,244 @@
+//go:build postgres
+
+package manager_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/seam"
+)
+
+// A server killed the moment its child's turn calls the model — its
+// writes stop landing there and then, as with kill -9 — has already
+// taken the turn's message out of the stored inbox: the server that takes
+// the child over closes the cut-off turn and does not run the message
+// again. (Before, the turn's start lingered 10 ms in the writer, so a kill
+// in that window left the message queued, and it ran twice.)
+func TestAKilledTurnsMessageDoesNotRunAgain(t *testing.T) {
+	onSharedStores(t, func(t *testing.T, st seam.Store) {
+		ctx := context.Background()
+		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+		calls := &modelCalls{n: map[string]int{}}
+		dead := &killable{Store: st, Waker: st.(seam.Waker), killed: make(chan struct{})}
+
+		a := manager.New(manager.Options{Store: dead, OwnerID: "server-a", LeaseTTL: time.Minute})
+		t.Cleanup(func() { _ = a.Close(context.Background()) })
+		if err := a.Register(&callProvider{calls: calls, kill: dead.kill}); err != nil {
+			t.Fatal(err)
+		}
+		notices := make(chan seam.Notice, 8)
+		b := manager.New(manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: 150 * time.Millisecond,
+			OnNotice: func(_ string, n seam.Notice) { notices <- n }})
+		t.Cleanup(func() { _ = b.Close(context.Background()) })
+		if err := b.Register(&callProvider{calls: calls}); err != nil {
+			t.Fatal(err)
+		}
+
+		s, err := a.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := waitSettled(ctx, st, s.ChildID); err != nil {
+			t.Fatal(err)
+		}
+		// A follow-up resumes the child at A; its turn's model call kills A.
+		// (Before the fix the kill could come before the follow-up's own
+		// commit; unacknowledged, it must still run at most once.)
+		if _, err := a.Followup(ctx, root, s.ChildID, "kill", false); err != nil {
+			t.Logf("the follow-up was not acknowledged: %v", err)
+		}
+		select {
+		case <-dead.killed:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the follow-up's turn never called the model")
+		}
+		if err := b.Recover(ctx); err != nil { // B sweeps from now on, at each renewal
+			t.Fatal(err)
+		}
+		// A's lease runs out: B's sweep takes the child over.
+		if err := st.Renew(ctx, seam.Owner{ID: "server-a", Expires: time.Now().Add(-time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitSettled(ctx, st, s.ChildID); err != nil {
+			t.Fatal(err)
+		}
+		if n := calls.count("kill"); n != 1 {
+			t.Fatalf("the follow-up reached the model %d times; want once (the turn the kill cut is closed, not re-run)", n)
+		}
+		takenOver(t, notices, s.ChildID)
+		checkStoredTranscript(t, st, s.ChildID, []string{"first", "kill"}, "done: kill")
+	})
+}
+
+// A turn whose taking write is refused — another server took the child
+// over just before, so the message is still queued there for the new
+// owner — never calls the model: the turn is cancelled first.
+func TestATurnWhoseTakingIsRefusedNeverCallsTheModel(t *testing.T) {
+	ctx := context.Background()
+	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+	calls := &modelCalls{n: map[string]int{}, ended: make(chan string, 4)}
+	st := &refuseTaking{Store: memstore.New()}
+	m := manager.New(manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute})
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	if err := m.Register(&callProvider{calls: calls}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, ok := s.Wait(ctx); !ok || res.StopReason != agent.StopCompleted {
+		t.Fatalf("the first turn = %+v, %v", res, ok)
+	}
+	st.refuse.Store(true)
+	// The refusal fails the send itself when the message's own commit
+	// carries its taking too; either way its turn must not call the model.
+	if sent, err := m.Followup(ctx, root, s.ChildID, "refused", true); err == nil {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if res, ok := sent.Wait(wctx); !ok || res.StopReason == agent.StopCompleted {
+			t.Fatalf("the follow-up's turn = %+v, %v; want it failed: its message was never taken here", res, ok)
+		}
+	}
+	select {
+	case <-calls.ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the follow-up's turn never ended")
+	}
+	if n := calls.count("refused"); n != 0 {
+		t.Fatalf("the model was called %d times for a message this server could not take", n)
+	}
+}
+
+// refuseTaking refuses, once refuse is set, every write that takes
+// messages out of a child's inbox, as a store does once another owner
+// took the child over.
+type refuseTaking struct {
+	seam.Store
+	refuse atomic.Bool
+}
+
+func (s *refuseTaking) WriteChild(ctx context.Context, id string, w seam.ChildWrite) error {
+	if s.refuse.Load() && len(w.Dequeue) > 0 {
+		return fmt.Errorf("child %s was taken over: %w", id, seam.ErrOwned)
+	}
+	return s.Store.WriteChild(ctx, id, w)
+}
+
+// modelCalls counts a provider's model calls by their input, across
+// servers.
+type modelCalls struct {
+	mu    sync.Mutex
+	n     map[string]int
+	ended chan string // when set, gets each turn's input as the turn ends (turns after the first)
+}
+
+func (c *modelCalls) add(in string) {
+	c.mu.Lock()
+	c.n[in]++
+	c.mu.Unlock()
+}
+
+func (c *modelCalls) count(in string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[in]
+}
+
+// callProvider runs continuable children whose turns journal their inputs
+// and then call the model (counted): it answers at once, except for the
+// input "kill", on which kill (when set) is called first, and the call
+// then hangs until the turn is cancelled, like a server that died in it.
+type callProvider struct {
+	calls *modelCalls
+	kill  func()
+}
+
+func (p *callProvider) Name() string                    { return "model" }
+func (p *callProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
+func (p *callProvider) InheritsParentContext() bool     { return false }
+func (p *callProvider) Continuable()                    {}
+func (p *callProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
+	return seam.CreationInputs{}, nil
+}
+func (p *callProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
+	return &callDriver{p: p, j: r.Journal}, nil
+}
+
+type callDriver struct {
+	p *callProvider
+	j *agent.Journal
+}
+
+func (d *callDriver) Journal() *agent.Journal { return d.j }
+func (d *callDriver) Close() error            { return nil }
+
+func (d *callDriver) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnResult {
+	if c := d.p.calls.ended; c != nil && inputs[0].Text != "first" {
+		defer func() { c <- inputs[len(inputs)-1].Text }()
+	}
+	turn := d.j.NextTurn()
+	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
+	for _, in := range inputs {
+		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: in.Source, Message: &seam.Message{Role: seam.RoleUser, Content: in.Text}})
+	}
+	text := inputs[len(inputs)-1].Text
+	if ctx.Err() != nil { // as the agent's loop: no model call for a cancelled turn
+		d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopAborted})
+		return agent.TurnResult{StopReason: agent.StopAborted}
+	}
+	d.p.calls.add(text)
+	if text == "kill" && d.p.kill != nil {
+		d.p.kill()
+		<-ctx.Done()
+		return agent.TurnResult{StopReason: agent.StopAborted}
+	}
+	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: "done: " + text}})
+	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopCompleted})
+	return agent.TurnResult{Output: "done: " + text, StopReason: agent.StopCompleted}
+}
+
+// killable is a server's store that stops taking writes once killed, as
+// the server's process would by dying: nothing it writes after that lands.
+type killable struct {
+	seam.Store
+	seam.Waker
+	once   sync.Once
+	killed chan struct{}
+}
+
+var errKilled = errors.New("the server was killed")
+
+func (k *killable) kill() { k.once.Do(func() { close(k.killed) }) }
+
+func (k *killable) dead() bool {
+	select {
+	case <-k.killed:
+		return true
+	default:
+		return false
+	}
+}
+
+func (k *killable) WriteChild(ctx context.Context, id string, w seam.ChildWrite) error {
+	if k.dead() {
+		return errKilled
+	}
+	return k.Store.WriteChild(ctx, id, w)
+}
+
+func (k *killable) Renew(ctx context.Context, o seam.Owner) error {
+	if k.dead() {
+		return errKilled
+	}
+	return k.Store.Renew(ctx, o)
+}
