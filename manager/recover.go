@@ -46,7 +46,13 @@ func (m *Manager) Recover(ctx context.Context) error {
 		if m.resident(c.ChildID) || (c.Owner.ID != m.owner && c.Owner.Expires.After(now)) {
 			continue
 		}
-		m.closeEpoch(ctx, c, false)
+		// On a store other instances share, the claim may be a dead
+		// instance's whose children had follow-ups forwarded to them: run
+		// those now, as a sweep's takeover does. On one no other instance
+		// writes, they wait for the child's next resume (see doc.go).
+		if h, ok := m.closeEpoch(ctx, c, false); ok && shared(m.store) {
+			m.runQueued(ctx, h)
+		}
 	}
 	m.wt.Reconcile(ctx, m.store, m.owner, m.resident)
 	// From now on each lease renewal also sweeps for claims other servers
