@@ -92,7 +92,10 @@
 //     before they leave the queue (a crash repeats one, never loses it).
 //   - Recover closes each interrupted epoch — a claim whose owner is gone —
 //     in one write (claim taken over, closing events, checkpoint, claim
-//     revoked, notice). A child whose journal cannot be read keeps its
+//     revoked, notice); on a store other instances share it then runs the
+//     messages queued for the child, as a sweep's takeover does (another
+//     instance may have forwarded them to a dead owner). A child whose
+//     journal cannot be read keeps its
 //     claim, lists as corrupt (or unavailable), and its
 //     parent gets a notice saying so and naming mcp-subagent doctor, once
 //     per start while it stays unreadable.

@@ -55,7 +55,8 @@ func (m *Manager) Recover(ctx context.Context) error {
 // recovery closes this manager's share of the open epochs (package
 // recovery), through policyHost.
 func (m *Manager) recovery() recovery.Recoverer {
-	return recovery.Recoverer{Store: m.store, Host: policyHost{m}, Owner: m.owner, Now: m.now, Timeout: storeTimeout, Log: m.log}
+	return recovery.Recoverer{Store: m.store, Host: policyHost{m}, Owner: m.owner, Shared: shared(m.store), Now: m.now,
+		Timeout: storeTimeout, Log: m.log}
 }
 
 // startSweep runs a sweep in a goroutine of its own unless one runs: a

@@ -242,3 +242,63 @@ func (k *killable) Renew(ctx context.Context, o seam.Owner) error {
 	}
 	return k.Store.Renew(ctx, o)
 }
+
+// A server that starts after another died takes that one's children over
+// in its Recover and runs what was queued for them, as a sweep does: a
+// follow-up another instance acknowledged while the dead owner's lease
+// still ran must not wait for a next send. (Before, Recover closed the
+// epoch and left the message in the stored inbox.)
+func TestRecoverRunsWhatWasQueuedForAChildItTakesOver(t *testing.T) {
+	onSharedStores(t, func(t *testing.T, st seam.Store) {
+		ctx := context.Background()
+		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+		calls := &modelCalls{n: map[string]int{}}
+		dead := &killable{Store: st, Waker: st.(seam.Waker), killed: make(chan struct{})}
+
+		a := manager.New(manager.Options{Store: dead, OwnerID: "server-a", LeaseTTL: time.Minute})
+		t.Cleanup(func() { _ = a.Close(context.Background()) })
+		if err := a.Register(&callProvider{calls: calls, kill: dead.kill}); err != nil {
+			t.Fatal(err)
+		}
+		b := manager.New(manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute})
+		t.Cleanup(func() { _ = b.Close(context.Background()) })
+		if err := b.Register(&callProvider{calls: calls}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := a.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "kill", Parent: root}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-dead.killed:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the first turn never called the model")
+		}
+		// A holds the child, dead; B forwards a follow-up to its stored inbox.
+		sent, err := b.Followup(ctx, root, s.ChildID, "queued", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sent.Route != "forwarded" {
+			t.Fatalf("route %q; want forwarded (A still holds the child)", sent.Route)
+		}
+		if err := st.Renew(ctx, seam.Owner{ID: "server-a", Expires: time.Now().Add(-time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		c := manager.New(manager.Options{Store: st, OwnerID: "server-c", LeaseTTL: time.Minute})
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		if err := c.Register(&callProvider{calls: calls}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Recover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitSettled(ctx, st, s.ChildID); err != nil {
+			t.Fatalf("the taken-over child did not run its queued follow-up: %v", err)
+		}
+		if n := calls.count("queued"); n != 1 {
+			t.Fatalf("the queued follow-up reached the model %d times; want once", n)
+		}
+		checkStoredTranscript(t, st, s.ChildID, []string{"kill", "queued"}, "done: kill")
+	})
+}

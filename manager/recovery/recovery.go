@@ -71,8 +71,11 @@ type Host interface {
 type Recoverer struct {
 	Store Store
 	Host  Host
-	Owner string           // this instance's owner id
-	Now   func() time.Time // this instance's clock: the sweep's first filter
+	Owner string // this instance's owner id
+	// Shared: other instances write the store (seam.Shared), so Recover
+	// runs what they queued for a child it takes over.
+	Shared bool
+	Now    func() time.Time // this instance's clock: the sweep's first filter
 	// Timeout bounds a sweep.
 	Timeout time.Duration
 	Log     *slog.Logger
@@ -81,7 +84,8 @@ type Recoverer struct {
 // Recover closes the epochs of the claims a crash (or a shutdown) left to
 // an owner that is gone — an expired claim, one the store knows is stale,
 // or one of this owner's that is not resident here — and announces each
-// to its parent. Claims of other owners whose lease runs are left alone:
+// to its parent, then, on a shared store, runs the messages queued for
+// it. Claims of other owners whose lease runs are left alone:
 // those children are resident in another server. A failure to list the
 // claims is returned; one child's failure is logged, and the next start
 // tries it again.
@@ -95,7 +99,13 @@ func (r Recoverer) Recover(ctx context.Context) error {
 		if r.Host.Resident(c.ChildID) || (c.Owner.ID != r.Owner && c.Owner.Expires.After(now)) {
 			continue
 		}
-		r.closeEpoch(ctx, c, false)
+		// On a store other instances share, the claim may be a dead
+		// instance's whose children had follow-ups forwarded to them: run
+		// those now, as a sweep's takeover does. On one no other instance
+		// writes, they wait for the child's next resume.
+		if h, ok := r.closeEpoch(ctx, c, false); ok && r.Shared {
+			r.Host.RunQueued(ctx, h)
+		}
 	}
 	return nil
 }

@@ -137,7 +137,7 @@ func TestRecoverClosesOnlyTheEpochsOfOwnersThatAreGone(t *testing.T) {
 		t.Fatalf("took %v, announced %v, closed %v; want %v each", f.took, f.announced, f.closed, want)
 	}
 	if len(f.queued) != 0 {
-		t.Fatalf("Recover ran queued messages of %v: only a sweep does", f.queued)
+		t.Fatalf("Recover on an unshared store ran queued messages of %v: they wait for the next resume", f.queued)
 	}
 
 	// The expired child's open turn is closed aborted, in one write
@@ -230,5 +230,19 @@ func TestSweepTakesOverExpiredAndOwnNonResidentClaims(t *testing.T) {
 	f.recoverer().Sweep(context.Background())
 	if want := []string{"expired", "mine"}; !slices.Equal(f.took, want) || !slices.Equal(f.queued, want) {
 		t.Fatalf("took %v, queued %v; want %v each", f.took, f.queued, want)
+	}
+}
+
+func TestRecoverOnASharedStoreRunsWhatWasQueued(t *testing.T) {
+	f := newFake(t)
+	f.child("expired", "B", now.Add(-time.Second), ended("x")...)
+	f.child("live", "B", now.Add(time.Minute), ended("x")...)
+	r := f.recoverer()
+	r.Shared = true
+	if err := r.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"expired"}; !slices.Equal(f.queued, want) {
+		t.Fatalf("queued %v, want %v", f.queued, want)
 	}
 }
