@@ -42,6 +42,7 @@ const (
 // Manager is what the layer asks of the manager.
 type TaskManager interface {
 	AwaitTurn(childID, msgID string, step func(string)) manager.Turn
+	AwaitSent(sent *manager.Sent, step func(string)) manager.Turn
 	Interrupt(caller seam.ParentRef, childID string) error
 	LastOutcome(ctx context.Context, childID string) (seam.Result, error)
 }
@@ -828,14 +829,22 @@ func (s *Server) followupInTaskMode(ctx context.Context, task *taskMode, caller 
 	if err != nil {
 		return nil, err
 	}
-	sent.Turn = task.await(childID, sent.MessageID)
+	// AwaitSent: a follow-up forwarded to the instance the child is
+	// resident on is waited on the store, not on an activation here.
+	sent.Turn = task.report(childID, sent.MessageID, task.l.mgr.AwaitSent(sent, task.setStep))
 	return sent, nil
 }
 
 // await is the turn msgID of childID, started in task mode, as the call
 // waits on it; the layer hears of the start.
 func (p *taskMode) await(childID, msgID string) manager.Turn {
-	t := closingTurn{Turn: p.l.mgr.AwaitTurn(childID, msgID, p.setStep), l: p.l}
+	return p.report(childID, msgID, p.l.mgr.AwaitTurn(childID, msgID, p.setStep))
+}
+
+// report tells the layer of the start of turn (msgID of childID), which
+// the call waits on until the layer closes.
+func (p *taskMode) report(childID, msgID string, turn manager.Turn) manager.Turn {
+	t := closingTurn{Turn: turn, l: p.l}
 	p.started <- started{childID: childID, msgID: msgID}
 	return t
 }
