@@ -10,20 +10,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/schemas"
-)
-
-// StopReason says how a turn ended. Only StopCompleted is success.
-type StopReason string
-
-const (
-	StopCompleted StopReason = "completed"
-	StopAborted   StopReason = "aborted"
-	StopError     StopReason = "error"
-	StopMaxTokens StopReason = "max-tokens"
-	StopRefusal   StopReason = "refusal"
-	// StopBudget: the child ran out of its budget (tokens, steps, seconds
-	// or cost, its own or an ancestor's); an error result.
-	StopBudget StopReason = "budget"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // CaptureToolName is the tool an agent with an output schema delivers its
@@ -69,15 +56,6 @@ type Agent struct {
 	defs    []llm.ToolDef
 	schema  *schemas.Output
 	turnMu  sync.Mutex
-}
-
-// TurnResult is how one turn ended.
-type TurnResult struct {
-	Output     string          // the last non-empty assistant message of the turn
-	Structured json.RawMessage // the captured object; only when a schema was met
-	StopReason StopReason
-	Diagnostic string // why a non-completed turn ended; secret-free
-	Usage      llm.Usage
 }
 
 // New builds an agent. It fails on duplicate tool names or an output schema
@@ -142,12 +120,6 @@ func (a *Agent) RunTurn(ctx context.Context, input string, source string) TurnRe
 	return a.RunTurnWith(ctx, []Input{{Text: input, Source: source}})
 }
 
-// Input is one user-side message of a turn and its source kind.
-type Input struct {
-	Text   string
-	Source string // SourceUser (default), SourceReport, SourceSettled
-}
-
 // RunTurnWith runs one turn whose user side is several messages, each
 // recorded with its own source kind (a quiet report riding along with a
 // follow-up stays a report).
@@ -162,7 +134,7 @@ func (a *Agent) RunTurnWith(ctx context.Context, inputs []Input) TurnResult {
 			source = SourceUser
 		}
 		a.journal.Append(Event{Kind: EventMessage, Turn: turn, Source: source,
-			Message: &llm.Message{Role: llm.RoleUser, Content: in.Text}})
+			Message: &seam.Message{Role: seam.RoleUser, Content: in.Text}})
 	}
 	res := a.loop(ctx, turn)
 	a.journal.Append(Event{Kind: EventTurnEnd, Turn: turn, StopReason: res.StopReason, Diagnostic: res.Diagnostic})
@@ -205,12 +177,12 @@ func (a *Agent) loop(ctx context.Context, turn int) TurnResult {
 			}
 			return fail(StopError, "model call failed: "+err.Error())
 		}
-		res.Usage = res.Usage.Add(resp.Usage)
+		u := seam.Usage(resp.Usage)
+		res.Usage = res.Usage.Add(u)
 		msg := resp.Message
 		msg.Role = llm.RoleAssistant
 		msg.ToolCalls = uniqueCallIDs(msg.ToolCalls, step)
-		u := resp.Usage
-		a.journal.Append(Event{Kind: EventMessage, Turn: turn, Message: &msg, Usage: &u})
+		a.journal.Append(Event{Kind: EventMessage, Turn: turn, Message: record(msg), Usage: &u})
 		if strings.TrimSpace(msg.Content) != "" {
 			res.Output = msg.Content
 		}
@@ -248,7 +220,7 @@ func (a *Agent) loop(ctx context.Context, turn int) TurnResult {
 			if nudges < maxNudges {
 				nudges++
 				a.journal.Append(Event{Kind: EventMessage, Turn: turn, Source: SourceUser,
-					Message: &llm.Message{Role: llm.RoleUser, Content: nudge}})
+					Message: &seam.Message{Role: seam.RoleUser, Content: nudge}})
 				continue
 			}
 			return fail(StopError, "the child never delivered a structured_output object that matches the output schema")
@@ -315,7 +287,7 @@ func uniqueCallIDs(calls []llm.ToolCall, step int) []llm.ToolCall {
 func (a *Agent) answerUnrun(turn int, calls []llm.ToolCall, why string) {
 	for _, c := range calls {
 		a.journal.Append(Event{Kind: EventMessage, Turn: turn,
-			Message: &llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: why}})
+			Message: &seam.Message{Role: seam.RoleTool, ToolCallID: c.ID, Content: why}})
 	}
 }
 
@@ -346,7 +318,7 @@ func (a *Agent) runTools(ctx context.Context, turn int, calls []llm.ToolCall) js
 	wg.Wait()
 	for i, c := range calls {
 		a.journal.Append(Event{Kind: EventMessage, Turn: turn,
-			Message: &llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: out[i]}})
+			Message: &seam.Message{Role: seam.RoleTool, ToolCallID: c.ID, Content: out[i]}})
 	}
 	return captured
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 func TestTurnOutcomes(t *testing.T) {
@@ -132,13 +133,13 @@ func TestTurnOutcomes(t *testing.T) {
 			// turn's stop reason and diagnostic.
 			first, last := evs[0], evs[len(evs)-1]
 			if first.Kind != agent.EventTurnStart || evs[1].Message == nil || evs[1].Message.Content != "do the task" ||
-				evs[1].Source != agent.SourceUser || evs[1].Message.Role != llm.RoleUser {
+				evs[1].Source != agent.SourceUser || evs[1].Message.Role != seam.RoleUser {
 				t.Errorf("turn opens with %+v, %+v", first, evs[1])
 			}
 			if last.Kind != agent.EventTurnEnd || last.StopReason != res.StopReason || last.Diagnostic != res.Diagnostic {
 				t.Errorf("turn ends with %+v, want stop reason %q", last, res.StopReason)
 			}
-			if want := (llm.Usage{InputTokens: usage.InputTokens * int64(countAssistant(evs)),
+			if want := (seam.Usage{InputTokens: usage.InputTokens * int64(countAssistant(evs)),
 				OutputTokens: usage.OutputTokens * int64(countAssistant(evs))}); res.Usage != want {
 				t.Errorf("Usage = %+v, want %+v (the sum of the answers)", res.Usage, want)
 			}
@@ -149,7 +150,7 @@ func TestTurnOutcomes(t *testing.T) {
 func countAssistant(evs []agent.Event) int {
 	n := 0
 	for _, e := range evs {
-		if e.Message != nil && e.Message.Role == llm.RoleAssistant {
+		if e.Message != nil && e.Message.Role == seam.RoleAssistant {
 			n++
 		}
 	}
@@ -363,7 +364,7 @@ func TestOutputSchema(t *testing.T) {
 			}
 			nudges := 0
 			for _, e := range evs[2:] {
-				if e.Message != nil && e.Message.Role == llm.RoleUser {
+				if e.Message != nil && e.Message.Role == seam.RoleUser {
 					nudges++
 					if !strings.Contains(e.Message.Content, agent.CaptureToolName) {
 						t.Errorf("nudge %q does not name the tool", e.Message.Content)
@@ -492,7 +493,7 @@ func TestTheModelSeesSystemPromptToolsAndEarlierTurns(t *testing.T) {
 		t.Errorf("events per turn = %v, want turns 1 and 2", turns)
 	}
 	// Usage is per turn.
-	if res.Usage != usage {
+	if res.Usage != seam.Usage(usage) {
 		t.Errorf("second turn usage = %+v, want %+v", res.Usage, usage)
 	}
 }
@@ -552,7 +553,7 @@ func TestToolCallsSharingOrLackingAnIDStillLeaveAValidJournal(t *testing.T) {
 				t.Fatalf("the journal cannot seed a fork: %v", err)
 			}
 			// Each call got its own answer, in call order, with its own result.
-			var asst *llm.Message
+			var asst *seam.Message
 			for _, e := range evs {
 				if e.Message != nil && len(e.Message.ToolCalls) > 0 {
 					asst = e.Message
@@ -590,7 +591,7 @@ func TestADeeplyNestedCaptureIsRefusedAndRetried(t *testing.T) {
 	}
 	var first string
 	for _, e := range ag.Journal().Events() {
-		if e.Message != nil && e.Message.Role == llm.RoleTool {
+		if e.Message != nil && e.Message.Role == seam.RoleTool {
 			first = e.Message.Content
 			break
 		}

@@ -1,6 +1,12 @@
 // Package agent owns the in-process agent: its journal of sequenced events
 // and the turn loop that drives a chat model and the tools it calls.
 //
+// The journal's record types (Event, Journal, StopReason, Input,
+// TurnResult) are the store and provider contract and are defined in seam;
+// the names here are aliases of them. A recorded message is seam.Message,
+// the model's llm.Message: the loop converts between the two (record,
+// chat), so llm and seam need not know each other.
+//
 // A journal counts events from 0 without gaps. Every turn is a turn/start,
 // the messages of the turn, and a turn/end carrying the turn's stop reason;
 // every tool call the model makes is answered by a tool message before the
@@ -17,8 +23,8 @@
 //
 // The journal owns its stored format (wire.go): EncodeEvent and DecodeEvent
 // map an Event to one JSON record with fields of its own, so a change to
-// llm cannot change what is on disk. Version 1, the format of every build
-// so far, has no "v" field and is written byte for byte as before, so older
+// seam or llm cannot change what is on disk. Version 1, the format of
+// every build so far, has no "v" field and is written byte for byte as before, so older
 // builds read newer stores; a later incompatible format writes "v". Unknown
 // fields are ignored. A record of a kind this build does not know, or of
 // another version, folds to the sentinel EventUnknown, which keeps its

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // step answers one model call.
@@ -116,10 +117,10 @@ func checkJournal(t *testing.T, j *agent.Journal) []agent.Event {
 }
 
 // toolResults returns the tool messages of evs in order.
-func toolResults(evs []agent.Event) []llm.Message {
-	var out []llm.Message
+func toolResults(evs []agent.Event) []seam.Message {
+	var out []seam.Message
 	for _, e := range evs {
-		if e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == llm.RoleTool {
+		if e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == seam.RoleTool {
 			out = append(out, *e.Message)
 		}
 	}

@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // goldenJournal is testdata/journal/2026-12-01.jsonl, one event per line as
 // the build of that date wrote journal events to its store (encoding/json
-// on agent.Event, whose message and usage were llm.Message's and
-// llm.Usage's tags). It is never regenerated: every later build must read
+// on agent.Event, whose message and usage were seam.Message's and
+// seam.Usage's tags). It is never regenerated: every later build must read
 // it as these events, so stores written then still open.
 const goldenJournal = "testdata/journal/2026-12-01.jsonl"
 
@@ -26,56 +26,56 @@ const goldenJournal = "testdata/journal/2026-12-01.jsonl"
 func goldenEvents() []agent.Event {
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s)*time.Second + 123456789) }
-	msg := func(role llm.Role, content string) *llm.Message { return &llm.Message{Role: role, Content: content} }
+	msg := func(role seam.Role, content string) *seam.Message { return &seam.Message{Role: role, Content: content} }
 	events := []agent.Event{
 		// Turn 1: an external child's turn, with its session handle and
 		// usage on the turn's end.
 		{Kind: agent.EventTurnStart, Time: at(0), Turn: 1},
-		{Kind: agent.EventMessage, Time: at(1), Turn: 1, Source: agent.SourceUser, Message: msg(llm.RoleUser, "review a.go\nand say <why> & how: é ✓")},
+		{Kind: agent.EventMessage, Time: at(1), Turn: 1, Source: agent.SourceUser, Message: msg(seam.RoleUser, "review a.go\nand say <why> & how: é ✓")},
 		{Kind: agent.EventSession, Time: at(2), Turn: 1, Session: "019a1b2c-thread"},
-		{Kind: agent.EventMessage, Time: at(3), Turn: 1, Message: msg(llm.RoleAssistant, "a.go is fine")},
+		{Kind: agent.EventMessage, Time: at(3), Turn: 1, Message: msg(seam.RoleAssistant, "a.go is fine")},
 		{Kind: agent.EventTurnEnd, Time: at(4), Turn: 1, StopReason: agent.StopCompleted,
-			Usage: &llm.Usage{InputTokens: 1200, OutputTokens: 80, CostUSD: 0.0125}},
+			Usage: &seam.Usage{InputTokens: 1200, OutputTokens: 80, CostUSD: 0.0125}},
 		// Turn 2: an in-process turn with two tool calls answered out of
 		// order, a system message, and usage on each assistant message.
 		{Kind: agent.EventTurnStart, Time: at(5), Turn: 2},
-		{Kind: agent.EventMessage, Time: at(6), Turn: 2, Source: agent.SourceReport, Message: msg(llm.RoleUser, "child c7 reports: done")},
-		{Kind: agent.EventMessage, Time: at(7), Turn: 2, Message: msg(llm.RoleSystem, "be brief")},
+		{Kind: agent.EventMessage, Time: at(6), Turn: 2, Source: agent.SourceReport, Message: msg(seam.RoleUser, "child c7 reports: done")},
+		{Kind: agent.EventMessage, Time: at(7), Turn: 2, Message: msg(seam.RoleSystem, "be brief")},
 		{Kind: agent.EventMessage, Time: at(8), Turn: 2,
-			Message: &llm.Message{Role: llm.RoleAssistant, Content: "reading both", ToolCalls: []llm.ToolCall{
+			Message: &seam.Message{Role: seam.RoleAssistant, Content: "reading both", ToolCalls: []seam.ToolCall{
 				{ID: "call_1", Name: "read_file", Arguments: `{"path":"a.go"}`},
 				{ID: "call_2", Name: "list_dir", Arguments: ""},
 			}},
-			Usage: &llm.Usage{InputTokens: 1500, OutputTokens: 40}},
-		{Kind: agent.EventMessage, Time: at(9), Turn: 2, Message: &llm.Message{Role: llm.RoleTool, ToolCallID: "call_2", Content: "a.go\nb.go"}},
-		{Kind: agent.EventMessage, Time: at(10), Turn: 2, Message: &llm.Message{Role: llm.RoleTool, ToolCallID: "call_1", Content: ""}},
-		{Kind: agent.EventMessage, Time: at(11), Turn: 2, Message: msg(llm.RoleAssistant, "both read"),
-			Usage: &llm.Usage{InputTokens: 1700, OutputTokens: 12}},
+			Usage: &seam.Usage{InputTokens: 1500, OutputTokens: 40}},
+		{Kind: agent.EventMessage, Time: at(9), Turn: 2, Message: &seam.Message{Role: seam.RoleTool, ToolCallID: "call_2", Content: "a.go\nb.go"}},
+		{Kind: agent.EventMessage, Time: at(10), Turn: 2, Message: &seam.Message{Role: seam.RoleTool, ToolCallID: "call_1", Content: ""}},
+		{Kind: agent.EventMessage, Time: at(11), Turn: 2, Message: msg(seam.RoleAssistant, "both read"),
+			Usage: &seam.Usage{InputTokens: 1700, OutputTokens: 12}},
 		{Kind: agent.EventTurnEnd, Time: at(12), Turn: 2, StopReason: agent.StopCompleted},
 		// Turn 3: a settlement notice answered with a refusal.
 		{Kind: agent.EventTurnStart, Time: at(13), Turn: 3},
-		{Kind: agent.EventMessage, Time: at(14), Turn: 3, Source: agent.SourceSettled, Message: msg(llm.RoleUser, "Background subagent c7 finished.")},
-		{Kind: agent.EventMessage, Time: at(15), Turn: 3, Message: &llm.Message{Role: llm.RoleAssistant, Refusal: "I can't help with that."},
-			Usage: &llm.Usage{InputTokens: 30, OutputTokens: 9, CostUSD: 0.0001}},
+		{Kind: agent.EventMessage, Time: at(14), Turn: 3, Source: agent.SourceSettled, Message: msg(seam.RoleUser, "Background subagent c7 finished.")},
+		{Kind: agent.EventMessage, Time: at(15), Turn: 3, Message: &seam.Message{Role: seam.RoleAssistant, Refusal: "I can't help with that."},
+			Usage: &seam.Usage{InputTokens: 30, OutputTokens: 9, CostUSD: 0.0001}},
 		{Kind: agent.EventTurnEnd, Time: at(16), Turn: 3, StopReason: agent.StopRefusal, Diagnostic: "the model refused: I can't help with that."},
 		// Turn 4: cut off.
 		{Kind: agent.EventTurnStart, Time: at(17), Turn: 4},
-		{Kind: agent.EventMessage, Time: at(18), Turn: 4, Source: agent.SourceUser, Message: msg(llm.RoleUser, "write it all")},
-		{Kind: agent.EventMessage, Time: at(19), Turn: 4, Message: msg(llm.RoleAssistant, "part one"),
-			Usage: &llm.Usage{InputTokens: 0, OutputTokens: 0}},
+		{Kind: agent.EventMessage, Time: at(18), Turn: 4, Source: agent.SourceUser, Message: msg(seam.RoleUser, "write it all")},
+		{Kind: agent.EventMessage, Time: at(19), Turn: 4, Message: msg(seam.RoleAssistant, "part one"),
+			Usage: &seam.Usage{InputTokens: 0, OutputTokens: 0}},
 		{Kind: agent.EventTurnEnd, Time: at(20), Turn: 4, StopReason: agent.StopMaxTokens, Diagnostic: "the answer was cut off at the model's token limit"},
 		// Turn 5: interrupted with a call in flight, answered by the runtime.
 		{Kind: agent.EventTurnStart, Time: at(21), Turn: 5},
-		{Kind: agent.EventMessage, Time: at(22), Turn: 5, Source: agent.SourceUser, Message: msg(llm.RoleUser, "run the tests")},
+		{Kind: agent.EventMessage, Time: at(22), Turn: 5, Source: agent.SourceUser, Message: msg(seam.RoleUser, "run the tests")},
 		{Kind: agent.EventMessage, Time: at(23), Turn: 5,
-			Message: &llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "call_3", Name: "shell", Arguments: `{"cmd":"go test ./..."}`}}}},
-		{Kind: agent.EventMessage, Time: at(24), Turn: 5, Message: &llm.Message{Role: llm.RoleTool, ToolCallID: "call_3", Content: "not run: the server stopped while this turn ran"}},
+			Message: &seam.Message{Role: seam.RoleAssistant, ToolCalls: []seam.ToolCall{{ID: "call_3", Name: "shell", Arguments: `{"cmd":"go test ./..."}`}}}},
+		{Kind: agent.EventMessage, Time: at(24), Turn: 5, Message: &seam.Message{Role: seam.RoleTool, ToolCallID: "call_3", Content: "not run: the server stopped while this turn ran"}},
 		{Kind: agent.EventTurnEnd, Time: at(25), Turn: 5, StopReason: agent.StopAborted, Diagnostic: "the server stopped while this turn ran"},
 		// Turn 6: an external turn that failed, with the usage it had.
 		{Kind: agent.EventTurnStart, Time: at(26), Turn: 6},
-		{Kind: agent.EventMessage, Time: at(27), Turn: 6, Source: agent.SourceUser, Message: msg(llm.RoleUser, "again")},
+		{Kind: agent.EventMessage, Time: at(27), Turn: 6, Source: agent.SourceUser, Message: msg(seam.RoleUser, "again")},
 		{Kind: agent.EventTurnEnd, Time: at(28), Turn: 6, StopReason: agent.StopError, Diagnostic: "codex exited with status 1",
-			Usage: &llm.Usage{InputTokens: 10, OutputTokens: 0, CostUSD: 0.5}},
+			Usage: &seam.Usage{InputTokens: 10, OutputTokens: 0, CostUSD: 0.5}},
 	}
 	for i := range events {
 		events[i].Seq = int64(i)

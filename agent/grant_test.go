@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // goldenBudgetJournal holds budget events as the build that introduced
@@ -22,9 +22,9 @@ func goldenBudgetEvents() []agent.Event {
 	events := []agent.Event{
 		{Kind: agent.EventBudget, Time: at(0), Grant: &agent.Grant{Tokens: 200000, Steps: 40, Seconds: 600, CostUSD: 1.5}},
 		{Kind: agent.EventTurnStart, Time: at(1), Turn: 1},
-		{Kind: agent.EventMessage, Time: at(2), Turn: 1, Source: agent.SourceUser, Message: &llm.Message{Role: llm.RoleUser, Content: "go"}},
-		{Kind: agent.EventMessage, Time: at(3), Turn: 1, Message: &llm.Message{Role: llm.RoleAssistant, Content: "done"},
-			Usage: &llm.Usage{InputTokens: 10, OutputTokens: 5, CostUSD: 0.25}},
+		{Kind: agent.EventMessage, Time: at(2), Turn: 1, Source: agent.SourceUser, Message: &seam.Message{Role: seam.RoleUser, Content: "go"}},
+		{Kind: agent.EventMessage, Time: at(3), Turn: 1, Message: &seam.Message{Role: seam.RoleAssistant, Content: "done"},
+			Usage: &seam.Usage{InputTokens: 10, OutputTokens: 5, CostUSD: 0.25}},
 		{Kind: agent.EventTurnEnd, Time: at(4), Turn: 1, StopReason: agent.StopCompleted},
 		// A grant of no limit at all, then a follow-up's grant.
 		{Kind: agent.EventBudget, Time: at(5), Grant: &agent.Grant{}},
@@ -97,9 +97,9 @@ func TestABudgetRecordOfAnotherVersionFoldsAndAGrantIsRequired(t *testing.T) {
 func TestSpentCountsWhatTheJournalRecords(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	asst := func(ms int, calls ...llm.ToolCall) agent.Event {
-		return agent.Event{Kind: agent.EventMessage, Time: at(ms), Message: &llm.Message{Role: llm.RoleAssistant, Content: "x", ToolCalls: calls},
-			Usage: &llm.Usage{InputTokens: 10, OutputTokens: 5, CostUSD: 0.5}}
+	asst := func(ms int, calls ...seam.ToolCall) agent.Event {
+		return agent.Event{Kind: agent.EventMessage, Time: at(ms), Message: &seam.Message{Role: seam.RoleAssistant, Content: "x", ToolCalls: calls},
+			Usage: &seam.Usage{InputTokens: 10, OutputTokens: 5, CostUSD: 0.5}}
 	}
 	events := []agent.Event{
 		{Kind: agent.EventBudget, Time: at(0), Grant: &agent.Grant{Steps: 10}},
@@ -113,10 +113,10 @@ func TestSpentCountsWhatTheJournalRecords(t *testing.T) {
 		// twice).
 		{Kind: agent.EventTurnStart, Time: at(5000)},
 		asst(6000),
-		{Kind: agent.EventTurnEnd, Time: at(7000), StopReason: agent.StopCompleted, Usage: &llm.Usage{InputTokens: 100, OutputTokens: 50, CostUSD: 2}},
+		{Kind: agent.EventTurnEnd, Time: at(7000), StopReason: agent.StopCompleted, Usage: &seam.Usage{InputTokens: 100, OutputTokens: 50, CostUSD: 2}},
 		// A turn the server stopped in 0.5 s, with a call in flight.
 		{Kind: agent.EventTurnStart, Time: at(10000)},
-		asst(10500, llm.ToolCall{ID: "c1", Name: "shell"}),
+		asst(10500, seam.ToolCall{ID: "c1", Name: "shell"}),
 	}
 	for i := range events {
 		events[i].Seq = int64(i)

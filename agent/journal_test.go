@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // ev builds journal events with consecutive sequence numbers.
@@ -25,14 +26,18 @@ func end(turn int) agent.Event {
 	return agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopCompleted}
 }
 func user(text string) agent.Event {
-	return agent.Event{Kind: agent.EventMessage, Source: agent.SourceUser, Message: &llm.Message{Role: llm.RoleUser, Content: text}}
+	return agent.Event{Kind: agent.EventMessage, Source: agent.SourceUser, Message: &seam.Message{Role: seam.RoleUser, Content: text}}
 }
 func assistant(text string, calls ...llm.ToolCall) agent.Event {
-	return agent.Event{Kind: agent.EventMessage, Message: &llm.Message{Role: llm.RoleAssistant, Content: text, ToolCalls: calls}}
+	m := &seam.Message{Role: seam.RoleAssistant, Content: text}
+	for _, c := range calls {
+		m.ToolCalls = append(m.ToolCalls, seam.ToolCall(c))
+	}
+	return agent.Event{Kind: agent.EventMessage, Message: m}
 }
 func unknown() agent.Event { return agent.Event{Kind: agent.EventUnknown} }
 func toolMsg(id, text string) agent.Event {
-	return agent.Event{Kind: agent.EventMessage, Message: &llm.Message{Role: llm.RoleTool, ToolCallID: id, Content: text}}
+	return agent.Event{Kind: agent.EventMessage, Message: &seam.Message{Role: seam.RoleTool, ToolCallID: id, Content: text}}
 }
 
 func TestValidate(t *testing.T) {
@@ -243,7 +248,7 @@ func TestCompletedPrefix(t *testing.T) {
 
 func TestToolResultAnswersTheCall(t *testing.T) {
 	got := agent.ToolResult("call_7", "not run")
-	if want := (&llm.Message{Role: llm.RoleTool, ToolCallID: "call_7", Content: "not run"}); !reflect.DeepEqual(got, want) {
+	if want := (&seam.Message{Role: seam.RoleTool, ToolCallID: "call_7", Content: "not run"}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("ToolResult = %+v, want %+v", got, want)
 	}
 	if err := agent.Validate(ev(start(1), assistant("", tc("call_7", "a", "")), agent.Event{Kind: agent.EventMessage, Message: got}, end(1))); err != nil {
@@ -326,7 +331,7 @@ func TestLastOutcome(t *testing.T) {
 	ended := func(turn int, stop agent.StopReason, diag string) agent.Event {
 		return agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: stop, Diagnostic: diag}
 	}
-	refusal := agent.Event{Kind: agent.EventMessage, Message: &llm.Message{Role: llm.RoleAssistant, Refusal: "no"}}
+	refusal := agent.Event{Kind: agent.EventMessage, Message: &seam.Message{Role: seam.RoleAssistant, Refusal: "no"}}
 	tests := []struct {
 		name   string
 		events []agent.Event

@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // maxNote bounds an activity note passed on as progress.
@@ -17,7 +17,7 @@ const maxNote = 120
 // its brackets, clipped; "answered" for any other assistant message.
 func ProgressNotes(send func(note string)) func(Event) {
 	return func(e Event) {
-		if e.Kind != EventMessage || e.Message == nil || e.Message.Role != llm.RoleAssistant {
+		if e.Kind != EventMessage || e.Message == nil || e.Message.Role != seam.RoleAssistant {
 			return
 		}
 		if calls := e.Message.ToolCalls; len(calls) > 0 {

@@ -6,23 +6,23 @@ import (
 	"testing"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 func TestProgressNotesAreTheSameForEveryProvider(t *testing.T) {
 	long := "[ran: " + strings.Repeat("é", 100) + "]"
-	msg := func(role llm.Role, content string, calls ...llm.ToolCall) agent.Event {
-		return agent.Event{Kind: agent.EventMessage, Message: &llm.Message{Role: role, Content: content, ToolCalls: calls}}
+	msg := func(role seam.Role, content string, calls ...seam.ToolCall) agent.Event {
+		return agent.Event{Kind: agent.EventMessage, Message: &seam.Message{Role: role, Content: content, ToolCalls: calls}}
 	}
 	events := []agent.Event{
 		{Kind: agent.EventTurnStart, Turn: 1},
-		msg(llm.RoleUser, "do it"),
-		msg(llm.RoleAssistant, "", llm.ToolCall{Name: "read_file"}, llm.ToolCall{Name: "search"}),
-		msg(llm.RoleTool, "contents"),
-		msg(llm.RoleAssistant, "[ran: ls (exit 0)]"),          // Codex's command
-		msg(llm.RoleAssistant, "[tool: Read file (pending)]"), // an ACP agent's tool call
-		msg(llm.RoleAssistant, long),
-		msg(llm.RoleAssistant, "here is the answer"),
+		msg(seam.RoleUser, "do it"),
+		msg(seam.RoleAssistant, "", seam.ToolCall{Name: "read_file"}, seam.ToolCall{Name: "search"}),
+		msg(seam.RoleTool, "contents"),
+		msg(seam.RoleAssistant, "[ran: ls (exit 0)]"),          // Codex's command
+		msg(seam.RoleAssistant, "[tool: Read file (pending)]"), // an ACP agent's tool call
+		msg(seam.RoleAssistant, long),
+		msg(seam.RoleAssistant, "here is the answer"),
 		{Kind: agent.EventTurnEnd, Turn: 1, StopReason: agent.StopCompleted},
 	}
 	var notes []string

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // WireVersion is the version of the journal event format this build
@@ -20,7 +20,7 @@ const WireVersion = 1
 
 // wireEvent is a journal event as stored. Its fields, names and order are
 // the file format; they are spelled out here rather than borrowed from
-// llm's types so that a change to the chat adapter cannot change what is
+// seam's types so that a change to the record types cannot change what is
 // on disk.
 type wireEvent struct {
 	V          *int         `json:"v,omitempty"` // absent: version 1
@@ -85,7 +85,7 @@ func EncodeEvent(e Event) ([]byte, error) {
 		w.StopReason, w.Diagnostic = string(e.StopReason), e.Diagnostic
 		if m := e.Message; m != nil {
 			w.Message = &wireMessage{Role: string(m.Role), Content: m.Content, ToolCallID: m.ToolCallID, Refusal: m.Refusal}
-			// A conversion, so that a field added to llm.ToolCall fails
+			// A conversion, so that a field added to seam.ToolCall fails
 			// to compile here instead of silently missing from the file.
 			for _, c := range m.ToolCalls {
 				w.Message.ToolCalls = append(w.Message.ToolCalls, wireToolCall(c))
@@ -146,13 +146,13 @@ func DecodeEvent(b []byte) (Event, error) {
 	e := Event{Seq: w.Seq, Kind: EventKind(w.Kind), Time: w.Time, Turn: w.Turn, Source: w.Source,
 		StopReason: StopReason(w.StopReason), Diagnostic: w.Diagnostic, Session: w.Session}
 	if m := w.Message; m != nil {
-		e.Message = &llm.Message{Role: llm.Role(m.Role), Content: m.Content, ToolCallID: m.ToolCallID, Refusal: m.Refusal}
+		e.Message = &seam.Message{Role: seam.Role(m.Role), Content: m.Content, ToolCallID: m.ToolCallID, Refusal: m.Refusal}
 		for _, c := range m.ToolCalls {
-			e.Message.ToolCalls = append(e.Message.ToolCalls, llm.ToolCall(c))
+			e.Message.ToolCalls = append(e.Message.ToolCalls, seam.ToolCall(c))
 		}
 	}
 	if u := w.Usage; u != nil {
-		e.Usage = &llm.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD}
+		e.Usage = &seam.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CostUSD: u.CostUSD}
 	}
 	if g := w.Grant; g != nil {
 		e.Grant = (*Grant)(g)

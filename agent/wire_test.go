@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 var wireT0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
@@ -27,7 +28,7 @@ func TestDecodeEventTolerates(t *testing.T) {
 			agent.Event{Seq: 4, Kind: agent.EventTurnEnd, Time: wireT0, Turn: 2, StopReason: agent.StopCompleted}},
 		{"an unknown field inside a message is ignored",
 			`{"seq":1,"kind":"message","time":"2026-12-01T09:00:00Z","message":{"role":"user","content":"hi","name":"x"}}`,
-			agent.Event{Seq: 1, Kind: agent.EventMessage, Time: wireT0, Message: &llm.Message{Role: llm.RoleUser, Content: "hi"}}},
+			agent.Event{Seq: 1, Kind: agent.EventMessage, Time: wireT0, Message: &seam.Message{Role: seam.RoleUser, Content: "hi"}}},
 		{"an explicit version 1 reads as version 1",
 			`{"v":1,"seq":2,"kind":"session","time":"2026-12-01T09:00:00Z","session":"th"}`,
 			agent.Event{Seq: 2, Kind: agent.EventSession, Time: wireT0, Session: "th"}},
@@ -56,7 +57,7 @@ func TestDecodeEventTolerates(t *testing.T) {
 			`{"seq":6,"kind":"x"}`, sentinel(6, time.Time{})},
 		{"empty tool calls read as none",
 			`{"seq":1,"kind":"message","time":"2026-12-01T09:00:00Z","message":{"role":"assistant","tool_calls":[]}}`,
-			agent.Event{Seq: 1, Kind: agent.EventMessage, Time: wireT0, Message: &llm.Message{Role: llm.RoleAssistant}}},
+			agent.Event{Seq: 1, Kind: agent.EventMessage, Time: wireT0, Message: &seam.Message{Role: seam.RoleAssistant}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,7 +98,7 @@ func TestDecodeEventRefuses(t *testing.T) {
 
 func TestEncodeEventWritesTheSentinelBare(t *testing.T) {
 	b, err := agent.EncodeEvent(agent.Event{Seq: 3, Kind: agent.EventUnknown, Time: wireT0, Turn: 2,
-		Message: &llm.Message{Role: llm.RoleUser, Content: "x"}, Session: "s"})
+		Message: &seam.Message{Role: seam.RoleUser, Content: "x"}, Session: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,17 +107,17 @@ func TestEncodeEventWritesTheSentinelBare(t *testing.T) {
 	}
 }
 
-// TestWireCoversTheMessage trips when llm.Message or llm.Usage gains a
+// TestWireCoversTheMessage trips when seam.Message or seam.Usage gains a
 // field: the journal's wire types must then say whether the field is
-// stored (an added optional field keeps version 1). llm.ToolCall is held
+// stored (an added optional field keeps version 1). seam.ToolCall is held
 // to the same by a type conversion that stops compiling.
 func TestWireCoversTheMessage(t *testing.T) {
 	for _, tt := range []struct {
 		typ  reflect.Type
 		want []string
 	}{
-		{reflect.TypeOf(llm.Message{}), []string{"Role", "Content", "ToolCalls", "ToolCallID", "Refusal"}},
-		{reflect.TypeOf(llm.Usage{}), []string{"InputTokens", "OutputTokens", "CostUSD"}},
+		{reflect.TypeOf(seam.Message{}), []string{"Role", "Content", "ToolCalls", "ToolCallID", "Refusal"}},
+		{reflect.TypeOf(seam.Usage{}), []string{"InputTokens", "OutputTokens", "CostUSD"}},
 	} {
 		var got []string
 		for i := 0; i < tt.typ.NumField(); i++ {

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -27,7 +26,7 @@ func TestBudgetsReachTheManagerAndRunningOutIsAnError(t *testing.T) {
 			return &manager.Sent{MessageID: "msg-2", Route: manager.RouteResumed, ChildID: childID, Turn: fakeTurn{}}, nil
 		},
 	}
-	f.treeUsage = func(string) (llm.Usage, error) { return llm.Usage{}, nil }
+	f.treeUsage = func(string) (seam.Usage, error) { return seam.Usage{}, nil }
 	s := fakeServer(t, f)
 	r := s.tool("subagent").handle(context.Background(), rootCall(s, map[string]any{
 		"description": "loop", "prompt": "go", "budget": map[string]any{"steps": 5, "cost_usd": 0.5}}))

@@ -10,7 +10,6 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -40,7 +39,7 @@ type TurnOutcome struct {
 	Output     string           `json:"output"`
 	Structured any              `json:"structured,omitempty"`
 	Diagnostic string           `json:"diagnostic,omitempty"`
-	Usage      llm.Usage        `json:"usage"`
+	Usage      seam.Usage       `json:"usage"`
 }
 
 func (s *Server) sendMessage(ctx context.Context, c call) *mcp.CallToolResult {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/seal"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -324,7 +323,7 @@ func (fakeAsker) NoticeQuestion(string) {}
 // by the principal and for the tool it was issued to; each refusal says
 // why. The valid one resumes the wait for the child's turn.
 func TestARequestStateIsRefusedUnlessItIsGenuine(t *testing.T) {
-	s, err := New(noNotices{&fakeManager{treeUsage: func(string) (llm.Usage, error) { return llm.Usage{}, nil }}}, Options{Roots: []string{t.TempDir()}})
+	s, err := New(noNotices{&fakeManager{treeUsage: func(string) (seam.Usage, error) { return seam.Usage{}, nil }}}, Options{Roots: []string{t.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
 	}

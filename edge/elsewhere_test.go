@@ -12,7 +12,6 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -55,7 +54,7 @@ func (d *relayDriver) RunTurn(ctx context.Context, in []agent.Input) agent.TurnR
 	turn := d.j.NextTurn()
 	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
 	for _, i := range in {
-		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: i.Source, Message: &llm.Message{Role: llm.RoleUser, Content: i.Text}})
+		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: i.Source, Message: &seam.Message{Role: seam.RoleUser, Content: i.Text}})
 	}
 	text := in[len(in)-1].Text
 	if strings.HasPrefix(text, "hold") {
@@ -68,7 +67,7 @@ func (d *relayDriver) RunTurn(ctx context.Context, in []agent.Input) agent.TurnR
 		}
 	}
 	out := d.p.label + " done: " + text
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &llm.Message{Role: llm.RoleAssistant, Content: out}})
+	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: out}})
 	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopCompleted})
 	return agent.TurnResult{Output: out, StopReason: agent.StopCompleted}
 }

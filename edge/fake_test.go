@@ -10,7 +10,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -22,7 +21,7 @@ type fakeManager struct {
 	Manager
 	followup  func(caller seam.ParentRef, childID, content string, wait bool) (*manager.Sent, error)
 	start     func(req seam.StartRequest, wait bool) (*manager.Started, error)
-	treeUsage func(agentID string) (llm.Usage, error)
+	treeUsage func(agentID string) (seam.Usage, error)
 	interrupt func(caller seam.ParentRef, childID string) error
 	list      func(caller seam.ParentRef, q manager.ListQuery) (manager.ListPage, error)
 	budgets   []*seam.Budget // what each send_message granted
@@ -44,7 +43,7 @@ func (f *fakeManager) Answer(context.Context, seam.ParentRef, string, string, st
 func (f *fakeManager) StartContinuable(_ context.Context, _ string, req seam.StartRequest, wait bool) (*manager.Started, error) {
 	return f.start(req, wait)
 }
-func (f *fakeManager) TreeUsage(agentID string) (llm.Usage, error) { return f.treeUsage(agentID) }
+func (f *fakeManager) TreeUsage(agentID string) (seam.Usage, error) { return f.treeUsage(agentID) }
 func (f *fakeManager) Interrupt(caller seam.ParentRef, childID string) error {
 	return f.interrupt(caller, childID)
 }
@@ -103,7 +102,7 @@ func TestSendMessageWordsTheTurnItWaitedFor(t *testing.T) {
 	}{
 		{name: "no wait", turn: fakeTurn{}, text: "message msg-1 queued as the next turn for subagent agent-1 (woken)."},
 		{name: "completed", wait: 5, turn: fakeTurn{ok: true, res: seam.Result{Output: "all done", StopReason: agent.StopCompleted,
-			Usage: llm.Usage{InputTokens: 3, OutputTokens: 2}}}, text: "all done", outcome: true, stopWant: "completed"},
+			Usage: seam.Usage{InputTokens: 3, OutputTokens: 2}}}, text: "all done", outcome: true, stopWant: "completed"},
 		{name: "refused", wait: 5, turn: fakeTurn{ok: true, res: seam.Result{Output: "no", StopReason: agent.StopRefusal, Diagnostic: "policy"}},
 			isError: true, text: "declined the task", outcome: true, stopWant: "refusal"},
 		{name: "still running", wait: 0.05, turn: fakeTurn{block: true}, text: "still running after 0.05s"},
@@ -147,13 +146,13 @@ func TestAForegroundChildReportsItsTreeUsage(t *testing.T) {
 				t.Errorf("StartContinuable(prompt %q, wait %v)", req.Prompt, wait)
 			}
 			return &manager.Started{ChildID: "agent-7", MessageID: "msg-1", Turn: fakeTurn{ok: true,
-				res: seam.Result{Output: "ok", StopReason: agent.StopCompleted, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}}}, nil
+				res: seam.Result{Output: "ok", StopReason: agent.StopCompleted, Usage: seam.Usage{InputTokens: 10, OutputTokens: 5}}}}, nil
 		},
-		treeUsage: func(id string) (llm.Usage, error) {
+		treeUsage: func(id string) (seam.Usage, error) {
 			if id != "agent-7" {
 				t.Errorf("TreeUsage(%q)", id)
 			}
-			return llm.Usage{InputTokens: 100, OutputTokens: 50, CostUSD: 0.25}, nil
+			return seam.Usage{InputTokens: 100, OutputTokens: 50, CostUSD: 0.25}, nil
 		},
 	})
 	r := s.tool("subagent").handle(context.Background(), rootCall(s, map[string]any{"prompt": "go", "description": "d"}))
@@ -161,10 +160,10 @@ func TestAForegroundChildReportsItsTreeUsage(t *testing.T) {
 		t.Fatalf("result %q (error %v)", ResultText(r), r.IsError)
 	}
 	fg := r.StructuredContent.(Foreground)
-	if fg.TreeUsage == nil || *fg.TreeUsage != (llm.Usage{InputTokens: 110, OutputTokens: 55, CostUSD: 0.25}) {
+	if fg.TreeUsage == nil || *fg.TreeUsage != (seam.Usage{InputTokens: 110, OutputTokens: 55, CostUSD: 0.25}) {
 		t.Errorf("tree_usage = %+v, want the child's own plus its descendants'", fg.TreeUsage)
 	}
-	if fg.Usage != (llm.Usage{InputTokens: 10, OutputTokens: 5}) {
+	if fg.Usage != (seam.Usage{InputTokens: 10, OutputTokens: 5}) {
 		t.Errorf("usage = %+v, want the child's own", fg.Usage)
 	}
 }
@@ -177,7 +176,7 @@ func TestAForegroundChildWhoseWritesFailedIsAnError(t *testing.T) {
 	} {
 		s := fakeServer(t, &fakeManager{start: func(seam.StartRequest, bool) (*manager.Started, error) {
 			return &manager.Started{ChildID: "agent-7", MessageID: "msg-1", Turn: turn}, nil
-		}, treeUsage: func(string) (llm.Usage, error) { return llm.Usage{}, nil }})
+		}, treeUsage: func(string) (seam.Usage, error) { return seam.Usage{}, nil }})
 		r := s.tool("subagent").handle(context.Background(), rootCall(s, map[string]any{"prompt": "go", "description": "d", "wait_seconds": 0.05}))
 		if !r.IsError || !strings.Contains(ResultText(r), "PERSISTENCE_UNAVAILABLE") {
 			t.Errorf("result %q (error %v), want PERSISTENCE_UNAVAILABLE, not a result or handle the store does not hold", ResultText(r), r.IsError)
@@ -208,7 +207,7 @@ func TestACancelledForegroundCallInterruptsItsChild(t *testing.T) {
 }
 
 func TestListAgentsWordsEveryRow(t *testing.T) {
-	usage := &llm.Usage{InputTokens: 12, OutputTokens: 4}
+	usage := &seam.Usage{InputTokens: 12, OutputTokens: 4}
 	s := fakeServer(t, &fakeManager{list: func(caller seam.ParentRef, q manager.ListQuery) (manager.ListPage, error) {
 		return manager.ListPage{Rows: []manager.Row{
 			{Kind: "child", ID: "agent-1", Status: "idle", Label: "tests", Provider: "spawn", Depth: 1, Usage: usage,
@@ -269,7 +268,7 @@ func TestAListingPageIsBounded(t *testing.T) {
 	s := fakeServer(t, &fakeManager{list: func(caller seam.ParentRef, q manager.ListQuery) (manager.ListPage, error) {
 		rows := make([]manager.Row, q.Limit)
 		for i := range rows {
-			u := llm.Usage{InputTokens: 1 << 40, OutputTokens: 1 << 40, CostUSD: 1e9}
+			u := seam.Usage{InputTokens: 1 << 40, OutputTokens: 1 << 40, CostUSD: 1e9}
 			rows[i] = manager.Row{Kind: "child", ID: fmt.Sprintf("agent-%016d", i), Label: huge, Status: "ready", Provider: "spawn",
 				Parent: "principal:local", Depth: 3, Usage: &u, TreeUsage: &u, LastStopReason: agent.StopMaxTokens, LastMessage: huge, Cwd: "/" + huge}
 		}

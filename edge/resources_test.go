@@ -12,7 +12,6 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -43,12 +42,12 @@ func (d *heldDriver) RunTurn(ctx context.Context, in []agent.Input) agent.TurnRe
 	turn := d.j.NextTurn()
 	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
 	for _, i := range in {
-		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: i.Source, Message: &llm.Message{Role: llm.RoleUser, Content: i.Text}})
+		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: i.Source, Message: &seam.Message{Role: seam.RoleUser, Content: i.Text}})
 	}
 	for {
 		select {
 		case s := <-d.p.say:
-			d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &llm.Message{Role: llm.RoleAssistant, Content: s}})
+			d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: s}})
 			d.p.said <- s
 		case <-ctx.Done():
 			d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopAborted})

@@ -38,7 +38,7 @@ type (
 	Delegator interface {
 		Start(ctx context.Context, provider string, req seam.StartRequest) (seam.Run, error)
 		StartContinuable(ctx context.Context, provider string, req seam.StartRequest, wait bool) (*manager.Started, error)
-		TreeUsage(agentID string) (llm.Usage, error)
+		TreeUsage(agentID string) (seam.Usage, error)
 	}
 	// Messenger sends a child its next message (send_message).
 	Messenger interface {

@@ -20,7 +20,6 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
-	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // subagentArgs is the subagent tool's input.
@@ -52,14 +51,14 @@ type Foreground struct {
 	Output     string           `json:"output"`
 	Structured json.RawMessage  `json:"structured,omitempty"`
 	Diagnostic string           `json:"diagnostic,omitempty"`
-	Usage      llm.Usage        `json:"usage"`
+	Usage      seam.Usage       `json:"usage"`
 	// Worktree and Changes: the child's own git worktree and what its
 	// branch holds beyond its base, committed (isolation "worktree").
-	Worktree *worktree.Info    `json:"worktree,omitempty"`
-	Changes  *worktree.Changes `json:"changes,omitempty"`
+	Worktree *seam.Worktree `json:"worktree,omitempty"`
+	Changes  *seam.Changes  `json:"changes,omitempty"`
 	// TreeUsage adds what the child's own descendants used; present only
 	// when it delegated.
-	TreeUsage *llm.Usage `json:"tree_usage,omitempty"`
+	TreeUsage *seam.Usage `json:"tree_usage,omitempty"`
 }
 
 // Handle is the structuredContent of a child handed back before its answer.
@@ -126,7 +125,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 		Label: in.Description, Prompt: in.Prompt, Parent: c.caller, Cwd: cwd,
 		OutputSchema: in.OutputSchema, MaxDepth: in.MaxDepth, ToolFilter: in.ToolFilter,
 		Persona: in.Persona, Progress: c.progress, Budget: in.Budget,
-		Model: in.Model, Effort: in.Effort, Isolation: in.Isolation,
+		Model: in.Model, Effort: seam.Effort(in.Effort), Isolation: in.Isolation,
 	}
 	continuable := s.catalog.Persistent() && s.providerInfo(provider).Continuable
 	if in.RunInBackground && !continuable {
@@ -185,9 +184,9 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 	s.log.Info("subagent run ended", "agent_id", st.ChildID, "provider", provider,
 		"stop_reason", res.StopReason, "input_tokens", res.Usage.InputTokens, "output_tokens", res.Usage.OutputTokens)
 	r := foregroundResult(st.ChildID, res)
-	if below, err := s.delegate.TreeUsage(st.ChildID); err == nil && below != (llm.Usage{}) {
+	if below, err := s.delegate.TreeUsage(st.ChildID); err == nil && below != (seam.Usage{}) {
 		fg := r.StructuredContent.(Foreground)
-		t := llm.Usage{InputTokens: res.Usage.InputTokens + below.InputTokens, OutputTokens: res.Usage.OutputTokens + below.OutputTokens,
+		t := seam.Usage{InputTokens: res.Usage.InputTokens + below.InputTokens, OutputTokens: res.Usage.OutputTokens + below.OutputTokens,
 			CostUSD: res.Usage.CostUSD + below.CostUSD}
 		fg.TreeUsage = &t
 		r.StructuredContent = fg

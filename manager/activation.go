@@ -7,8 +7,8 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager/admission"
+	"github.com/mcp-subagent/mcp-subagent/manager/persister"
 	"github.com/mcp-subagent/mcp-subagent/manager/wording"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -35,7 +35,7 @@ func (msg inboxMsg) queued() seam.QueuedMessage {
 // handles one message.
 type waiter struct {
 	ch   chan outcome // buffered 1; receives the outcome once
-	p    *persister
+	p    *persister.Writer
 	loan *admission.Loan // the waiting caller's slot, lent to the turn (admission)
 }
 
@@ -56,9 +56,9 @@ func (w *waiter) committed(o outcome) seam.Result {
 	if o.ticket == 0 {
 		return o.res
 	}
-	wait := w.p.waitFor
+	wait := w.p.WaitFor
 	if o.settling {
-		wait = w.p.waitLazily
+		wait = w.p.WaitLazily
 	}
 	if err := wait(o.ticket); err != nil {
 		return failedResult(o.res, err)
@@ -91,7 +91,7 @@ type activation struct {
 	parent *activation // the owning parent's activation; nil for a root parent
 	ctx    context.Context
 
-	persist     *persister
+	persist     *persister.Writer
 	unsubscribe func()
 	isNew       bool  // a new child: its first turn waits for its record
 	gate        int64 // ...and this ticket (record, seed, first message)
@@ -113,7 +113,7 @@ type activation struct {
 	seen       map[string]bool
 	last       seam.Result // the outcome of the epoch's last turn
 	lastInBand bool        // ...and it was handed to a waiting caller
-	usage      llm.Usage   // cumulative over the child's life as known here
+	usage      seam.Usage  // cumulative over the child's life as known here
 	failed     error       // the child's writes failed for good: it stops
 	released   chan struct{}
 }
@@ -146,7 +146,7 @@ func (a *activation) admitBudget(text, source string, wait bool, budget *seam.Bu
 	msg := inboxMsg{id: id, text: text, source: source, budget: budget, at: a.m.adm.Stamp()}
 	a.inbox = append(a.inbox, msg)
 	a.seen[id] = true
-	a.persist.enqueue(msg.queued())
+	a.persist.Enqueue(msg.queued())
 	a.parked = false // the next message sent wakes a parked queue
 	if wait {
 		w = &waiter{ch: make(chan outcome, 1), p: a.persist}
@@ -166,7 +166,7 @@ func (a *activation) inject(text, source string) (string, bool) {
 	id := newMessageID()
 	a.injects = append(a.injects, inboxMsg{id: id, text: text, source: source})
 	a.seen[id] = true
-	a.persist.enqueue(seam.QueuedMessage{ID: id, Text: text, Source: source, Quiet: true})
+	a.persist.Enqueue(seam.QueuedMessage{ID: id, Text: text, Source: source, Quiet: true})
 	return id, true
 }
 
@@ -214,7 +214,7 @@ func (a *activation) run() {
 	if a.isNew && !a.deferred {
 		// A new child does nothing before its record is committed: no
 		// turn, no tool call, no grandchild under an id nobody was given.
-		if err := a.persist.waitFor(a.gate); err != nil {
+		if err := a.persist.WaitFor(a.gate); err != nil {
 			a.abandon()
 			return
 		}
@@ -244,7 +244,7 @@ func (a *activation) run() {
 			inputs = append(inputs, agent.Input{Text: in.text, Source: in.source})
 			ids = append(ids, in.id)
 		}
-		a.persist.claim(append(ids, msg.id)...)
+		a.persist.Claim(append(ids, msg.id)...)
 		inputs = append(inputs, agent.Input{Text: msg.text, Source: msg.source})
 		ctx, cancel := context.WithCancelCause(a.ctx)
 		a.mu.Lock()
@@ -265,7 +265,7 @@ func (a *activation) finishTurn(msgID string, res seam.Result) {
 	if w, ok := a.waiters[msgID]; ok {
 		// The turn's events are queued by now (the journal listener runs
 		// on Append): the caller gets the outcome once they are committed.
-		w.ch <- outcome{res: res, ticket: a.persist.mark(), settling: len(a.inbox) == 0 && len(a.owned) == 0}
+		w.ch <- outcome{res: res, ticket: a.persist.Mark(), settling: len(a.inbox) == 0 && len(a.owned) == 0}
 		delete(a.waiters, msgID)
 		a.lastInBand = true
 	}
@@ -364,7 +364,7 @@ func (a *activation) fail() {
 	for _, w := range waiters {
 		w.ch <- outcome{res: res}
 	}
-	if a.persist.recordFailed() {
+	if a.persist.RecordFailed() {
 		// A deferred record that was never stored: nobody was given the
 		// id (the caller gets the error from Committed), so nobody is told.
 		a.abandon()
@@ -372,7 +372,7 @@ func (a *activation) fail() {
 		return
 	}
 	a.unsubscribe()
-	a.persist.close()
+	a.persist.Close()
 	if err := a.driver.Close(); err != nil {
 		m.log.Warn("closing a child's driver failed", "agent_id", a.hdr.ID, "err", err)
 	}
@@ -401,7 +401,7 @@ func (a *activation) abandon() {
 	a.inbox, a.injects = nil, nil
 	a.mu.Unlock()
 	a.unsubscribe()
-	a.persist.close()
+	a.persist.Close()
 	_ = a.driver.Close() // revokes its callback token
 	a.m.dropWorktree(a.hdr.ID, a.hdr.Worktree)
 	a.m.release(a, nil, nil)
@@ -422,13 +422,13 @@ func newMessageID() string { return "msg-" + NewID()[len("agent-"):] }
 
 // durable waits until everything the activation has admitted so far is
 // committed (not the journal events queued after).
-func (a *activation) durable() error { return a.persist.waitFor(a.persist.mark()) }
+func (a *activation) durable() error { return a.persist.WaitFor(a.persist.Mark()) }
 
 // turnFor commits what a has admitted so far (a message whose id is about
 // to be handed out) and returns the turn that waits on w.
 func (a *activation) turnFor(w *waiter) (*turn, error) {
-	t := &turn{m: a.m, childID: a.hdr.ID, waiter: w, persist: a.persist, ticket: a.persist.mark()}
-	if err := a.persist.waitFor(t.ticket); err != nil {
+	t := &turn{m: a.m, childID: a.hdr.ID, waiter: w, persist: a.persist, ticket: a.persist.Mark()}
+	if err := a.persist.WaitFor(t.ticket); err != nil {
 		return nil, err
 	}
 	return t, nil

@@ -10,7 +10,6 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -68,7 +67,7 @@ func (d *bubbleDriver) RunTurn(ctx context.Context, in []agent.Input) agent.Turn
 	n := d.j.NextTurn()
 	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: n})
 	for _, x := range in {
-		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: n, Source: x.Source, Message: &llm.Message{Role: llm.RoleUser, Content: x.Text}})
+		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: n, Source: x.Source, Message: &seam.Message{Role: seam.RoleUser, Content: x.Text}})
 	}
 	if onTurn != nil {
 		onTurn(d.self, in)
@@ -80,7 +79,7 @@ func (d *bubbleDriver) RunTurn(ctx context.Context, in []agent.Input) agent.Turn
 		stop = agent.StopAborted
 	}
 	out := fmt.Sprintf("turn %d of %s", n, d.self.AgentID)
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: n, Message: &llm.Message{Role: llm.RoleAssistant, Content: out}})
+	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: n, Message: &seam.Message{Role: seam.RoleAssistant, Content: out}})
 	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: n, StopReason: stop})
 	d.p.mu.Lock()
 	bt.ended = stop

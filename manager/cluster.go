@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager/listing"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -146,7 +145,7 @@ func (t *storedWait) outcome(ctx context.Context) (seam.Result, bool) {
 		switch {
 		case e.Kind == agent.EventTurnStart:
 			start, mine = i, false
-		case start >= 0 && e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == llm.RoleUser &&
+		case start >= 0 && e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == seam.RoleUser &&
 			e.Source == agent.SourceUser && e.Message.Content == t.text:
 			mine = true
 		case start >= 0 && e.Kind == agent.EventTurnEnd:
@@ -175,6 +174,9 @@ func (t *storedWait) outcome(ctx context.Context) (seam.Result, bool) {
 // watchInterrupts), so a message admitted elsewhere before a local one is
 // run before it.
 func (a *activation) adoptStored() {
+	if !shared(a.m.store) {
+		return // nobody else admits to its stored inbox
+	}
 	ctx, cancel := context.WithTimeout(a.ctx, storeTimeout)
 	defer cancel()
 	queued, err := a.m.store.Queued(ctx, a.hdr.ID)
@@ -224,9 +226,19 @@ func (a *activation) adoptStored() {
 // revoked): the sender resumes it too if it sees the claim gone, and
 // whichever claims it first runs them.
 func (m *Manager) settledQueue(h seam.Header) {
+	if !shared(m.store) {
+		return // nobody else admits to its stored inbox
+	}
 	ctx, cancel := m.bg()
 	defer cancel()
 	m.runQueued(ctx, h)
+}
+
+// shared reports whether another instance can admit messages to st's
+// inboxes (seam.Shared; a store that does not say may be shared).
+func shared(st seam.Store) bool {
+	s, ok := st.(seam.Shared)
+	return !ok || s.Shared()
 }
 
 // elsewhere is every claim of another owner whose lease runs by this
@@ -281,7 +293,10 @@ func (m *Manager) statusElsewhere(ctx context.Context, id string, journal []agen
 // other instances (claims as elsewhere reads them).
 func (m *Manager) residentElsewhere(ctx context.Context, parent string, claims map[string]seam.Claim) []seam.Listing {
 	var ls []seam.Listing
-	for id := range claims {
+	for id, c := range claims {
+		if c.Parent != "" && c.Parent != parent {
+			continue // another parent's, maybe another principal's: its header is not read
+		}
 		h, err := m.store.Header(ctx, id)
 		if err == nil && h.Parent == parent {
 			ls = append(ls, seam.Listing{Header: h})

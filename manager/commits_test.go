@@ -100,7 +100,7 @@ func TestALongTurnsEventsAreCommittedAfterTheLinger(t *testing.T) {
 		}
 		// Written out and parked mid-turn, the child holds no writer
 		// goroutine: only its turn's.
-		if n := goroutinesIn("manager.(*persister)."); n != 0 {
+		if n := goroutinesIn("persister.(*Writer)."); n != 0 {
 			t.Errorf("a parked child holds %d writer goroutines, want 0", n)
 		}
 		p.current(t, s.ChildID).end <- agent.StopCompleted

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/manager/persister"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -47,7 +47,7 @@ type turn struct {
 	m        *Manager
 	childID  string
 	waiter   *waiter
-	persist  *persister
+	persist  *persister.Writer
 	ticket   int64  // the writes that make the ids durable
 	progress func() // stops the turn's progress notes; nil: none
 }
@@ -62,10 +62,10 @@ func (t *turn) Wait(ctx context.Context) (seam.Result, bool) {
 }
 
 func (t *turn) Committed() error {
-	if err := t.persist.committed(); err != nil {
+	if err := t.persist.Committed(); err != nil {
 		return err
 	}
-	return t.persist.waitFor(t.ticket)
+	return t.persist.WaitFor(t.ticket)
 }
 
 // StartContinuable starts a continuable child and submits its first
@@ -117,25 +117,25 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req seam.St
 	stopProgress := func() {}
 	if req.Progress != nil {
 		var note func(string)
-		note, stopProgress = progressOf(drv.Journal(), req.Progress)
-		a.persist.onCreated = func() { note("started " + hdr.ID) }
+		note, stopProgress = agent.TurnProgress(drv.Journal(), req.Progress)
+		a.persist.OnCreated(func() { note("started " + hdr.ID) })
 	}
 	a.deferred = wait && c.gated
 	if a.deferred {
-		a.persist.deferRecord()
-		c.gate.deferTo(func() error { return a.persist.waitFor(a.gate) })
+		a.persist.DeferRecord()
+		c.gate.DeferTo(func() error { return a.persist.WaitFor(a.gate) })
 	}
 	// The grant rides with the stored prompt too, so a crash before the
 	// first turn's budget event is stored reruns the prompt under it.
 	msgID, w, _, _ := a.admitBudget(req.Prompt, agent.SourceUser, wait, &grant)
 	m.lendTo(w, req.Parent, hdr.ID, msgID)
-	a.gate = a.persist.mark() // the record, the seed and the first message
+	a.gate = a.persist.Mark() // the record, the seed and the first message
 	go a.run()
 	// The ids go to the caller only once committed; the run waits for the
 	// same commit before its first turn, so this costs the caller nothing
 	// the turn would not have waited for.
 	if !a.deferred {
-		if err := a.persist.waitFor(a.gate); err != nil {
+		if err := a.persist.WaitFor(a.gate); err != nil {
 			stopProgress()
 			<-a.released // the run saw the failure and left nothing behind
 			return nil, err
@@ -143,44 +143,6 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req seam.St
 	}
 	return &Started{ChildID: hdr.ID, MessageID: msgID,
 		Turn: &turn{m: m, childID: hdr.ID, waiter: w, persist: a.persist, ticket: a.gate, progress: stopProgress}}, nil
-}
-
-// progressOf sends progress notes for a child's first turn until the turn
-// ends or the returned stop is called; after stop returns, no note is sent,
-// neither from the journal nor through note (a note of the manager's own,
-// such as "started <id>").
-func progressOf(j *agent.Journal, send func(string)) (note func(string), stop func()) {
-	notes := agent.ProgressNotes(send)
-	var mu sync.Mutex
-	stopped := false
-	// The listener never unsubscribes itself: it runs under the journal's
-	// notification lock, which an Append may be waiting for while holding
-	// the lock Subscribe's cancel takes.
-	unsub := j.Subscribe(func(e agent.Event) {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		notes(e)
-		if e.Kind == agent.EventTurnEnd {
-			stopped = true
-		}
-	})
-	note = func(n string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !stopped {
-			send(n)
-		}
-	}
-	var once sync.Once
-	return note, func() {
-		mu.Lock()
-		stopped = true
-		mu.Unlock()
-		once.Do(unsub)
-	}
 }
 
 func startErr(ctx context.Context, provider string, err error) error {
@@ -231,15 +193,20 @@ func (m *Manager) activate(ctx context.Context, hdr seam.Header, desc seam.Descr
 	if _, dup := m.live[hdr.ID]; dup {
 		return nil, newErr(seam.CodeInvalidRequest, "subagent %s is already resident", hdr.ID)
 	}
-	a.persist = m.newPersister(hdr.ID, create, fence)
-	a.persist.onFail = a.persistFailed
+	var claim *seam.Owner
+	if create != nil {
+		lease := m.lease()
+		claim = &lease
+	}
+	a.persist = persister.New(persister.Config{Store: m.store, Ctx: context.WithoutCancel(m.ctx), Timeout: storeTimeout, ID: hdr.ID, Owner: m.owner,
+		Log: m.log, Retry: m.retry, Create: create, Claim: claim, Fence: fence, OnFail: a.persistFailed})
 	if create != nil {
 		// A fork's seed is already in the journal: it goes out with the record.
 		for _, e := range drv.Journal().Events() {
-			a.persist.add(e)
+			a.persist.Add(e)
 		}
 	}
-	a.unsubscribe = drv.Journal().Subscribe(a.persist.add)
+	a.unsubscribe = drv.Journal().Subscribe(a.persist.Add)
 	a.ctx = m.ctx
 	if parentID != "" {
 		if pa := m.live[parentID]; pa != nil {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
@@ -138,10 +137,10 @@ func (d *progressDriver) Journal() *agent.Journal { return d.j }
 func (d *progressDriver) Close() error            { return nil }
 func (d *progressDriver) RunTurn(ctx context.Context, in []agent.Input) agent.TurnResult {
 	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: 1})
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: 1, Source: in[0].Source, Message: &llm.Message{Role: llm.RoleUser, Content: in[0].Text}})
+	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: 1, Source: in[0].Source, Message: &seam.Message{Role: seam.RoleUser, Content: in[0].Text}})
 	<-d.goOn
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: 1, Message: &llm.Message{Role: llm.RoleAssistant,
-		ToolCalls: []llm.ToolCall{{ID: "c1", Name: "read_file", Arguments: "{}"}}}})
+	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: 1, Message: &seam.Message{Role: seam.RoleAssistant,
+		ToolCalls: []seam.ToolCall{{ID: "c1", Name: "read_file", Arguments: "{}"}}}})
 	close(d.noted)
 	<-d.finish
 	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: 1, StopReason: agent.StopCompleted})

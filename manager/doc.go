@@ -24,9 +24,9 @@
 //     leaves the stored inbox in the same commit as the journal events
 //     that record it, so a crash keeps one or the other; a resume runs
 //     what was left queued first, in order. Journal events are written
-//     behind the turn by the child's own writer, in order, batched per
-//     commit. An in-band turn outcome is handed over only once the turn's
-//     events are committed. AwaitTurn (tasks.go) lets a caller that sent
+//     behind the turn by the child's own writer (manager/persister), in
+//     order, batched per commit. An in-band turn outcome is handed over
+//     only once the turn's events are committed. AwaitTurn (tasks.go) lets a caller that sent
 //     without waiting (a durable MCP task, whose id must be committed
 //     first) wait in band after all, while the turn is still ahead.
 //   - Nothing is counted as written that was not. A failed write is
@@ -202,6 +202,8 @@
 //     settles meanwhile is resumed by whichever of the two claims it
 //     first: the sender, seeing the claim gone after its admission, or the
 //     former owner, which reads its stored inbox once more after settling.
+//     On a store no other instance writes (seam.Shared: bbolt) none of
+//     these reads happen: only this manager admits to its children.
 //   - A caller waiting on such a follow-up waits on the store: woken at
 //     each turn's end, it reads the journal from where it stood before the
 //     admission for the turn whose input is the message, so it gets the
@@ -259,7 +261,7 @@
 //
 // # Lock order
 //
-// The package has six mutexes. A goroutine holding one may take only
+// The package has four mutexes. A goroutine holding one may take only
 // those listed below it (outer first), and none nests in itself: one
 // activation's mu is never taken while another's is held, parent or child.
 //
@@ -272,21 +274,23 @@
 //     signals, corrupt children, lastCreated, closed, renewing, retaining.
 //  3. activation.mu — one child's inbox, parked queue, turn in flight,
 //     owned children, waiters, settling, last result and usage.
-//  4. persister.mu — one child's pending write and its counters (drained
-//     is its sync.Cond).
-//  5. Watch.mu — one transcript watch's journal subscription.
-//  6. progressOf.mu — one first turn's progress-note switch.
+//  4. Watch.mu — one transcript watch's journal subscription.
 //
-// The last two are leaves: nothing is taken while one is held. Below them
-// all rank the policies' own locks (budget.Book.mu, admission.Queue.mu,
-// worktrees.Keeper.mu, questions.Board.mu): each is a leaf, taken only
-// inside its package, which never calls the manager while holding it (a
-// policy imports nothing of the manager; a Host it is given is called
-// with no lock of its own held), so as far as the order goes a call into
-// a policy may be made under any lock above; one that does I/O (a store
-// read, git) falls under the rule below like any other.
-// TestPoliciesHoldNoLockAcrossACall checks the policies' side; TestLockOrder
-// does not follow calls into them.
+// The last is a leaf: nothing is taken while it is held. Below them all
+// rank the locks of the packages under manager/: the child's writer's
+// persister.Writer.mu (one child's pending write and its counters; its
+// sync.Cond drained waits on it), and the policies' budget.Book.mu,
+// admission.Queue.mu, worktrees.Keeper.mu and questions.Board.mu. Each is
+// a leaf, taken only inside its package, which never calls the manager
+// while holding it (such a package imports nothing of the manager; a
+// Host, Store or callback it is given is called with no lock of its own
+// held), so as far as the order goes a call into one may be made under
+// any lock above; one that does I/O (a store read, git) falls under the
+// rule below like any other (a writer's store calls run on its own
+// goroutine). TestPoliciesHoldNoLockAcrossACall checks their side;
+// TestLockOrder does not follow calls into them, nor into agent (a
+// journal's locks, and agent.TurnProgress's switch of a first turn's
+// progress notes, held across the note's send).
 //
 // Only Manager.resumeMu may be held across a call into a Store, a
 // Provider, a Continuable's NewDriver or a Driver: a resume reads, claims

@@ -1,109 +1,82 @@
-//go:build postgres
-
 package manager_test
 
 import (
 	"context"
-	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
+	"github.com/mcp-subagent/mcp-subagent/llm/openai"
+	"github.com/mcp-subagent/mcp-subagent/llm/transport"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
+	"github.com/mcp-subagent/mcp-subagent/providers/spawn"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
-// What a caller at an instance that does not hold a child gets besides a
-// send (cluster_test.go): a turn awaited after a send without a wait (an
-// MCP task's), and a live transcript.
-
-// A follow-up sent at B without a wait, for a child A holds, is awaited
-// afterwards (as an MCP task does): the wait gets A's answer to it, not
-// the outcome of the turn A ran before.
-func TestAwaitSentAtAnotherInstance(t *testing.T) {
-	onSharedStores(t, func(t *testing.T, st seam.Store) {
-		ctx := context.Background()
-		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-		a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute}, "A")
-		b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, "B")
-		s := startHeld(t, a, pa, root)
-
-		sent, err := b.Followup(ctx, root, s.ChildID, "second", false)
-		if err != nil || sent.Route != manager.RouteForwarded {
-			t.Fatalf("the follow-up at B = %+v, %v; want it forwarded to A", sent, err)
-		}
-		turn := b.AwaitSent(sent, nil)
-		close(pa.release)
-		if res := waitFor(t, turn, "the awaited follow-up at B"); res.Output != "A done: second" {
-			t.Fatalf("the awaited follow-up at B = %+v; want A's answer to it", res)
-		}
-	})
+// headerReads records which children's headers were read through it.
+type headerReads struct {
+	seam.Store
+	mu   sync.Mutex
+	read map[string]bool
 }
 
-// A transcript watched at B, of a child resident at A, is live: a turn A
-// starts is signalled and readable at B while it runs (its status
-// running, as A has it), and its end too.
-func TestTranscriptAtAnotherInstanceIsLive(t *testing.T) {
-	onSharedStores(t, func(t *testing.T, st seam.Store) {
-		ctx := context.Background()
-		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-		a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute}, "A")
-		b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, "B")
-		s, err := a.StartContinuable(ctx, "hold", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, s, "A's first turn")
+func (s *headerReads) Header(ctx context.Context, id string) (seam.Header, error) {
+	s.mu.Lock()
+	s.read[id] = true
+	s.mu.Unlock()
+	return s.Store.Header(ctx, id)
+}
 
-		w, err := b.Watch(ctx, root, s.ChildID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Stop()
-		tr, err := b.Transcript(ctx, root, s.ChildID, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen := tr.Len
-		if _, err := a.Followup(ctx, root, s.ChildID, "hold: second", false); err != nil {
-			t.Fatal(err)
-		}
-		<-pa.holding
-		// readUntil reads B's transcript at each signal of the watch until
-		// ok holds of what it read since seen.
-		readUntil := func(what string, ok func(manager.Transcript, []manager.TranscriptEntry) bool) {
-			t.Helper()
-			var got []manager.TranscriptEntry
-			deadline := time.After(30 * time.Second)
-			for {
-				select {
-				case <-w.C:
-				case <-deadline:
-					t.Fatalf("no signal of the watch at B showed %s within 30s; read %+v", what, got)
-				}
-				tr, err := b.Transcript(ctx, root, s.ChildID, seen)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, tr.Entries...)
-				seen = tr.Len
-				if ok(tr, got) {
-					return
-				}
-			}
-		}
-		readUntil("the held turn's input while it runs at A", func(tr manager.Transcript, es []manager.TranscriptEntry) bool {
-			return tr.Status == manager.StatusRunning && slices.ContainsFunc(es, func(e manager.TranscriptEntry) bool { return e.Text == "hold: second" })
-		})
-		close(pa.release)
-		readUntil("the held turn's answer", func(tr manager.Transcript, es []manager.TranscriptEntry) bool {
-			return slices.ContainsFunc(es, func(e manager.TranscriptEntry) bool { return e.Text == "A done: hold: second" })
-		})
-		// Nothing more queued: A settles the child, which the watch at B
-		// says too.
-		select {
-		case <-w.Settled:
-		case <-time.After(30 * time.Second):
-			t.Fatal("the watch at B did not signal A's settlement within 30s")
-		}
+// A status-filtered listing at an instance that holds none of the
+// children lists the caller's children resident at another instance,
+// reading the headers of those only: not of every child the other
+// instance holds for other principals.
+func TestAFilteredListingReadsOnlyTheCallersChildrenElsewhere(t *testing.T) {
+	release := make(chan struct{})
+	held := make(chan string, 8)
+	fake := fakeopenai.New(func(n int, req fakeopenai.Request) fakeopenai.Reply {
+		held <- req.LastUserText()
+		<-release
+		return fakeopenai.Reply{Text: "done"}
 	})
+	defer fake.Close() // after the release: it waits for the requests
+	defer close(release)
+	client := openai.New(transport.Config{BaseURL: fake.URL(), APIKey: "k", RetryBaseDelay: time.Millisecond})
+	st := memstore.New()
+	b := &headerReads{Store: st, read: map[string]bool{}}
+	newMgr := func(owner string, st seam.Store) *manager.Manager {
+		m := manager.New(manager.Options{Store: st, OwnerID: owner, LeaseTTL: time.Minute})
+		if err := m.Register(spawn.New(spawn.Options{Client: client, Model: "m"})); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Close(context.Background()) })
+		return m
+	}
+	a, atB := newMgr("server-a", st), newMgr("server-b", b)
+	ctx := context.Background()
+	mine := seam.ParentRef{Principal: "p", Cwd: t.TempDir()}
+	other := seam.ParentRef{Principal: "q", Cwd: t.TempDir()}
+	start := func(root seam.ParentRef) string {
+		s, err := a.StartContinuable(ctx, "spawn", seam.StartRequest{Label: "l", Prompt: "hold", Parent: root}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-held
+		return s.ChildID
+	}
+	id := start(mine)
+	others := []string{start(other), start(other), start(other)}
+	p, err := atB.List(mine, manager.ListQuery{Status: manager.StatusRunning})
+	if err != nil || len(p.Rows) != 1 || p.Rows[0].ID != id {
+		t.Fatalf("B's listing of running children = %+v, %v; want %s", p.Rows, err, id)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, o := range others {
+		if b.read[o] {
+			t.Errorf("B read the header of %s, another principal's child held at A", o)
+		}
+	}
 }

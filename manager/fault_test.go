@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -188,13 +187,13 @@ func (d *scriptDriver) RunTurn(ctx context.Context, inputs []agent.Input) agent.
 	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
 	for _, in := range inputs {
 		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: in.Source,
-			Message: &llm.Message{Role: llm.RoleUser, Content: in.Text}})
+			Message: &seam.Message{Role: seam.RoleUser, Content: in.Text}})
 	}
 	text := inputs[len(inputs)-1].Text
 	end := func(out string, stop agent.StopReason) agent.TurnResult {
 		if out != "" {
-			d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &llm.Message{Role: llm.RoleAssistant, Content: out},
-				Usage: &llm.Usage{InputTokens: 1, OutputTokens: 1}})
+			d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: out},
+				Usage: &seam.Usage{InputTokens: 1, OutputTokens: 1}})
 		}
 		d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: stop})
 		return agent.TurnResult{Output: out, StopReason: stop}

@@ -1,10 +1,6 @@
 package manager
 
-import (
-	"sync/atomic"
-
-	"github.com/mcp-subagent/mcp-subagent/seam"
-)
+import "github.com/mcp-subagent/mcp-subagent/seam"
 
 // GatedDriver is implemented by drivers that ask DriverRequest.Budget
 // before every side effect — each tool round: a tool call, a grandchild,
@@ -19,24 +15,4 @@ type GatedDriver interface {
 	seam.Driver
 	// GatesSideEffects marks the ability; it is never called.
 	GatesSideEffects()
-}
-
-// recordGate is what a new child's tool rounds wait for: the commit of its
-// record, while it is deferred (see persister.deferRecord); nothing once
-// it is committed, or when it was never deferred.
-type recordGate struct{ wait atomic.Pointer[func() error] }
-
-// deferTo makes the tool rounds wait for wait.
-func (g *recordGate) deferTo(wait func() error) { g.wait.Store(&wait) }
-
-// hook is budget with the gate before each tool round (call false).
-func (g *recordGate) hook(budget func(call bool) error) func(call bool) error {
-	return func(call bool) error {
-		if w := g.wait.Load(); w != nil && !call {
-			if err := (*w)(); err != nil {
-				return err
-			}
-		}
-		return budget(call)
-	}
 }

@@ -74,7 +74,7 @@ func (m *Manager) settleWorktree(hdr seam.Header) {
 }
 
 // dropWorktree removes the worktree of a child whose start failed.
-func (m *Manager) dropWorktree(id string, w *worktree.Info) {
+func (m *Manager) dropWorktree(id string, w *seam.Worktree) {
 	ctx, cancel := m.bg()
 	defer cancel()
 	m.wt.Drop(ctx, id, w)
@@ -118,27 +118,27 @@ func (m *Manager) Retain(r retention.Policy) {
 // is refused: it may be working there. The check and the removal are
 // serialised with cold resumes, so no message wakes the child in a
 // worktree being removed; a later one recreates it from the recorded base.
-func (m *Manager) RemoveWorktree(ctx context.Context, caller seam.ParentRef, id string) (worktree.Info, error) {
+func (m *Manager) RemoveWorktree(ctx context.Context, caller seam.ParentRef, id string) (seam.Worktree, error) {
 	if m.store == nil {
-		return worktree.Info{}, newErr(seam.CodePersistenceUnavailable, "removing a worktree needs the session store; none is configured")
+		return seam.Worktree{}, newErr(seam.CodePersistenceUnavailable, "removing a worktree needs the session store; none is configured")
 	}
 	hdr, err := m.header(ctx, id)
 	if err != nil {
-		return worktree.Info{}, err
+		return seam.Worktree{}, err
 	}
 	if err := mayRemoveWorktree(caller, hdr); err != nil {
-		return worktree.Info{}, err
+		return seam.Worktree{}, err
 	}
 	if hdr.Worktree == nil {
-		return worktree.Info{}, newErr(seam.CodeInvalidRequest, "subagent %s has no worktree", id)
+		return seam.Worktree{}, newErr(seam.CodeInvalidRequest, "subagent %s has no worktree", id)
 	}
 	m.resumeMu.Lock()
 	defer m.resumeMu.Unlock()
 	if m.resident(id) {
-		return worktree.Info{}, newErr(seam.CodeInvalidRequest, "subagent %s is resident; interrupt it and wait until it is ready before removing its worktree", id)
+		return seam.Worktree{}, newErr(seam.CodeInvalidRequest, "subagent %s is resident; interrupt it and wait until it is ready before removing its worktree", id)
 	}
-	if err := worktree.Remove(ctx, *hdr.Worktree); err != nil {
-		return worktree.Info{}, err
+	if err := worktree.Remove(ctx, worktree.Info(*hdr.Worktree)); err != nil {
+		return seam.Worktree{}, err
 	}
 	return *hdr.Worktree, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager/listing"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -67,9 +66,9 @@ func (m *Manager) ListDescendants(caller seam.ParentRef) ([]Row, error) {
 
 // TreeUsage returns what the descendants of an agent (a child id) have
 // used so far, all levels summed.
-func (m *Manager) TreeUsage(agentID string) (llm.Usage, error) {
+func (m *Manager) TreeUsage(agentID string) (seam.Usage, error) {
 	if m.store == nil {
-		return llm.Usage{}, noStoreToList()
+		return seam.Usage{}, noStoreToList()
 	}
 	ctx, cancel := m.bg()
 	defer cancel()
@@ -106,7 +105,7 @@ func (s listSource) ResidentChildren(parent string) []listing.Live {
 	s.m.mu.Lock()
 	var as []*activation
 	for _, a := range s.m.live {
-		if a.hdr.Parent == parent && a.persist.recorded() { // an id is listed once stored
+		if a.hdr.Parent == parent && a.persist.Recorded() { // an id is listed once stored
 			as = append(as, a)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager/admission"
 	"github.com/mcp-subagent/mcp-subagent/manager/budget"
+	"github.com/mcp-subagent/mcp-subagent/manager/persister"
 	"github.com/mcp-subagent/mcp-subagent/manager/questions"
 	"github.com/mcp-subagent/mcp-subagent/manager/validate"
 	"github.com/mcp-subagent/mcp-subagent/manager/worktrees"
@@ -155,7 +156,7 @@ type Manager struct {
 	// one gets a later one, so a listing cursor (creation order) never
 	// has a new child slip in before it.
 	lastCreated time.Time
-	retry       retryPolicy
+	retry       persister.Retry
 
 	owner     string // Options.OwnerID, or a random one
 	renewing  bool   // the renewer runs (under mu)
@@ -186,7 +187,7 @@ func New(opts Options) *Manager {
 	m := &Manager{opts: opts, log: log, providers: map[string]seam.Provider{},
 		listeners: map[int]func(Event){}, runs: map[string]*oneShot{},
 		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), corrupt: map[string]string{},
-		retry: retryPolicy{attempts: cmp.Or(opts.WriteAttempts, DefaultWriteAttempts), delay: cmp.Or(opts.WriteRetryDelay, DefaultWriteRetryDelay)},
+		retry: persister.Retry{Attempts: cmp.Or(opts.WriteAttempts, DefaultWriteAttempts), Delay: cmp.Or(opts.WriteRetryDelay, DefaultWriteRetryDelay)},
 		owner: cmp.Or(opts.OwnerID, "manager-"+NewID()[len("agent-"):]),
 		adm:   admission.New(opts.MaxRunningChildren, opts.MaxRunningTotal),
 		wt:    worktrees.New(opts.Worktrees, log)}

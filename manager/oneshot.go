@@ -8,6 +8,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager/admission"
+	"github.com/mcp-subagent/mcp-subagent/manager/persister"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -48,7 +49,7 @@ func (m *Manager) Start(ctx context.Context, name string, req seam.StartRequest)
 	m.emit(Event{Type: EventStart, RunID: r.id, Provider: name, Local: true})
 	stopProgress := func() {}
 	if req.Progress != nil {
-		_, stopProgress = progressOf(c.drv.Journal(), req.Progress)
+		_, stopProgress = agent.TurnProgress(c.drv.Journal(), req.Progress)
 	}
 	go r.run(runCtx, req.Prompt, stopProgress)
 	return r, nil
@@ -128,8 +129,8 @@ type built struct {
 	hdr   seam.Header
 	desc  seam.Descriptor
 	drv   seam.Driver
-	gated bool        // the driver is a GatedDriver
-	gate  *recordGate // its tool rounds' wait for the record, when deferred
+	gated bool            // the driver is a GatedDriver
+	gate  *persister.Gate // its tool rounds' wait for the record, when deferred
 }
 
 // build makes a new child from p, one-shot or continuable alike: it asks
@@ -166,9 +167,9 @@ func (m *Manager) build(ctx context.Context, p seam.Provider, name string, req s
 		Settings: req.Parent.Settings}
 	self := selfOf(hdr, desc, journal)
 	cb, revoke := m.callback(self)
-	gate := &recordGate{}
+	gate := &persister.Gate{}
 	drv, err := p.NewDriver(ctx, seam.DriverRequest{Header: hdr, Descriptor: desc, Journal: journal, Self: self, Callback: cb,
-		Budget: gate.hook(m.budgets.Hook(hdr.ID, hdr.Parent)), Ask: m.asker(hdr)})
+		Budget: gate.Hook(m.budgets.Hook(hdr.ID, hdr.Parent)), Ask: m.asker(hdr)})
 	if err != nil {
 		revoke()
 		return built{}, startErr(ctx, name, err)

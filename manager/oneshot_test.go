@@ -8,7 +8,6 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -19,11 +18,11 @@ import (
 type noteDriver struct{ j *agent.Journal }
 
 func (d noteDriver) RunTurn(_ context.Context, in []agent.Input) agent.TurnResult {
-	u := llm.Usage{InputTokens: 10, OutputTokens: 20, CostUSD: 0.25}
+	u := seam.Usage{InputTokens: 10, OutputTokens: 20, CostUSD: 0.25}
 	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: 1})
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: 1, Source: in[0].Source, Message: &llm.Message{Role: llm.RoleUser, Content: in[0].Text}})
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: 1, Message: &llm.Message{Role: llm.RoleAssistant, Content: "[ran: ls (exit 0)]"}})
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: 1, Message: &llm.Message{Role: llm.RoleAssistant, Content: "done"}})
+	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: 1, Source: in[0].Source, Message: &seam.Message{Role: seam.RoleUser, Content: in[0].Text}})
+	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: 1, Message: &seam.Message{Role: seam.RoleAssistant, Content: "[ran: ls (exit 0)]"}})
+	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: 1, Message: &seam.Message{Role: seam.RoleAssistant, Content: "done"}})
 	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: 1, StopReason: agent.StopCompleted, Usage: &u})
 	return agent.TurnResult{Output: "done", StopReason: agent.StopCompleted, Usage: u}
 }
@@ -51,7 +50,7 @@ func TestAOneShotRunIsItsDriversOneTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.StopReason != agent.StopCompleted || res.Output != "done" || res.Usage != (llm.Usage{InputTokens: 10, OutputTokens: 20, CostUSD: 0.25}) {
+	if res.StopReason != agent.StopCompleted || res.Output != "done" || res.Usage != (seam.Usage{InputTokens: 10, OutputTokens: 20, CostUSD: 0.25}) {
 		t.Errorf("result = %+v, want completed with the turn's usage and cost", res)
 	}
 	if !got.OneShot() || got.Header.Mode != seam.ModeOneShot || got.Descriptor.Mode != seam.ModeOneShot {
@@ -67,7 +66,7 @@ func TestAOneShotRunIsItsDriversOneTurn(t *testing.T) {
 		t.Errorf("the child's CompletedTurns view = %d events, want its one completed turn (5)", len(done))
 	}
 	// The turn is over: later events send no note.
-	got.Journal.Append(agent.Event{Kind: agent.EventMessage, Turn: 1, Message: &llm.Message{Role: llm.RoleAssistant, Content: "late"}})
+	got.Journal.Append(agent.Event{Kind: agent.EventMessage, Turn: 1, Message: &seam.Message{Role: seam.RoleAssistant, Content: "late"}})
 	mu.Lock()
 	if want := []string{"ran: ls (exit 0)", "answered"}; !slices.Equal(notes, want) {
 		t.Errorf("progress notes = %q, want %q", notes, want)

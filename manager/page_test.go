@@ -11,7 +11,6 @@ import (
 	"testing/synctest"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -38,9 +37,9 @@ func (d instantDriver) RunTurn(_ context.Context, in []agent.Input) agent.TurnRe
 	n := d.j.NextTurn()
 	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: n})
 	for _, x := range in {
-		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: n, Source: x.Source, Message: &llm.Message{Role: llm.RoleUser, Content: x.Text}})
+		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: n, Source: x.Source, Message: &seam.Message{Role: seam.RoleUser, Content: x.Text}})
 	}
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: n, Message: &llm.Message{Role: llm.RoleAssistant, Content: "done"}})
+	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: n, Message: &seam.Message{Role: seam.RoleAssistant, Content: "done"}})
 	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: n, StopReason: agent.StopCompleted})
 	return agent.TurnResult{Output: "done", StopReason: agent.StopCompleted}
 }

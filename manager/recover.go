@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
@@ -95,7 +94,7 @@ func (m *Manager) closeEpoch(ctx context.Context, c seam.Claim, sweeping bool) (
 		}
 		m.log.Error("a claimed child's journal cannot be read; keeping its claim", "agent_id", id, "err", err)
 		m.noteUnreadable(id, err)
-		n := seam.Notice{Source: agent.SourceSettled, StopReason: agent.StopError, Text: unreadableText(id, err)}
+		n := seam.Notice{Source: agent.SourceSettled, StopReason: agent.StopError, Text: wording.Unreadable(id, err)}
 		if err := m.deliver(h, n); err != nil {
 			m.log.Error("telling the parent of an unreadable child failed", "agent_id", id, "err", err)
 		}
@@ -291,12 +290,4 @@ func (m *Manager) runQueued(ctx context.Context, h seam.Header) {
 		return
 	}
 	go a.run()
-}
-
-// unreadableText is the notice about an active child whose journal cannot
-// be read.
-func unreadableText(id string, err error) string {
-	return fmt.Sprintf("Background subagent %s cannot be read from the session store, so how its last run ended is unknown (%s). "+
-		"It lists as corrupt; stop the server and run `mcp-subagent doctor` to copy every readable child into a fresh store.",
-		id, truncate.Bound(err.Error(), 300))
 }

@@ -71,7 +71,7 @@ func (a *activation) watchInterrupts() {
 	defer stop()
 	// A new child's fence exists once its record is committed.
 	select {
-	case <-a.persist.created:
+	case <-a.persist.Created():
 	case <-ctx.Done():
 		return
 	}
@@ -87,9 +87,7 @@ func (a *activation) watchInterrupts() {
 }
 
 func (a *activation) takeInterrupt(ctx context.Context, is seam.Interrupts) {
-	a.persist.mu.Lock()
-	fence := a.persist.fence
-	a.persist.mu.Unlock()
+	fence := a.persist.Fence()
 	if fence == nil {
 		return // the record failed: the run stops the child
 	}

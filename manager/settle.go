@@ -18,7 +18,7 @@ func (m *Manager) release(a *activation, notice *inboxMsg, stored *seam.ParentNo
 			pa.inbox = append(pa.inbox, *notice)
 			pa.seen[notice.id] = true
 			if stored == nil || !stored.Inbox {
-				pa.persist.enqueue(notice.queued())
+				pa.persist.Enqueue(notice.queued())
 			}
 			pa.parked = false
 			delivered = true
@@ -94,8 +94,8 @@ func (m *Manager) flush(a *activation, settled bool, notify *seam.ParentNotice) 
 	a.mu.Unlock()
 	var err error
 	if settled {
-		err = a.persist.flush(&cp, notify)
-	} else if err = a.persist.flush(nil, nil); err == nil {
+		err = a.persist.Flush(&cp, notify)
+	} else if err = a.persist.Flush(nil, nil); err == nil {
 		// At shutdown: m.ctx is cancelled by now, and the checkpoint is
 		// still worth writing.
 		ctx, cancel := m.bg()
@@ -104,6 +104,6 @@ func (m *Manager) flush(a *activation, settled bool, notify *seam.ParentNotice) 
 			m.log.Warn("writing a child's checkpoint failed", "agent_id", a.hdr.ID, "err", err)
 		}
 	}
-	a.persist.close()
+	a.persist.Close()
 	return err
 }

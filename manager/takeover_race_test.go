@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
@@ -71,7 +70,7 @@ func TestATakeoverClosesATurnStartedWhileItReadTheJournal(t *testing.T) {
 
 			turn := []agent.Event{
 				{Seq: 0, Kind: agent.EventTurnStart, Turn: 1},
-				{Seq: 1, Kind: agent.EventMessage, Turn: 1, Message: &llm.Message{Role: llm.RoleUser, Content: "hold: first"}},
+				{Seq: 1, Kind: agent.EventMessage, Turn: 1, Message: &seam.Message{Role: seam.RoleUser, Content: "hold: first"}},
 			}
 			var lateErr error
 			hooked := &readHook{Store: st, after: func() {

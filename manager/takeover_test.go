@@ -16,7 +16,6 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/pgtest"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/persist/pgstore"
@@ -82,7 +81,7 @@ func (d *holdDriver) RunTurn(ctx context.Context, inputs []agent.Input) agent.Tu
 	turn := d.j.NextTurn()
 	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
 	for _, in := range inputs {
-		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: in.Source, Message: &llm.Message{Role: llm.RoleUser, Content: in.Text}})
+		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: in.Source, Message: &seam.Message{Role: seam.RoleUser, Content: in.Text}})
 	}
 	text := inputs[len(inputs)-1].Text
 	if strings.HasPrefix(text, "hold") {
@@ -95,7 +94,7 @@ func (d *holdDriver) RunTurn(ctx context.Context, inputs []agent.Input) agent.Tu
 		}
 	}
 	out := d.p.owner + " done: " + text
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &llm.Message{Role: llm.RoleAssistant, Content: out}})
+	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: out}})
 	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopCompleted})
 	return agent.TurnResult{Output: out, StopReason: agent.StopCompleted}
 }
@@ -172,7 +171,7 @@ func journaled(t *testing.T, st seam.Store, id, input string) {
 			t.Fatal(err)
 		}
 		for _, e := range events {
-			if e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == llm.RoleUser && e.Message.Content == input {
+			if e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == seam.RoleUser && e.Message.Content == input {
 				return
 			}
 		}
@@ -317,7 +316,7 @@ func checkTranscript(t *testing.T, events []agent.Event, inputs []string, stale 
 			if strings.Contains(e.Message.Content, stale) {
 				t.Fatalf("the journal holds a message written after the takeover (%q):\n%s", e.Message.Content, dump(events))
 			}
-			if e.Message.Role == llm.RoleUser {
+			if e.Message.Role == seam.RoleUser {
 				got = append(got, e.Message.Content)
 			}
 		}

@@ -38,7 +38,7 @@ func (m *Manager) AwaitTurn(childID, msgID string, step func(string)) Turn {
 	a.mu.Unlock()
 	t := &turn{m: m, childID: childID, waiter: w, persist: a.persist}
 	if step != nil {
-		_, t.progress = progressOf(a.driver.Journal(), step)
+		_, t.progress = agent.TurnProgress(a.driver.Journal(), step)
 	}
 	return t
 }

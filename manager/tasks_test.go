@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -96,7 +95,7 @@ type journalingDriver struct{ j *agent.Journal }
 func (d journalingDriver) RunTurn(context.Context, []agent.Input) agent.TurnResult {
 	n := d.j.NextTurn()
 	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: n})
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: n, Message: &llm.Message{Role: llm.RoleAssistant, Content: "journaled answer"}})
+	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: n, Message: &seam.Message{Role: seam.RoleAssistant, Content: "journaled answer"}})
 	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: n, StopReason: agent.StopCompleted})
 	return agent.TurnResult{Output: "journaled answer", StopReason: agent.StopCompleted}
 }

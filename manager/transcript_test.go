@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -39,10 +38,10 @@ func (d *stepDriver) RunTurn(ctx context.Context, in []agent.Input) agent.TurnRe
 	turn := d.j.NextTurn()
 	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
 	for _, i := range in {
-		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: i.Source, Message: &llm.Message{Role: llm.RoleUser, Content: i.Text}})
+		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: i.Source, Message: &seam.Message{Role: seam.RoleUser, Content: i.Text}})
 	}
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Usage: &llm.Usage{InputTokens: 10, OutputTokens: 2},
-		Message: &llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c1", Name: "read_file", Arguments: `{"path":"a.go"}`}}}})
+	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Usage: &seam.Usage{InputTokens: 10, OutputTokens: 2},
+		Message: &seam.Message{Role: seam.RoleAssistant, ToolCalls: []seam.ToolCall{{ID: "c1", Name: "read_file", Arguments: `{"path":"a.go"}`}}}})
 	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: agent.ToolResult("c1", strings.Repeat("x", 3*manager.MaxTranscriptText))})
 	var answer string
 	select {
@@ -51,7 +50,7 @@ func (d *stepDriver) RunTurn(ctx context.Context, in []agent.Input) agent.TurnRe
 		d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopAborted, Diagnostic: "interrupted"})
 		return agent.TurnResult{StopReason: agent.StopAborted, Diagnostic: "interrupted"}
 	}
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Usage: &llm.Usage{InputTokens: 20, OutputTokens: 5}, Message: &llm.Message{Role: llm.RoleAssistant, Content: answer}})
+	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Usage: &seam.Usage{InputTokens: 20, OutputTokens: 5}, Message: &seam.Message{Role: seam.RoleAssistant, Content: answer}})
 	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopCompleted})
 	return agent.TurnResult{Output: answer, StopReason: agent.StopCompleted}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -48,7 +47,7 @@ func journalSkipped(j *agent.Journal, inputs []agent.Input, res agent.TurnResult
 	j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
 	for _, in := range inputs {
 		j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: cmp.Or(in.Source, agent.SourceUser),
-			Message: &llm.Message{Role: llm.RoleUser, Content: in.Text}})
+			Message: &seam.Message{Role: seam.RoleUser, Content: in.Text}})
 	}
 	j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: res.StopReason, Diagnostic: res.Diagnostic})
 }

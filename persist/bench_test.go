@@ -10,7 +10,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -61,19 +60,19 @@ func benchEvents(from, n int) []agent.Event {
 			e.Kind = agent.EventTurnStart
 		case 1:
 			e.Kind, e.Source = agent.EventMessage, agent.SourceUser
-			e.Message = &llm.Message{Role: llm.RoleUser, Content: text}
+			e.Message = &seam.Message{Role: seam.RoleUser, Content: text}
 		case 2:
 			e.Kind = agent.EventMessage
-			e.Message = &llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{
+			e.Message = &seam.Message{Role: seam.RoleAssistant, ToolCalls: []seam.ToolCall{
 				{ID: fmt.Sprintf("call_%d", seq), Name: "read_file", Arguments: `{"path":"parser/parse.go"}`}}}
-			e.Usage = &llm.Usage{InputTokens: 1800, OutputTokens: 24}
+			e.Usage = &seam.Usage{InputTokens: 1800, OutputTokens: 24}
 		case 3:
 			e.Kind = agent.EventMessage
-			e.Message = &llm.Message{Role: llm.RoleTool, ToolCallID: fmt.Sprintf("call_%d", seq-1), Content: text}
+			e.Message = &seam.Message{Role: seam.RoleTool, ToolCallID: fmt.Sprintf("call_%d", seq-1), Content: text}
 		case 4:
 			e.Kind = agent.EventMessage
-			e.Message = &llm.Message{Role: llm.RoleAssistant, Content: text}
-			e.Usage = &llm.Usage{InputTokens: 2100, OutputTokens: 180}
+			e.Message = &seam.Message{Role: seam.RoleAssistant, Content: text}
+			e.Usage = &seam.Usage{InputTokens: 2100, OutputTokens: 180}
 		case 5:
 			e.Kind, e.StopReason = agent.EventTurnEnd, agent.StopCompleted
 		}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -187,7 +186,7 @@ func decodeCheckpoint(b []byte) (seam.Checkpoint, error) {
 		}
 	}
 	c.Seq = vals[0]
-	c.Usage = llm.Usage{InputTokens: vals[1], OutputTokens: vals[2], CostUSD: cost}
+	c.Usage = seam.Usage{InputTokens: vals[1], OutputTokens: vals[2], CostUSD: cost}
 	c.Mode, c.Label, c.Stop = seam.Mode(mode), label, agent.StopReason(stop)
 	return c, nil
 }

@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
-	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // The listing's binary records come from disk too: any bytes must decode
@@ -17,7 +15,7 @@ import (
 
 func FuzzDecodeCheckpoint(f *testing.F) {
 	f.Add(encodeCheckpoint(seam.Checkpoint{Seq: 12, Mode: seam.ModeContinuable, Label: "fix the build",
-		Usage: llm.Usage{InputTokens: 100, OutputTokens: 7, CostUSD: 0.25}, Stop: agent.StopAborted}))
+		Usage: seam.Usage{InputTokens: 100, OutputTokens: 7, CostUSD: 0.25}, Stop: agent.StopAborted}))
 	f.Add(encodeCheckpoint(seam.Checkpoint{Seq: 3, Stop: agent.StopCompleted, Closing: "the report is written"}))
 	f.Add(encodeCheckpoint(seam.Checkpoint{}))
 	f.Add([]byte{})
@@ -44,7 +42,7 @@ func FuzzDecodeIndexRecord(f *testing.F) {
 	h.Cwd = ""
 	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
 	h.Model = ""
-	h.Worktree = &worktree.Info{Path: "/d/worktrees/agent-1", Branch: "subagent/agent-1", Base: "abc", Repo: "/src/p"}
+	h.Worktree = &seam.Worktree{Path: "/d/worktrees/agent-1", Branch: "subagent/agent-1", Base: "abc", Repo: "/src/p"}
 	f.Add(encodeIndexRecord(h, []byte(`{"version":1}`)))
 	f.Add(encodeIndexRecord(seam.Header{CreatedAt: time.Unix(0, 0)}, nil))
 	f.Add([]byte{})

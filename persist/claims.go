@@ -210,6 +210,11 @@ func (s *Store) Renew(ctx context.Context, owner seam.Owner) error {
 	})
 }
 
+// Shared is false: one process holds the file (Open's lock), and its
+// handle serves one instance (one manager), which admits every message
+// to its children's inboxes itself.
+func (s *Store) Shared() bool { return false }
+
 // Residents lists every claim by child id. A claim of an owner that has
 // not claimed or renewed through this opening, and an old active mark,
 // read with a zero Expires: stale.

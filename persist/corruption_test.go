@@ -15,7 +15,6 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -147,9 +146,9 @@ func corruptionFixture(t *testing.T, dir string, n int) []string {
 			events = append(events,
 				agent.Event{Seq: seq, Kind: agent.EventTurnStart, Time: at, Turn: turn + 1},
 				agent.Event{Seq: seq + 1, Kind: agent.EventMessage, Time: at, Turn: turn + 1, Source: agent.SourceUser,
-					Message: &llm.Message{Role: llm.RoleUser, Content: strings.Repeat(fmt.Sprintf("task %d of %s. ", turn, id), 20)}},
+					Message: &seam.Message{Role: seam.RoleUser, Content: strings.Repeat(fmt.Sprintf("task %d of %s. ", turn, id), 20)}},
 				agent.Event{Seq: seq + 2, Kind: agent.EventMessage, Time: at, Turn: turn + 1,
-					Message: &llm.Message{Role: llm.RoleAssistant, Content: strings.Repeat("done. ", 40)}, Usage: &llm.Usage{InputTokens: 5, OutputTokens: 7}},
+					Message: &seam.Message{Role: seam.RoleAssistant, Content: strings.Repeat("done. ", 40)}, Usage: &seam.Usage{InputTokens: 5, OutputTokens: 7}},
 				agent.Event{Seq: seq + 3, Kind: agent.EventTurnEnd, Time: at, Turn: turn + 1, StopReason: agent.StopCompleted})
 		}
 		w := seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: testDescriptor()}, Events: events}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -54,8 +53,8 @@ func FuzzDecodeEvent(f *testing.F) {
 	at := time.Date(2025, 1, 2, 3, 4, 5, 6, time.FixedZone("", -7*3600))
 	seedJSON(f, agent.Event{Seq: 0, Kind: agent.EventTurnStart, Time: at, Turn: 1})
 	seedJSON(f, agent.Event{Seq: 2, Kind: agent.EventMessage, Time: at, Turn: 1,
-		Message: &llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c", Name: "read_file", Arguments: `{"path":"x"}`}}},
-		Usage:   &llm.Usage{InputTokens: 5, OutputTokens: 1}})
+		Message: &seam.Message{Role: seam.RoleAssistant, ToolCalls: []seam.ToolCall{{ID: "c", Name: "read_file", Arguments: `{"path":"x"}`}}},
+		Usage:   &seam.Usage{InputTokens: 5, OutputTokens: 1}})
 	seedJSON(f, agent.Event{Seq: 3, Kind: agent.EventTurnEnd, Time: at, StopReason: agent.StopAborted, Diagnostic: "cancelled"})
 	for _, s := range []string{``, `null`, `{}`, `{"kind":"x"}`, `{"seq":-1,"kind":"message"}`, `{"kind":"m"} {}`,
 		`{"kind":"m","time":"not a time"}`, `{"kind":"m","message":null,"usage":{}}`, "{\"kind\":\"\xff\"}", `[1]`} {

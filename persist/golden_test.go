@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -77,21 +76,21 @@ func writeGolden(t *testing.T, s *Store) {
 	da.OutputSchema = json.RawMessage(`{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}`)
 	aEvents := []agent.Event{
 		ev(0, agent.Event{Kind: agent.EventTurnStart, Turn: 1}),
-		ev(1, agent.Event{Kind: agent.EventMessage, Turn: 1, Source: agent.SourceUser, Message: &llm.Message{Role: llm.RoleUser, Content: "list the files"}}),
-		ev(2, agent.Event{Kind: agent.EventMessage, Turn: 1, Usage: &llm.Usage{InputTokens: 120, OutputTokens: 14},
-			Message: &llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "call-1", Name: "list_dir", Arguments: `{"path":"."}`}}}}),
-		ev(3, agent.Event{Kind: agent.EventMessage, Turn: 1, Message: &llm.Message{Role: llm.RoleTool, ToolCallID: "call-1", Content: "a.go\nb.go"}}),
-		ev(4, agent.Event{Kind: agent.EventMessage, Turn: 1, Usage: &llm.Usage{InputTokens: 150, OutputTokens: 9, CostUSD: 0.0012},
-			Message: &llm.Message{Role: llm.RoleAssistant, Content: `{"ok":true}`}}),
+		ev(1, agent.Event{Kind: agent.EventMessage, Turn: 1, Source: agent.SourceUser, Message: &seam.Message{Role: seam.RoleUser, Content: "list the files"}}),
+		ev(2, agent.Event{Kind: agent.EventMessage, Turn: 1, Usage: &seam.Usage{InputTokens: 120, OutputTokens: 14},
+			Message: &seam.Message{Role: seam.RoleAssistant, ToolCalls: []seam.ToolCall{{ID: "call-1", Name: "list_dir", Arguments: `{"path":"."}`}}}}),
+		ev(3, agent.Event{Kind: agent.EventMessage, Turn: 1, Message: &seam.Message{Role: seam.RoleTool, ToolCallID: "call-1", Content: "a.go\nb.go"}}),
+		ev(4, agent.Event{Kind: agent.EventMessage, Turn: 1, Usage: &seam.Usage{InputTokens: 150, OutputTokens: 9, CostUSD: 0.0012},
+			Message: &seam.Message{Role: seam.RoleAssistant, Content: `{"ok":true}`}}),
 		ev(5, agent.Event{Kind: agent.EventTurnEnd, Turn: 1, StopReason: agent.StopCompleted}),
 		ev(6, agent.Event{Kind: agent.EventTurnStart, Turn: 2}),
-		ev(7, agent.Event{Kind: agent.EventMessage, Turn: 2, Source: agent.SourceReport, Message: &llm.Message{Role: llm.RoleUser, Content: "[report] halfway"}}),
-		ev(8, agent.Event{Kind: agent.EventMessage, Turn: 2, Message: &llm.Message{Role: llm.RoleAssistant, Refusal: "I will not do that"}}),
+		ev(7, agent.Event{Kind: agent.EventMessage, Turn: 2, Source: agent.SourceReport, Message: &seam.Message{Role: seam.RoleUser, Content: "[report] halfway"}}),
+		ev(8, agent.Event{Kind: agent.EventMessage, Turn: 2, Message: &seam.Message{Role: seam.RoleAssistant, Refusal: "I will not do that"}}),
 		ev(9, agent.Event{Kind: agent.EventTurnEnd, Turn: 2, StopReason: agent.StopRefusal, Diagnostic: "the model refused"}),
 	}
 	must(s.WriteChild(ctx, a.ID, seam.ChildWrite{Create: &seam.NewChild{Header: a, Descriptor: da}, Events: aEvents,
 		Settle: &seam.Checkpoint{Seq: int64(len(aEvents)), Mode: seam.ModeContinuable, Label: a.Label,
-			Usage: llm.Usage{InputTokens: 270, OutputTokens: 23, CostUSD: 0.0012}, Stop: agent.StopRefusal, Closing: "I will not do that"},
+			Usage: seam.Usage{InputTokens: 270, OutputTokens: 23, CostUSD: 0.0012}, Stop: agent.StopRefusal, Closing: "I will not do that"},
 		Notify: &seam.ParentNotice{To: root, Notice: seam.Notice{ChildID: a.ID, Source: agent.SourceSettled,
 			StopReason: agent.StopRefusal, Text: "agent-a declined the task.", Time: t0.Add(10 * time.Second), Session: "sess-1"}}}))
 
@@ -105,9 +104,9 @@ func writeGolden(t *testing.T, s *Store) {
 			{ID: "msg-3", Text: "quiet report", Source: agent.SourceReport, Quiet: true}}}))
 	must(s.WriteChild(ctx, b.ID, seam.ChildWrite{Dequeue: []string{"msg-1"}, Events: []agent.Event{
 		ev(0, agent.Event{Kind: agent.EventTurnStart, Turn: 1}),
-		ev(1, agent.Event{Kind: agent.EventMessage, Turn: 1, Source: agent.SourceUser, Message: &llm.Message{Role: llm.RoleUser, Content: "first"}}),
+		ev(1, agent.Event{Kind: agent.EventMessage, Turn: 1, Source: agent.SourceUser, Message: &seam.Message{Role: seam.RoleUser, Content: "first"}}),
 		ev(2, agent.Event{Kind: agent.EventSession, Turn: 1, Session: "thread-0001"}),
-		ev(3, agent.Event{Kind: agent.EventMessage, Turn: 1, Message: &llm.Message{Role: llm.RoleAssistant, Content: "[ran: ls]"}}),
+		ev(3, agent.Event{Kind: agent.EventMessage, Turn: 1, Message: &seam.Message{Role: seam.RoleAssistant, Content: "[ran: ls]"}}),
 	}}))
 
 	// agent-c: a fork of a with a seed (a's first turn), settled clean,
@@ -118,13 +117,13 @@ func writeGolden(t *testing.T, s *Store) {
 	cEvents := append([]agent.Event(nil), aEvents[:6]...)
 	cEvents = append(cEvents,
 		ev(6, agent.Event{Kind: agent.EventTurnStart, Turn: 2}),
-		ev(7, agent.Event{Kind: agent.EventMessage, Turn: 2, Source: agent.SourceUser, Message: &llm.Message{Role: llm.RoleUser, Content: "and now?"}}),
-		ev(8, agent.Event{Kind: agent.EventMessage, Turn: 2, Usage: &llm.Usage{InputTokens: 10, OutputTokens: 2}, Message: &llm.Message{Role: llm.RoleAssistant, Content: "done"}}),
-		ev(9, agent.Event{Kind: agent.EventTurnEnd, Turn: 2, StopReason: agent.StopCompleted, Usage: &llm.Usage{InputTokens: 10, OutputTokens: 2}}),
+		ev(7, agent.Event{Kind: agent.EventMessage, Turn: 2, Source: agent.SourceUser, Message: &seam.Message{Role: seam.RoleUser, Content: "and now?"}}),
+		ev(8, agent.Event{Kind: agent.EventMessage, Turn: 2, Usage: &seam.Usage{InputTokens: 10, OutputTokens: 2}, Message: &seam.Message{Role: seam.RoleAssistant, Content: "done"}}),
+		ev(9, agent.Event{Kind: agent.EventTurnEnd, Turn: 2, StopReason: agent.StopCompleted, Usage: &seam.Usage{InputTokens: 10, OutputTokens: 2}}),
 	)
 	must(s.WriteChild(ctx, c.ID, seam.ChildWrite{Create: &seam.NewChild{Header: c, Descriptor: desc("fork")}, Events: cEvents}))
 	must(s.SetCheckpoint(ctx, c.ID, seam.Checkpoint{Seq: int64(len(cEvents)), Mode: seam.ModeContinuable, Label: c.Label,
-		Usage: llm.Usage{InputTokens: 280, OutputTokens: 25, CostUSD: 0.0012}, Stop: agent.StopCompleted, Closing: "done"}))
+		Usage: seam.Usage{InputTokens: 280, OutputTokens: 25, CostUSD: 0.0012}, Stop: agent.StopCompleted, Closing: "done"}))
 
 	// Notices for a second principal, one already taken.
 	must(s.AddNotice(ctx, seam.PrincipalAddress("alice"), seam.Notice{ChildID: "agent-dddddddddddddddd", Source: agent.SourceReport, Text: "taken", Time: t0}))

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/seam"
-	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // An index record keeps the model a listing row shows, with or without a
@@ -26,7 +25,7 @@ func TestIndexRecordKeepsTheModel(t *testing.T) {
 	for _, model := range []string{"", "fast"} {
 		h := base
 		h.Model = model
-		h.Worktree = &worktree.Info{Path: "/d/wt/agent-1", Branch: "subagent/agent-1", Base: "0123abcd", Repo: "/r"}
+		h.Worktree = &seam.Worktree{Path: "/d/wt/agent-1", Branch: "subagent/agent-1", Base: "0123abcd", Repo: "/r"}
 		r, err := decodeIndexRecord(encodeIndexRecord(h, nil))
 		if err != nil || r.model != model || r.wtPath != h.Worktree.Path || r.wtBranch != h.Worktree.Branch || r.wtBase != h.Worktree.Base || r.wtRepo != h.Worktree.Repo {
 			t.Errorf("worktree with model %q: decoded %+v, %v", model, r, err)

@@ -9,7 +9,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mcp-subagent/mcp-subagent/seam"
-	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // Listings reads a parent's children for a listing in one transaction,
@@ -127,7 +126,7 @@ func (s *Store) listing(parent string, id, rec []byte, descriptors, checkpoints,
 	l.Header.Depth, l.Header.Mode, l.Header.Provider, l.Header.Label = int(r.depth), seam.Mode(r.mode), r.provider, r.label
 	l.Header.Cwd, l.Header.Model = r.cwd, r.model
 	if r.wtPath != "" {
-		l.Header.Worktree = &worktree.Info{Path: r.wtPath, Branch: r.wtBranch, Base: r.wtBase, Repo: r.wtRepo}
+		l.Header.Worktree = &seam.Worktree{Path: r.wtPath, Branch: r.wtBranch, Base: r.wtBase, Repo: r.wtRepo}
 	}
 	l.Header.CreatedAt = unixTime(r.createdAt)
 	l.HasChildren = byParent.Bucket(id) != nil

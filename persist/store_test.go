@@ -15,7 +15,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/persist/storetest"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -82,7 +81,7 @@ func testTurn(seq int64, text string) []agent.Event {
 	return []agent.Event{
 		{Seq: seq, Kind: agent.EventTurnStart, Time: t0, Turn: 1},
 		{Seq: seq + 1, Kind: agent.EventMessage, Time: t0, Turn: 1, Source: agent.SourceUser,
-			Message: &llm.Message{Role: llm.RoleUser, Content: text}},
+			Message: &seam.Message{Role: seam.RoleUser, Content: text}},
 		{Seq: seq + 2, Kind: agent.EventTurnEnd, Time: t0, Turn: 1, StopReason: agent.StopCompleted},
 	}
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/mcp-subagent/mcp-subagent/persist/storetest"
-	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/persist/storetest"
+	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 )
 
 func sampleTask(id string) taskstore.Record {

@@ -11,12 +11,32 @@
 // against it alone. The manager imports it and implements the lifecycle
 // behind it.
 //
-// Its imports are the leaves below it: llm (the message vocabulary: Usage,
-// Effort), agent (the journal vocabulary a driver appends to and a store
-// keeps: Event, StopReason, Journal, Input, TurnResult) and worktree (a
-// child's git worktree, recorded in its Header). None of them links a vendor
-// SDK or an MCP library; internal/archtest checks it.
+// It imports nothing of this module (internal/archtest checks it), so a
+// backend or a provider written against it links only it. That decides
+// where three families of types live:
 //
-// Moving these types here from manager changed no encoding: stores write
-// them as JSON with explicit field tags, never keyed on a Go type name.
+//   - The journal's record types (Event and its kinds and sources,
+//     StopReason, Grant, Input, TurnResult, the Journal itself and its
+//     invariants, Validate) are what a driver appends and a store keeps:
+//     the contract itself, so they are defined here. Package agent, whose
+//     turn loop writes them, keeps its names for them as aliases
+//     (agent.Event = seam.Event), so its callers did not change; the folds
+//     over a journal (usage, last outcome, budget spent, closing a crashed
+//     turn) and the stored encoding (agent.EncodeEvent) stay in agent.
+//   - A recorded message (Message, ToolCall, Role) and Usage have the
+//     model client's types' fields and JSON field for field (llm.Message,
+//     llm.ToolCall, llm.Usage), but are seam's own: llm is the chat model
+//     contract every model client links and must not depend on the
+//     manager's seams, and seam must not depend on llm. They convert with
+//     a plain conversion (Usage, ToolCall) or a field copy (Message), which
+//     package agent does where the model is called. Effort is seam's own
+//     named string for the same reason.
+//   - A child's worktree (Worktree, Changes) likewise has worktree.Info's
+//     and worktree.Changes' fields and JSON and converts where the
+//     worktree policy (manager/worktrees) calls package worktree.
+//
+// Moving these types here from manager, agent, llm and worktree changed no
+// encoding: stores write them as JSON with the same field tags, never keyed
+// on a Go type name, and the journal's stored format is agent's own wire
+// type. The golden stores (persist) pin it.
 package seam

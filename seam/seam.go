@@ -5,10 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-
-	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // Capabilities are a provider's start features. A request that
@@ -72,7 +68,7 @@ type ParentRef struct {
 	// including its last completed turn (the fork seed); nil for a root
 	// caller and for an external child. It is a read-only view: nothing
 	// started below can append to its caller's journal.
-	CompletedTurns func() []agent.Event
+	CompletedTurns func() []Event
 }
 
 // Address is the caller's address as a parent: its agent id, or its
@@ -98,7 +94,7 @@ type StartRequest struct {
 	// of the deployment's configured model names, for external ones the
 	// CLI's own model id; empty: the provider's default.
 	Model  string
-	Effort llm.Effort // empty: the model's default
+	Effort Effort // empty: the model's default
 	// Budget bounds what the child (with its descendants) may spend; nil:
 	// the deployment's default budget. It is capped by what every ancestor
 	// has left.
@@ -183,15 +179,15 @@ type Result struct {
 	Output     string          // the last non-empty assistant message
 	Structured json.RawMessage // only when a schema was asked for and met
 	Diagnostic string          // secret-free, at most MaxDiagnostic bytes
-	StopReason agent.StopReason
-	// Usage is the model client's own type: a turn's usage needs no
-	// conversion, and stored checkpoints keep its JSON.
-	Usage llm.Usage
+	StopReason StopReason
+	// Usage has the model client's JSON (llm.Usage's), which stored
+	// checkpoints keep.
+	Usage Usage
 	// Worktree and Changes are set for a child run in its own worktree:
 	// where it is, and what its branch holds beyond its base once the
 	// turn's changes are committed (nil when that could not be read).
-	Worktree *worktree.Info
-	Changes  *worktree.Changes
+	Worktree *Worktree
+	Changes  *Changes
 }
 
 // MaxDiagnostic bounds Result.Diagnostic.
@@ -273,19 +269,19 @@ type Continuable interface {
 
 // CreationInputs are what a provider supplies for a new child.
 type CreationInputs struct {
-	Seed    []agent.Event // the journal the child starts from (fork)
-	Session string        // an external agent's session handle
-	Model   string        // the model the child runs on, for the descriptor
-	Effort  llm.Effort    // the effort it runs at, for the descriptor
+	Seed    []Event // the journal the child starts from (fork)
+	Session string  // an external agent's session handle
+	Model   string  // the model the child runs on, for the descriptor
+	Effort  Effort  // the effort it runs at, for the descriptor
 }
 
 // DriverRequest is what a provider gets to build a driver.
 type DriverRequest struct {
 	Header     Header
 	Descriptor Descriptor
-	Journal    *agent.Journal // the seed, or rebuilt from the store; the driver appends to it
-	Self       ParentRef      // the child as a caller of delegation tools
-	Callback   Callback       // how an external child reaches this server back
+	Journal    *Journal  // the seed, or rebuilt from the store; the driver appends to it
+	Self       ParentRef // the child as a caller of delegation tools
+	Callback   Callback  // how an external child reaches this server back
 	// Ask puts a question to the person (a permission request held open
 	// under permission "ask"); nil: nobody can be asked, the provider's
 	// policy answers.
@@ -306,7 +302,7 @@ func (r DriverRequest) OneShot() bool { return r.Header.Mode == ModeOneShot }
 // ends the turn aborted. Close releases what the driver holds (a process);
 // the manager calls it once, after the last turn.
 type Driver interface {
-	RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnResult
-	Journal() *agent.Journal
+	RunTurn(ctx context.Context, inputs []Input) TurnResult
+	Journal() *Journal
 	Close() error
 }

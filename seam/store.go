@@ -5,10 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
-
-	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
-	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // Mode is how a child runs.
@@ -46,7 +42,7 @@ type Header struct {
 	// Worktree is the child's own git worktree (isolation "worktree");
 	// nil for a child working in its cwd, and in records from before it.
 	// Cwd lies inside it.
-	Worktree *worktree.Info `json:"worktree,omitempty"`
+	Worktree *Worktree `json:"worktree,omitempty"`
 }
 
 // PrincipalAddress is the parent address of a root principal's children.
@@ -67,7 +63,7 @@ type Descriptor struct {
 	// the provider's default. Effort is the reasoning effort asked of it
 	// (empty: the model's default). Follow-ups and cold resumes keep both.
 	Model        string          `json:"model,omitempty"`
-	Effort       llm.Effort      `json:"effort,omitempty"`
+	Effort       Effort          `json:"effort,omitempty"`
 	Persona      string          `json:"persona,omitempty"`
 	ToolFilter   *ToolFilter     `json:"tool_filter,omitempty"`
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
@@ -110,11 +106,11 @@ type Settings struct {
 // Checkpoint is a cached projection of a child for listing: valid while
 // Seq is at least the journal length it was computed at.
 type Checkpoint struct {
-	Seq   int64            `json:"seq"` // journal length when computed
-	Mode  Mode             `json:"mode"`
-	Label string           `json:"label"`
-	Usage llm.Usage        `json:"usage"`
-	Stop  agent.StopReason `json:"stop,omitempty"` // how the last epoch ended
+	Seq   int64      `json:"seq"` // journal length when computed
+	Mode  Mode       `json:"mode"`
+	Label string     `json:"label"`
+	Usage Usage      `json:"usage"`
+	Stop  StopReason `json:"stop,omitempty"` // how the last epoch ended
 	// Closing is the last epoch's closing message, clipped to
 	// MaxClosingBytes.
 	Closing string `json:"closing,omitempty"`
@@ -128,11 +124,11 @@ const MaxClosingBytes = 2048
 type Notice struct {
 	Seq     int64  `json:"seq"` // assigned by the store, per principal
 	ChildID string `json:"child_id"`
-	Source  string `json:"source"` // agent.SourceReport or agent.SourceSettled
+	Source  string `json:"source"` // SourceReport or SourceSettled
 	// StopReason is how the epoch ended, for a settlement notice.
-	StopReason agent.StopReason `json:"stop_reason,omitempty"`
-	Text       string           `json:"text"`
-	Time       time.Time        `json:"time"`
+	StopReason StopReason `json:"stop_reason,omitempty"`
+	Text       string     `json:"text"`
+	Time       time.Time  `json:"time"`
 	// Session is the originating session of the child (Header.Session):
 	// the notice is that session's while it is connected, then any
 	// session's of the principal.
@@ -197,12 +193,12 @@ type Store interface {
 	// not decode yields an error wrapping ErrCorrupt.
 	Header(ctx context.Context, childID string) (Header, error)
 	Descriptor(ctx context.Context, childID string) (Descriptor, error)
-	Events(ctx context.Context, childID string) ([]agent.Event, error)
+	Events(ctx context.Context, childID string) ([]Event, error)
 	// EventsFrom returns the journal's events from sequence number from
 	// on (Events is EventsFrom(ctx, id, 0)); none for from at or past the
 	// journal's length; an error for a negative from. A store reads only
 	// those events.
-	EventsFrom(ctx context.Context, childID string, from int64) ([]agent.Event, error)
+	EventsFrom(ctx context.Context, childID string, from int64) ([]Event, error)
 	// JournalLen returns the number of stored events without reading them.
 	JournalLen(ctx context.Context, childID string) (int64, error)
 	// Queued returns the child's stored inbox (what WriteChild's Enqueue
@@ -278,6 +274,11 @@ type Claim struct {
 	// Epoch numbers the claim's tenure: it goes up on every takeover
 	// (see Store's Residency); 0 in claims an older build wrote.
 	Epoch int64
+	// Parent is the child's parent address, when the store reads it with
+	// the claim (Residents of a shared store does, so an instance can
+	// pick the claims of one parent without reading every header); empty
+	// when it does not.
+	Parent string
 }
 
 // Fence makes a ChildWrite conditional on its writer still holding the
@@ -366,7 +367,7 @@ type ChildWrite struct {
 	Claim   *Owner          // claim (or keep claiming) the child for this owner
 	Enqueue []QueuedMessage // messages admitted to the inbox
 	Dequeue []string        // ids of messages a turn has claimed
-	Events  []agent.Event
+	Events  []Event
 	Settle  *Checkpoint
 	// Notify is the settlement notice, committed with Settle: a crash
 	// keeps both or neither, so a revoked claim always has its notice

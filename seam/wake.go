@@ -4,8 +4,6 @@ import (
 	"context"
 	"slices"
 	"time"
-
-	"github.com/mcp-subagent/mcp-subagent/agent"
 )
 
 // Waker is a Store's optional wake-up ability, found by type assertion
@@ -17,7 +15,7 @@ import (
 // A commit signals, after it is committed:
 //   - the child's id, when it admits a message to the child's inbox
 //     (ChildWrite.Enqueue), appends the end of a turn (an event of kind
-//     agent.EventTurnEnd: a caller at another instance waits for it),
+//     EventTurnEnd: a caller at another instance waits for it),
 //     settles the child (ChildWrite.Settle), or records an interrupt
 //     request for it (Interrupts.RequestInterrupt);
 //   - the settlement notice's recipient (ChildWrite.Notify.To: a parent
@@ -47,13 +45,22 @@ type Waker interface {
 // nothing.
 func WakeKeys(childID string, w ChildWrite) []string {
 	var keys []string
-	if len(w.Enqueue) > 0 || w.Settle != nil || slices.ContainsFunc(w.Events, func(e agent.Event) bool { return e.Kind == agent.EventTurnEnd }) {
+	if len(w.Enqueue) > 0 || w.Settle != nil || slices.ContainsFunc(w.Events, func(e Event) bool { return e.Kind == EventTurnEnd }) {
 		keys = append(keys, childID)
 	}
 	if w.Notify != nil && w.Notify.To != "" {
 		keys = append(keys, w.Notify.To)
 	}
 	return keys
+}
+
+// Shared is a Store's optional statement of whether another instance can
+// write it, found by type assertion: a store that does not say is taken
+// as shared. On a store that is not, only its one instance admits
+// messages to a child's inbox, so a resident child never looks in its
+// stored inbox for messages admitted elsewhere (manager, adoptStored).
+type Shared interface {
+	Shared() bool
 }
 
 // Interrupts is a Store's optional ability to keep interrupt requests

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -25,7 +24,7 @@ type countingSource struct {
 
 func (c *countingSource) ListDescendants(seam.ParentRef) ([]manager.Row, error) {
 	n := c.lists.Add(1)
-	u := llm.Usage{InputTokens: n}
+	u := seam.Usage{InputTokens: n}
 	return []manager.Row{{Kind: "child", ID: "busy", Status: manager.StatusRunning, Usage: &u}}, nil
 }
 func (*countingSource) Transcript(context.Context, seam.ParentRef, string, int64) (manager.Transcript, error) {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -59,20 +58,20 @@ func (e events) ping() error {
 // Row is one child as the tree stream sends it: a listing row with its
 // free text clipped so a tree of thousands stays small.
 type Row struct {
-	Kind           string     `json:"kind"` // child or diagnostic
-	ID             string     `json:"id"`
-	Label          string     `json:"label,omitempty"`
-	Status         string     `json:"status,omitempty"`
-	Provider       string     `json:"provider,omitempty"`
-	Model          string     `json:"model,omitempty"`
-	Parent         string     `json:"parent,omitempty"`
-	Depth          int        `json:"depth,omitempty"`
-	CreatedAt      time.Time  `json:"created_at,omitzero"`
-	Usage          *llm.Usage `json:"usage,omitempty"`
-	TreeUsage      *llm.Usage `json:"tree_usage,omitempty"`
-	LastStopReason string     `json:"last_stop_reason,omitempty"`
-	LastMessage    string     `json:"last_message,omitempty"`
-	Reason         string     `json:"reason,omitempty"` // a diagnostic row's: corrupt, unavailable
+	Kind           string      `json:"kind"` // child or diagnostic
+	ID             string      `json:"id"`
+	Label          string      `json:"label,omitempty"`
+	Status         string      `json:"status,omitempty"`
+	Provider       string      `json:"provider,omitempty"`
+	Model          string      `json:"model,omitempty"`
+	Parent         string      `json:"parent,omitempty"`
+	Depth          int         `json:"depth,omitempty"`
+	CreatedAt      time.Time   `json:"created_at,omitzero"`
+	Usage          *seam.Usage `json:"usage,omitempty"`
+	TreeUsage      *seam.Usage `json:"tree_usage,omitempty"`
+	LastStopReason string      `json:"last_stop_reason,omitempty"`
+	LastMessage    string      `json:"last_message,omitempty"`
+	Reason         string      `json:"reason,omitempty"` // a diagnostic row's: corrupt, unavailable
 	// Questions are what a child asks the person (status input_required);
 	// the page shows them with a way to answer (api/answer).
 	Questions []Question `json:"questions,omitempty"`

@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -192,7 +191,7 @@ func age(now, t time.Time) string {
 }
 
 // usageText is "in/out tok" and the cost when known.
-func usageText(u *llm.Usage) string {
+func usageText(u *seam.Usage) string {
 	if u == nil {
 		return "-"
 	}

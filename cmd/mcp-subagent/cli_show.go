@@ -13,7 +13,6 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -112,7 +111,7 @@ type transcriptPrinter struct {
 	w    io.Writer
 	json bool // one JSON entry per line instead
 	err  error
-	turn llm.Usage // the current turn's usage so far
+	turn seam.Usage // the current turn's usage so far
 }
 
 func (p *transcriptPrinter) printf(format string, args ...any) {
@@ -147,7 +146,7 @@ func (p *transcriptPrinter) entry(e manager.TranscriptEntry) {
 	}
 	switch e.Kind {
 	case string(agent.EventTurnStart):
-		p.turn = llm.Usage{}
+		p.turn = seam.Usage{}
 		p.printf("\n── turn %d ── %s\n", e.Turn, e.Time.Format("15:04:05"))
 	case string(agent.EventTurnEnd):
 		p.printf("── turn %d ended: %s · %s", e.Turn, e.StopReason, usageText(&p.turn))

@@ -100,38 +100,9 @@ func openDir(t *testing.T) string {
 	return d
 }
 
-// The token file: minted 0600 on first use and reused; one another user
-// owns, that others may read, or that is a symlink is refused with what to
-// do; --ephemeral prints a token for the run to stderr instead.
+// --ephemeral prints a token for the run to stderr (the token file itself
+// is edge/tokens' TestTheTokenFile).
 func TestTheMintedHTTPToken(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, httpTokenFile)
-	tok, err := loadHTTPToken(p)
-	if err != nil || len(tok) < 40 {
-		t.Fatalf("minted %q, %v", tok, err)
-	}
-	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
-		t.Errorf("token file mode %#o, want 0600", fi.Mode().Perm())
-	}
-	if again, err := loadHTTPToken(p); err != nil || again != tok {
-		t.Errorf("second start read %q, %v; want the same token", again, err)
-	}
-	_ = os.Chmod(p, 0o644)
-	if _, err := loadHTTPToken(p); err == nil || !strings.Contains(err.Error(), "chmod 600") {
-		t.Errorf("a world-readable token file: %v; want refused naming chmod 600", err)
-	}
-	_ = os.Chmod(p, 0o600)
-	if os.Geteuid() == 0 {
-		_ = os.Chown(p, 65534, 65534)
-		if _, err := loadHTTPToken(p); err == nil || !strings.Contains(err.Error(), "uid 65534") {
-			t.Errorf("a token file of another user: %v; want refused", err)
-		}
-	}
-	link := filepath.Join(t.TempDir(), httpTokenFile)
-	_ = os.Symlink(p, link)
-	if _, err := loadHTTPToken(link); err == nil {
-		t.Error("a symlinked token file was used")
-	}
 	a := &app{}
 	var stderr strings.Builder
 	hc, err := a.httpAuth(HTTPConfig{}, &stderr)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/daemon"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/worktree"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // worktreeRmArgs are the daemon's worktree-rm arguments.
@@ -55,7 +55,7 @@ func runWorktree(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcp-subagent worktree rm:", err)
 		return 2
 	}
-	var w worktree.Info
+	var w seam.Worktree
 	if !askDaemon(daemon.OpWorktreeRm, worktreeRmArgs{ID: id}, o, &w, stderr) {
 		return 1
 	}

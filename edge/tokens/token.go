@@ -2,8 +2,9 @@
 // caller of the edge is: serve --http's bearer tokens (each a root
 // principal), the callback tokens of external children (each a child), and
 // the web view's tokens (each a root principal). It mints them, resolves
-// one to its principal or child, and revokes them; it links no MCP library,
-// so the web view uses it too.
+// one to its principal or child, and revokes them, and it keeps the bearer
+// token serve --http holds for itself in the data directory (file.go); it
+// links no MCP library, so the web view uses it too.
 //
 // A token of one kind never resolves as another: an HTTP bearer token is
 // no view token, and a callback token is never a principal's. Tokens are

@@ -4,6 +4,7 @@ package archtest
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -101,6 +102,32 @@ func TestTheProbeSeesWhatIsLinked(t *testing.T) {
 		if bad := linked(t, pkg); !strings.Contains(strings.Join(bad, " "), want) {
 			t.Errorf("%s: the probe found %v, want %s among them", pkg, bad, want)
 		}
+	}
+}
+
+// ours returns the packages of this module that pkg links, pkg itself
+// left out.
+func ours(t *testing.T, pkg string) []string {
+	var out []string
+	for _, d := range deps(t, pkg) {
+		if strings.HasPrefix(d, module) && d != module+pkg {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// TestTheSeamImportsNothingOfOurs: seam is the contract a store backend or
+// a provider is written against, so it links nothing of this module, not
+// even a leaf (seam's package doc says which types that puts in seam).
+// Agent, which aliases seam's journal types, must show up linking seam, or
+// an empty answer would read as clean.
+func TestTheSeamImportsNothingOfOurs(t *testing.T) {
+	if got := ours(t, "seam"); len(got) > 0 {
+		t.Errorf("seam links %s; it must import nothing of this module (give it its own type, converting at the boundary, as it does for llm.Usage and worktree.Info)", strings.Join(got, ", "))
+	}
+	if got := ours(t, "agent"); !slices.Contains(got, module+"seam") {
+		t.Errorf("agent: the probe found %v, want %sseam among them", got, module)
 	}
 }
 

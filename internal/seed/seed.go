@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -29,8 +28,8 @@ func TurnEvents(from int64, n int) []agent.Event {
 	}
 	for t := 1; t <= n; t++ {
 		add(agent.Event{Kind: agent.EventTurnStart, Turn: t})
-		add(agent.Event{Kind: agent.EventMessage, Turn: t, Source: agent.SourceUser, Message: &llm.Message{Role: llm.RoleUser, Content: "question " + strconv.Itoa(t)}})
-		add(agent.Event{Kind: agent.EventMessage, Turn: t, Message: &llm.Message{Role: llm.RoleAssistant, Content: "answer " + strconv.Itoa(t)}, Usage: &llm.Usage{InputTokens: 10, OutputTokens: 5}})
+		add(agent.Event{Kind: agent.EventMessage, Turn: t, Source: agent.SourceUser, Message: &seam.Message{Role: seam.RoleUser, Content: "question " + strconv.Itoa(t)}})
+		add(agent.Event{Kind: agent.EventMessage, Turn: t, Message: &seam.Message{Role: seam.RoleAssistant, Content: "answer " + strconv.Itoa(t)}, Usage: &seam.Usage{InputTokens: 10, OutputTokens: 5}})
 		add(agent.Event{Kind: agent.EventTurnEnd, Turn: t, StopReason: agent.StopCompleted})
 	}
 	return evs

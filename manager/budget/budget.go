@@ -67,7 +67,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -122,7 +121,7 @@ type ledger struct {
 	// were charged (so a turn-end total is charged only for the rest).
 	since     time.Time
 	cancel    context.CancelCauseFunc
-	turnUsage llm.Usage
+	turnUsage seam.Usage
 }
 
 // Book holds the ledgers of a manager's children. A continuable child's
@@ -322,12 +321,12 @@ func (bk *Book) Hook(id, parentID string) func(call bool) error {
 // adds what its messages did not report), then cancels every running turn
 // on the chain the charge exhausted.
 func (bk *Book) charge(l *ledger, e agent.Event) {
-	var u llm.Usage
+	var u seam.Usage
 	steps := 0
 	bk.mu.Lock()
 	defer bk.mu.Unlock()
 	switch {
-	case e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == llm.RoleAssistant:
+	case e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == seam.RoleAssistant:
 		steps = 1
 		if e.Usage != nil {
 			u = *e.Usage
@@ -335,7 +334,7 @@ func (bk *Book) charge(l *ledger, e agent.Event) {
 		}
 	case e.Kind == agent.EventTurnEnd && e.Usage != nil:
 		t := l.turnUsage
-		u = llm.Usage{InputTokens: max(0, e.Usage.InputTokens-t.InputTokens),
+		u = seam.Usage{InputTokens: max(0, e.Usage.InputTokens-t.InputTokens),
 			OutputTokens: max(0, e.Usage.OutputTokens-t.OutputTokens), CostUSD: max(0, e.Usage.CostUSD-t.CostUSD)}
 	default:
 		return
@@ -384,7 +383,7 @@ func (bk *Book) Turn(ctx context.Context, id, parentID string, grant *seam.Budge
 	record := !l.journaled && !oneShot
 	g := agent.Grant(l.limit)
 	l.journaled = true
-	l.since, l.cancel, l.turnUsage = now, cancel, llm.Usage{}
+	l.since, l.cancel, l.turnUsage = now, cancel, seam.Usage{}
 	if s := l.exhausted(now); s != nil {
 		cancel(s)
 	} else if left := l.remaining(now).Seconds; left > 0 {

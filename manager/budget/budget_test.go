@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -35,8 +34,8 @@ func (d *spender) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnR
 		if ctx.Err() != nil {
 			return agent.TurnResult{StopReason: agent.StopAborted, Output: "partial"}
 		}
-		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &llm.Message{Role: llm.RoleAssistant, Content: "step"},
-			Usage: &llm.Usage{InputTokens: 6, OutputTokens: 4}})
+		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: "step"},
+			Usage: &seam.Usage{InputTokens: 6, OutputTokens: 4}})
 	}
 	return agent.TurnResult{StopReason: agent.StopCompleted, Output: "done"}
 }
@@ -166,7 +165,7 @@ func (noStore) Listings(context.Context, string, seam.Page) ([]seam.Listing, err
 func TestRestoreRebuildsTheLedgerFromTheJournal(t *testing.T) {
 	bk := New(Limits{Default: seam.Budget{Steps: 7}}, noStore{}, nil)
 	now := time.Now()
-	step := agent.Event{Kind: agent.EventMessage, Time: now, Message: &llm.Message{Role: llm.RoleAssistant}, Usage: &llm.Usage{OutputTokens: 1}}
+	step := agent.Event{Kind: agent.EventMessage, Time: now, Message: &seam.Message{Role: seam.RoleAssistant}, Usage: &seam.Usage{OutputTokens: 1}}
 	events := []agent.Event{
 		{Kind: agent.EventBudget, Time: now, Grant: &agent.Grant{Steps: 2}},
 		{Kind: agent.EventTurnStart, Time: now, Turn: 1}, step, step,

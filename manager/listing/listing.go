@@ -25,9 +25,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
-	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 // Row is one entry of a listing: a child, or a diagnostic for a child that
@@ -41,12 +39,12 @@ type Row struct {
 	// Model is what the child runs on: a configured model name, or an
 	// external CLI's model id; empty: its provider's default (or a child
 	// stored before models were recorded for listing).
-	Model     string     `json:"model,omitempty"`
-	Parent    string     `json:"parent,omitempty"`
-	Depth     int        `json:"depth,omitempty"`
-	CreatedAt time.Time  `json:"created_at,omitzero"`
-	Usage     *llm.Usage `json:"usage,omitempty"`      // the child's own
-	TreeUsage *llm.Usage `json:"tree_usage,omitempty"` // the child's and all its descendants'
+	Model     string      `json:"model,omitempty"`
+	Parent    string      `json:"parent,omitempty"`
+	Depth     int         `json:"depth,omitempty"`
+	CreatedAt time.Time   `json:"created_at,omitzero"`
+	Usage     *seam.Usage `json:"usage,omitempty"`      // the child's own
+	TreeUsage *seam.Usage `json:"tree_usage,omitempty"` // the child's and all its descendants'
 	// LastStopReason and LastMessage are how the child's last epoch (its
 	// last turn) ended and its closing message, clipped to
 	// MaxClosingBytes: a model that missed a notice still learns how a
@@ -55,7 +53,7 @@ type Row struct {
 	LastMessage    string           `json:"last_message,omitempty"`
 	Cwd            string           `json:"cwd,omitempty"`
 	// Worktree is the child's own git worktree (isolation "worktree").
-	Worktree *worktree.Info `json:"worktree,omitempty"`
+	Worktree *seam.Worktree `json:"worktree,omitempty"`
 	Reason   string         `json:"reason,omitempty"` // corrupt, unavailable
 	// Questions are what the child asks and waits on (status
 	// input_required), oldest first; answer with send_message answer_to.
@@ -80,7 +78,7 @@ type Live struct {
 	Header seam.Header
 	Model  string // the descriptor's
 	Status string // running, queued or idle
-	Usage  llm.Usage
+	Usage  seam.Usage
 	Last   seam.Result // how its last turn ended
 	// Questions are what it asks and waits on, oldest first.
 	Questions []PendingQuestion
@@ -189,7 +187,7 @@ func (m Lister) subtree(ctx context.Context, root string, claims map[string]seam
 			queue = append(queue, id)
 		}
 	}
-	tree := make(map[string]llm.Usage, len(rows))
+	tree := make(map[string]seam.Usage, len(rows))
 	for i := len(rows) - 1; i >= 0; i-- { // breadth-first order reversed: children before parents
 		r := &rows[i]
 		if r.Usage == nil {
@@ -252,12 +250,12 @@ const StoreRowID = "session-store"
 
 // TreeUsage returns what the descendants of an agent (a child id) have
 // used so far, all levels summed.
-func (m Lister) TreeUsage(ctx context.Context, agentID string) (llm.Usage, error) {
+func (m Lister) TreeUsage(ctx context.Context, agentID string) (seam.Usage, error) {
 	rows, err := m.subtree(ctx, agentID, nil) // usage only
 	if err != nil {
-		return llm.Usage{}, err
+		return seam.Usage{}, err
 	}
-	var u llm.Usage
+	var u seam.Usage
 	for _, r := range rows {
 		if r.Usage != nil {
 			u = u.Add(*r.Usage)
@@ -320,8 +318,8 @@ func diagnostic(id string, err error) Row {
 }
 
 // FoldUsage sums the usage events record.
-func FoldUsage(events []agent.Event) llm.Usage {
-	var u llm.Usage
+func FoldUsage(events []agent.Event) seam.Usage {
+	var u seam.Usage
 	for _, e := range events {
 		if e.Usage != nil {
 			u = u.Add(*e.Usage)

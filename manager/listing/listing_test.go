@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -76,13 +75,13 @@ func newWorld() *world {
 	w := &world{events: map[string][]agent.Event{}, checkpoints: map[string]seam.Checkpoint{}, live: map[string]Live{}}
 	w.listed = []seam.Listing{
 		{Header: h("a-live", 1)},
-		{Header: h("b-checkpoint", 2), Checkpoint: &seam.Checkpoint{Seq: 3, Usage: llm.Usage{OutputTokens: 7}, Stop: agent.StopCompleted, Closing: "ok"}, JournalLen: 3},
+		{Header: h("b-checkpoint", 2), Checkpoint: &seam.Checkpoint{Seq: 3, Usage: seam.Usage{OutputTokens: 7}, Stop: agent.StopCompleted, Closing: "ok"}, JournalLen: 3},
 		{Header: h("c-fold", 3)},
 		{Header: h("d-corrupt", 4), Corrupt: true},
 	}
-	w.live["a-live"] = Live{Header: w.listed[0].Header, Model: "m", Status: StatusRunning, Usage: llm.Usage{InputTokens: 1},
+	w.live["a-live"] = Live{Header: w.listed[0].Header, Model: "m", Status: StatusRunning, Usage: seam.Usage{InputTokens: 1},
 		Questions: []PendingQuestion{{ID: "q-1", Text: "ok?"}}}
-	w.events["c-fold"] = []agent.Event{{Kind: agent.EventMessage, Message: &llm.Message{Role: llm.RoleAssistant, Content: "bye"}, Usage: &llm.Usage{OutputTokens: 2}},
+	w.events["c-fold"] = []agent.Event{{Kind: agent.EventMessage, Message: &seam.Message{Role: seam.RoleAssistant, Content: "bye"}, Usage: &seam.Usage{OutputTokens: 2}},
 		{Kind: agent.EventTurnEnd, StopReason: agent.StopCompleted}}
 	return w
 }

@@ -5,7 +5,6 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -49,7 +48,7 @@ type TranscriptEntry struct {
 	Refusal    string           `json:"refusal,omitempty"`
 	ToolCalls  []TranscriptCall `json:"tool_calls,omitempty"`
 	ToolCallID string           `json:"tool_call_id,omitempty"` // a tool result's call
-	Usage      *llm.Usage       `json:"usage,omitempty"`
+	Usage      *seam.Usage      `json:"usage,omitempty"`
 	StopReason agent.StopReason `json:"stop_reason,omitempty"` // turn/end
 	Diagnostic string           `json:"diagnostic,omitempty"`  // turn/end
 	// Budget is a budget entry's grant: the limits from its turn on (no
@@ -87,7 +86,7 @@ func Entry(e agent.Event) TranscriptEntry {
 	}
 	if msg := e.Message; msg != nil {
 		te.Role, te.Text, te.Refusal, te.ToolCallID = string(msg.Role), bound(msg.Content), bound(msg.Refusal), msg.ToolCallID
-		if msg.Role == llm.RoleUser {
+		if msg.Role == seam.RoleUser {
 			te.Source = e.Source
 			if te.Source == "" {
 				te.Source = agent.SourceUser

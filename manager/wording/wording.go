@@ -1,8 +1,9 @@
 // Package wording owns the wording of what the runtime tells a parent
 // about a child: how an epoch ended (Settled, with where its worktree's
-// changes are) and a child's report (Report). A question's
-// notice is package questions' (Text). The words are the runtime's, sent
-// with a source kind of their own, so they never pass for anyone's.
+// changes are; Unreadable when its journal cannot be read) and a child's
+// report (Report). A question's notice is package questions' (Text). The
+// words are the runtime's, sent with a source kind of their own, so they
+// never pass for anyone's.
 package wording
 
 import (
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -48,6 +50,14 @@ func Settled(id string, last seam.Result) string {
 // Report is how child id's report reads to its parent.
 func Report(id, content string) string {
 	return fmt.Sprintf("Background subagent %s reported:\n%s", id, content)
+}
+
+// Unreadable is the notice about child id, left resident, whose journal
+// cannot be read (err).
+func Unreadable(id string, err error) string {
+	return fmt.Sprintf("Background subagent %s cannot be read from the session store, so how its last run ended is unknown (%s). "+
+		"It lists as corrupt; stop the server and run `mcp-subagent doctor` to copy every readable child into a fresh store.",
+		id, truncate.Bound(err.Error(), 300))
 }
 
 // worktreeText is what a settlement notice says of the child's worktree.

@@ -6,7 +6,6 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/seam"
-	"github.com/mcp-subagent/mcp-subagent/worktree"
 )
 
 func TestASettlementSaysHowTheEpochEnded(t *testing.T) {
@@ -26,13 +25,13 @@ func TestASettlementSaysHowTheEpochEnded(t *testing.T) {
 			}
 		}
 	}
-	w := &worktree.Info{Path: "/wt/agent-1", Branch: "subagent/agent-1", Base: "abc"}
+	w := &seam.Worktree{Path: "/wt/agent-1", Branch: "subagent/agent-1", Base: "abc"}
 	changed := Settled("agent-1", seam.Result{StopReason: agent.StopCompleted, Worktree: w,
-		Changes: &worktree.Changes{Diffstat: "1 file changed", Added: []string{"pkg/new.txt"}}})
+		Changes: &seam.Changes{Diffstat: "1 file changed", Added: []string{"pkg/new.txt"}}})
 	if !strings.Contains(changed, "committed on branch subagent/agent-1 in worktree /wt/agent-1 (base abc): 1 file changed. Added: pkg/new.txt.") {
 		t.Errorf("Settled with changes = %q, want where they are", changed)
 	}
-	if same := Settled("agent-1", seam.Result{Worktree: w, Changes: &worktree.Changes{}}); !strings.Contains(same, "changed nothing in its worktree, which is removed") {
+	if same := Settled("agent-1", seam.Result{Worktree: w, Changes: &seam.Changes{}}); !strings.Contains(same, "changed nothing in its worktree, which is removed") {
 		t.Errorf("Settled without changes = %q", same)
 	}
 	if got := Report("agent-1", "half way"); got != "Background subagent agent-1 reported:\nhalf way" {

@@ -107,7 +107,7 @@ func (k *Keeper) Check(ctx context.Context, name string, req *seam.StartRequest)
 // req.Cwd to the same subdirectory of it: the provider prepares the child
 // there. Nil when no isolation was asked for. A failure to create it is
 // returned as git's error (the caller maps it to the start's).
-func (k *Keeper) Make(ctx context.Context, name string, req *seam.StartRequest) (*worktree.Info, error) {
+func (k *Keeper) Make(ctx context.Context, name string, req *seam.StartRequest) (*seam.Worktree, error) {
 	if req.Isolation != Isolation {
 		return nil, nil
 	}
@@ -124,7 +124,7 @@ func (k *Keeper) Make(ctx context.Context, name string, req *seam.StartRequest) 
 	}
 	req.Cwd = filepath.Join(w.Path, rel)
 	k.log.Info("created a worktree", "agent_id", req.ID, "path", w.Path, "branch", w.Branch, "base", w.Base)
-	return &w, nil
+	return (*seam.Worktree)(&w), nil
 }
 
 // noteRepo adds top to the repositories file unless it is there.
@@ -167,11 +167,11 @@ func (k *Keeper) repos() ([]string, error) {
 
 // Drop removes a worktree whose child never got its id out (a failed
 // start): nothing of it can be wanted. Nil w: nothing.
-func (k *Keeper) Drop(ctx context.Context, id string, w *worktree.Info) {
+func (k *Keeper) Drop(ctx context.Context, id string, w *seam.Worktree) {
 	if w == nil {
 		return
 	}
-	if err := worktree.Remove(ctx, *w); err != nil {
+	if err := worktree.Remove(ctx, worktree.Info(*w)); err != nil {
 		k.log.Warn("removing a failed child's worktree failed; the next start reconciles it", "agent_id", id, "err", err)
 	}
 }
@@ -187,17 +187,17 @@ func (k *Keeper) Commit(ctx context.Context, hdr seam.Header, res seam.Result) s
 	}
 	res.Worktree = w
 	msg := fmt.Sprintf("%s\n\nmcp-subagent child %s; the turn ended %s.", hdr.Label, hdr.ID, res.StopReason)
-	if _, err := worktree.Commit(ctx, *w, msg); err != nil {
+	if _, err := worktree.Commit(ctx, worktree.Info(*w), msg); err != nil {
 		k.log.Error("committing a child's worktree failed; its changes stay uncommitted there", "agent_id", hdr.ID, "err", err)
 		res.Diagnostic = joinDiag(res.Diagnostic, "committing the worktree failed: "+err.Error())
 		return res
 	}
-	c, err := worktree.Diff(ctx, *w)
+	c, err := worktree.Diff(ctx, worktree.Info(*w))
 	if err != nil {
 		k.log.Error("reading a child's worktree changes failed", "agent_id", hdr.ID, "err", err)
 		return res
 	}
-	res.Changes = &c
+	res.Changes = (*seam.Changes)(&c)
 	return res
 }
 
@@ -217,14 +217,14 @@ func (k *Keeper) Settle(ctx context.Context, hdr seam.Header) {
 	if w == nil {
 		return
 	}
-	same, err := worktree.Unchanged(ctx, *w)
+	same, err := worktree.Unchanged(ctx, worktree.Info(*w))
 	if err != nil || !same {
 		if err != nil {
 			k.log.Warn("checking a settled child's worktree failed; keeping it", "agent_id", hdr.ID, "err", err)
 		}
 		return
 	}
-	if err := worktree.Remove(ctx, *w); err != nil {
+	if err := worktree.Remove(ctx, worktree.Info(*w)); err != nil {
 		k.log.Warn("removing an unchanged worktree failed; the next start reconciles it", "agent_id", hdr.ID, "err", err)
 		return
 	}
@@ -239,7 +239,7 @@ func (k *Keeper) Ensure(ctx context.Context, hdr seam.Header) error {
 	if hdr.Worktree == nil {
 		return nil
 	}
-	again, err := worktree.Ensure(ctx, *hdr.Worktree)
+	again, err := worktree.Ensure(ctx, worktree.Info(*hdr.Worktree))
 	if again {
 		k.log.Info("recreated a child's worktree", "agent_id", hdr.ID, "path", hdr.Worktree.Path)
 	}
@@ -349,7 +349,7 @@ func (k *Keeper) reconcileOne(ctx context.Context, store Store, repo, id string,
 		k.log.Warn("a worktree's child records no worktree; keeping it", "agent_id", id, "path", e.Path)
 	case e.Prunable:
 		// Its directory is gone: recreate it, so the row's path is true.
-		if _, err := worktree.Ensure(ctx, *hdr.Worktree); err != nil {
+		if _, err := worktree.Ensure(ctx, worktree.Info(*hdr.Worktree)); err != nil {
 			k.log.Error("a child's worktree is gone and could not be recreated", "agent_id", id, "path", e.Path, "err", err)
 		} else {
 			k.log.Info("recreated a child's vanished worktree", "agent_id", id, "path", e.Path)
@@ -365,7 +365,7 @@ func Of(ctx context.Context, store Store, ids []string) []worktree.Info {
 	var out []worktree.Info
 	for _, id := range ids {
 		if h, err := store.Header(ctx, id); err == nil && h.Worktree != nil {
-			out = append(out, *h.Worktree)
+			out = append(out, worktree.Info(*h.Worktree))
 		}
 	}
 	return out

@@ -111,7 +111,7 @@ func TestReconcileRemovesWhatNoChildRecords(t *testing.T) {
 	ctx := context.Background()
 	repo := gittest.Repo(t)
 	k := New(t.TempDir(), nil)
-	var made []*worktree.Info
+	var made []*seam.Worktree
 	for _, id := range []string{"agent-orphan", "agent-live"} {
 		w, err := k.Make(ctx, "spawn", &seam.StartRequest{ID: id, Isolation: Isolation, Cwd: repo})
 		if err != nil {

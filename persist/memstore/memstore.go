@@ -677,7 +677,11 @@ func (s *Store) Residents(ctx context.Context) ([]seam.Claim, error) {
 	}
 	var out []seam.Claim
 	for id, o := range s.claims {
-		out = append(out, seam.Claim{ChildID: id, Owner: o, Epoch: s.epochs[id]})
+		c := seam.Claim{ChildID: id, Owner: o, Epoch: s.epochs[id]}
+		if ch := s.children[id]; ch != nil {
+			c.Parent = ch.listing.Header.Parent
+		}
+		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b seam.Claim) int { return strings.Compare(a.ChildID, b.ChildID) })
 	return out, nil

@@ -85,7 +85,7 @@ func inspectClaims(ctx context.Context, tx pgx.Tx, rep *Report) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	rows, err = tx.Query(ctx, `select c.id, c.claim_owner, coalesce(o.expires_ns, 0), c.claim_epoch from children c
+	rows, err = tx.Query(ctx, `select c.id, c.claim_owner, coalesce(o.expires_ns, 0), c.claim_epoch, c.parent from children c
 		left join owners o on o.id = c.claim_owner
 		where c.claim_owner is not null and coalesce(o.expires_ns > `+nowNS+`, false) = false order by c.id`)
 	if err != nil {

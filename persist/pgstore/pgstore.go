@@ -380,23 +380,36 @@ func (s *Store) SetCheckpoint(ctx context.Context, childID string, cp seam.Check
 }
 
 // listingCols are what a listing row reads of a child c.
-const listingCols = `c.id, c.header, c.checkpoint, c.journal_len, exists (select 1 from children k where k.parent = c.id)`
+const listingCols = `c.id, c.header, c.checkpoint, c.journal_len, c.has_children`
+
+// The listing queries, a first page and a page after a key apart: with
+// the key's bound behind an "or", a generic plan (the one a prepared
+// statement settles on) filters the index instead of starting at the
+// key, reading every row before it.
+var (
+	listingsFirst = `select ` + listingCols + ` from children c where c.parent = $1
+		order by c.created_ns, c.id limit $2`
+	listingsAfter = `select ` + listingCols + ` from children c where c.parent = $1
+		and (c.created_ns, c.id) > ($3, $4) order by c.created_ns, c.id limit $2`
+	descendantsFirst = `select ` + listingCols + ` from ancestors a join children c on c.id = a.child_id where a.ancestor = $1
+		order by a.created_ns, a.child_id limit $2`
+	descendantsAfter = `select ` + listingCols + ` from ancestors a join children c on c.id = a.child_id where a.ancestor = $1
+		and (a.created_ns, a.child_id) > ($3, $4) order by a.created_ns, a.child_id limit $2`
+)
 
 // Listings returns parent's direct children in creation order, ties by
 // id, from the listing index.
 func (s *Store) Listings(ctx context.Context, parent string, page seam.Page) ([]seam.Listing, error) {
-	return s.listing(ctx, `select `+listingCols+` from children c where c.parent = $1
-		and ($2 or (c.created_ns, c.id) > ($3, $4)) order by c.created_ns, c.id limit $5`, parent, page)
+	return s.listing(ctx, listingsFirst, listingsAfter, parent, page)
 }
 
 // Descendants returns root's whole subtree in creation order, ties by id,
 // from the ancestors index.
 func (s *Store) Descendants(ctx context.Context, root string, page seam.Page) ([]seam.Listing, error) {
-	return s.listing(ctx, `select `+listingCols+` from ancestors a join children c on c.id = a.child_id where a.ancestor = $1
-		and ($2 or (a.created_ns, a.child_id) > ($3, $4)) order by a.created_ns, a.child_id limit $5`, root, page)
+	return s.listing(ctx, descendantsFirst, descendantsAfter, root, page)
 }
 
-func (s *Store) listing(ctx context.Context, query, addr string, page seam.Page) ([]seam.Listing, error) {
+func (s *Store) listing(ctx context.Context, first, after, addr string, page seam.Page) ([]seam.Listing, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -404,11 +417,11 @@ func (s *Store) listing(ctx context.Context, query, addr string, page seam.Page)
 	if page.Limit > 0 {
 		limit = &page.Limit
 	}
-	var afterNS int64
+	query, args := first, []any{addr, limit}
 	if !page.After.IsZero() {
-		afterNS = page.After.CreatedAt.UnixNano()
+		query, args = after, append(args, page.After.CreatedAt.UnixNano(), page.After.ID)
 	}
-	rows, err := s.pool.Query(ctx, query, addr, page.After.IsZero(), afterNS, page.After.ID, limit)
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, s.fail("listing "+addr, err)
 	}
@@ -539,7 +552,7 @@ func (s *Store) Residents(ctx context.Context) ([]seam.Claim, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `select c.id, c.claim_owner, coalesce(o.expires_ns, 0), c.claim_epoch from children c
+	rows, err := s.pool.Query(ctx, `select c.id, c.claim_owner, coalesce(o.expires_ns, 0), c.claim_epoch, c.parent from children c
 		left join owners o on o.id = c.claim_owner where c.claim_owner is not null order by c.id`)
 	if err != nil {
 		return nil, s.fail("listing claims", err)
@@ -559,7 +572,7 @@ func (s *Store) Residents(ctx context.Context) ([]seam.Claim, error) {
 func scanClaim(row pgx.Row) (seam.Claim, error) {
 	var c seam.Claim
 	var expires int64
-	if err := row.Scan(&c.ChildID, &c.Owner.ID, &expires, &c.Epoch); err != nil {
+	if err := row.Scan(&c.ChildID, &c.Owner.ID, &expires, &c.Epoch, &c.Parent); err != nil {
 		return c, err
 	}
 	if expires != 0 {
@@ -599,6 +612,21 @@ func (s *Store) Delete(ctx context.Context, childID string) ([]string, error) {
 	var ids []string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		ids = nil
+		// The parent's row first (parents before children, as every
+		// Delete locks, so two never wait on each other): its
+		// has_children is recounted below, after this child goes, and a
+		// concurrent creation of a sibling (markParent) must be seen by
+		// that count or wait for it.
+		var parent string
+		if err := tx.QueryRow(ctx, `select parent from children where id = $1`, childID).Scan(&parent); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return notFound(childID)
+			}
+			return err
+		}
+		if _, err := tx.Exec(ctx, `select from children where id = $1 for update`, parent); err != nil {
+			return err
+		}
 		// Lock the subtree's rows: a concurrent claim waits, then finds
 		// the child gone.
 		rows, err := tx.Query(ctx, `select c.id, c.claim_owner from children c where c.id = $1
@@ -637,7 +665,8 @@ func (s *Store) Delete(ctx context.Context, childID string) ([]string, error) {
 				return err
 			}
 		}
-		return nil
+		_, err = tx.Exec(ctx, `update children set has_children = exists (select 1 from children where parent = $1) where id = $1`, parent)
+		return err
 	})
 	if err != nil {
 		if errors.Is(err, seam.ErrNotFound) || errors.Is(err, seam.ErrClaimed) {

@@ -103,6 +103,16 @@ create table questions (
 	primary key (child_id, id)
 );
 `,
+	// 4: whether a child has children of its own, stored (write.go keeps
+	// it), for listings: an exists over the children per listed row was
+	// planned, with many children under one parent, as a scan of all of
+	// them per row (the statistics say any parent has them all). The
+	// backfill is one hashed pass, not a probe per row, for the same
+	// reason.
+	`
+alter table children add column has_children boolean not null default false;
+update children set has_children = true where id in (select parent from children);
+`,
 }
 
 // SchemaVersion is the schema version this build writes and reads.

@@ -154,6 +154,9 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, id string, w seam.ChildWri
 			select $1::text, $2::bigint, $3::text union select ancestor, $2, $3 from ancestors where child_id = $1`, c.Header.Parent, c.Header.CreatedAt.UnixNano(), id); err != nil {
 			return err
 		}
+		if err := markParent(ctx, tx, c.Header.Parent); err != nil {
+			return err
+		}
 	} else {
 		var err error
 		if r, err = s.lock(ctx, tx, id, w); err != nil {
@@ -237,6 +240,25 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, id string, w seam.ChildWri
 	default:
 		return addNotice(ctx, tx, nt.To, e.notice)
 	}
+}
+
+// markParent records that parent (when it is a child: a principal's
+// address has no row) has children. The key-share lock orders it against
+// a Delete taking parent's last child, which locks parent's row before it
+// recounts (Delete), so that one of the two sees the other: without it,
+// the flag could be read as set here and cleared there by a count that
+// missed this insert. Only the first child writes the row.
+func markParent(ctx context.Context, tx pgx.Tx, parent string) error {
+	var has bool
+	err := tx.QueryRow(ctx, `select has_children from children where id = $1 for key share`, parent).Scan(&has)
+	if has || errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `update children set has_children = true where id = $1`, parent)
+	return err
 }
 
 // lock locks a stored child's row for the write. A claim by another than

@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,5 +133,49 @@ func testDeleteClaimed(t *testing.T, s seam.Store) {
 	}
 	if _, err := s.Header(ctx, "kid"); !errors.Is(err, seam.ErrNotFound) {
 		t.Errorf("kid after its parent's Delete: %v", err)
+	}
+}
+
+// testDeleteBesideCreate: a parent's only child is deleted while its next
+// is created, again and again: the parent lists as having children
+// throughout (a store keeping the flag must not let the deletion's
+// recount miss the creation), and as having none once the last goes.
+func testDeleteBesideCreate(t *testing.T, s seam.Store) {
+	root := seam.PrincipalAddress("local")
+	mustCreate(t, s, header("p", root, 0))
+	mustCreate(t, s, header("k0", "p", time.Second))
+	hasChildren := func() bool {
+		t.Helper()
+		ls, err := s.Listings(ctx, root, seam.Page{})
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("Listings(root) = %+v, %v", ls, err)
+		}
+		return ls[0].HasChildren
+	}
+	for i := 1; i <= 40; i++ {
+		var wg sync.WaitGroup
+		var delErr, createErr error
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, delErr = s.Delete(ctx, fmt.Sprintf("k%d", i-1))
+		}()
+		go func() {
+			defer wg.Done()
+			createErr = create(s, header(fmt.Sprintf("k%d", i), "p", time.Duration(i+1)*time.Second), descriptor())
+		}()
+		wg.Wait()
+		if delErr != nil || createErr != nil {
+			t.Fatalf("round %d: Delete = %v, create = %v", i, delErr, createErr)
+		}
+		if !hasChildren() {
+			t.Fatalf("round %d: p has a child, k%d, but lists as having none", i, i)
+		}
+	}
+	if _, err := s.Delete(ctx, "k40"); err != nil {
+		t.Fatal(err)
+	}
+	if hasChildren() {
+		t.Error("p's last child is gone, but p lists as having children")
 	}
 }

@@ -218,6 +218,9 @@ func testResidents(t *testing.T, s seam.Store) {
 		if c.Owner.ID != a.ID || !c.Owner.Expires.Equal(a.Expires) {
 			t.Errorf("claim %+v, want owner %s until %v", c, a.ID, a.Expires)
 		}
+		if c.Parent != "" && c.Parent != "p" { // optional (seam.Claim), right when given
+			t.Errorf("claim %+v names parent %q, want p (or none)", c, c.Parent)
+		}
 	}
 	// A settled child may be claimed again by anyone.
 	b := owner("owner-b")

@@ -39,7 +39,6 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -84,6 +83,7 @@ func Run(t *testing.T, open func(t *testing.T) seam.Store) {
 		{"a journal reads from an offset", testEventsFrom},
 		{"a deleted child is gone with its subtree and everything keyed by it", testDelete},
 		{"a claimed child, or one with a claimed descendant, is never deleted", testDeleteClaimed},
+		{"a parent has children while one is deleted and another created at once", testDeleteBesideCreate},
 		{"questions are stored, answered in place, listed in creation order and deleted with their child", testQuestions},
 		{"a ctx already done is refused before any work", testDoneContext},
 		{"after Close every method fails and Close may repeat", testClose},
@@ -181,10 +181,10 @@ func turn(seq int64, n int, text string) []agent.Event {
 	return []agent.Event{
 		{Seq: seq, Kind: agent.EventTurnStart, Time: at, Turn: n},
 		{Seq: seq + 1, Kind: agent.EventMessage, Time: at, Turn: n, Source: agent.SourceUser,
-			Message: &llm.Message{Role: llm.RoleUser, Content: text}},
+			Message: &seam.Message{Role: seam.RoleUser, Content: text}},
 		{Seq: seq + 2, Kind: agent.EventMessage, Time: at, Turn: n,
-			Message: &llm.Message{Role: llm.RoleAssistant, Content: "done: " + text},
-			Usage:   &llm.Usage{InputTokens: 10, OutputTokens: 3}},
+			Message: &seam.Message{Role: seam.RoleAssistant, Content: "done: " + text},
+			Usage:   &seam.Usage{InputTokens: 10, OutputTokens: 3}},
 		{Seq: seq + 3, Kind: agent.EventTurnEnd, Time: at, Turn: n, StopReason: agent.StopCompleted},
 	}
 }
@@ -459,15 +459,15 @@ func testEventContent(t *testing.T, s seam.Store) {
 	events := []agent.Event{
 		{Seq: 0, Kind: agent.EventTurnStart, Time: at, Turn: 1},
 		{Seq: 1, Kind: agent.EventMessage, Time: at, Turn: 1, Source: agent.SourceReport,
-			Message: &llm.Message{Role: llm.RoleUser, Content: "report: ✓ «quoted» \"x\"\n"}},
+			Message: &seam.Message{Role: seam.RoleUser, Content: "report: ✓ «quoted» \"x\"\n"}},
 		{Seq: 2, Kind: agent.EventMessage, Time: at, Turn: 1,
-			Message: &llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{
+			Message: &seam.Message{Role: seam.RoleAssistant, ToolCalls: []seam.ToolCall{
 				{ID: "call_1", Name: "read_file", Arguments: `{"path":"a.go"}`}}},
-			Usage: &llm.Usage{InputTokens: 1200, OutputTokens: 40}},
+			Usage: &seam.Usage{InputTokens: 1200, OutputTokens: 40}},
 		{Seq: 3, Kind: agent.EventMessage, Time: at, Turn: 1,
-			Message: &llm.Message{Role: llm.RoleTool, ToolCallID: "call_1", Content: "package a"}},
+			Message: &seam.Message{Role: seam.RoleTool, ToolCallID: "call_1", Content: "package a"}},
 		{Seq: 4, Kind: agent.EventMessage, Time: at, Turn: 1,
-			Message: &llm.Message{Role: llm.RoleAssistant, Refusal: "no"}},
+			Message: &seam.Message{Role: seam.RoleAssistant, Refusal: "no"}},
 		{Seq: 5, Kind: agent.EventTurnEnd, Time: at, Turn: 1, StopReason: agent.StopError, Diagnostic: "model failed"},
 	}
 	if err := appendEvents(s, "c", events); err != nil {
@@ -534,7 +534,7 @@ func testCheckpoints(t *testing.T, s seam.Store) {
 		t.Fatal(err)
 	}
 	cp := seam.Checkpoint{Seq: 4, Mode: seam.ModeContinuable, Label: "x",
-		Usage: llm.Usage{InputTokens: 100, OutputTokens: 7, CostUSD: 0.25}, Stop: agent.StopAborted}
+		Usage: seam.Usage{InputTokens: 100, OutputTokens: 7, CostUSD: 0.25}, Stop: agent.StopAborted}
 	if err := s.SetCheckpoint(ctx, "c", cp); err != nil {
 		t.Fatal(err)
 	}
@@ -568,7 +568,7 @@ func testCheckpoints(t *testing.T, s seam.Store) {
 	}
 	// A listing carries the current checkpoint with its gate.
 	cp3 := seam.Checkpoint{Seq: 8, Mode: seam.ModeContinuable, Label: "z", Stop: agent.StopCompleted, Closing: "bye",
-		Usage: llm.Usage{InputTokens: 3, OutputTokens: 1, CostUSD: 0.5}}
+		Usage: seam.Usage{InputTokens: 3, OutputTokens: 1, CostUSD: 0.5}}
 	if err := s.SetCheckpoint(ctx, "c", cp3); err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,10 @@
 package storetest
 
 import (
-	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 	"testing"
 	"time"
+
+	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 )
 
 // TaskReplaceDelete checks a taskstore.Store holding keep and drop (and

@@ -20,7 +20,6 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeacp"
 	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/internal/subreaper"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -243,7 +242,7 @@ func assistantMessages(t *testing.T, store seam.Store, id string) []string {
 	evs := settledEvents(t, store, id)
 	var out []string
 	for _, e := range evs {
-		if e.Kind == agent.EventMessage && e.Message.Role == llm.RoleAssistant {
+		if e.Kind == agent.EventMessage && e.Message.Role == seam.RoleAssistant {
 			out = append(out, e.Message.Content)
 		}
 	}

@@ -9,8 +9,8 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // What real ACP agents need that the protocol does not say: the presets
@@ -237,35 +237,35 @@ func isCallbackTool(tc acpsdk.ToolCallUpdate, seen seenTool) bool {
 // promptUsage is the token usage of a session/prompt answer: the standard
 // usage (opencode, copilot, claude-agent-acp), else gemini's
 // _meta.quota.token_count {input_tokens, output_tokens}.
-func promptUsage(r acpsdk.PromptResponse) (llm.Usage, bool) {
+func promptUsage(r acpsdk.PromptResponse) (seam.Usage, bool) {
 	if u := r.Usage; u != nil {
-		return llm.Usage{InputTokens: int64(u.InputTokens), OutputTokens: int64(u.OutputTokens)}, true
+		return seam.Usage{InputTokens: int64(u.InputTokens), OutputTokens: int64(u.OutputTokens)}, true
 	}
 	if q, ok := r.Meta["quota"].(map[string]any); ok {
 		if tc, ok := q["token_count"].(map[string]any); ok {
 			in, ok1 := number(tc["input_tokens"])
 			out, ok2 := number(tc["output_tokens"])
 			if ok1 || ok2 {
-				return llm.Usage{InputTokens: in, OutputTokens: out}, true
+				return seam.Usage{InputTokens: in, OutputTokens: out}, true
 			}
 		}
 	}
-	return llm.Usage{}, false
+	return seam.Usage{}, false
 }
 
 // chunkUsage is the usage qwen attaches to an agent_message_chunk after
 // each model call: _meta.usage {inputTokens, outputTokens}.
-func chunkUsage(meta map[string]any) (llm.Usage, bool) {
+func chunkUsage(meta map[string]any) (seam.Usage, bool) {
 	u, ok := meta["usage"].(map[string]any)
 	if !ok {
-		return llm.Usage{}, false
+		return seam.Usage{}, false
 	}
 	in, ok1 := number(u["inputTokens"])
 	out, ok2 := number(u["outputTokens"])
 	if !ok1 && !ok2 {
-		return llm.Usage{}, false
+		return seam.Usage{}, false
 	}
-	return llm.Usage{InputTokens: in, OutputTokens: out}, true
+	return seam.Usage{InputTokens: in, OutputTokens: out}, true
 }
 
 // number reads a JSON number decoded into any.

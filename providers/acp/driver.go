@@ -12,7 +12,6 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -165,7 +164,7 @@ func (d *driver) turn(ctx context.Context, t *extturn.Turn, text string) agent.S
 			// transcript (claude-code-acp).
 			if u, ok := promptUsage(a.resp); ok {
 				t.AddUsage(u)
-			} else if rec.chunkUsage != (llm.Usage{}) {
+			} else if rec.chunkUsage != (seam.Usage{}) {
 				t.AddUsage(rec.chunkUsage)
 			} else if tr != nil {
 				final := t.Output()
@@ -459,7 +458,7 @@ type recorder struct {
 	msg     strings.Builder
 	titles  map[acpsdk.ToolCallId]string
 	// chunkUsage sums the token usage attached to message chunks (qwen).
-	chunkUsage llm.Usage
+	chunkUsage seam.Usage
 }
 
 func (r *recorder) flush() {
@@ -541,7 +540,7 @@ func (r *recorder) apply(items []item) {
 		case u.UsageUpdate != nil:
 			if c := u.UsageUpdate.Cost; c != nil && strings.EqualFold(c.Currency, "USD") {
 				if delta := c.Amount - r.d.costSeen; delta > 0 {
-					r.t.AddUsage(llm.Usage{CostUSD: delta})
+					r.t.AddUsage(seam.Usage{CostUSD: delta})
 				}
 				r.d.costSeen = c.Amount
 			}

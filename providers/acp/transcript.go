@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // claude-code-acp 0.16.2 reports no token usage over ACP at all, but the
@@ -77,7 +77,7 @@ func (tr *transcript) begin() {
 // block, all with the message's usage). It waits, up to transcriptWait,
 // until an assistant entry holding the start of final (the turn's last
 // message) is written; with final empty it reads what is there.
-func (tr *transcript) usage(final string) (llm.Usage, bool) {
+func (tr *transcript) usage(final string) (seam.Usage, bool) {
 	deadline := time.Now().Add(transcriptWait)
 	for {
 		u, sawFinal, ok := tr.read(final)
@@ -102,7 +102,7 @@ type transcriptEntry struct {
 	} `json:"message"`
 }
 
-func (tr *transcript) read(final string) (u llm.Usage, sawFinal, ok bool) {
+func (tr *transcript) read(final string) (u seam.Usage, sawFinal, ok bool) {
 	p := tr.path()
 	if p == "" {
 		return u, false, false
@@ -131,7 +131,7 @@ func (tr *transcript) read(final string) (u llm.Usage, sawFinal, ok bool) {
 		}
 		seen[e.Message.ID] = true
 		mu := e.Message.Usage
-		u = u.Add(llm.Usage{InputTokens: mu.InputTokens + mu.CacheCreationInputTokens + mu.CacheReadInputTokens, OutputTokens: mu.OutputTokens})
+		u = u.Add(seam.Usage{InputTokens: mu.InputTokens + mu.CacheCreationInputTokens + mu.CacheReadInputTokens, OutputTokens: mu.OutputTokens})
 		ok = true
 	}
 	return u, sawFinal, ok

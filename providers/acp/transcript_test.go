@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // claude-code-acp's usage comes from Claude Code's transcript: only what a
@@ -50,7 +50,7 @@ func TestTranscriptUsageCountsWhatTheTurnAdded(t *testing.T) {
 	if waited := time.Since(start); waited >= transcriptWait {
 		t.Errorf("the turn's last message was in the transcript, yet usage waited %v", waited)
 	}
-	if want := (llm.Usage{InputTokens: 53, OutputTokens: 12}); !ok || got != want {
+	if want := (seam.Usage{InputTokens: 53, OutputTokens: 12}); !ok || got != want {
 		t.Errorf("usage = %+v, %v; want %+v", got, ok, want)
 	}
 

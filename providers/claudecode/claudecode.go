@@ -155,7 +155,7 @@ func (p *Provider) NewDriver(ctx context.Context, req seam.DriverRequest) (seam.
 	if model == "" {
 		model = p.opts.Model
 	}
-	drv, err := p.newDriver(turnConfig{cwd: req.Header.Cwd, model: model, effort: d.Effort, persona: d.Persona, filter: d.ToolFilter,
+	drv, err := p.newDriver(turnConfig{cwd: req.Header.Cwd, model: model, effort: llm.Effort(d.Effort), persona: d.Persona, filter: d.ToolFilter,
 		schema: d.OutputSchema, callback: req.Callback, session: d.Session, ephemeral: req.OneShot(),
 		env: p.envFor(req.Header.Principal, d.Settings)}, req.Journal)
 	if err != nil {

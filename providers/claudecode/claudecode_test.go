@@ -21,7 +21,6 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
@@ -225,7 +224,7 @@ func TestCompletedTurnRecordsOutputUsageAndSession(t *testing.T) {
 	if res.Output != "turn 1: hello there" {
 		t.Errorf("output = %q", res.Output)
 	}
-	want := llm.Usage{InputTokens: 150, OutputTokens: 7, CostUSD: 0.0123}
+	want := seam.Usage{InputTokens: 150, OutputTokens: 7, CostUSD: 0.0123}
 	if res.Usage != want {
 		t.Errorf("usage = %+v, want %+v (input counts cache creation and reads)", res.Usage, want)
 	}

@@ -18,7 +18,7 @@ func TestTheCallsModelAndEffortReachEveryTurnsCommandLine(t *testing.T) {
 	opts := f.options(t)
 	opts.Model = "deployment-model"
 	m1 := newManager(t, store, opts, nil)
-	id, res := startAndWait(t, m1, f, seam.StartRequest{Prompt: "one", Model: "opus", Effort: llm.EffortLow})
+	id, res := startAndWait(t, m1, f, seam.StartRequest{Prompt: "one", Model: "opus", Effort: seam.Effort(llm.EffortLow)})
 	if res.StopReason != agent.StopCompleted {
 		t.Fatalf("stop = %q (%s)", res.StopReason, res.Diagnostic)
 	}

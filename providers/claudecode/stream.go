@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // line is one line of `claude -p --output-format stream-json --verbose`.
@@ -59,8 +59,8 @@ type usage struct {
 }
 
 // tokens counts every input token the model read, cached or not.
-func (u usage) tokens() llm.Usage {
-	return llm.Usage{InputTokens: u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens, OutputTokens: u.OutputTokens}
+func (u usage) tokens() seam.Usage {
+	return seam.Usage{InputTokens: u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens, OutputTokens: u.OutputTokens}
 }
 
 type denial struct {
@@ -220,13 +220,13 @@ func (s *stream) handle(l line) {
 
 // usage is the turn's usage: the result line's totals and cost, or, when
 // the CLI died before writing it, the sum of the messages seen.
-func (s *stream) usage() llm.Usage {
+func (s *stream) usage() seam.Usage {
 	if s.result != nil && s.result.Usage != nil {
 		u := s.result.Usage.tokens()
 		u.CostUSD = s.result.TotalCostUSD
 		return u
 	}
-	var total llm.Usage
+	var total seam.Usage
 	for _, id := range s.msgOrder {
 		total = total.Add(s.msgUsage[id].tokens())
 	}

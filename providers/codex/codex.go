@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/sandbox"
+	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/extturn"
 	"github.com/mcp-subagent/mcp-subagent/providers/internal/proc"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -187,7 +188,7 @@ func (p *Provider) NewDriver(ctx context.Context, req seam.DriverRequest) (seam.
 		model = p.opts.Model
 	}
 	return &driver{p: p, cwd: req.Header.Cwd, journal: req.Journal, callback: req.Callback, ephemeral: req.OneShot(),
-		model: model, effort: req.Descriptor.Effort, persona: req.Descriptor.Persona, schema: req.Descriptor.OutputSchema,
+		model: model, effort: llm.Effort(req.Descriptor.Effort), persona: req.Descriptor.Persona, schema: req.Descriptor.OutputSchema,
 		session: req.Descriptor.Session, base: p.envFor(req.Header.Principal, req.Descriptor.Settings)}, nil
 }
 

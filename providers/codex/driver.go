@@ -368,13 +368,13 @@ func (tr *turn) complete() agent.TurnResult {
 }
 
 // delta is the turn's share of a thread's running total.
-func delta(total, prior usage) llm.Usage {
+func delta(total, prior usage) seam.Usage {
 	in, out := total.InputTokens, total.OutputTokens
 	if in >= prior.InputTokens && out >= prior.OutputTokens {
 		in -= prior.InputTokens
 		out -= prior.OutputTokens
 	}
-	return llm.Usage{InputTokens: in, OutputTokens: out}
+	return seam.Usage{InputTokens: in, OutputTokens: out}
 }
 
 // structured validates text as an object meeting schema and returns it

@@ -16,7 +16,7 @@ func TestTheCallsModelAndEffortReachEveryTurnsCommandLine(t *testing.T) {
 		o.Model = "deployment-model"
 		o.Config = []string{`model_reasoning_effort="minimal"`}
 	})
-	st, res := f.start("one", func(r *seam.StartRequest) { r.Model, r.Effort = "gpt-5-codex", llm.EffortHigh })
+	st, res := f.start("one", func(r *seam.StartRequest) { r.Model, r.Effort = "gpt-5-codex", seam.Effort(llm.EffortHigh) })
 	if res.StopReason != agent.StopCompleted {
 		t.Fatalf("stop = %q (%s)", res.StopReason, res.Diagnostic)
 	}

@@ -87,7 +87,7 @@ func TestAChildRunsOnTheModelItsRequestNames(t *testing.T) {
 	if res := runChild(t, m, "spawn", seam.StartRequest{Label: "l", Prompt: "p", Parent: caller, Model: "fast"}); res.Output != "from fast" {
 		t.Fatalf("model fast answered %+v", res)
 	}
-	if res := runChild(t, m, "spawn", seam.StartRequest{Label: "l", Prompt: "p", Parent: caller, Model: "fast", Effort: llm.EffortHigh}); res.Output != "from fast" {
+	if res := runChild(t, m, "spawn", seam.StartRequest{Label: "l", Prompt: "p", Parent: caller, Model: "fast", Effort: seam.Effort(llm.EffortHigh)}); res.Output != "from fast" {
 		t.Fatalf("model fast answered %+v", res)
 	}
 	mr, fr := main.Requests(), fast.Requests()

@@ -288,10 +288,10 @@ func (p *Provider) build(d seam.Descriptor, cwd string, journal *agent.Journal, 
 		maxTokens = p.opts.MaxTokens
 	}
 	if effort == "" {
-		effort = m.Effort
+		effort = seam.Effort(m.Effort)
 	}
 	a, err := agent.New(agent.Config{Client: m.Client, Model: m.ID, System: system, Tools: tools,
-		MaxSteps: p.opts.MaxSteps, MaxTokens: maxTokens, Effort: effort, OutputSchema: d.OutputSchema, Journal: journal, Budget: budget})
+		MaxSteps: p.opts.MaxSteps, MaxTokens: maxTokens, Effort: llm.Effort(effort), OutputSchema: d.OutputSchema, Journal: journal, Budget: budget})
 	if err != nil {
 		return nil, &seam.Error{Code: seam.CodeInvalidRequest, Provider: p.opts.Name, Message: err.Error()}
 	}

@@ -88,7 +88,7 @@ func TestForkSeedFilterAndPersona(t *testing.T) {
 	// A turn in flight: started, not ended.
 	parent.Append(agent.Event{Kind: agent.EventTurnStart, Turn: 2})
 	parent.Append(agent.Event{Kind: agent.EventMessage, Turn: 2, Source: agent.SourceUser,
-		Message: &llm.Message{Role: llm.RoleUser, Content: "IN-FLIGHT"}})
+		Message: &seam.Message{Role: seam.RoleUser, Content: "IN-FLIGHT"}})
 
 	caller := seam.ParentRef{Principal: "p", AgentID: "agent-parent", Depth: 1, Cwd: t.TempDir(), CompletedTurns: parent.CompletedPrefix}
 	st, err := m.StartContinuable(context.Background(), "fork", seam.StartRequest{Label: "l", Prompt: "forked task", Parent: caller,

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
+	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
 // Turn is one external turn being recorded. Its methods must be called
@@ -19,7 +19,7 @@ type Turn struct {
 	j       *agent.Journal
 	n       int
 	output  string
-	usage   llm.Usage
+	usage   seam.Usage
 	diag    []string
 	session string
 }
@@ -36,7 +36,7 @@ func Begin(j *agent.Journal, inputs []agent.Input) *Turn {
 			src = agent.SourceUser
 		}
 		j.Append(agent.Event{Kind: agent.EventMessage, Turn: n, Source: src,
-			Message: &llm.Message{Role: llm.RoleUser, Content: in.Text}})
+			Message: &seam.Message{Role: seam.RoleUser, Content: in.Text}})
 	}
 	return t
 }
@@ -75,7 +75,7 @@ func (t *Turn) Message(text string) {
 		return
 	}
 	t.output = text
-	t.j.Append(agent.Event{Kind: agent.EventMessage, Turn: t.n, Message: &llm.Message{Role: llm.RoleAssistant, Content: text}})
+	t.j.Append(agent.Event{Kind: agent.EventMessage, Turn: t.n, Message: &seam.Message{Role: seam.RoleAssistant, Content: text}})
 }
 
 // Note records the agent's tool activity ("ran: ls -la") as an assistant
@@ -84,11 +84,11 @@ func (t *Turn) Note(text string) {
 	if text == "" {
 		return
 	}
-	t.j.Append(agent.Event{Kind: agent.EventMessage, Turn: t.n, Message: &llm.Message{Role: llm.RoleAssistant, Content: "[" + text + "]"}})
+	t.j.Append(agent.Event{Kind: agent.EventMessage, Turn: t.n, Message: &seam.Message{Role: seam.RoleAssistant, Content: "[" + text + "]"}})
 }
 
 // AddUsage adds to the turn's usage.
-func (t *Turn) AddUsage(u llm.Usage) { t.usage = t.usage.Add(u) }
+func (t *Turn) AddUsage(u seam.Usage) { t.usage = t.usage.Add(u) }
 
 // Diagnose adds a line to the turn's diagnostic (denied approvals, stderr).
 func (t *Turn) Diagnose(line string) {
@@ -104,7 +104,7 @@ func (t *Turn) Output() string { return t.output }
 // captured object, only when a schema was asked for and met.
 func (t *Turn) End(stop agent.StopReason, structured []byte) agent.TurnResult {
 	diag := strings.Join(t.diag, "; ")
-	if t.usage != (llm.Usage{}) {
+	if t.usage != (seam.Usage{}) {
 		u := t.usage
 		t.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: t.n, StopReason: stop, Diagnostic: diag, Usage: &u})
 	} else {

@@ -1,4 +1,10 @@
-package manager
+// Package persister owns a child's only writer (Writer): the ordered,
+// batched, fenced commits of its record, journal, inbox and settlement,
+// their retry, and the tickets callers wait on. The manager makes one per
+// resident child and hands it what it needs; the package imports nothing
+// of the manager. Its one lock, Writer.mu, is a leaf (see the manager's
+// doc, "Lock order"): it is held across no call out of the package.
+package persister
 
 import (
 	"context"
@@ -6,43 +12,44 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/llm"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
-// persister is a child's only writer. It commits the child's record, its
+// Writer is a child's only writer. It commits the child's record, its
 // journal events and its settlement in order, off the turn's path: the
 // agent never waits for a disk sync, and whatever piles up during one sync
 // goes out in the next commit. Its goroutine runs only while there is
 // something to write: a parked child (a model call held for minutes, an
 // idle continuable child) holds no writer goroutine and no stack. Ids handed to callers wait for the record's
-// commit (committed). Events nobody waits for linger (journalLinger) so
+// commit (Committed). Events nobody waits for linger (journalLinger) so
 // that a short turn's events and its settlement share one commit; a crash
 // can lose at most the events of that last moment.
 //
-// A commit that fails is retried (retry.attempts in all, with a doubling
+// A commit that fails is retried (Retry.Attempts in all, with a doubling
 // delay). One that still fails breaks the writer for good: it writes
 // nothing more (a later write would have to skip the lost one, and a
 // journal must not have gaps), every waiter, present and future, gets the
-// error, and onFail tells the activation, which stops the child. Nothing
+// error, and Config.OnFail tells the activation, which stops the child. Nothing
 // is ever counted as written that was not.
 //
 // Every write after the claim carries the claim's Fence (owner, epoch):
 // once another server took the child over (this manager's lease ran out,
 // paused or partitioned), the store refuses it whole with ErrOwned. That
 // refusal is not retried: it breaks the writer as above, with an error
-// saying the claim was lost (lostClaim), and nothing more is written.
-type persister struct {
-	store  seam.Store
-	ctx    context.Context // the manager's, without its cancellation: a write is never dropped for a caller or a shutdown
-	id     string
-	owner  string
-	log    *slog.Logger
-	retry  retryPolicy
-	onFail func(error) // called once, from the writer, outside mu
+// saying the claim was lost (lostClaimErr), and nothing more is written.
+type Writer struct {
+	store   Store
+	ctx     context.Context
+	id      string
+	owner   string
+	log     *slog.Logger
+	retry   Retry
+	timeout time.Duration
+	onFail  func(error) // called once, from the writer, outside mu
 
 	mu      sync.Mutex
 	pending seam.ChildWrite
@@ -56,42 +63,90 @@ type persister struct {
 	running bool       // the writer goroutine exists (see start)
 	closed  bool
 	// issued counts writes queued so far, written those committed: a
-	// caller waits for its own write (waitFor(mark())) without waiting for
+	// caller waits for its own write (WaitFor(Mark())) without waiting for
 	// everything queued after it.
 	issued, written int64
 	err             error // the write that failed for good; nothing after it is written
 	// fence is the claim every write but the creating one is conditional
 	// on: set by the creator once the record (and its claim, epoch 1) is
-	// committed, or by activate for a resumed child from the claim it
-	// read back. nil only before the creating write.
+	// committed, or from Config.Fence for a resumed child (the claim the
+	// manager read back). nil only before the creating write.
 	fence *seam.Fence
 
 	created   chan struct{} // closed once the record is committed (or failed)
 	createErr error
 	// lazyRecord lets a new child's record linger like journal progress
-	// until someone waits for it (see deferRecord).
+	// until someone waits for it (see DeferRecord).
 	lazyRecord bool
 	onCreated  func() // called once the record is committed; must not block
 }
 
-// retryPolicy is how a child's writer retries a failed commit.
-type retryPolicy struct {
-	attempts int
-	delay    time.Duration // before the first retry; doubled after each
+// Store is what a writer needs of the session store (a seam.Store).
+type Store interface {
+	WriteChild(ctx context.Context, childID string, w seam.ChildWrite) error
+	JournalLen(ctx context.Context, childID string) (int64, error)
+	Header(ctx context.Context, childID string) (seam.Header, error)
 }
 
-// newPersister starts a child's writer. create, when non-nil, is the new
-// child's record, committed first with the claim of its owner; otherwise
-// fence is the claim the resumed child's writes are conditional on.
-func (m *Manager) newPersister(id string, create *seam.NewChild, fence *seam.Fence) *persister {
-	p := &persister{store: m.store, ctx: context.WithoutCancel(m.ctx), id: id, owner: m.owner, log: m.log, retry: m.retry, urge: make(chan struct{}, 1),
-		created: make(chan struct{}), fence: fence}
+// Retry is how a writer retries a failed commit.
+type Retry struct {
+	Attempts int           // in all; at least one
+	Delay    time.Duration // before the first retry; doubled after each
+}
+
+// Do runs a write made outside a child's writer with the same bounded
+// retry. A write refused for a reason a retry cannot change (ctx ended,
+// the child is claimed elsewhere or unknown) is not retried.
+func (r Retry) Do(ctx context.Context, write func(ctx context.Context) error) error {
+	delay := r.Delay
+	var err error
+	for i := 0; i < max(r.Attempts, 1); i++ {
+		if i > 0 {
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return err
+			}
+			delay *= 2
+		}
+		if err = write(ctx); err == nil || ctx.Err() != nil || errors.Is(err, seam.ErrOwned) || errors.Is(err, seam.ErrNotFound) {
+			return err
+		}
+	}
+	return err
+}
+
+// Config is what a child's writer is given.
+type Config struct {
+	Store Store
+	// Ctx is the context of its store calls: the manager's without its
+	// cancellation, so a write is never dropped for a caller or a
+	// shutdown. Each call is bounded by Timeout.
+	Ctx       context.Context
+	Timeout   time.Duration
+	ID, Owner string // the child's, and the manager's that writes it
+	Log       *slog.Logger
+	Retry     Retry
+	// Create, when non-nil, is the new child's record, committed first
+	// with Claim (its owner's lease); otherwise Fence is the claim the
+	// resumed child's writes are conditional on.
+	Create *seam.NewChild
+	Claim  *seam.Owner
+	Fence  *seam.Fence
+	// OnFail is called once, from the writer, with no lock held, when the
+	// writer breaks for good.
+	OnFail func(error)
+}
+
+// New returns a child's writer; its goroutine starts with the first write.
+func New(c Config) *Writer {
+	p := &Writer{store: c.Store, ctx: c.Ctx, timeout: c.Timeout, id: c.ID, owner: c.Owner, log: c.Log, retry: c.Retry, onFail: c.OnFail,
+		urge: make(chan struct{}, 1), created: make(chan struct{}), fence: c.Fence}
 	p.drained = sync.NewCond(&p.mu)
-	if create != nil {
-		lease := m.lease()
+	if c.Create != nil {
 		// Not started: the start queues the first message and then waits
 		// for the record, so both go out in one commit.
-		p.pending.Create, p.pending.Claim = create, &lease
+		p.pending.Create, p.pending.Claim = c.Create, c.Claim
 		p.issued++
 	} else {
 		close(p.created)
@@ -99,21 +154,41 @@ func (m *Manager) newPersister(id string, create *seam.NewChild, fence *seam.Fen
 	return p
 }
 
-// deferRecord lets the record, with the first message, linger with the
+// OnCreated sets what is called once the record is committed (from the
+// writer, with no lock held); it must not block.
+func (p *Writer) OnCreated(f func()) {
+	p.mu.Lock()
+	p.onCreated = f
+	p.mu.Unlock()
+}
+
+// Created is closed once the record is committed (or failed); at once for
+// a resumed child.
+func (p *Writer) Created() <-chan struct{} { return p.created }
+
+// Fence is the claim the child's writes are conditional on; nil until
+// the record is committed, and for good if it failed.
+func (p *Writer) Fence() *seam.Fence {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fence
+}
+
+// DeferRecord lets the record, with the first message, linger with the
 // turn's events (journalLinger) instead of going out at once: a short
 // turn's record, journal and settlement then share one commit. Only for a
-// child whose side effects wait for the record (gatedDriver) and whose id
+// child whose side effects wait for the record (the manager's gatedDriver) and whose id
 // reaches its caller only with the outcome. Called before anything is
 // queued after the record.
-func (p *persister) deferRecord() {
+func (p *Writer) DeferRecord() {
 	p.mu.Lock()
 	p.lazyRecord = true
 	p.mu.Unlock()
 }
 
-// recordFailed reports whether the record's commit failed: nothing of the
+// RecordFailed reports whether the record's commit failed: nothing of the
 // child was stored, and its id was never handed out.
-func (p *persister) recordFailed() bool {
+func (p *Writer) RecordFailed() bool {
 	if !isClosed(p.created) {
 		return false
 	}
@@ -122,8 +197,8 @@ func (p *persister) recordFailed() bool {
 	return p.createErr != nil
 }
 
-// recorded reports, without waiting, whether the record is committed.
-func (p *persister) recorded() bool {
+// Recorded reports, without waiting, whether the record is committed.
+func (p *Writer) Recorded() bool {
 	if !isClosed(p.created) {
 		return false
 	}
@@ -132,22 +207,22 @@ func (p *persister) recorded() bool {
 	return p.createErr == nil
 }
 
-// committed waits until the child's record is committed.
-func (p *persister) committed() error {
+// Committed waits until the child's record is committed.
+func (p *Writer) Committed() error {
 	<-p.created
 	return p.createErr
 }
 
-// add queues an event; it is the journal listener and never blocks on I/O.
+// Add queues an event; it is the journal listener and never blocks on I/O.
 // Messages a turn claimed leave the stored inbox in the same commit as the
 // last of the journal events that record them (each input is a user-side
 // message; the turn's end, for a driver that records fewer), so a crash
 // leaves each message queued or journaled, never neither.
-func (p *persister) add(e agent.Event) {
+func (p *Writer) Add(e agent.Event) {
 	p.mu.Lock()
 	p.pending.Events = append(p.pending.Events, e)
 	if len(p.claimed) > 0 {
-		if e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == llm.RoleUser {
+		if e.Kind == agent.EventMessage && e.Message != nil && e.Message.Role == seam.RoleUser {
 			p.unseen--
 		}
 		if p.unseen <= 0 || e.Kind == agent.EventTurnEnd {
@@ -160,8 +235,8 @@ func (p *persister) add(e agent.Event) {
 	p.mu.Unlock()
 }
 
-// enqueue records a message admitted to the inbox.
-func (p *persister) enqueue(q seam.QueuedMessage) {
+// Enqueue records a message admitted to the inbox.
+func (p *Writer) Enqueue(q seam.QueuedMessage) {
 	p.mu.Lock()
 	p.pending.Enqueue = append(p.pending.Enqueue, q)
 	p.issued++
@@ -169,8 +244,8 @@ func (p *persister) enqueue(q seam.QueuedMessage) {
 	p.mu.Unlock()
 }
 
-// claim records that a turn took these messages, one input each; see add.
-func (p *persister) claim(ids ...string) {
+// Claim records that a turn took these messages, one input each; see Add.
+func (p *Writer) Claim(ids ...string) {
 	p.mu.Lock()
 	p.claimed = append(p.claimed, ids...)
 	p.unseen += len(ids)
@@ -180,7 +255,7 @@ func (p *persister) claim(ids ...string) {
 // start makes sure a writer goroutine will see what is pending: it starts
 // one unless one runs (which rechecks pending before it ends), the writer
 // is broken or closed, or nothing is pending. Called under p.mu.
-func (p *persister) start() {
+func (p *Writer) start() {
 	if p.running || p.closed || p.err != nil || emptyWrite(p.pending) {
 		return
 	}
@@ -193,12 +268,12 @@ func emptyWrite(w seam.ChildWrite) bool {
 }
 
 // run writes until nothing is pending, then ends.
-func (p *persister) run() {
+func (p *Writer) run() {
 	// A panic here would take the whole server down; the store is the
 	// likeliest source (a damaged file), so it becomes a failed write.
 	defer func() {
 		if r := recover(); r != nil {
-			p.fail(fmt.Errorf("the store panicked: %v", r), p.mark())
+			p.fail(fmt.Errorf("the store panicked: %v", r), p.Mark())
 			p.mu.Lock()
 			p.running = false
 			p.drained.Broadcast()
@@ -237,12 +312,13 @@ func (p *persister) run() {
 			// Residency); every later write is fenced by it.
 			p.mu.Lock()
 			p.fence = &seam.Fence{Owner: p.owner, Epoch: 1}
+			onCreated := p.onCreated
 			p.mu.Unlock()
 			// Before the waiters wake: a caller handed its outcome has had
 			// its "started" note.
 			close(p.created)
-			if p.onCreated != nil {
-				p.onCreated()
+			if onCreated != nil {
+				onCreated()
 			}
 		}
 		p.mu.Lock()
@@ -262,7 +338,7 @@ const journalLinger = 10 * time.Millisecond
 // linger holds a write that is only journal progress (events, and the
 // inbox messages they record), which nobody waits for, until
 // journalLinger passes or someone waits (urge).
-func (p *persister) linger() {
+func (p *Writer) linger() {
 	if !p.lazy() {
 		return // the common case pays for no timer
 	}
@@ -280,7 +356,7 @@ func (p *persister) linger() {
 // lazy reports whether the pending write is only journal progress that
 // nobody waits for (or, deferred, a new child's record and first message
 // nobody waits for yet).
-func (p *persister) lazy() bool {
+func (p *Writer) lazy() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w := p.pending
@@ -293,7 +369,7 @@ func (p *persister) lazy() bool {
 
 // hurry marks ticket t as awaited, so the write carrying it does not
 // linger, and wakes a lingering writer to see it. Called under p.mu.
-func (p *persister) hurry(t int64) {
+func (p *Writer) hurry(t int64) {
 	if t > p.awaited {
 		p.awaited = t
 	}
@@ -308,9 +384,9 @@ func (p *persister) hurry(t int64) {
 // data reached the file): a journal already as long as w's last event, or
 // a created record already stored, means it did, and w is not applied
 // twice.
-func (p *persister) write(w seam.ChildWrite) error {
-	attempts := max(p.retry.attempts, 1)
-	delay := p.retry.delay
+func (p *Writer) write(w seam.ChildWrite) error {
+	attempts := max(p.retry.Attempts, 1)
+	delay := p.retry.Delay
 	var err error
 	for i := 0; i < attempts; i++ {
 		if i > 0 {
@@ -329,13 +405,13 @@ func (p *persister) write(w seam.ChildWrite) error {
 }
 
 // call runs one store call under the writer's context, bounded.
-func (p *persister) call(fn func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(p.ctx, storeTimeout)
+func (p *Writer) call(fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
 	defer cancel()
 	return fn(ctx)
 }
 
-func (p *persister) landed(w seam.ChildWrite) bool {
+func (p *Writer) landed(w seam.ChildWrite) bool {
 	if n := len(w.Events); n > 0 {
 		var l int64
 		err := p.call(func(ctx context.Context) (err error) { l, err = p.store.JournalLen(ctx, p.id); return err })
@@ -349,7 +425,7 @@ func (p *persister) landed(w seam.ChildWrite) bool {
 
 // fail breaks the writer: the writes up to hi (and everything after) are
 // not stored.
-func (p *persister) fail(cause error, hi int64) {
+func (p *Writer) fail(cause error, hi int64) {
 	err := &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: p.id,
 		Message: fmt.Sprintf("storing subagent %s failed (%v); it is stopped, and what it was last given may not have been kept", p.id, cause), Err: cause}
 	if errors.Is(cause, seam.ErrOwned) {
@@ -388,10 +464,10 @@ func isClosed(ch chan struct{}) bool {
 	}
 }
 
-// flush waits until everything queued so far is committed; with settle it
+// Flush waits until everything queued so far is committed; with settle it
 // first queues the final checkpoint (and the revocation of the claim) and
 // notice, so that they commit together.
-func (p *persister) flush(settle *seam.Checkpoint, notify *seam.ParentNotice) error {
+func (p *Writer) Flush(settle *seam.Checkpoint, notify *seam.ParentNotice) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
@@ -420,23 +496,23 @@ func (p *persister) flush(settle *seam.Checkpoint, notify *seam.ParentNotice) er
 
 var errWriterClosed = errors.New("the child's writer is closed")
 
-// mark returns a ticket for everything queued so far.
-func (p *persister) mark() int64 {
+// Mark returns a ticket for everything queued so far.
+func (p *Writer) Mark() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.issued
 }
 
-// waitFor waits until the writes up to ticket t are committed (not those
+// WaitFor waits until the writes up to ticket t are committed (not those
 // queued after). It fails when the writer broke before writing them.
-func (p *persister) waitFor(t int64) error { return p.wait(t, true) }
+func (p *Writer) WaitFor(t int64) error { return p.wait(t, true) }
 
-// waitLazily is waitFor without hurrying a lingering write: for a waiter
+// WaitLazily is WaitFor without hurrying a lingering write: for a waiter
 // whose write something else is about to hurry (the settlement that
 // follows the turn).
-func (p *persister) waitLazily(t int64) error { return p.wait(t, false) }
+func (p *Writer) WaitLazily(t int64) error { return p.wait(t, false) }
 
-func (p *persister) wait(t int64, hurry bool) error {
+func (p *Writer) wait(t int64, hurry bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.written < t && p.err == nil && !p.closed {
@@ -455,10 +531,10 @@ func (p *persister) wait(t int64, hurry bool) error {
 	return &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: p.id, Message: "the server is stopping; the write was not made", Err: errWriterClosed}
 }
 
-// close stops the writer once it is drained, and waits for its goroutine
+// Close stops the writer once it is drained, and waits for its goroutine
 // to end.
-func (p *persister) close() {
-	_ = p.flush(nil, nil)
+func (p *Writer) Close() {
+	_ = p.Flush(nil, nil)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
@@ -468,39 +544,25 @@ func (p *persister) close() {
 	}
 }
 
-// storeTimeout bounds one store call the manager makes on its own behalf
-// (its writers, settlements, recovery, and lookups whose caller passed no
-// context). bbolt and the in-memory store check a context only before they
-// start; a network store aborts a call when it expires.
-const storeTimeout = 30 * time.Second
+// Gate is what a new child's tool rounds wait for: the commit of its
+// record, while it is deferred (see Writer.DeferRecord); nothing once it
+// is committed, or when it was never deferred. It exists before the
+// child's writer: the driver is built with it.
+type Gate struct{ wait atomic.Pointer[func() error] }
 
-// bg is the context of a store call made on the manager's own behalf: not
-// cancelled by a caller leaving or by Close (a settlement write, a notice
-// or a shutdown checkpoint must not be dropped), bounded by storeTimeout.
-func (m *Manager) bg() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(m.ctx), storeTimeout)
-}
+// DeferTo makes the tool rounds wait for wait.
+func (g *Gate) DeferTo(wait func() error) { g.wait.Store(&wait) }
 
-// storeWrite runs a write outside a child's writer with the same bounded
-// retry. A write refused for a reason a retry cannot change (ctx ended,
-// the child is claimed elsewhere or unknown) is not retried.
-func (m *Manager) storeWrite(ctx context.Context, write func(ctx context.Context) error) error {
-	delay := m.retry.delay
-	var err error
-	for i := 0; i < max(m.retry.attempts, 1); i++ {
-		if i > 0 {
-			select {
-			case <-time.After(delay):
-			case <-ctx.Done():
+// Hook is budget with the gate before each tool round (call false).
+func (g *Gate) Hook(budget func(call bool) error) func(call bool) error {
+	return func(call bool) error {
+		if w := g.wait.Load(); w != nil && !call {
+			if err := (*w)(); err != nil {
 				return err
 			}
-			delay *= 2
 		}
-		if err = write(ctx); err == nil || ctx.Err() != nil || errors.Is(err, seam.ErrOwned) || errors.Is(err, seam.ErrNotFound) {
-			return err
-		}
+		return budget(call)
 	}
-	return err
 }
 
 // lostClaimErr is the error of a write (and of the turn it held) refused
@@ -509,87 +571,4 @@ func lostClaimErr(id string, cause error) *seam.Error {
 	return &seam.Error{Code: seam.CodeNotResumable, AgentID: id, Err: cause,
 		Message: fmt.Sprintf("this server lost the claim of subagent %s to another server sharing the session store (its lease here ran out): "+
 			"the turn's outcome was not kept; the other server closed that turn as interrupted and runs the queued messages; send to it again", id)}
-}
-
-// lostClaim reports whether err is a write refused because the child was
-// taken over.
-func lostClaim(err error) bool { return errors.Is(err, seam.ErrOwned) }
-
-// now is the manager's clock (Options.Clock).
-func (m *Manager) now() time.Time {
-	if m.opts.Clock != nil {
-		return m.opts.Clock()
-	}
-	return time.Now()
-}
-
-// lease is the manager's owner record as of now: claims made or renewed
-// with it expire after the lease TTL.
-func (m *Manager) lease() seam.Owner {
-	return seam.Owner{ID: m.owner, Expires: m.now().Add(m.opts.LeaseTTL)}
-}
-
-// startRenewer starts the goroutine that renews the manager's claims while
-// any child is resident; called under m.mu when a child becomes resident,
-// and by Recover. It ends on its own once nothing is resident (the next
-// resident child starts it again) unless Recover made it sweep too (then
-// it runs until Close: a server with nothing resident must still take
-// over a dead server's children), and at Close; Close waits for it (m.wg).
-func (m *Manager) startRenewer() {
-	if m.renewing || m.store == nil {
-		return
-	}
-	m.renewing = true
-	m.wg.Add(1)
-	go m.renew()
-}
-
-func (m *Manager) renew() {
-	defer m.wg.Done()
-	t := time.NewTicker(m.opts.LeaseTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.ctx.Done():
-			m.mu.Lock()
-			m.renewing = false
-			m.mu.Unlock()
-			return
-		case <-t.C:
-		}
-		m.mu.Lock()
-		resident, sweeping := len(m.live) > 0, m.sweeping
-		if !resident && !sweeping {
-			m.renewing = false
-			m.mu.Unlock()
-			return
-		}
-		m.mu.Unlock()
-		if resident {
-			// Bounded by the lease itself: a renewal later than that is moot.
-			ctx, cancel := context.WithTimeout(m.ctx, m.opts.LeaseTTL/3)
-			if err := m.store.Renew(ctx, m.lease()); err != nil {
-				m.log.Error("renewing the lease on resident children failed; retrying at the next tick", "owner", m.owner, "err", err)
-			}
-			cancel()
-		}
-		if sweeping {
-			m.startSweep()
-		}
-	}
-}
-
-// letGo ends the manager's lease at Close: its claims stay (the next start
-// announces their epochs, as after a crash) but are expired, so a manager
-// started next on the same store need not wait out the TTL. A failure is
-// logged: the claims then expire on their own.
-func (m *Manager) letGo(ctx context.Context) {
-	if m.store == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	defer cancel()
-	if err := m.store.Renew(ctx, seam.Owner{ID: m.owner, Expires: m.now()}); err != nil {
-		m.log.Warn("letting the lease on resident children go failed; they expire after the lease", "owner", m.owner, "err", err)
-	}
 }
