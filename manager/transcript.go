@@ -160,12 +160,14 @@ func (m *Manager) Watch(ctx context.Context, caller seam.ParentRef, childID stri
 }
 
 // watchStore starts following the store (see Watch), unless the store has
-// no wake-ups: it watches the child's key and takes the journal's length
-// now, before the reader's first read, so what is journaled after is
+// no wake-ups or no other instance writes it (seam.Shared: then only this
+// manager's activations change a journal, and the lifecycle follows
+// them): it watches the child's key and takes the journal's length now,
+// before the reader's first read, so what is journaled after is
 // signalled.
 func (w *Watch) watchStore(ctx context.Context, m *Manager) {
 	wk, ok := m.store.(seam.Waker)
-	if !ok {
+	if !ok || !shared(m.store) {
 		return
 	}
 	wake, stop, err := wk.Watch(ctx, w.id)
