@@ -26,18 +26,13 @@ import (
 // and answers "<label> done: <input>", except that an input starting with
 // "hold" says so on holding and answers only once release is closed.
 type relayProvider struct {
-	label   string
-	holding chan string
-	release chan struct{}
+	heldProvider // the rest of a continuable provider
+	label        string
+	holding      chan string
+	release      chan struct{}
 }
 
-func (*relayProvider) Name() string                    { return "relay" }
-func (*relayProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
-func (*relayProvider) InheritsParentContext() bool     { return false }
-func (*relayProvider) Continuable()                    {}
-func (*relayProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
-	return seam.CreationInputs{}, nil
-}
+func (*relayProvider) Name() string { return "relay" }
 func (p *relayProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
 	return &relayDriver{p: p, j: r.Journal}, nil
 }

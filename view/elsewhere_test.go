@@ -2,11 +2,9 @@ package view
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 )
 
@@ -40,13 +38,6 @@ func TestTheViewAtAnotherInstance(t *testing.T) {
 		t.Fatalf("B's transcript head = %+v; want %s running (at A)", head.Transcript, id)
 	}
 	r.unhold()
-	var answer, ended bool
-	for !answer || !ended {
-		m := decode[TranscriptMore](t, s.next(t), "entries")
-		for _, e := range m.Entries {
-			answer = answer || e.Role == "assistant" && strings.HasPrefix(e.Text, "answer to ")
-			ended = ended || e.Kind == string(agent.EventTurnEnd) && e.StopReason == "completed"
-		}
-	}
+	waitAnswered(t, s)
 	waitRow(t, tree, id, manager.StatusReady)
 }
