@@ -310,6 +310,7 @@ func TestWithoutElicitationTheQuestionIsANotice(t *testing.T) {
 type noNotices struct{ *fakeManager }
 
 func (noNotices) TakeNotices(string, string) []seam.Notice { return nil }
+func (noNotices) SessionOpened(string, string)             {}
 
 // fakeAsker is the manager's asking side for the refusal tests.
 type fakeAsker struct{ Asker }

@@ -62,12 +62,14 @@ type (
 	Reporter interface {
 		ReportFrom(caller seam.ParentRef, content string, delivery manager.Delivery) (string, error)
 	}
-	// Notices hands root callers what is pending for them, and hears when
-	// one of their sessions leaves.
+	// Notices hands root callers what is pending for them, and hears of
+	// their sessions' calls and departures (shared with other instances
+	// through the store).
 	Notices interface {
 		TakeNotices(principal, session string) []seam.Notice
 		WaitNotices(ctx context.Context, principal, session string) []seam.Notice
-		SessionGone()
+		SessionOpened(principal, session string)
+		SessionGone(session string)
 	}
 )
 
@@ -484,6 +486,11 @@ func (s *Server) mcpHandler(t *tool) server.ToolHandlerFunc {
 		root := caller.AgentID == ""
 		if root && !s.seen(ctx, caller.Principal) {
 			return mcp.NewToolResultError("Error: UNAUTHORIZED: this MCP session belongs to another principal; start a session of your own"), nil
+		}
+		if root && caller.Session != "" {
+			// Before the call starts any child: its notices wait for this
+			// session wherever the principal calls.
+			s.notices.SessionOpened(caller.Principal, caller.Session)
 		}
 		c := call{caller: caller, args: req.GetArguments(), task: s.taskMode(req)}
 		if req.Params.Meta != nil && req.Params.Meta.ProgressToken != nil {

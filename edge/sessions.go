@@ -65,7 +65,7 @@ func (s *Server) openSession(info SessionInfo) (end func()) {
 		}
 		s.mu.Unlock()
 		if gone {
-			s.notices.SessionGone()
+			s.notices.SessionGone(info.ID)
 		}
 	}
 }
@@ -78,12 +78,13 @@ func (s *Server) EndSession(id string) {
 	delete(s.sessionsByID, id)
 	s.mu.Unlock()
 	if known {
-		s.notices.SessionGone()
+		s.notices.SessionGone(id)
 	}
 }
 
-// SessionConnected reports whether a session is connected; it is the
-// manager's Options.SessionConnected.
+// SessionConnected reports whether a session is connected here; it is the
+// manager's Options.SessionConnected (the manager shares it with other
+// instances through the store).
 func (s *Server) SessionConnected(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -251,7 +252,7 @@ func (s *Server) Hooks() *server.Hooks {
 		}
 		s.pruneLocked(now)
 		s.mu.Unlock()
-		s.notices.SessionGone()
+		s.notices.SessionGone(cs.SessionID())
 	})
 	return h
 }

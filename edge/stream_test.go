@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -21,7 +23,33 @@ type noticeless struct{ *fakeManager }
 
 func (noticeless) TakeNotices(string, string) []seam.Notice                  { return nil }
 func (noticeless) WaitNotices(context.Context, string, string) []seam.Notice { return nil }
-func (noticeless) SessionGone()                                              {}
+func (noticeless) SessionOpened(string, string)                              {}
+func (noticeless) SessionGone(string)                                        {}
+
+// sessionLog is noticeless recording what the manager hears of sessions.
+type sessionLog struct {
+	noticeless
+	mu           sync.Mutex
+	opened, gone []string
+}
+
+func (l *sessionLog) SessionOpened(principal, session string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.opened = append(l.opened, principal+" "+session)
+}
+
+func (l *sessionLog) SessionGone(session string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gone = append(l.gone, session)
+}
+
+func (l *sessionLog) heard() (opened, gone []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.opened), slices.Clone(l.gone)
+}
 
 // servedSession serves one stream session of s over pipes (as the daemon
 // hands one over) and returns a client initialized on it; end closes the
@@ -58,13 +86,16 @@ func servedSession(t *testing.T, s *Server, info SessionInfo) (c *client.Client,
 
 // A stream session is the Server's while it is served: connected, its
 // calls its principal's with its cwd and settings, and gone when it ends.
+// The manager hears of it (to share its liveness with other instances):
+// opened at its root call, gone at its end.
 func TestAStreamSessionIsTheServersWhileItIsServed(t *testing.T) {
 	var got seam.ParentRef
 	f := &fakeManager{list: func(caller seam.ParentRef, _ manager.ListQuery) (manager.ListPage, error) {
 		got = caller
 		return manager.ListPage{}, nil
 	}}
-	s, err := New(noticeless{f}, Options{Roots: []string{t.TempDir()}})
+	heard := &sessionLog{noticeless: noticeless{f}}
+	s, err := New(heard, Options{Roots: []string{t.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,9 +117,15 @@ func TestAStreamSessionIsTheServersWhileItIsServed(t *testing.T) {
 	if got.Principal != "alice" || got.Session != "sock-1" || got.Cwd != cwd || got.Settings != settings {
 		t.Errorf("the call's caller = %+v; want alice on session sock-1 in %s with its settings", got, cwd)
 	}
+	if opened, gone := heard.heard(); !slices.Equal(opened, []string{"alice sock-1"}) || len(gone) != 0 {
+		t.Errorf("after a root call the manager heard opened %q, gone %q; want alice's sock-1 opened", opened, gone)
+	}
 	end()
 	if s.SessionConnected("sock-1") || s.SessionCount() != 0 {
 		t.Errorf("after the stream ended: connected %v, %d sessions; want gone", s.SessionConnected("sock-1"), s.SessionCount())
+	}
+	if _, gone := heard.heard(); !slices.Equal(gone, []string{"sock-1"}) {
+		t.Errorf("after the stream ended the manager heard gone %q; want sock-1", gone)
 	}
 }
 

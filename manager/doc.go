@@ -232,6 +232,16 @@
 //   - A notice for a root principal stored at any instance wakes the
 //     principal's waiting call at every instance (WaitNotices, WaitSignal
 //     on a principal's address) and is taken once (Store.TakeNotices).
+//   - Session liveness, on a store that shares it (seam.Sessions;
+//     sessions.go): a root session's first call at an instance
+//     (SessionOpened) records it as connected there, under the instance's
+//     lease; its disconnect (SessionGone, or the renewal finding it no
+//     longer connected here) removes the record, and each renewal removes
+//     those of instances whose lease ran out. A notice waits for its
+//     session while that session is connected here or recorded at another
+//     instance; a removal wakes the principal's waiting calls at every
+//     instance, so the notice goes to the principal's next call anywhere,
+//     once. bbolt has no other instance: liveness stays local there.
 //
 // What stays per instance, and why:
 //
@@ -249,9 +259,6 @@
 //     caller waiting at another instance lends the turn no slot.
 //   - Budget ledgers live where the child is resident; a ledger is rebuilt
 //     from the journal on every resume, so a takeover keeps the limits.
-//   - Session liveness (Options.SessionConnected) is this instance's: a
-//     notice for a session connected at another instance may be taken by
-//     another session of the same principal here.
 //   - The questions a child asks live in its owner's memory: they are
 //     listed, answered (Answer, AnswerVia, a send_message that answers)
 //     and offered to a waiting call (OfferQuestions) at that instance
@@ -271,7 +278,8 @@
 //     (takeOverAndClose).
 //  2. Manager.mu — the registry and the maps of the living: providers,
 //     listeners, one-shot runs, live activations, pending and session
-//     signals, corrupt children, lastCreated, closed, renewing, retaining.
+//     signals, shared sessions, corrupt children, lastCreated, closed,
+//     renewing, retaining.
 //  3. activation.mu — one child's inbox, parked queue, turn in flight,
 //     owned children, waiters, settling, last result and usage.
 //  4. Watch.mu — one transcript watch's journal subscription.

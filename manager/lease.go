@@ -46,8 +46,9 @@ func (m *Manager) lease() seam.Owner {
 }
 
 // startRenewer starts the goroutine that renews the manager's claims while
-// any child is resident; called under m.mu when a child becomes resident,
-// and by Recover. It ends on its own once nothing is resident (the next
+// any child is resident or a session is recorded in the store as connected
+// here (sessions.go); called under m.mu when a child becomes resident or a
+// session is recorded, and by Recover. It ends on its own once nothing is resident (the next
 // resident child starts it again) unless Recover made it sweep too (then
 // it runs until Close: a server with nothing resident must still take
 // over a dead server's children), and at Close; Close waits for it (m.wg).
@@ -64,6 +65,7 @@ func (m *Manager) renew() {
 	defer m.wg.Done()
 	t := time.NewTicker(m.opts.LeaseTTL / 3)
 	defer t.Stop()
+	var leaseEnd time.Time // the expiry of the last renewal
 	for {
 		select {
 		case <-m.ctx.Done():
@@ -74,19 +76,29 @@ func (m *Manager) renew() {
 		case <-t.C:
 		}
 		m.mu.Lock()
-		resident, sweeping := len(m.live) > 0, m.sweeping
-		if !resident && !sweeping {
+		resident, sweeping, sessions := len(m.live) > 0, m.sweeping, len(m.shared) > 0
+		if !resident && !sweeping && !sessions {
 			m.renewing = false
 			m.mu.Unlock()
 			return
 		}
 		m.mu.Unlock()
-		if resident {
+		lapsed := false // the lease ran out before this renewal (a pause)
+		if resident || sessions {
 			// Bounded by the lease itself: a renewal later than that is moot.
 			ctx, cancel := context.WithTimeout(m.ctx, m.opts.LeaseTTL/3)
-			if err := m.store.Renew(ctx, m.lease()); err != nil {
+			l := m.lease()
+			if err := m.store.Renew(ctx, l); err != nil {
 				m.log.Error("renewing the lease on resident children failed; retrying at the next tick", "owner", m.owner, "err", err)
+			} else {
+				lapsed = !leaseEnd.IsZero() && l.Expires.Add(-m.opts.LeaseTTL).After(leaseEnd)
+				leaseEnd = l.Expires
 			}
+			cancel()
+		}
+		if sessions || sweeping {
+			ctx, cancel := context.WithTimeout(m.ctx, m.opts.LeaseTTL/3)
+			m.tendSessions(ctx, lapsed) // sessions.go
 			cancel()
 		}
 		if sweeping {

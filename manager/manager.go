@@ -36,9 +36,11 @@ type Options struct {
 	// principal (to push it to connected sessions). It must not block.
 	OnNotice func(principal string, n seam.Notice)
 	// SessionConnected, when set, reports whether a root session is still
-	// connected; a notice waits for its originating session only while it
-	// is. Call Manager.SessionGone when one disconnects. Nil: notices go
-	// to any session of their principal.
+	// connected here; a notice waits for its originating session only
+	// while it is connected here or, on a store that shares sessions
+	// (seam.Sessions), at another instance. Call Manager.SessionOpened on
+	// a root session's calls and Manager.SessionGone when one disconnects.
+	// Nil: none is connected here.
 	SessionConnected func(session string) bool
 	// Callback, when set, mints the endpoint external children use to reach
 	// this server back; nil: none is offered.
@@ -147,6 +149,9 @@ type Manager struct {
 	resumeMu   sync.Mutex // serialises cold resumes
 	pendingSig map[string]chan struct{}
 	sessionSig chan struct{} // closed and replaced when a root session goes
+	// shared are the root sessions this manager recorded in the store as
+	// connected here (seam.Sessions), by id: their principals (sessions.go).
+	shared map[string]string
 	// corrupt holds children whose stored journal failed to decode on a
 	// read (a resume, a fold, a recovery), with the reason listings show
 	// for them from then on, even where a checkpoint would have spared the
@@ -186,7 +191,7 @@ func New(opts Options) *Manager {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{opts: opts, log: log, providers: map[string]seam.Provider{},
 		listeners: map[int]func(Event){}, runs: map[string]*oneShot{},
-		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), corrupt: map[string]string{},
+		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), shared: map[string]string{}, corrupt: map[string]string{},
 		retry: persister.Retry{Attempts: cmp.Or(opts.WriteAttempts, DefaultWriteAttempts), Delay: cmp.Or(opts.WriteRetryDelay, DefaultWriteRetryDelay)},
 		owner: cmp.Or(opts.OwnerID, "manager-"+NewID()[len("agent-"):]),
 		adm:   admission.New(opts.MaxRunningChildren, opts.MaxRunningTotal),
@@ -355,6 +360,7 @@ func NewID() string {
 // next on the same store takes the claims over at once.
 func (m *Manager) Close(ctx context.Context) error {
 	defer m.letGo(ctx)
+	defer m.dropSessions(ctx)
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()

@@ -1,7 +1,9 @@
 package manager
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,9 +86,10 @@ func (m *Manager) pendingChan(addr string) <-chan struct{} {
 
 // TakeNotices removes and returns what is pending for a root principal's
 // session: the notices of children that session started, and those whose
-// originating session is gone (Options.SessionConnected) or unknown. With
-// session empty (a transport without sessions) it takes every notice of
-// the principal whose session is not connected.
+// originating session is connected neither here (Options.SessionConnected)
+// nor, on a store that shares sessions (seam.Sessions), at another
+// instance. With session empty (a transport without sessions) it takes
+// every notice of the principal whose session is not connected.
 func (m *Manager) TakeNotices(principal, session string) []seam.Notice {
 	if m.store == nil {
 		return nil
@@ -95,23 +98,40 @@ func (m *Manager) TakeNotices(principal, session string) []seam.Notice {
 	// own ended: the read is the manager's own, bounded.
 	ctx, cancel := m.bg()
 	defer cancel()
-	ns, err := m.store.TakeNotices(ctx, seam.PrincipalAddress(principal), func(n seam.Notice) bool {
-		return m.noticeFor(n, session)
-	})
+	addr := seam.PrincipalAddress(principal)
+	// The store is asked about other instances' sessions only when a
+	// notice of a session not connected here is pending: a first take
+	// leaves those, a second takes those the store says are not connected
+	// elsewhere.
+	var elsewhere map[string]bool
+	ask := false
+	take := func(n seam.Notice) bool {
+		switch {
+		case n.Session == "" || n.Session == session:
+			return true
+		case m.connectedHere(n.Session):
+			return false
+		case m.sessionStore() == nil:
+			return true
+		case elsewhere == nil:
+			ask = true
+			return false
+		}
+		return !elsewhere[n.Session]
+	}
+	ns, err := m.store.TakeNotices(ctx, addr, take)
+	if err == nil && ask {
+		if elsewhere = m.connectedElsewhere(ctx, principal); elsewhere != nil {
+			var more []seam.Notice
+			more, err = m.store.TakeNotices(ctx, addr, take)
+			ns = append(ns, more...)
+			slices.SortFunc(ns, func(a, b seam.Notice) int { return cmp.Compare(a.Seq, b.Seq) })
+		}
+	}
 	if err != nil {
 		m.log.Error("reading pending notices failed", "principal", principal, "err", err)
 	}
 	return ns
-}
-
-// noticeFor reports whether a root notice may go to session: it is the
-// child's originating session, or that session is not connected.
-func (m *Manager) noticeFor(n seam.Notice, session string) bool {
-	if n.Session == "" || n.Session == session {
-		return true
-	}
-	live := m.opts.SessionConnected
-	return live == nil || !live(n.Session)
 }
 
 // WaitNotices blocks until something is pending for a root principal's
@@ -134,22 +154,6 @@ func (m *Manager) WaitNotices(ctx context.Context, principal, session string) []
 			return m.TakeNotices(principal, session)
 		}
 	}
-}
-
-// SessionGone tells the manager a root session disconnected: its pending
-// notices become any session's of its principal, and waiters recheck.
-func (m *Manager) SessionGone() {
-	m.mu.Lock()
-	ch := m.sessionSig
-	m.sessionSig = make(chan struct{})
-	m.mu.Unlock()
-	close(ch)
-}
-
-func (m *Manager) sessionsChanged() <-chan struct{} {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.sessionSig
 }
 
 // WaitSignal blocks until something is delivered to addr or ctx ends. A

@@ -20,7 +20,9 @@ import (
 //     request for it (Interrupts.RequestInterrupt);
 //   - the settlement notice's recipient (ChildWrite.Notify.To: a parent
 //     agent's id, whose inbox it joins, or a principal's address);
-//   - the address a notice is queued under (AddNotice).
+//   - the address a notice is queued under (AddNotice);
+//   - a principal's address, when a record of one of its sessions is
+//     removed (Sessions).
 //
 // WakeKeys says which keys a ChildWrite signals.
 //
@@ -103,4 +105,43 @@ type InterruptRequest struct {
 	// tenure whose turn it meant to stop. An owner drops a request of an
 	// earlier tenure (its turn is gone with its former owner); 0: any.
 	Epoch int64 `json:"epoch,omitempty"`
+}
+
+// Sessions is a Store's optional ability to share root sessions' liveness
+// among the instances sharing it, found by type assertion (memstore and
+// pgstore implement it; bbolt, which one process opens at a time, has no
+// other instance to tell, so the manager's local liveness suffices there).
+// A root notice waits for the session that started its child while that
+// session is connected anywhere (Notice.Session); then it goes to any
+// session of the principal, at any instance.
+//
+// A record says a session is connected at an owner (an instance: its
+// Owner.ID, as in claims). It is live while kept and while its owner's
+// lease — the one owner record its claims share, extended by Store.Renew
+// — has not expired by the store's clock. OpenSession keeps a record;
+// CloseSession removes it; ReapSessions removes those whose owner's lease
+// expired. Removing a record signals its principal's address (see Waker),
+// so the principal's callers waiting at any instance look again.
+type Sessions interface {
+	// OpenSession records s.ID (of s.Principal) as connected at
+	// s.Owner.ID and sets that owner's lease to s.Owner.Expires, as a
+	// claim does. Opening a recorded session again updates it.
+	OpenSession(ctx context.Context, s Session) error
+	// CloseSession removes the record of session at owner, signalling its
+	// principal's address; not an error when there is none.
+	CloseSession(ctx context.Context, session, owner string) error
+	// SessionsOf returns principal's live records (a session connected at
+	// several owners has one each), Owner.Expires as the lease reads.
+	SessionsOf(ctx context.Context, principal string) ([]Session, error)
+	// ReapSessions removes every record whose owner's lease has expired
+	// by the store's clock (or that has no lease), signalling each one's
+	// principal's address, and returns them.
+	ReapSessions(ctx context.Context) ([]Session, error)
+}
+
+// Session is a root session's record in a store (see Sessions).
+type Session struct {
+	ID        string
+	Principal string
+	Owner     Owner
 }

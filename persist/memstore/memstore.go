@@ -13,7 +13,9 @@
 // from the clock. A store lives in one process, so every owner is of its
 // one opening: an owner whose Close let its lease go (Renew with a past
 // time) is taken over at once, and one that just stopped renewing after its
-// lease ran out. Nothing is ever corrupt here, so ErrCorrupt is never
+// lease ran out. Root sessions (seam.Sessions) live by their owner's last
+// lease, as a shared store keeps them, so managers sharing one store in a
+// process share them. Nothing is ever corrupt here, so ErrCorrupt is never
 // returned and no Listing is Corrupt.
 //
 // Caveats: everything is lost when the process ends, including the claims
@@ -88,6 +90,10 @@ type Store struct {
 	// epochs is each child's last claim epoch; it outlives the claim.
 	epochs map[string]int64
 	wake   wake.Hub // Watch's watches (wake.go)
+	// leases is each owner's lease as its last claim, renewal or session
+	// set it, and sessions the connected root sessions (sessions.go).
+	leases   map[string]time.Time
+	sessions map[sessionKey]seam.Session
 }
 
 // New returns an empty store.
@@ -99,6 +105,8 @@ func New() *Store {
 		notices:    map[string]*queue{},
 		claims:     map[string]seam.Owner{},
 		epochs:     map[string]int64{},
+		leases:     map[string]time.Time{},
+		sessions:   map[sessionKey]seam.Session{},
 	}
 }
 
@@ -560,6 +568,7 @@ func (s *Store) WriteChild(ctx context.Context, childID string, w seam.ChildWrit
 			s.epochs[childID]++ // a takeover, or a claim of an unclaimed child
 		}
 		s.claims[childID] = *w.Claim
+		s.leases[w.Claim.ID] = w.Claim.Expires
 	}
 	c.inbox = append(c.inbox, queued...)
 	if len(w.Dequeue) > 0 {
@@ -662,6 +671,7 @@ func (s *Store) Renew(ctx context.Context, owner seam.Owner) error {
 			s.claims[id] = owner
 		}
 	}
+	s.leases[owner.ID] = owner.Expires
 	return nil
 }
 
@@ -694,6 +704,7 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	s.children, s.byParent, s.byAncestor, s.notices, s.claims, s.epochs = nil, nil, nil, nil, nil, nil
+	s.leases, s.sessions = nil, nil
 	return nil
 }
 

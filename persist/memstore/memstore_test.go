@@ -13,8 +13,10 @@ func TestConformance(t *testing.T) {
 }
 
 func TestShared(t *testing.T) {
-	storetest.RunShared(t, func(t *testing.T) (seam.Store, seam.Store) {
+	open := func(t *testing.T) (seam.Store, seam.Store) {
 		s := memstore.New()
 		return s, s
-	})
+	}
+	storetest.RunShared(t, open)
+	storetest.RunSessions(t, open)
 }

@@ -11,7 +11,8 @@
 // another instance is writing or taking right now is refused (ErrOwned)
 // at once, never waited for. Claims carry an epoch and a fenced write
 // (ChildWrite.Fence) checks it under the row lock, so a former owner's
-// write after a takeover stores nothing.
+// write after a takeover stores nothing. Root sessions connected at an
+// instance (seam.Sessions, sessions.go) live by that owner's lease too.
 //
 // The schema is versioned (schema.go): Open applies the missing
 // migrations and refuses a database whose schema is newer than the build.

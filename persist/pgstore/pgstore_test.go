@@ -31,9 +31,10 @@ func TestConformance(t *testing.T) {
 }
 
 // Two handles of one database, as two instances have: a wake-up crosses
-// from the writer's commit to the watcher's connection.
+// from the writer's commit to the watcher's connection, and a session one
+// records is live at the other.
 func TestShared(t *testing.T) {
-	storetest.RunShared(t, func(t *testing.T) (seam.Store, seam.Store) {
+	open := func(t *testing.T) (seam.Store, seam.Store) {
 		dsn := pgtest.Shared(t).DSN(t)
 		var hs [2]seam.Store
 		for i := range hs {
@@ -45,5 +46,7 @@ func TestShared(t *testing.T) {
 			hs[i] = s
 		}
 		return hs[0], hs[1]
-	})
+	}
+	storetest.RunShared(t, open)
+	storetest.RunSessions(t, open)
 }

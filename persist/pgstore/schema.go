@@ -113,6 +113,18 @@ create table questions (
 alter table children add column has_children boolean not null default false;
 update children set has_children = true where id in (select parent from children);
 `,
+	// 5: root sessions connected at an owner (sessions.go), live while the
+	// owner's lease runs.
+	`
+create table sessions (
+	id text collate "C" not null,
+	owner text collate "C" not null references owners (id) on delete cascade,
+	principal text collate "C" not null,
+	primary key (id, owner)
+);
+create index sessions_principal on sessions (principal);
+create index sessions_owner on sessions (owner);
+`,
 }
 
 // SchemaVersion is the schema version this build writes and reads.

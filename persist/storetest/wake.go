@@ -22,10 +22,7 @@ import (
 // what it may not do is never come.
 func RunShared(t *testing.T, open func(t *testing.T) (watcher, writer seam.Store)) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		fn   func(t *testing.T, w, s seam.Store)
-	}{
+	runPairs(t, open, []pairCase{
 		{"an inbox admission wakes the child's watchers", testWakeOnEnqueue},
 		{"a turn's end wakes the child's watchers", testWakeOnTurnEnd},
 		{"a settlement wakes the child's watchers and its notice's recipient", testWakeOnSettle},
@@ -37,7 +34,20 @@ func RunShared(t *testing.T, open func(t *testing.T) (watcher, writer seam.Store
 		{"a fenced take refuses a former owner and leaves the request", testInterruptFenced},
 		{"concurrent takers: one gets the request", testInterruptTakenOnce},
 		{"a deleted child's request goes with it", testInterruptDeleted},
-	} {
+	})
+}
+
+// pairCase is a case run on two handles of one store.
+type pairCase struct {
+	name string
+	fn   func(t *testing.T, w, s seam.Store)
+}
+
+// runPairs runs each case on a new pair of handles open returns, closing
+// both when the subtest ends.
+func runPairs(t *testing.T, open func(t *testing.T) (watcher, writer seam.Store), cases []pairCase) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			w, s := open(t)
 			t.Cleanup(func() { _ = w.Close(); _ = s.Close() })
