@@ -18,7 +18,9 @@
 //     a send_message with a wait), the handler's start in task mode
 //     (Server.startContinuable, Server.followup) starts it without an
 //     in-band wait, so its record is committed before its id is known,
-//     then waits on its turn through manager.AwaitTurn; the layer commits the task record and answers
+//     then waits on its turn through manager.AwaitTurn (a follow-up
+//     forwarded to the instance the child is resident on:
+//     manager.AwaitSent, which waits on the store); the layer commits the task record and answers
 //     the request with the task handle, and the call goes on: its answer,
 //     exactly the CallToolResult a foreground call gives (notices riding
 //     along included), becomes the task's result. A call that starts no
@@ -49,6 +51,14 @@
 //     when its last turn completed (a subagent task; send_message tasks
 //     are not rebuilt), else failed with the diagnostic — never working
 //     forever.
+//   - Several instances on one store (TaskOptions.Instance set): a task
+//     records the instance whose call waits on it, which rewrites the
+//     record's beat every Heartbeat while it works. Any instance answers
+//     tasks/get from the store; another instance resolves a working task
+//     (at tasks/get, in Recover, in the sweep) only once its beat is three
+//     Heartbeats old, as one a stop left. tasks/cancel takes effect at the
+//     instance whose call runs the task only (elsewhere it is
+//     acknowledged and changes nothing, as for a settled task).
 //   - A task expires TTL after it settled: a tasks/get then deletes it and
 //     answers -32602 "Task has expired"; Recover deletes expired tasks,
 //     and so does a sweep every Options.SweepEvery (10 minutes) after it.

@@ -31,6 +31,7 @@ const (
 	DefaultTaskTTL          = time.Hour
 	DefaultTaskPollInterval = 2 * time.Second
 	DefaultTaskSweepEvery   = 10 * time.Minute
+	DefaultTaskHeartbeat    = 10 * time.Second
 )
 
 // Error codes the extension uses beside JSON-RPC's own.
@@ -42,6 +43,7 @@ const (
 // Manager is what the layer asks of the manager.
 type TaskManager interface {
 	AwaitTurn(childID, msgID string, step func(string)) manager.Turn
+	AwaitSent(sent *manager.Sent, step func(string)) manager.Turn
 	Interrupt(caller seam.ParentRef, childID string) error
 	LastOutcome(ctx context.Context, childID string) (seam.Result, error)
 }
@@ -59,6 +61,16 @@ type TaskOptions struct {
 	// deleted: a settled task nobody asks about again would otherwise stay
 	// stored until the next start. Zero: DefaultTaskSweepEvery.
 	SweepEvery time.Duration
+	// Instance names this instance when the store is shared by several
+	// (PostgreSQL): a task records the instance whose call waits on it,
+	// which rewrites the record's beat every Heartbeat while it works, and
+	// another instance leaves such a task working (tasks/get answers it
+	// from the store, Recover skips it) until its beat is three Heartbeats
+	// old. Empty: the store is this instance's alone, and a working task
+	// no call here runs was left by a stop, resolved at once.
+	Instance string
+	// Heartbeat is the beat's period; zero: DefaultTaskHeartbeat.
+	Heartbeat time.Duration
 	// Now is the clock (tests inject one); nil: time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -79,6 +91,8 @@ type TaskLayer struct {
 	ttl   time.Duration
 	poll  time.Duration
 	every time.Duration // the expiry sweep's period
+	inst  string        // TaskOptions.Instance
+	beat  time.Duration // TaskOptions.Heartbeat
 	now   func() time.Time
 	log   *slog.Logger
 
@@ -117,7 +131,11 @@ type liveTask struct {
 
 // New builds a layer over a store and a manager.
 func NewTaskLayer(o TaskOptions) *TaskLayer {
-	l := &TaskLayer{store: o.Store, mgr: o.Manager, ttl: o.TTL, poll: o.PollInterval, every: o.SweepEvery, now: o.Now, log: o.Logger, live: map[string]*liveTask{}, calls: map[callKey]*inflight{}, modes: map[string]*taskMode{}}
+	l := &TaskLayer{store: o.Store, mgr: o.Manager, ttl: o.TTL, poll: o.PollInterval, every: o.SweepEvery, now: o.Now, log: o.Logger, live: map[string]*liveTask{}, calls: map[callKey]*inflight{}, modes: map[string]*taskMode{},
+		inst: o.Instance, beat: o.Heartbeat}
+	if l.beat <= 0 {
+		l.beat = DefaultTaskHeartbeat
+	}
 	if l.every <= 0 {
 		l.every = DefaultTaskSweepEvery
 	}
@@ -345,7 +363,11 @@ func (l *TaskLayer) call(ctx context.Context, r request, raw json.RawMessage, ne
 	}
 	now := l.now()
 	rec := taskstore.Record{ID: newTaskID(), Principal: Principal(ctx), Tool: r.Params.Name, AgentID: s.childID, MessageID: s.msgID,
-		Status: taskstore.StatusWorking, StatusMessage: "started " + s.childID, CreatedAt: now, UpdatedAt: now, TTL: l.ttl}
+		Status: taskstore.StatusWorking, StatusMessage: "started " + s.childID, CreatedAt: now, UpdatedAt: now, TTL: l.ttl,
+		Runner: l.inst}
+	if l.inst != "" {
+		rec.Beat = now
+	}
 	lt := &liveTask{rec: rec, call: p}
 	l.mu.Lock()
 	l.live[rec.ID] = lt
@@ -428,9 +450,25 @@ func withID(resp mcp.JSONRPCMessage, id mcp.RequestId) mcp.JSONRPCMessage {
 }
 
 // settle waits for a task's call to answer and stores the answer as the
-// task's result.
+// task's result; meanwhile, in a shared store, it rewrites the working
+// record's beat every Heartbeat (in this goroutine, so a beat never lands
+// after the settled record).
 func (l *TaskLayer) settle(id string, done <-chan mcp.JSONRPCMessage) {
-	resp := <-done
+	var beat <-chan time.Time
+	if l.inst != "" {
+		t := time.NewTicker(l.beat)
+		defer t.Stop()
+		beat = t.C
+	}
+	var resp mcp.JSONRPCMessage
+	for waiting := true; waiting; {
+		select {
+		case resp = <-done:
+			waiting = false
+		case <-beat:
+			l.heartbeat(id)
+		}
+	}
 	if l.ctx.Err() != nil {
 		return // closing: the call stopped waiting, not the child
 	}
@@ -471,6 +509,32 @@ func (l *TaskLayer) settle(id string, done <-chan mcp.JSONRPCMessage) {
 	}
 	l.log.Info("task settled", "task_id", id, "status", final.Status, "agent_id", final.AgentID)
 	l.drop(id)
+}
+
+// heartbeat rewrites a working task's beat: its call here still runs.
+func (l *TaskLayer) heartbeat(id string) {
+	l.mu.Lock()
+	lt := l.live[id]
+	if lt == nil || lt.rec.Status != taskstore.StatusWorking {
+		l.mu.Unlock()
+		return
+	}
+	lt.rec.Beat = l.now()
+	rec := lt.rec
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(l.ctx, l.beat)
+	defer cancel()
+	if err := l.store.PutTask(ctx, rec); err != nil && l.ctx.Err() == nil {
+		l.log.Warn("storing a task's heartbeat failed; other instances resolve it as stopped once its beat is stale", "task_id", id, "err", err)
+	}
+}
+
+// orphaned reports whether a stored working task has no call waiting on
+// it anywhere: run here (not live, so a stop or a failed write left it),
+// in a store that is this instance's alone, or by an instance whose beat
+// is three Heartbeats old.
+func (l *TaskLayer) orphaned(rec taskstore.Record) bool {
+	return l.inst == "" || rec.Runner == "" || rec.Runner == l.inst || l.now().Sub(rec.Beat) > 3*l.beat
 }
 
 func (l *TaskLayer) drop(id string) {
@@ -592,7 +656,7 @@ func (l *TaskLayer) lookup(ctx context.Context, id, principal string) (*liveTask
 		}
 		return nil, errExpired
 	}
-	if rec.Status == taskstore.StatusWorking {
+	if rec.Status == taskstore.StatusWorking && l.orphaned(rec) {
 		rec = l.resolve(ctx, rec)
 	}
 	return &liveTask{rec: rec}, nil
@@ -668,17 +732,27 @@ func (l *TaskLayer) cancelTask(lt *liveTask) {
 	l.log.Info("task cancel: the child's turn is interrupted", "task_id", rec.ID, "agent_id", rec.AgentID)
 }
 
-// Recover resolves the stored tasks a stopped server left working and
-// deletes the expired ones; from then on, until Close, it deletes expired
-// tasks every SweepEvery. Call it once at start, after the manager's
-// Recover (which closes the children such a stop left running).
+// Recover resolves the stored tasks a stopped server left working (in a
+// shared store, those whose runner's beat is stale: another instance's
+// working task is its own) and deletes the expired ones; from then on,
+// until Close, it does both every SweepEvery. Call it once at start,
+// after the manager's Recover (which closes the children such a stop left
+// running).
 func (l *TaskLayer) Recover(ctx context.Context) error {
 	recs, _, err := l.sweep(ctx)
 	if err != nil {
 		return err
 	}
+	l.resolveOrphans(ctx, recs)
+	l.sweeping.Do(func() { l.wg.Go(l.sweepLoop) })
+	return nil
+}
+
+// resolveOrphans resolves those of recs that are working and orphaned,
+// unless their call runs here.
+func (l *TaskLayer) resolveOrphans(ctx context.Context, recs []taskstore.Record) {
 	for _, rec := range recs {
-		if rec.Status != taskstore.StatusWorking {
+		if rec.Status != taskstore.StatusWorking || !l.orphaned(rec) {
 			continue
 		}
 		l.mu.Lock()
@@ -686,14 +760,13 @@ func (l *TaskLayer) Recover(ctx context.Context) error {
 		l.mu.Unlock()
 		if !live {
 			rec = l.resolve(ctx, rec)
-			l.log.Info("resolved a task a stop left working", "task_id", rec.ID, "status", rec.Status, "agent_id", rec.AgentID)
+			l.log.Info("resolved a task a stop left working", "task_id", rec.ID, "status", rec.Status, "agent_id", rec.AgentID, "runner", rec.Runner)
 		}
 	}
-	l.sweeping.Do(func() { l.wg.Go(l.sweepLoop) })
-	return nil
 }
 
-// sweepLoop deletes expired tasks every l.every until Close.
+// sweepLoop deletes expired tasks, and resolves orphaned ones, every
+// l.every until Close.
 func (l *TaskLayer) sweepLoop() {
 	t := time.NewTicker(l.every)
 	defer t.Stop()
@@ -703,12 +776,15 @@ func (l *TaskLayer) sweepLoop() {
 			return
 		case <-t.C:
 		}
-		_, n, err := l.sweep(l.ctx)
+		kept, n, err := l.sweep(l.ctx)
 		switch {
 		case err != nil && l.ctx.Err() == nil:
 			l.log.Warn("sweeping expired tasks failed", "err", err)
 		case n > 0:
 			l.log.Debug("deleted expired tasks", "count", n)
+		}
+		if err == nil && l.inst != "" {
+			l.resolveOrphans(l.ctx, kept)
 		}
 	}
 }
@@ -828,14 +904,22 @@ func (s *Server) followupInTaskMode(ctx context.Context, task *taskMode, caller 
 	if err != nil {
 		return nil, err
 	}
-	sent.Turn = task.await(childID, sent.MessageID)
+	// AwaitSent: a follow-up forwarded to the instance the child is
+	// resident on is waited on the store, not on an activation here.
+	sent.Turn = task.report(childID, sent.MessageID, task.l.mgr.AwaitSent(sent, task.setStep))
 	return sent, nil
 }
 
 // await is the turn msgID of childID, started in task mode, as the call
 // waits on it; the layer hears of the start.
 func (p *taskMode) await(childID, msgID string) manager.Turn {
-	t := closingTurn{Turn: p.l.mgr.AwaitTurn(childID, msgID, p.setStep), l: p.l}
+	return p.report(childID, msgID, p.l.mgr.AwaitTurn(childID, msgID, p.setStep))
+}
+
+// report tells the layer of the start of turn (msgID of childID), which
+// the call waits on until the layer closes.
+func (p *taskMode) report(childID, msgID string, turn manager.Turn) manager.Turn {
+	t := closingTurn{Turn: turn, l: p.l}
 	p.started <- started{childID: childID, msgID: msgID}
 	return t
 }

@@ -30,11 +30,11 @@ const RouteForwarded Route = "forwarded"
 // settling as well; whichever claims it first runs it).
 func (m *Manager) sendElsewhere(ctx context.Context, hdr seam.Header, content string, wait bool, budget *seam.Budget) (*Sent, bool, error) {
 	id := hdr.ID
-	c, claimed, err := m.store.ClaimOf(ctx, id)
+	c, elsewhere, err := m.heldElsewhere(ctx, id)
 	if err != nil {
 		return nil, true, sendStoreErr(ctx, id, err)
 	}
-	if !claimed || c.Owner.ID == m.owner || c.Owner.ID == "" || !c.Owner.Expires.After(m.now()) {
+	if !elsewhere {
 		return nil, false, nil
 	}
 	// Read before the admission, so the turn that runs it starts after.
@@ -56,6 +56,22 @@ func (m *Manager) sendElsewhere(ctx context.Context, hdr seam.Header, content st
 	m.log.Info("follow-up admitted for the child's owner", "agent_id", id, "owner", c.Owner.ID, "message_id", msg.ID)
 	t := &storedWait{m: m, childID: id, text: content, from: from, wait: wait}
 	return &Sent{MessageID: msg.ID, Route: RouteForwarded, ChildID: id, Turn: t}, true, nil
+}
+
+// heldElsewhere reads id's claim: elsewhere when another owner holds it
+// and its lease runs by this manager's clock (othersLive).
+func (m *Manager) heldElsewhere(ctx context.Context, id string) (c seam.Claim, elsewhere bool, err error) {
+	c, claimed, err := m.store.ClaimOf(ctx, id)
+	if err != nil {
+		return seam.Claim{}, false, err
+	}
+	return c, claimed && m.othersLive(c), nil
+}
+
+// othersLive reports whether c is another owner's claim whose lease runs
+// by this manager's clock.
+func (m *Manager) othersLive(c seam.Claim) bool {
+	return c.Owner.ID != m.owner && c.Owner.ID != "" && c.Owner.Expires.After(m.now())
 }
 
 func sendStoreErr(ctx context.Context, id string, err error) error {
@@ -234,10 +250,9 @@ func (m *Manager) elsewhere(ctx context.Context) map[string]seam.Claim {
 		m.log.Debug("reading the store's claims for a listing failed", "err", err)
 		return nil
 	}
-	now := m.now()
 	out := map[string]seam.Claim{}
 	for _, c := range claims {
-		if c.Owner.ID != m.owner && c.Owner.ID != "" && c.Owner.Expires.After(now) {
+		if m.othersLive(c) {
 			out[c.ChildID] = c
 		}
 	}

@@ -221,10 +221,20 @@
 //     a turn cut off is closed aborted). It gets what the journal holds —
 //     output, stop reason, diagnostic, usage — and its answer does not
 //     stand in for the settlement notice, which its principal gets too.
+//   - A caller that sent such a follow-up without a wait and waits on it
+//     after all (an MCP task: AwaitSent) waits on the store the same way,
+//     from where the journal stood before the admission.
 //   - Listing at any instance shows a child resident elsewhere (a claim of
 //     another owner, live by this manager's clock) with its owner's status
-//     as the store shows it (running, idle). Its questions are not listed
-//     there: they live in the owner's memory.
+//     as the store shows it (running, idle); so does its transcript
+//     (Transcript). Its questions are not listed there: they live in the
+//     owner's memory.
+//   - A transcript Watch of a child not resident here follows the store:
+//     its wake-ups (an admission, a turn's end, a settlement, at any
+//     instance) and the journal's length, read every WatchPoll for the
+//     events inside a turn, which wake nobody. So the web view and the
+//     transcript resources' subscriptions are live at any instance, a
+//     turn's steps at most WatchPoll late.
 //   - A child whose writes failed here (the store was down) keeps its
 //     claim, which this manager's renewals keep live, so no other instance
 //     takes it over: the sweep closes and announces such an epoch of its
@@ -259,8 +269,12 @@
 //     caller waiting at another instance lends the turn no slot.
 //   - Budget ledgers live where the child is resident; a ledger is rebuilt
 //     from the journal on every resume, so a takeover keeps the limits.
-//   - MCP tasks waiting on a forwarded follow-up, and the questions a child
-//     asks, are served by the instance the child is resident on.
+//   - The questions a child asks live in its owner's memory: they are
+//     listed, answered (Answer, AnswerVia, a send_message that answers)
+//     and offered to a waiting call (OfferQuestions) at that instance
+//     only. At another instance the child lists without them, and a
+//     message sent there is a follow-up, forwarded and queued behind the
+//     turn that asks, not an answer.
 //
 // # Lock order
 //

@@ -43,6 +43,23 @@ func (m *Manager) AwaitTurn(childID, msgID string, step func(string)) Turn {
 	return t
 }
 
+// AwaitSent is AwaitTurn for a follow-up the caller sent itself without
+// waiting (sent as Followup returned it) and now waits on after all, as a
+// durable MCP task does. A follow-up forwarded to a child resident at
+// another instance (RouteForwarded) is waited on the store, from where the
+// journal stood before its admission (see storedWait): this instance holds
+// no activation whose waiters it could join. step hears no progress notes
+// for such a turn (the store wakes a waiter at a turn's end only). Any
+// other is AwaitTurn's.
+func (m *Manager) AwaitSent(sent *Sent, step func(string)) Turn {
+	if t, ok := sent.Turn.(*storedWait); ok {
+		w := *t
+		w.wait = true
+		return &w
+	}
+	return m.AwaitTurn(sent.ChildID, sent.MessageID, step)
+}
+
 // LastOutcome is the outcome of a child's last stored turn (StopReason
 // empty when none ended), with the usage of its whole journal: what a
 // restart can still tell of a turn whose waiter it lost.

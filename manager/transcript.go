@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager/listing"
@@ -49,6 +50,11 @@ func (m *Manager) Transcript(ctx context.Context, caller seam.ParentRef, childID
 		if events, err = m.store.Events(ctx, childID); err != nil {
 			return Transcript{}, transcriptErr(childID, err)
 		}
+		// Resident at another instance: its owner's status as the store
+		// shows it, as listing shows it.
+		if _, elsewhere, err := m.heldElsewhere(ctx, childID); err == nil && elsewhere {
+			status = m.statusElsewhere(ctx, childID, events)
+		}
 	}
 	t := Transcript{ID: h.ID, Parent: h.Parent, Label: h.Label, Provider: h.Provider, Model: model, Depth: h.Depth,
 		CreatedAt: h.CreatedAt, Status: status, Len: int64(len(events)), Entries: []TranscriptEntry{}}
@@ -72,6 +78,13 @@ func transcriptErr(id string, err error) error {
 // resume included), and once when an epoch settles. Signals coalesce: C
 // holds at most one, and a reader re-reads the transcript from the length
 // it last saw. The watch is its creator's: Stop ends it.
+//
+// While the child is not resident here (resident at another instance
+// sharing the store, or stored) the watch follows the store instead
+// (followStore): the store's wake-ups (seam.Waker: an admission, a turn's
+// end, a settlement, whichever instance committed it), and the journal's
+// length read every WatchPoll, since the store wakes nobody for the
+// events inside a turn.
 type Watch struct {
 	// C receives a value after each change (coalesced).
 	C <-chan struct{}
@@ -88,7 +101,17 @@ type Watch struct {
 	stopped bool
 	journal *activation // the activation whose journal it follows
 	unsub   func()      // ...and that subscription
+
+	quit      chan struct{} // closed by Stop: followStore ends
+	stopStore func()        // ends the store's wake-up watch; nil: none
 }
+
+// WatchPoll is how often a Watch of a child not resident here reads the
+// journal's length from the store: the delay of a live transcript
+// (web view, resource subscription) at an instance that does not hold
+// the child, for the events inside a turn; a turn's end, an admission
+// and a settlement wake it at once.
+const WatchPoll = time.Second
 
 // Watch starts watching childID for caller, who must be allowed to read it
 // (see Transcript). Stop it when done.
@@ -108,7 +131,7 @@ func (m *Manager) Watch(ctx context.Context, caller seam.ParentRef, childID stri
 	if err := m.mayRead(ctx, caller, h, a); err != nil {
 		return nil, err
 	}
-	w := &Watch{c: make(chan struct{}, 1), settled: make(chan struct{}, 1), id: childID}
+	w := &Watch{c: make(chan struct{}, 1), settled: make(chan struct{}, 1), id: childID, quit: make(chan struct{})}
 	w.C, w.Settled = w.c, w.settled
 	// Lifecycle first, then the live check: an activation that starts in
 	// between is seen by one of the two (follow ignores a repeat).
@@ -132,7 +155,98 @@ func (m *Manager) Watch(ctx context.Context, caller seam.ParentRef, childID stri
 	a = m.live[childID]
 	m.mu.Unlock()
 	w.follow(a, false) // the reader reads after this returns: nothing to catch up on
+	w.watchStore(ctx, m)
 	return w, nil
+}
+
+// watchStore starts following the store (see Watch), unless the store has
+// no wake-ups or no other instance writes it (seam.Shared: then only this
+// manager's activations change a journal, and the lifecycle follows
+// them): it watches the child's key and takes the journal's length now,
+// before the reader's first read, so what is journaled after is
+// signalled.
+func (w *Watch) watchStore(ctx context.Context, m *Manager) {
+	wk, ok := m.store.(seam.Waker)
+	if !ok || !shared(m.store) {
+		return
+	}
+	wake, stop, err := wk.Watch(ctx, w.id)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Debug("cannot watch the store for a transcript; only this instance's journal signals it", "agent_id", w.id, "err", err)
+		}
+		return
+	}
+	w.stopStore = stop
+	n, err := m.store.JournalLen(ctx, w.id)
+	if err != nil {
+		n = -1 // the first length read signals once
+	}
+	_, held, _ := m.heldElsewhere(ctx, w.id)
+	go w.followStore(m, wake, n, held)
+}
+
+// followStore signals the reader of a child not resident here: at each
+// wake-up of the store, and when the journal's length read every
+// WatchPoll is not the last one; Settled when a child held elsewhere (as
+// last read) is found unclaimed at a wake-up (a settlement here is
+// signalled by the lifecycle, once). It reads nothing while an activation
+// here is followed (its journal signals) and ends at Stop.
+func (w *Watch) followStore(m *Manager, wake <-chan struct{}, last int64, held bool) {
+	tick := time.NewTicker(WatchPoll)
+	defer tick.Stop()
+	// claim reads who holds the child before a signal, so a reader woken
+	// by one has had the child's residency looked at since; true when a
+	// child held elsewhere is found settled.
+	claim := func() bool {
+		ctx, cancel := m.bg()
+		defer cancel()
+		c, claimed, err := m.store.ClaimOf(ctx, w.id)
+		if err != nil {
+			return false
+		}
+		settled := held && !claimed
+		held = claimed && m.othersLive(c)
+		return settled
+	}
+	for {
+		select {
+		case <-w.quit:
+			return
+		case <-wake:
+			if w.local() {
+				continue
+			}
+			settled := claim()
+			w.poke(w.c)
+			if settled {
+				w.poke(w.settled)
+			}
+		case <-tick.C:
+			if w.local() {
+				last = -1 // back to the store later: signal once then
+				continue
+			}
+			ctx, cancel := m.bg()
+			n, err := m.store.JournalLen(ctx, w.id)
+			cancel()
+			if err == nil && n != last {
+				last = n
+				settled := claim()
+				w.poke(w.c)
+				if settled {
+					w.poke(w.settled)
+				}
+			}
+		}
+	}
+}
+
+// local reports whether w follows an activation of this manager.
+func (w *Watch) local() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.journal != nil
 }
 
 // follow moves w's journal subscription to a's (nil: none); catchUp
@@ -166,6 +280,12 @@ func (w *Watch) Stop() {
 	w.stopLife()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.stopped {
+		close(w.quit)
+		if w.stopStore != nil {
+			w.stopStore()
+		}
+	}
 	w.stopped = true
 	if w.unsub != nil {
 		w.unsub()

@@ -361,6 +361,13 @@ func TestTranscriptStreamsEntriesLive(t *testing.T) {
 		entries = append(entries, decode[TranscriptMore](t, s.next(t), "entries").Entries...)
 	}
 	r.unhold()
+	waitAnswered(t, s)
+}
+
+// waitAnswered reads a transcript stream until the model's answer and the
+// turn's completed end have come.
+func waitAnswered(t *testing.T, s *stream) {
+	t.Helper()
 	var answer, ended bool
 	for !answer || !ended {
 		m := decode[TranscriptMore](t, s.next(t), "entries")

@@ -167,6 +167,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	var store seam.Store
 	var taskStore taskstore.Store // the store's task records; nil with --ephemeral
 	var worktrees string          // isolation "worktree": refused with --ephemeral (no data directory)
+	shared := false               // the store is PostgreSQL, which several instances may share
 	if dataDir != "" {
 		worktrees = filepath.Join(dataDir, "worktrees")
 		url, err := resolveStore(o, cfg)
@@ -179,7 +180,7 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 				return nil, err
 			}
 			a.closers = append(a.closers, func() { _ = st.Close() })
-			store, taskStore = st, st
+			store, taskStore, shared = st, st, true
 			a.storeStatus = "PostgreSQL " + pgstore.Redact(url)
 		} else {
 			st, err := persist.Open(dataDir, persist.Options{Logger: log.With("component", "persist")})
@@ -260,7 +261,11 @@ func newApp(ctx context.Context, o serveOptions, cfg Config, dataDir string, asD
 	// Durable MCP tasks need the store: a task's record lives beside its
 	// child. The tools see a task call's mode in its request.
 	if taskStore != nil {
-		a.tasks = edge.NewTaskLayer(edge.TaskOptions{Store: taskStore, Manager: mgr, Logger: log.With("component", "tasks")})
+		to := edge.TaskOptions{Store: taskStore, Manager: mgr, Logger: log.With("component", "tasks")}
+		if shared { // a task records this instance as its runner (edge.TaskOptions.Instance)
+			to.Instance = a.owner
+		}
+		a.tasks = edge.NewTaskLayer(to)
 		a.closers = append(a.closers, a.tasks.Close) // before the manager's Close: closers run in reverse
 	}
 	ts, err = edge.New(mgr, edge.Options{Tasks: a.tasks, Roots: cfg.Roots, NoWorkingDirRoot: asDaemon, DefaultProvider: cfg.DefaultProvider,

@@ -29,6 +29,8 @@ type storedRecord struct {
 	TTLMs         int64           `json:"ttl_ms"`
 	Result        json.RawMessage `json:"result,omitempty"`
 	Error         *RPCError       `json:"error,omitempty"`
+	Runner        string          `json:"runner,omitempty"`
+	Beat          int64           `json:"beat,omitempty"`
 }
 
 // Encode is r's stored bytes, the same in every backend (persist's bbolt
@@ -36,9 +38,12 @@ type storedRecord struct {
 func Encode(r Record) ([]byte, error) {
 	w := storedRecord{V: RecordVersion, ID: r.ID, Principal: r.Principal, Tool: r.Tool, AgentID: r.AgentID, MessageID: r.MessageID,
 		Status: string(r.Status), StatusMessage: r.StatusMessage, Created: r.CreatedAt.UnixNano(), Updated: r.UpdatedAt.UnixNano(),
-		TTLMs: r.TTL.Milliseconds(), Result: r.Result, Error: r.Error}
+		TTLMs: r.TTL.Milliseconds(), Result: r.Result, Error: r.Error, Runner: r.Runner}
 	if !r.SettledAt.IsZero() {
 		w.Settled = r.SettledAt.UnixNano()
+	}
+	if !r.Beat.IsZero() {
+		w.Beat = r.Beat.UnixNano()
 	}
 	return json.Marshal(w)
 }
@@ -75,9 +80,12 @@ func Decode(b []byte) (Record, error) {
 	}
 	r := Record{ID: w.ID, Principal: w.Principal, Tool: w.Tool, AgentID: w.AgentID, MessageID: w.MessageID, Status: st,
 		StatusMessage: w.StatusMessage, CreatedAt: time.Unix(0, w.Created).UTC(), UpdatedAt: time.Unix(0, w.Updated).UTC(),
-		TTL: time.Duration(w.TTLMs) * time.Millisecond, Result: w.Result, Error: w.Error}
+		TTL: time.Duration(w.TTLMs) * time.Millisecond, Result: w.Result, Error: w.Error, Runner: w.Runner}
 	if w.Settled != 0 {
 		r.SettledAt = time.Unix(0, w.Settled).UTC()
+	}
+	if w.Beat != 0 {
+		r.Beat = time.Unix(0, w.Beat).UTC()
 	}
 	return r, nil
 }

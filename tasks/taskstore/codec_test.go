@@ -51,3 +51,22 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// A task's runner and beat (several instances on one store) survive the
+// stored form; a record written before they existed reads without them.
+func TestRunnerAndBeatRoundTrip(t *testing.T) {
+	r := Record{ID: "task-1", Principal: "alice", Tool: "send_message", AgentID: "agent-1", Status: StatusWorking,
+		CreatedAt: t0, UpdatedAt: t0, TTL: time.Hour, Runner: "host-1-ab", Beat: t0.Add(10 * time.Second)}
+	b, err := Encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(b)
+	if err != nil || got.Runner != r.Runner || !got.Beat.Equal(r.Beat) {
+		t.Fatalf("decoded %+v, %v; want runner %q, beat %v", got, err, r.Runner, r.Beat)
+	}
+	old, err := Decode([]byte(`{"v":1,"id":"task-x","principal":"p","agent_id":"a","status":"working","created":1,"updated":1,"ttl_ms":1000}`))
+	if err != nil || old.Runner != "" || !old.Beat.IsZero() {
+		t.Fatalf("an older record decoded as %+v, %v; want no runner and no beat", old, err)
+	}
+}

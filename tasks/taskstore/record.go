@@ -52,6 +52,12 @@ type Record struct {
 	Result json.RawMessage
 	// Error is the JSON-RPC error of a failed task.
 	Error *RPCError
+	// Runner is the instance whose call waits on the task's turn, in a
+	// store several instances share; empty when the store is one
+	// instance's. Beat is when that call last said it still runs: a
+	// working task run elsewhere is resolved only once its beat is stale.
+	Runner string
+	Beat   time.Time
 }
 
 // RPCError is a JSON-RPC error object.

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -349,5 +350,37 @@ func TestPostgreSQLRestartMidTurn(t *testing.T) {
 	res, sent = callSend(t, b, ctx, h.AgentID, "after the outage", 20)
 	if res.IsError || sent.Outcome == nil || sent.Outcome.Output != "answer to after the outage" {
 		t.Fatalf("send_message after the restart = %s (%+v)", text(res), sent)
+	}
+}
+
+// Two instances on one PostgreSQL database: a task-augmented send_message
+// at B, for a child whose turn runs at A, is a task whose result is A's
+// answer to it; tasks/get answers it at A as at B, working until then
+// (A does not resolve B's task as one a stop left).
+func TestATaskAtAnotherInstance(t *testing.T) {
+	url := pgURL(t)
+	release := newGate()
+	fake := newHeldModel(t, map[string]*releaseGate{"HOLD task": release})
+	a, b := clusterInstance(t, fake.Server, url), clusterInstance(t, fake.Server, url)
+	ctx := testCtx(t)
+	h, _ := startBackground(t, a, ctx, "held at A", "HOLD task")
+	if !waitFor(10*time.Second, func() bool { return fake.count("HOLD task") == 1 }) {
+		t.Fatal("the child never called the model")
+	}
+	atA, atB := httpClient(t, a.url, a.token, true), httpClient(t, b.url, b.token, true)
+	handle := atB.callTool(ctx, "send_message", map[string]any{"subagent_id": h.AgentID, "message": "task at B", "wait_seconds": 300})
+	id, _ := handle["taskId"].(string)
+	if handle["resultType"] != "task" || id == "" {
+		t.Fatalf("send_message at B answered %v; want a task handle", handle)
+	}
+	if got := atA.result(ctx, "tasks/get", map[string]any{"taskId": id}); got["status"] != "working" {
+		t.Fatalf("tasks/get at A of B's task = %v; want working", got)
+	}
+	release.open()
+	for name, c := range map[string]*rawClient{"B": atB, "A": atA} {
+		done := pollTask(t, ctx, c, id, 30*time.Second)
+		if b, _ := json.Marshal(done["result"]); done["status"] != "completed" || !strings.Contains(string(b), "answer to task at B") {
+			t.Fatalf("tasks/get at %s = %v; want completed with A's answer to the message", name, done)
+		}
 	}
 }
