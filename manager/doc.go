@@ -1,7 +1,7 @@
 // Package manager owns every child's lifecycle: the provider registry,
 // one-shot runs, and continuable children — their activations, inboxes,
 // follow-ups, interrupts, reports, settlement notices and crash recovery —
-// and who may act on a child (authority.go). The rules it applies are its
+// and the calls that ask who may act on a child (manager/authority). The rules it applies are its
 // policies' (below). Providers contribute data (creation
 // inputs, Provider.Prepare) and a driver that runs one turn
 // (Provider.NewDriver); everything else is here. Every child — one-shot or
@@ -99,7 +99,7 @@
 //     claim, lists as corrupt (or unavailable), and its
 //     parent gets a notice saying so and naming mcp-subagent doctor, once
 //     per start while it stays unreadable.
-//   - Who may act on a child is decided in one file, authority.go: a send
+//   - Who may act on a child is decided in one file, manager/authority: a send
 //     by its direct parent only (a root caller of its principal for a root
 //     child); an interrupt or a transcript read by any ancestor (the root
 //     principal of its tree, its parent, an agent above it), never by the
@@ -128,7 +128,10 @@
 //     FollowupBudget), manager/retention (Prune, Retain),
 //     manager/worktrees (isolation "worktree"), manager/questions (Answer),
 //     manager/listing (List, ListDescendants, a transcript's entries) and
-//     manager/wording (what a settlement notice and a report say).
+//     manager/wording (what a settlement notice and a report say),
+//     manager/authority (who may act on a child), manager/interrupts
+//     (an interrupt of a child resident at another instance) and
+//     manager/recovery (Recover, and the sweep at each lease renewal).
 //     What they ask of the manager is in hosts.go and listing.go; how a
 //     turn passes admission and its budget, in turn.go.
 //   - Every turn takes an admission seat before its driver runs. A turn
@@ -282,7 +285,7 @@
 //  1. Manager.resumeMu — serialises cold resumes with each other and with
 //     what must not race one: a prune's deletes (policyHost.Remove),
 //     RemoveWorktree, and a takeover's claim, read and settlement
-//     (takeOverAndClose).
+//     (package recovery's, run in policyHost.Exclusive).
 //  2. Manager.mu — the registry and the maps of the living: providers,
 //     listeners, one-shot runs, live activations, pending and session
 //     signals, shared sessions, corrupt children, lastCreated, closed,

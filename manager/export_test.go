@@ -4,4 +4,4 @@ import "context"
 
 // SweepNow runs one takeover sweep at once (the renewer runs one at each
 // renewal once Recover ran), for tests that must not wait for a tick.
-func (m *Manager) SweepNow(ctx context.Context) { m.sweep(ctx) }
+func (m *Manager) SweepNow(ctx context.Context) { m.recovery().Sweep(ctx) }

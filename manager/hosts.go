@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 
+	"github.com/mcp-subagent/mcp-subagent/manager/authority"
 	"github.com/mcp-subagent/mcp-subagent/manager/questions"
 	"github.com/mcp-subagent/mcp-subagent/manager/retention"
 	"github.com/mcp-subagent/mcp-subagent/manager/worktrees"
@@ -126,7 +127,7 @@ func (m *Manager) RemoveWorktree(ctx context.Context, caller seam.ParentRef, id 
 	if err != nil {
 		return seam.Worktree{}, err
 	}
-	if err := mayRemoveWorktree(caller, hdr); err != nil {
+	if err := authority.RemoveWorktree(caller, hdr); err != nil {
 		return seam.Worktree{}, err
 	}
 	if hdr.Worktree == nil {
@@ -187,7 +188,7 @@ func (m *Manager) asker(hdr seam.Header) seam.AskFunc {
 // empty, the one question childID waits on. It returns the question with
 // its answer; nil and no error when questionID is empty and the child
 // waits on no question (the message is then an ordinary send). Whoever
-// may send to the child may answer (mayAnswer); what text may say is the
+// may send to the child may answer (authority.Answer); what text may say is the
 // questions package's.
 func (m *Manager) Answer(ctx context.Context, caller seam.ParentRef, childID, questionID, text string) (*seam.Question, error) {
 	return m.AnswerVia(ctx, caller, childID, questionID, text, "")
@@ -218,39 +219,19 @@ func (m *Manager) OfferQuestions(childID string) (<-chan seam.Question, func()) 
 // the person; nothing when it no longer waits.
 func (m *Manager) NoticeQuestion(questionID string) { m.questions.Notice(questionID) }
 
-// settle gives the question Answer finds the answer of.
+// settle gives the question Answer finds the answer of
+// (questions.Board.Settle): whoever may send to the child may, and how a
+// settled one was settled is told only to one who may answer the child.
 func (m *Manager) settle(ctx context.Context, caller seam.ParentRef, childID, questionID string, of func(*questions.Pending) (seam.Question, error)) (*seam.Question, error) {
-	p, waiting := m.questions.Pick(childID, questionID)
-	switch {
-	case len(waiting) > 1:
-		if err := mayAnswer(caller, waiting[0].Header); err != nil {
-			return nil, err
+	may := func(h seam.Header) error { return authority.Answer(caller, h) }
+	return m.questions.Settle(childID, questionID, may, func() []seam.Question {
+		if childID == "" || m.store == nil {
+			return nil
 		}
-		return nil, questions.Ambiguous(childID, waiting)
-	case p == nil && questionID == "":
-		return nil, nil
-	case p == nil:
-		return nil, m.notPending(ctx, caller, childID, questionID)
-	}
-	if err := mayAnswer(caller, p.Header); err != nil {
-		return nil, err
-	}
-	q, err := of(p)
-	if err != nil {
-		return nil, err
-	}
-	return &q, nil
-}
-
-// notPending is the refusal of an answer to a question that does not
-// wait (questions.NotWaiting); how a settled one was settled is told only
-// to one who may answer the child.
-func (m *Manager) notPending(ctx context.Context, caller seam.ParentRef, childID, questionID string) error {
-	var stored []seam.Question
-	if childID != "" && m.store != nil {
-		if hdr, err := m.header(ctx, childID); err == nil && mayAnswer(caller, hdr) == nil {
-			stored, _ = m.store.Questions(ctx, childID)
+		if hdr, err := m.header(ctx, childID); err != nil || may(hdr) != nil {
+			return nil
 		}
-	}
-	return questions.NotWaiting(childID, questionID, stored)
+		stored, _ := m.store.Questions(ctx, childID)
+		return stored
+	}, of)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mcp-subagent/mcp-subagent/manager/authority"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -37,12 +38,12 @@ func (m *Manager) Interrupt(caller seam.ParentRef, childID string) error {
 		}
 		// Settled: a no-op for those who may interrupt it, refused to the
 		// rest; resident on another instance: recorded for its owner.
-		if err := m.mayInterrupt(ctx, caller, h, nil); err != nil {
+		if err := authority.Interrupt(ctx, m.store, caller, h, nil); err != nil {
 			return err
 		}
 		return m.requestInterrupt(ctx, caller, childID) // remoteinterrupt.go
 	}
-	if err := m.mayInterrupt(ctx, caller, a.hdr, a); err != nil {
+	if err := authority.Interrupt(ctx, m.store, caller, a.hdr, chain(a)); err != nil {
 		return err
 	}
 	a.interrupt()

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/manager/authority"
 	"github.com/mcp-subagent/mcp-subagent/manager/wording"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -20,7 +21,11 @@ func (m *Manager) ReportFrom(caller seam.ParentRef, content string, delivery Del
 	m.mu.Lock()
 	a := m.live[caller.AgentID]
 	m.mu.Unlock()
-	if err := mayReport(caller, a); err != nil {
+	var self *seam.Header
+	if a != nil {
+		self = &a.hdr
+	}
+	if err := authority.Report(caller, self); err != nil {
 		return "", err
 	}
 	text := wording.Report(a.hdr.ID, content)

@@ -298,6 +298,37 @@ func NotWaiting(childID, questionID string, stored []seam.Question) error {
 		"no question %s waits on subagent %s; list_agents shows the questions waiting (status input_required)", questionID, childID)}
 }
 
+// Settle settles the question an answer to childID goes to (Pick) with
+// what of gives it, for a caller may authorises, given the asking
+// child's header. It returns the question with its answer; nil and no
+// error when questionID is empty and the child waits on no question (the
+// message is then an ordinary send). One that does not wait is refused
+// (NotWaiting) with what stored returns, called only then: how a settled
+// one was settled is told only to one who may answer the child, so stored
+// checks that itself.
+func (b *Board) Settle(childID, questionID string, may func(seam.Header) error, stored func() []seam.Question, of func(*Pending) (seam.Question, error)) (*seam.Question, error) {
+	p, waiting := b.Pick(childID, questionID)
+	switch {
+	case len(waiting) > 1:
+		if err := may(waiting[0].Header); err != nil {
+			return nil, err
+		}
+		return nil, Ambiguous(childID, waiting)
+	case p == nil && questionID == "":
+		return nil, nil
+	case p == nil:
+		return nil, NotWaiting(childID, questionID, stored())
+	}
+	if err := may(p.Header); err != nil {
+		return nil, err
+	}
+	q, err := of(p)
+	if err != nil {
+		return nil, err
+	}
+	return &q, nil
+}
+
 // Stored is what CancelStored reads and writes of the session store.
 type Stored interface {
 	Questions(ctx context.Context, childID string) ([]seam.Question, error)

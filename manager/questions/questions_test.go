@@ -225,3 +225,53 @@ func TestAfterACrashPendingQuestionsAreCancelled(t *testing.T) {
 		t.Fatalf("NotWaiting of an unknown question = %v", err)
 	}
 }
+
+// TestSettleAuthorisesAndRefuses: no question, no answer and no error;
+// one a caller may not answer is refused before anything is settled;
+// several unnamed are ambiguous (to one who may answer); one that no
+// longer waits is refused with how it was settled, read only then.
+func TestSettleAuthorisesAndRefuses(t *testing.T) {
+	h := &host{asked: make(chan string, 1)}
+	b := New(h, nil)
+	deny := errors.New("not yours")
+	mayNot := func(seam.Header) error { return deny }
+	may := func(hdr seam.Header) error {
+		if hdr.ID != child.ID {
+			t.Errorf("authorised for %q, want the asking child's header", hdr.ID)
+		}
+		return nil
+	}
+	reads := 0
+	none := func() []seam.Question { reads++; return nil }
+	accept := func(p *Pending) (seam.Question, error) { return b.Answer(p, "yes") }
+
+	if q, err := b.Settle(child.ID, "", may, none, accept); q != nil || err != nil {
+		t.Fatalf("Settle with nothing waiting = %v, %v; want nil, nil", q, err)
+	}
+	first, out := ask(t, b, h, context.Background(), seam.AskRequest{Message: "one"})
+	if _, err := b.Settle(child.ID, "", mayNot, none, accept); !errors.Is(err, deny) {
+		t.Fatalf("Settle by one who may not = %v, want the refusal", err)
+	}
+	if b.Waiting(first.Question.ID) == nil {
+		t.Fatal("a refused caller settled the question")
+	}
+	second, _ := ask(t, b, h, context.Background(), seam.AskRequest{Message: "two"})
+	if _, err := b.Settle(child.ID, "", mayNot, none, accept); !errors.Is(err, deny) {
+		t.Fatalf("Settle of several by one who may not = %v, want the refusal, not the ids", err)
+	}
+	if _, err := b.Settle(child.ID, "", may, none, accept); err == nil || !strings.Contains(err.Error(), second.Question.ID) {
+		t.Fatalf("Settle of several unnamed = %v, want them named", err)
+	}
+	q, err := b.Settle(child.ID, first.Question.ID, may, none, accept)
+	if err != nil || q == nil || q.Answer.Text != "yes" {
+		t.Fatalf("Settle = %+v, %v; want the answer", q, err)
+	}
+	<-out
+	if reads != 0 {
+		t.Fatalf("the stored questions were read %d times for questions still waiting", reads)
+	}
+	settled := func() []seam.Question { reads++; return []seam.Question{*q} }
+	if _, err := b.Settle(child.ID, first.Question.ID, may, settled, accept); err == nil || !strings.Contains(err.Error(), "already settled: accepted by person (yes)") || reads != 1 {
+		t.Fatalf("Settle of a settled question = %v (%d reads), want how it was settled", err, reads)
+	}
+}
