@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,8 +18,9 @@ import (
 // the second neither announces it nor resumes it: a send there is admitted
 // to the child's stored inbox for its owner (route forwarded). Once the
 // first closes, its claim stays but expires at once: the second's Recover
-// announces the epoch and a send resumes the child there, which runs the
-// forwarded message first.
+// announces the epoch and, the store being shared, resumes the child
+// there to run the forwarded message at once (as a sweep's takeover does);
+// a send after it reaches the child there.
 func TestAChildResidentElsewhereIsRefusedUntilItsOwnerCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
@@ -79,9 +81,22 @@ func TestAChildResidentElsewhereIsRefusedUntilItsOwnerCloses(t *testing.T) {
 		if len(ns) != 1 || ns[0].ChildID != s.ChildID || ns[0].StopReason != agent.StopAborted {
 			t.Fatalf("notices after the owner closed = %+v; want the interrupted epoch announced", ns)
 		}
+		synctest.Wait() // the forwarded message's turn, run by Recover
+		if q, err := st.Queued(ctx, s.ChildID); err != nil || len(q) != 0 {
+			t.Fatalf("the stored inbox after Recover = %+v, %v; want the forwarded message taken", q, err)
+		}
+		events, err := st.Events(ctx, s.ChildID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(events, func(e agent.Event) bool {
+			return e.Message != nil && e.Message.Content == "done: hello"
+		}) {
+			t.Fatalf("Recover did not run the forwarded message:\n%+v", events)
+		}
 		sent, err := m2.Followup(ctx, root, s.ChildID, "again", true)
-		if err != nil || sent.Route != manager.RouteResumed {
-			t.Fatalf("a send after the owner closed = %+v, %v; want a cold resume", sent, err)
+		if err != nil || sent.Route == manager.RouteForwarded {
+			t.Fatalf("a send after the owner closed = %+v, %v; want it taken here", sent, err)
 		}
 		if res, ok := sent.Wait(ctx); !ok || res.Output != "done: again" {
 			t.Errorf("the resumed turn = %+v, %v", res, ok)
