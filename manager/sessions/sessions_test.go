@@ -33,6 +33,12 @@ func (i *instance) set(s string, here bool) {
 	i.here[s] = here
 }
 
+// connect has session of principal connect here and call.
+func (i *instance) connect(principal, session string) {
+	i.set(session, true)
+	i.Opened(principal, session)
+}
+
 func (i *instance) lapse(l bool) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -72,11 +78,9 @@ func recorded(t *testing.T, st seam.Sessions, principal string) map[string]strin
 func TestConnectedHereAndElsewhere(t *testing.T) {
 	st := memstore.New()
 	a, b := newInstance(st, "A"), newInstance(st, "B")
-	a.set("s-a", true)
-	b.set("s-b", true)
-	a.Opened("p", "s-a")
+	a.connect("p", "s-a")
 	a.Opened("p", "s-a") // a later call of the same session changes nothing
-	b.Opened("p", "s-b")
+	b.connect("p", "s-b")
 	if got := recorded(t, st, "p"); len(got) != 2 || got["s-a"] != "A" || got["s-b"] != "B" {
 		t.Fatalf("store records %v; want s-a at A and s-b at B", got)
 	}
@@ -97,8 +101,7 @@ func TestConnectedHereAndElsewhere(t *testing.T) {
 func TestGoneRemovesTheRecordOnceNotConnectedAndSignals(t *testing.T) {
 	st := memstore.New()
 	a, b := newInstance(st, "A"), newInstance(st, "B")
-	a.set("s-a", true)
-	a.Opened("p", "s-a")
+	a.connect("p", "s-a")
 	changed := a.Changed()
 	a.Gone("s-a") // still connected here (an HTTP session's grace): stays
 	select {
@@ -122,10 +125,8 @@ func TestGoneRemovesTheRecordOnceNotConnectedAndSignals(t *testing.T) {
 func TestTendRemovesSessionsNoLongerConnectedHere(t *testing.T) {
 	st := memstore.New()
 	a := newInstance(st, "A")
-	a.set("s-1", true)
-	a.set("s-2", true)
-	a.Opened("p", "s-1")
-	a.Opened("p", "s-2")
+	a.connect("p", "s-1")
+	a.connect("p", "s-2")
 	a.set("s-1", false) // its grace ran out without a disconnect
 	a.Tend(context.Background(), false)
 	if got := recorded(t, st, "p"); len(got) != 1 || got["s-2"] != "A" {
@@ -169,11 +170,9 @@ func TestKeepRefusedRecordsNothing(t *testing.T) {
 func TestDropRemovesEveryRecord(t *testing.T) {
 	st := memstore.New()
 	a, b := newInstance(st, "A"), newInstance(st, "B")
-	a.set("s-1", true)
-	b.set("s-b", true)
-	a.Opened("p", "s-1")
-	a.Opened("q", "s-2")
-	b.Opened("p", "s-b")
+	a.connect("p", "s-1")
+	a.connect("q", "s-2")
+	b.connect("p", "s-b")
 	a.Drop(context.Background())
 	if got := recorded(t, st, "p"); len(got) != 1 || got["s-b"] != "B" {
 		t.Errorf("after A's Drop the store records %v for p; want only B's s-b", got)
@@ -185,8 +184,7 @@ func TestDropRemovesEveryRecord(t *testing.T) {
 
 func TestWithoutASharingStoreLivenessIsLocal(t *testing.T) {
 	a := newInstance(nil, "A")
-	a.set("s-a", true)
-	a.Opened("p", "s-a")
+	a.connect("p", "s-a")
 	if a.Shares() || a.Any() || a.Elsewhere(context.Background(), "p") != nil {
 		t.Errorf("with no sharing store: Shares %v, Any %v, Elsewhere %v; want false, false, nil", a.Shares(), a.Any(), a.Elsewhere(context.Background(), "p"))
 	}
