@@ -130,8 +130,10 @@
 //     manager/listing (List, ListDescendants, a transcript's entries) and
 //     manager/wording (what a settlement notice and a report say),
 //     manager/authority (who may act on a child), manager/interrupts
-//     (an interrupt of a child resident at another instance) and
-//     manager/recovery (Recover, and the sweep at each lease renewal).
+//     (an interrupt of a child resident at another instance),
+//     manager/recovery (Recover, and the sweep at each lease renewal) and
+//     manager/sessions (which root sessions are connected, here and at
+//     other instances).
 //     What they ask of the manager is in hosts.go and listing.go; how a
 //     turn passes admission and its budget, in turn.go.
 //   - Every turn takes an admission seat before its driver runs. A turn
@@ -243,7 +245,7 @@
 //     principal's waiting call at every instance (WaitNotices, WaitSignal
 //     on a principal's address) and is taken once (Store.TakeNotices).
 //   - Session liveness, on a store that shares it (seam.Sessions;
-//     sessions.go): a root session's first call at an instance
+//     package sessions): a root session's first call at an instance
 //     (SessionOpened) records it as connected there, under the instance's
 //     lease; its disconnect (SessionGone, or the renewal finding it no
 //     longer connected here) removes the record, and each renewal removes
@@ -287,9 +289,10 @@
 //     RemoveWorktree, and a takeover's claim, read and settlement
 //     (package recovery's, run in policyHost.Exclusive).
 //  2. Manager.mu — the registry and the maps of the living: providers,
-//     listeners, one-shot runs, live activations, pending and session
-//     signals, shared sessions, corrupt children, lastCreated, closed,
-//     renewing, retaining.
+//     listeners, one-shot runs, live activations, pending signals,
+//     corrupt children, lastCreated, closed, renewing, retaining. (The
+//     root sessions recorded here and their signal are
+//     sessions.Tracker.mu's, below.)
 //  3. activation.mu — one child's inbox, parked queue, turn in flight,
 //     owned children, waiters, settling, last result and usage.
 //  4. Watch.mu — one transcript watch's journal subscription.
@@ -298,7 +301,8 @@
 // rank the locks of the packages under manager/: the child's writer's
 // persister.Writer.mu (one child's pending write and its counters; its
 // sync.Cond drained waits on it), and the policies' budget.Book.mu,
-// admission.Queue.mu, worktrees.Keeper.mu and questions.Board.mu. Each is
+// admission.Queue.mu, worktrees.Keeper.mu, questions.Board.mu and
+// sessions.Tracker.mu (taken under Manager.mu by the renewer). Each is
 // a leaf, taken only inside its package, which never calls the manager
 // while holding it (such a package imports nothing of the manager; a
 // Host, Store or callback it is given is called with no lock of its own

@@ -76,7 +76,7 @@ func (m *Manager) renew() {
 		case <-t.C:
 		}
 		m.mu.Lock()
-		resident, sweeping, sessions := len(m.live) > 0, m.sweeping, len(m.shared) > 0
+		resident, sweeping, sessions := len(m.live) > 0, m.sweeping, m.sessions.Any()
 		if !resident && !sweeping && !sessions {
 			m.renewing = false
 			m.mu.Unlock()
@@ -98,7 +98,7 @@ func (m *Manager) renew() {
 		}
 		if sessions || sweeping {
 			ctx, cancel := context.WithTimeout(m.ctx, m.opts.LeaseTTL/3)
-			m.tendSessions(ctx, lapsed) // sessions.go
+			m.sessions.Tend(ctx, lapsed)
 			cancel()
 		}
 		if sweeping {

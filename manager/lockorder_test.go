@@ -680,11 +680,11 @@ func TestPoliciesHoldNoLockAcrossACall(t *testing.T) {
 		t.Fatal(err)
 	}
 	named := map[string]bool{}
-	for _, m := range regexp.MustCompile(`\b(admission|authority|budget|interrupts|listing|persister|questions|recovery|retention|validate|wording|worktrees)\.(\w+\.\w+)`).FindAllStringSubmatch(string(src), -1) {
+	for _, m := range regexp.MustCompile(`\b(admission|authority|budget|interrupts|listing|persister|questions|recovery|retention|sessions|validate|wording|worktrees)\.(\w+\.\w+)`).FindAllStringSubmatch(string(src), -1) {
 		named[m[1]+"."+m[2]] = true
 	}
 	found := map[string]bool{}
-	for _, pkg := range []string{"admission", "authority", "budget", "interrupts", "listing", "persister", "questions", "recovery", "retention", "validate", "wording", "worktrees"} {
+	for _, pkg := range []string{"admission", "authority", "budget", "interrupts", "listing", "persister", "questions", "recovery", "retention", "sessions", "validate", "wording", "worktrees"} {
 		a := analyseLocks(t, pkg, pkg, true)
 		for _, l := range a.mutexes {
 			found[pkg+"."+l] = true

@@ -15,6 +15,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager/budget"
 	"github.com/mcp-subagent/mcp-subagent/manager/persister"
 	"github.com/mcp-subagent/mcp-subagent/manager/questions"
+	"github.com/mcp-subagent/mcp-subagent/manager/sessions"
 	"github.com/mcp-subagent/mcp-subagent/manager/validate"
 	"github.com/mcp-subagent/mcp-subagent/manager/worktrees"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -148,10 +149,6 @@ type Manager struct {
 	live       map[string]*activation
 	resumeMu   sync.Mutex // serialises cold resumes
 	pendingSig map[string]chan struct{}
-	sessionSig chan struct{} // closed and replaced when a root session goes
-	// shared are the root sessions this manager recorded in the store as
-	// connected here (seam.Sessions), by id: their principals (sessions.go).
-	shared map[string]string
 	// corrupt holds children whose stored journal failed to decode on a
 	// read (a resume, a fold, a recovery), with the reason listings show
 	// for them from then on, even where a checkpoint would have spared the
@@ -174,6 +171,7 @@ type Manager struct {
 	adm       *admission.Queue  // the caps on turns in flight
 	wt        *worktrees.Keeper // isolation "worktree"
 	questions *questions.Board  // the children's questions waiting for the person
+	sessions  *sessions.Tracker // root sessions' liveness (sessions.go)
 }
 
 // New returns a manager with no providers.
@@ -191,7 +189,7 @@ func New(opts Options) *Manager {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{opts: opts, log: log, providers: map[string]seam.Provider{},
 		listeners: map[int]func(Event){}, runs: map[string]*oneShot{},
-		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, sessionSig: make(chan struct{}), shared: map[string]string{}, corrupt: map[string]string{},
+		store: opts.Store, ctx: ctx, cancel: cancel, live: map[string]*activation{}, pendingSig: map[string]chan struct{}{}, corrupt: map[string]string{},
 		retry: persister.Retry{Attempts: cmp.Or(opts.WriteAttempts, DefaultWriteAttempts), Delay: cmp.Or(opts.WriteRetryDelay, DefaultWriteRetryDelay)},
 		owner: cmp.Or(opts.OwnerID, "manager-"+NewID()[len("agent-"):]),
 		adm:   admission.New(opts.MaxRunningChildren, opts.MaxRunningTotal),
@@ -202,6 +200,7 @@ func New(opts Options) *Manager {
 	}
 	m.budgets = budget.New(opts.Budget, bs, log)
 	m.questions = questions.New(policyHost{m}, ctx.Done())
+	m.sessions = m.newSessions()
 	return m
 }
 
@@ -360,7 +359,7 @@ func NewID() string {
 // next on the same store takes the claims over at once.
 func (m *Manager) Close(ctx context.Context) error {
 	defer m.letGo(ctx)
-	defer m.dropSessions(ctx)
+	defer m.sessions.Drop(ctx)
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()

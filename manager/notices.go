@@ -109,9 +109,9 @@ func (m *Manager) TakeNotices(principal, session string) []seam.Notice {
 		switch {
 		case n.Session == "" || n.Session == session:
 			return true
-		case m.connectedHere(n.Session):
+		case m.sessions.Here(n.Session):
 			return false
-		case m.sessionStore() == nil:
+		case !m.sessions.Shares():
 			return true
 		case elsewhere == nil:
 			ask = true
@@ -121,7 +121,7 @@ func (m *Manager) TakeNotices(principal, session string) []seam.Notice {
 	}
 	ns, err := m.store.TakeNotices(ctx, addr, take)
 	if err == nil && ask {
-		if elsewhere = m.connectedElsewhere(ctx, principal); elsewhere != nil {
+		if elsewhere = m.sessions.Elsewhere(ctx, principal); elsewhere != nil {
 			var more []seam.Notice
 			more, err = m.store.TakeNotices(ctx, addr, take)
 			ns = append(ns, more...)
@@ -149,7 +149,7 @@ func (m *Manager) WaitNotices(ctx context.Context, principal, session string) []
 		select {
 		case <-ch:
 		case <-stored:
-		case <-m.sessionsChanged():
+		case <-m.sessions.Changed():
 		case <-ctx.Done():
 			return m.TakeNotices(principal, session)
 		}
