@@ -107,7 +107,7 @@ func (m *Manager) StartContinuable(ctx context.Context, name string, req seam.St
 	// The record (and the seed) is committed by the child's writer, ahead of
 	// its journal.
 	create := &seam.NewChild{Header: hdr, Descriptor: desc}
-	a, err := m.activate(ctx, hdr, desc, drv, req.Parent.AgentID, create, nil)
+	a, err := m.activate(ctx, hdr, desc, drv, req.Parent.AgentID, create, nil, 0)
 	if err != nil {
 		_ = drv.Close()
 		m.budgets.Close(hdr.ID)
@@ -163,9 +163,11 @@ func startErr(ctx context.Context, provider string, err error) error {
 // at once.
 // create is a new child's record, committed by its writer first with the
 // claim; nil for a resumed child, which is claimed here instead, in one
-// write with closing, the events that end a turn a crash left open. ctx is
-// the caller's: a resume's claim is part of its materialisation.
-func (m *Manager) activate(ctx context.Context, hdr seam.Header, desc seam.Descriptor, drv seam.Driver, parentID string, create *seam.NewChild, closing []agent.Event) (*activation, error) {
+// write with closing, the events that end a turn a crash left open, on
+// the condition that the journal still holds the read events it was
+// rebuilt from (ErrStale otherwise). ctx is the caller's: a resume's claim
+// is part of its materialisation.
+func (m *Manager) activate(ctx context.Context, hdr seam.Header, desc seam.Descriptor, drv seam.Driver, parentID string, create *seam.NewChild, closing []agent.Event, read int64) (*activation, error) {
 	a := &activation{m: m, hdr: hdr, desc: desc, driver: drv, wake: make(chan struct{}),
 		owned: map[string]*activation{}, waiters: map[string]*waiter{}, seen: map[string]bool{}, released: make(chan struct{}), isNew: create != nil}
 	var fence *seam.Fence
@@ -175,7 +177,7 @@ func (m *Manager) activate(ctx context.Context, hdr seam.Header, desc seam.Descr
 		}
 		lease := m.lease()
 		if err := m.storeWrite(ctx, func(ctx context.Context) error {
-			return m.store.WriteChild(ctx, hdr.ID, seam.ChildWrite{Claim: &lease, Events: closing})
+			return m.store.WriteChild(ctx, hdr.ID, seam.ChildWrite{JournalIs: &read, Claim: &lease, Events: closing})
 		}); err != nil {
 			return nil, claimErr(ctx, hdr.ID, err)
 		}
@@ -370,8 +372,9 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller seam.ParentRef, chi
 		a, err = m.resume(ctx, hdr, caller)
 		if err != nil {
 			// errResident: a send resumed it meanwhile; ErrOwned: another
-			// instance claimed it meanwhile, and the next try sends it there.
-			if errors.Is(err, errResident) || errors.Is(err, seam.ErrOwned) {
+			// instance claimed it meanwhile, and the next try sends it there;
+			// ErrStale: another instance ran a turn of it meanwhile.
+			if errors.Is(err, errResident) || errors.Is(err, seam.ErrOwned) || errors.Is(err, seam.ErrStale) {
 				continue
 			}
 			return nil, err

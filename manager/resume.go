@@ -39,9 +39,27 @@ func (m *Manager) header(ctx context.Context, childID string) (seam.Header, erro
 // descriptor, without asking the provider for anything new. The reads and
 // the claim run under the caller's ctx (lookup and materialisation); once
 // the activation is registered, its reads run under the manager's own.
+//
+// The journal is read before the claim, so on a store other instances
+// share it can be stale by the claim's time: another instance held the
+// child, ran a turn and let it go in between. The claim is conditional on
+// the length read (seam.ChildWrite.JournalIs): a stale one is refused,
+// and the reads start over, so a child never runs on a journal that
+// misses a turn (whose message it would run again).
 func (m *Manager) resume(ctx context.Context, hdr seam.Header, caller seam.ParentRef) (*activation, error) {
 	m.resumeMu.Lock()
 	defer m.resumeMu.Unlock()
+	for try := 1; ; try++ {
+		a, err := m.resumeOnce(ctx, hdr, caller)
+		if !errors.Is(err, seam.ErrStale) || try == 5 || ctx.Err() != nil {
+			return a, err
+		}
+		m.log.Debug("a resume read a journal that grew before its claim; reading it again", "agent_id", hdr.ID, "try", try)
+	}
+}
+
+// resumeOnce is one try of resume, under resumeMu.
+func (m *Manager) resumeOnce(ctx context.Context, hdr seam.Header, caller seam.ParentRef) (*activation, error) {
 	if m.resident(hdr.ID) {
 		return nil, errResident
 	}
@@ -57,6 +75,10 @@ func (m *Manager) resume(ctx context.Context, hdr seam.Header, caller seam.Paren
 	if err != nil {
 		m.noteCorrupt(hdr.ID, err)
 		return nil, notResumable("its journal is unreadable", err)
+	}
+	var read int64 // the journal's length as read: the claim's condition
+	if n := len(events); n > 0 {
+		read = events[n-1].Seq + 1
 	}
 	events, closing := agent.CloseOpenTurn(events)
 	journal, err := agent.NewJournal(events)
@@ -86,7 +108,7 @@ func (m *Manager) resume(ctx context.Context, hdr seam.Header, caller seam.Paren
 	}
 	drv = revokingDriver{drv, revoke}
 	// The closing events are stored with the claim, in activate.
-	a, err := m.activate(ctx, hdr, desc, drv, caller.AgentID, nil, closing)
+	a, err := m.activate(ctx, hdr, desc, drv, caller.AgentID, nil, closing, read)
 	if err != nil {
 		_ = drv.Close()
 		return nil, err

@@ -302,3 +302,79 @@ func TestRecoverRunsWhatWasQueuedForAChildItTakesOver(t *testing.T) {
 		checkStoredTranscript(t, st, s.ChildID, []string{"kill", "queued"}, "done: kill")
 	})
 }
+
+// A resume reads the journal before it claims the child. On a shared
+// store another instance may, in between, resume the child, run a turn
+// and let it go: the claim must then be refused (the journal grew) and
+// the resume read again, so the turn runs on the whole history and is
+// stored. (Before, the claim was granted on the stale read: the turn ran
+// on a journal missing the other instance's turn and its writes were
+// refused, or taken for landed, and lost.)
+func TestAResumeThatReadAStaleJournalReadsItAgain(t *testing.T) {
+	onSharedStores(t, func(t *testing.T, st seam.Store) {
+		ctx := context.Background()
+		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+		calls := &modelCalls{n: map[string]int{}}
+		b := manager.New(manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute})
+		t.Cleanup(func() { _ = b.Close(context.Background()) })
+		if err := b.Register(&callProvider{calls: calls}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := b.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := waitSettled(ctx, st, s.ChildID); err != nil {
+			t.Fatal(err)
+		}
+		// A's first read of the journal lets B run a whole turn before A claims.
+		hooked := &afterFirstRead{Store: st, Waker: st.(seam.Waker), then: func() {
+			sent, err := b.Followup(ctx, root, s.ChildID, "b-turn", true)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if res, ok := sent.Wait(ctx); !ok || res.Output != "done: b-turn" {
+				t.Errorf("B's turn = %+v, %v", res, ok)
+			}
+			if err := waitSettled(ctx, st, s.ChildID); err != nil {
+				t.Error(err)
+			}
+		}}
+		a := manager.New(manager.Options{Store: hooked, OwnerID: "server-a", LeaseTTL: time.Minute})
+		t.Cleanup(func() { _ = a.Close(context.Background()) })
+		if err := a.Register(&callProvider{calls: calls}); err != nil {
+			t.Fatal(err)
+		}
+		sent, err := a.Followup(ctx, root, s.ChildID, "a-turn", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, ok := sent.Wait(ctx); !ok || res.Output != "done: a-turn" {
+			t.Fatalf("A's turn = %+v, %v; want it run and stored", res, ok)
+		}
+		if err := waitSettled(ctx, st, s.ChildID); err != nil {
+			t.Fatal(err)
+		}
+		if n := calls.count("a-turn"); n != 1 {
+			t.Errorf("A's message reached the model %d times; want once", n)
+		}
+		checkStoredTranscript(t, st, s.ChildID, []string{"first", "b-turn", "a-turn"}, "\x00")
+	})
+}
+
+// afterFirstRead is a store whose first journal read runs then before it
+// answers with what it read: another instance acting between a resume's
+// read and its claim.
+type afterFirstRead struct {
+	seam.Store
+	seam.Waker
+	once sync.Once
+	then func()
+}
+
+func (s *afterFirstRead) Events(ctx context.Context, id string) ([]agent.Event, error) {
+	events, err := s.Store.Events(ctx, id)
+	s.once.Do(s.then)
+	return events, err
+}

@@ -161,7 +161,7 @@ func (s *Store) checkWrite(tx *bolt.Tx, r *writeReq) error {
 		if err := requireChild(tx, r.id); err != nil {
 			return err
 		}
-		if len(r.w.Events) > 0 {
+		if len(r.w.Events) > 0 || r.w.JournalIs != nil {
 			j, err := journal(tx, r.id)
 			if err != nil {
 				return err
@@ -185,6 +185,9 @@ func (s *Store) checkWrite(tx *bolt.Tx, r *writeReq) error {
 		if err := requireChild(tx, n.To); err != nil {
 			return fmt.Errorf("persist: child %q: the settlement notice's recipient: %w", r.id, err)
 		}
+	}
+	if n := r.w.JournalIs; n != nil && r.w.Create == nil && *n != next {
+		return fmt.Errorf("persist: child %q: the journal holds %d events, not the %d the write was made on: %w", r.id, next, *n, seam.ErrStale)
 	}
 	for i, e := range r.w.Events {
 		if want := next + int64(i); e.Seq != want {

@@ -292,6 +292,10 @@ type Fence struct {
 // under a lease that has not expired: it is resident in another server.
 var ErrOwned = errors.New("child is resident under another owner")
 
+// ErrStale marks a write refused because the journal is not the length
+// its JournalIs said: the writer's read of it is out of date.
+var ErrStale = errors.New("the journal changed since it was read")
+
 // ErrClaimed marks a Delete refused because the child, or one of its
 // descendants, is claimed: resident, or left claimed by a crash.
 var ErrClaimed = errors.New("child is claimed (resident)")
@@ -356,19 +360,25 @@ type Listing struct {
 // fails a check stores nothing: a Create of an id already stored, a write
 // (other than Create) to an unknown id, a Claim an unexpired claim of
 // another owner holds (ErrOwned), a Fence the child's claim does not
-// match (ErrOwned; checked before the Claim), events whose Seq does not
+// match (ErrOwned; checked before the Claim), a JournalIs the journal's
+// length does not match (ErrStale), events whose Seq does not
 // continue the journal, a Notify without Settle or to an inbox of an
 // unknown child.
 type ChildWrite struct {
 	Create *NewChild
 	// Fence, when set, refuses the whole write (ErrOwned) unless the
 	// child is claimed by Fence.Owner at Fence.Epoch.
-	Fence   *Fence
-	Claim   *Owner          // claim (or keep claiming) the child for this owner
-	Enqueue []QueuedMessage // messages admitted to the inbox
-	Dequeue []string        // ids of messages a turn has claimed
-	Events  []Event
-	Settle  *Checkpoint
+	Fence *Fence
+	// JournalIs, when set, refuses the whole write (ErrStale) unless the
+	// child's journal holds exactly this many events: a resume's claim
+	// made on a journal it read before, which another instance may have
+	// grown in between (it held the child, ran a turn and let it go).
+	JournalIs *int64
+	Claim     *Owner          // claim (or keep claiming) the child for this owner
+	Enqueue   []QueuedMessage // messages admitted to the inbox
+	Dequeue   []string        // ids of messages a turn has claimed
+	Events    []Event
+	Settle    *Checkpoint
 	// Notify is the settlement notice, committed with Settle: a crash
 	// keeps both or neither, so a revoked claim always has its notice
 	// stored.

@@ -546,6 +546,9 @@ func (s *Store) WriteChild(ctx context.Context, childID string, w seam.ChildWrit
 			}
 		}
 	}
+	if n := w.JournalIs; n != nil && w.Create == nil && *n != int64(next) {
+		return fmt.Errorf("memstore: child %q: the journal holds %d events, not the %d the write was made on: %w", childID, next, *n, seam.ErrStale)
+	}
 	for i, e := range w.Events {
 		if want := int64(next + i); e.Seq != want {
 			return fmt.Errorf("memstore: child %q: event sequence %d does not continue the journal (next is %d)", childID, e.Seq, want)

@@ -184,6 +184,9 @@ func (s *Store) write(ctx context.Context, tx pgx.Tx, id string, w seam.ChildWri
 			return err
 		}
 	}
+	if n := w.JournalIs; n != nil && w.Create == nil && *n != r.journalLen {
+		return refuse("pgstore: child %q: the journal holds %d events, not the %d the write was made on: %w", id, r.journalLen, *n, seam.ErrStale)
+	}
 	for i, seq := range e.seqs {
 		if want := r.journalLen + int64(i); seq != want {
 			return refuse("pgstore: child %q: event sequence %d does not continue the journal (next is %d)", id, seq, want)

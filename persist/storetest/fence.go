@@ -186,3 +186,33 @@ func testEventsFrom(t *testing.T, s seam.Store) {
 		t.Errorf("EventsFrom of an empty journal = %v, %v", got, err)
 	}
 }
+
+// A resume claims a child on a journal it read first; a write that says
+// which length it was made on (JournalIs) is refused whole, ErrStale,
+// when another writer grew the journal in between, and applies when the
+// length holds.
+func testStaleJournalWrites(t *testing.T, s seam.Store) {
+	mustCreate(t, s, header("c", "p", 0))
+	if err := appendEvents(s, "c", turn(0, 1, "one")); err != nil {
+		t.Fatal(err)
+	}
+	b := owner("owner-b")
+	read := int64(0) // the length before the turn was appended
+	err := s.WriteChild(ctx, "c", seam.ChildWrite{JournalIs: &read, Claim: &b})
+	if !errors.Is(err, seam.ErrStale) {
+		t.Fatalf("a claim made on a journal of %d events, with 4 stored = %v; want ErrStale", read, err)
+	}
+	if c, ok, err := s.ClaimOf(ctx, "c"); err != nil || ok {
+		t.Fatalf("after the refused write ClaimOf = %+v, %v, %v; want no claim stored", c, ok, err)
+	}
+	n, err := s.JournalLen(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{JournalIs: &n, Claim: &b}); err != nil {
+		t.Fatalf("a claim made on the journal as stored = %v; want it applied", err)
+	}
+	if c := claimOf(t, s, "c"); c.Owner.ID != b.ID {
+		t.Errorf("ClaimOf = %+v; want %s's", c, b.ID)
+	}
+}

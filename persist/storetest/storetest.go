@@ -81,6 +81,7 @@ func Run(t *testing.T, open func(t *testing.T) seam.Store) {
 		{"claims carry an epoch that goes up on every takeover", testClaimEpochs},
 		{"after a takeover the former owner's fenced writes store nothing", testFencedWrites},
 		{"a journal reads from an offset", testEventsFrom},
+		{"a write made on a journal that grew since is refused whole", testStaleJournalWrites},
 		{"a deleted child is gone with its subtree and everything keyed by it", testDelete},
 		{"a claimed child, or one with a claimed descendant, is never deleted", testDeleteClaimed},
 		{"a parent has children while one is deleted and another created at once", testDeleteBesideCreate},
