@@ -30,18 +30,10 @@ func TestAKilledTurnsMessageDoesNotRunAgain(t *testing.T) {
 		calls := &modelCalls{n: map[string]int{}}
 		dead := &killable{Store: st, Waker: st.(seam.Waker), killed: make(chan struct{})}
 
-		a := manager.New(manager.Options{Store: dead, OwnerID: "server-a", LeaseTTL: time.Minute})
-		t.Cleanup(func() { _ = a.Close(context.Background()) })
-		if err := a.Register(&callProvider{calls: calls, kill: dead.kill}); err != nil {
-			t.Fatal(err)
-		}
+		a := serverOn(t, manager.Options{Store: dead, OwnerID: "server-a", LeaseTTL: time.Minute}, &callProvider{calls: calls, kill: dead.kill})
 		notices := make(chan seam.Notice, 8)
-		b := manager.New(manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: 150 * time.Millisecond,
-			OnNotice: func(_ string, n seam.Notice) { notices <- n }})
-		t.Cleanup(func() { _ = b.Close(context.Background()) })
-		if err := b.Register(&callProvider{calls: calls}); err != nil {
-			t.Fatal(err)
-		}
+		b := serverOn(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: 150 * time.Millisecond,
+			OnNotice: func(_ string, n seam.Notice) { notices <- n }}, &callProvider{calls: calls})
 
 		s, err := a.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
 		if err != nil {
@@ -87,11 +79,7 @@ func TestATurnWhoseTakingIsRefusedNeverCallsTheModel(t *testing.T) {
 	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
 	calls := &modelCalls{n: map[string]int{}, ended: make(chan string, 4)}
 	st := &refuseTaking{Store: memstore.New()}
-	m := manager.New(manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute})
-	t.Cleanup(func() { _ = m.Close(context.Background()) })
-	if err := m.Register(&callProvider{calls: calls}); err != nil {
-		t.Fatal(err)
-	}
+	m := serverOn(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute}, &callProvider{calls: calls})
 	s, err := m.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, true)
 	if err != nil {
 		t.Fatal(err)
@@ -255,16 +243,8 @@ func TestRecoverRunsWhatWasQueuedForAChildItTakesOver(t *testing.T) {
 		calls := &modelCalls{n: map[string]int{}}
 		dead := &killable{Store: st, Waker: st.(seam.Waker), killed: make(chan struct{})}
 
-		a := manager.New(manager.Options{Store: dead, OwnerID: "server-a", LeaseTTL: time.Minute})
-		t.Cleanup(func() { _ = a.Close(context.Background()) })
-		if err := a.Register(&callProvider{calls: calls, kill: dead.kill}); err != nil {
-			t.Fatal(err)
-		}
-		b := manager.New(manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute})
-		t.Cleanup(func() { _ = b.Close(context.Background()) })
-		if err := b.Register(&callProvider{calls: calls}); err != nil {
-			t.Fatal(err)
-		}
+		a := serverOn(t, manager.Options{Store: dead, OwnerID: "server-a", LeaseTTL: time.Minute}, &callProvider{calls: calls, kill: dead.kill})
+		b := serverOn(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, &callProvider{calls: calls})
 		s, err := a.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "kill", Parent: root}, false)
 		if err != nil {
 			t.Fatal(err)
@@ -285,11 +265,7 @@ func TestRecoverRunsWhatWasQueuedForAChildItTakesOver(t *testing.T) {
 		if err := st.Renew(ctx, seam.Owner{ID: "server-a", Expires: time.Now().Add(-time.Second)}); err != nil {
 			t.Fatal(err)
 		}
-		c := manager.New(manager.Options{Store: st, OwnerID: "server-c", LeaseTTL: time.Minute})
-		t.Cleanup(func() { _ = c.Close(context.Background()) })
-		if err := c.Register(&callProvider{calls: calls}); err != nil {
-			t.Fatal(err)
-		}
+		c := serverOn(t, manager.Options{Store: st, OwnerID: "server-c", LeaseTTL: time.Minute}, &callProvider{calls: calls})
 		if err := c.Recover(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -315,11 +291,7 @@ func TestAResumeThatReadAStaleJournalReadsItAgain(t *testing.T) {
 		ctx := context.Background()
 		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
 		calls := &modelCalls{n: map[string]int{}}
-		b := manager.New(manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute})
-		t.Cleanup(func() { _ = b.Close(context.Background()) })
-		if err := b.Register(&callProvider{calls: calls}); err != nil {
-			t.Fatal(err)
-		}
+		b := serverOn(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, &callProvider{calls: calls})
 		s, err := b.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
 		if err != nil {
 			t.Fatal(err)
@@ -341,11 +313,7 @@ func TestAResumeThatReadAStaleJournalReadsItAgain(t *testing.T) {
 				t.Error(err)
 			}
 		}}
-		a := manager.New(manager.Options{Store: hooked, OwnerID: "server-a", LeaseTTL: time.Minute})
-		t.Cleanup(func() { _ = a.Close(context.Background()) })
-		if err := a.Register(&callProvider{calls: calls}); err != nil {
-			t.Fatal(err)
-		}
+		a := serverOn(t, manager.Options{Store: hooked, OwnerID: "server-a", LeaseTTL: time.Minute}, &callProvider{calls: calls})
 		sent, err := a.Followup(ctx, root, s.ChildID, "a-turn", true)
 		if err != nil {
 			t.Fatal(err)
@@ -377,4 +345,15 @@ func (s *afterFirstRead) Events(ctx context.Context, id string) ([]agent.Event, 
 	events, err := s.Store.Events(ctx, id)
 	s.once.Do(s.then)
 	return events, err
+}
+
+// serverOn is a manager of opts with p registered, closed at the test's end.
+func serverOn(t *testing.T, opts manager.Options, p *callProvider) *manager.Manager {
+	t.Helper()
+	m := manager.New(opts)
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	if err := m.Register(p); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
