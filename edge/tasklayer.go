@@ -732,11 +732,10 @@ func completeResult(r *mcp.CallToolResult) (json.RawMessage, error) {
 
 // cancelTask interrupts the turn a live working task waits on; its call
 // then answers aborted and the task is cancelled. A working task whose
-// call runs at another instance (its runner's beat is fresh, or lookup
-// had resolved it) gets the request recorded in its stored record, which
-// the runner honours at its next beat. A task already settled is left as
-// it is: the spec makes cancellation cooperative, and acknowledged either
-// way.
+// call runs at another instance (lookup found its runner's beat fresh)
+// gets the request recorded in its stored record, which the runner
+// honours at its next beat. A task already settled is left as it is: the
+// spec makes cancellation cooperative, and acknowledged either way.
 func (l *TaskLayer) cancelTask(ctx context.Context, lt *liveTask) {
 	l.mu.Lock()
 	live := l.live[lt.rec.ID] == lt && lt.rec.Status == taskstore.StatusWorking
