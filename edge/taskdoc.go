@@ -56,9 +56,14 @@
 //     record's beat every Heartbeat while it works. Any instance answers
 //     tasks/get from the store; another instance resolves a working task
 //     (at tasks/get, in Recover, in the sweep) only once its beat is three
-//     Heartbeats old, as one a stop left. tasks/cancel takes effect at the
-//     instance whose call runs the task only (elsewhere it is
-//     acknowledged and changes nothing, as for a settled task).
+//     Heartbeats old, as one a stop left. tasks/cancel at another
+//     instance than the runner sets the stored record's CancelRequested;
+//     the runner reads the record before each beat's write and honours
+//     the request as a tasks/cancel of its own (cancelTask), so within a
+//     Heartbeat. Without compare-and-set in taskstore.Store, a request
+//     stored between a beat's read and its write is lost (the client may
+//     cancel again); a settled write the request overwrote is rewritten,
+//     as the runner reads its settled record back once.
 //   - A task expires TTL after it settled: a tasks/get then deletes it and
 //     answers -32602 "Task has expired"; Recover deletes expired tasks,
 //     and so does a sweep every Options.SweepEvery (10 minutes) after it.

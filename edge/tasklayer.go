@@ -507,23 +507,43 @@ func (l *TaskLayer) settle(id string, done <-chan mcp.JSONRPCMessage) {
 		l.log.Error("storing a settled task failed", "task_id", id, "err", err)
 		return
 	}
+	// A cancel request another instance read before this write and
+	// stored after it would leave the task working with no call: the
+	// store has no compare-and-set, so read back once and write again.
+	if l.inst != "" {
+		if back, err := l.store.Task(ctx, id); err == nil && back.Status == taskstore.StatusWorking {
+			if err := l.store.PutTask(ctx, final); err != nil {
+				l.log.Error("storing a settled task again failed", "task_id", id, "err", err)
+			}
+		}
+	}
 	l.log.Info("task settled", "task_id", id, "status", final.Status, "agent_id", final.AgentID)
 	l.drop(id)
 }
 
 // heartbeat rewrites a working task's beat: its call here still runs.
+// It reads the stored record first: a cancel requested at another
+// instance (Record.CancelRequested) is honoured here, as a tasks/cancel
+// of this instance's own, and kept in the record it writes.
 func (l *TaskLayer) heartbeat(id string) {
+	ctx, cancel := context.WithTimeout(l.ctx, l.beat)
+	defer cancel()
+	stored, err := l.store.Task(ctx, id)
 	l.mu.Lock()
 	lt := l.live[id]
 	if lt == nil || lt.rec.Status != taskstore.StatusWorking {
 		l.mu.Unlock()
 		return
 	}
+	requested := err == nil && stored.CancelRequested && !lt.cancelRequested
+	l.mu.Unlock()
+	if requested {
+		l.cancelTask(ctx, lt)
+	}
+	l.mu.Lock()
 	lt.rec.Beat = l.now()
 	rec := lt.rec
 	l.mu.Unlock()
-	ctx, cancel := context.WithTimeout(l.ctx, l.beat)
-	defer cancel()
 	if err := l.store.PutTask(ctx, rec); err != nil && l.ctx.Err() == nil {
 		l.log.Warn("storing a task's heartbeat failed; other instances resolve it as stopped once its beat is stale", "task_id", id, "err", err)
 	}
@@ -606,7 +626,7 @@ func (l *TaskLayer) taskMethod(ctx context.Context, r request) mcp.JSONRPCMessag
 	}
 	switch r.Method {
 	case "tasks/cancel":
-		l.cancelTask(lt)
+		l.cancelTask(ctx, lt)
 		return mcp.JSONRPCResponse{JSONRPC: mcp.JSONRPC_VERSION, ID: r.id(), Result: map[string]any{"resultType": "complete"}}
 	case "tasks/update":
 		// Reserved: no task of ours asks for input yet, so there is no
@@ -711,18 +731,24 @@ func completeResult(r *mcp.CallToolResult) (json.RawMessage, error) {
 }
 
 // cancelTask interrupts the turn a live working task waits on; its call
-// then answers aborted and the task is cancelled. A task that is not live
-// or already settled is left as it is: the spec makes cancellation
-// cooperative, and acknowledged either way.
-func (l *TaskLayer) cancelTask(lt *liveTask) {
+// then answers aborted and the task is cancelled. A working task whose
+// call runs at another instance (lookup found its runner's beat fresh)
+// gets the request recorded in its stored record, which the runner
+// honours at its next beat. A task already settled is left as it is: the
+// spec makes cancellation cooperative, and acknowledged either way.
+func (l *TaskLayer) cancelTask(ctx context.Context, lt *liveTask) {
 	l.mu.Lock()
 	live := l.live[lt.rec.ID] == lt && lt.rec.Status == taskstore.StatusWorking
 	if live {
 		lt.cancelRequested = true
+		lt.rec.CancelRequested = true
 	}
 	rec := lt.rec
 	l.mu.Unlock()
 	if !live {
+		if lt.call == nil && rec.Status == taskstore.StatusWorking && l.inst != "" && rec.Runner != "" && rec.Runner != l.inst {
+			l.requestCancel(ctx, rec.ID)
+		}
 		return
 	}
 	if err := l.mgr.Interrupt(seam.ParentRef{Principal: rec.Principal}, rec.AgentID); err != nil {
@@ -730,6 +756,23 @@ func (l *TaskLayer) cancelTask(lt *liveTask) {
 		return
 	}
 	l.log.Info("task cancel: the child's turn is interrupted", "task_id", rec.ID, "agent_id", rec.AgentID)
+}
+
+// requestCancel records a tasks/cancel of a task another instance runs in
+// its stored record, read afresh so the write carries the runner's latest
+// beat and nothing the runner settled meanwhile is undone.
+func (l *TaskLayer) requestCancel(ctx context.Context, id string) {
+	ctx = context.WithoutCancel(ctx)
+	rec, err := l.store.Task(ctx, id)
+	if err != nil || rec.Status != taskstore.StatusWorking || rec.CancelRequested {
+		return
+	}
+	rec.CancelRequested = true
+	if err := l.store.PutTask(ctx, rec); err != nil {
+		l.log.Warn("storing a task's cancel request failed; send tasks/cancel again", "task_id", id, "runner", rec.Runner, "err", err)
+		return
+	}
+	l.log.Info("task cancel: requested of the instance that runs it", "task_id", id, "runner", rec.Runner)
 }
 
 // Recover resolves the stored tasks a stopped server left working (in a

@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 )
 
@@ -79,5 +83,93 @@ func TestATaskRunAtAnotherInstanceIsNotResolvedThere(t *testing.T) {
 	}
 	if got := get(l2, stale.ID); got["status"] != string(taskstore.StatusFailed) {
 		t.Fatalf("tasks/get at i2 of a task whose runner's beat is stale = %v; want it resolved (failed)", got)
+	}
+}
+
+// interruptManager records the Interrupt a task cancel makes, as the
+// manager's interrupt of the child's turn.
+type interruptManager struct {
+	idleManager
+	once        sync.Once
+	interrupted chan struct{}
+	mu          sync.Mutex
+	caller      seam.ParentRef
+	child       string
+}
+
+func (m *interruptManager) Interrupt(caller seam.ParentRef, childID string) error {
+	m.mu.Lock()
+	m.caller, m.child = caller, childID
+	m.mu.Unlock()
+	m.once.Do(func() { close(m.interrupted) })
+	return nil
+}
+
+// Two instances' task layers on one shared store: tasks/cancel at i2 of a
+// task whose call runs at i1 is recorded in the task's record, and i1
+// honours it at its next beat as a tasks/cancel of its own: the child's
+// turn is interrupted, and the task ends cancelled with the call's
+// aborted result.
+func TestATaskCancelledAtAnotherInstanceIsCancelledAtItsRunner(t *testing.T) {
+	st := &memStore{recs: map[string]taskstore.Record{}}
+	mgr := &interruptManager{interrupted: make(chan struct{})}
+	l1 := NewTaskLayer(TaskOptions{Store: st, Manager: mgr, Instance: "i1", Heartbeat: 10 * time.Millisecond})
+	t.Cleanup(l1.Close)
+	l2 := NewTaskLayer(TaskOptions{Store: st, Manager: idleManager{}, Instance: "i2", Heartbeat: time.Hour})
+	t.Cleanup(l2.Close)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) }) // before l1's Close, which waits for the call
+	ms := server.NewMCPServer("test", "1", server.WithToolCapabilities(false))
+	s := &Server{opts: Options{Tasks: l1}}
+	ms.AddTool(mcp.NewTool("subagent"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if p := s.taskMode(req); p != nil && p.claim() {
+			p.started <- started{childID: "child-1", msgID: "msg-1"}
+		}
+		select { // the child's turn, until an interrupt aborts it
+		case <-stop:
+			return mcp.NewToolResultText("never interrupted"), nil
+		case <-mgr.interrupted:
+			return mcp.NewToolResultError("aborted: interrupted"), nil
+		}
+	})
+	ctx := WithPrincipal(context.Background(), "local")
+	_, handle := responseID(t, l1.Handle(ctx, taskCall(1), ms.HandleMessage))
+	id, _ := handle["taskId"].(string)
+	if handle["resultType"] != "task" || id == "" {
+		t.Fatalf("the call at i1 answered %v; want a task handle", handle)
+	}
+	method := func(l *TaskLayer, m string) map[string]any {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 2, "method": m, "params": map[string]any{"taskId": id, "_meta": declaredMeta}})
+		_, res := responseID(t, l.Handle(ctx, b, ms.HandleMessage))
+		return res
+	}
+
+	if got := method(l2, "tasks/cancel"); got["resultType"] != "complete" {
+		t.Fatalf("tasks/cancel at i2 = %v; want it acknowledged", got)
+	}
+	select {
+	case <-mgr.interrupted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("tasks/cancel at i2 never interrupted the child's turn at i1 (its runner) within 30s")
+	}
+	mgr.mu.Lock()
+	caller, child := mgr.caller, mgr.child
+	mgr.mu.Unlock()
+	if caller.Principal != "local" || child != "child-1" {
+		t.Fatalf("i1 interrupted %q as %+v; want child-1 as the task's principal", child, caller)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		got := method(l2, "tasks/get")
+		if got["status"] == string(taskstore.StatusCancelled) {
+			break
+		}
+		if got["status"] != string(taskstore.StatusWorking) || time.Now().After(deadline) {
+			t.Fatalf("tasks/get at i2 = %v; want working, then cancelled", got)
+		}
+	}
+	rec, err := st.Task(ctx, id)
+	if err != nil || rec.Status != taskstore.StatusCancelled || !isErrorResult(rec.Result) || !rec.CancelRequested {
+		t.Fatalf("the stored task = %+v, %v; want cancelled with the aborted call's result and the request kept", rec, err)
 	}
 }

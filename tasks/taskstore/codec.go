@@ -31,6 +31,8 @@ type storedRecord struct {
 	Error         *RPCError       `json:"error,omitempty"`
 	Runner        string          `json:"runner,omitempty"`
 	Beat          int64           `json:"beat,omitempty"`
+	// Absent in records written before cross-instance cancels: false.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
 }
 
 // Encode is r's stored bytes, the same in every backend (persist's bbolt
@@ -38,7 +40,7 @@ type storedRecord struct {
 func Encode(r Record) ([]byte, error) {
 	w := storedRecord{V: RecordVersion, ID: r.ID, Principal: r.Principal, Tool: r.Tool, AgentID: r.AgentID, MessageID: r.MessageID,
 		Status: string(r.Status), StatusMessage: r.StatusMessage, Created: r.CreatedAt.UnixNano(), Updated: r.UpdatedAt.UnixNano(),
-		TTLMs: r.TTL.Milliseconds(), Result: r.Result, Error: r.Error, Runner: r.Runner}
+		TTLMs: r.TTL.Milliseconds(), Result: r.Result, Error: r.Error, Runner: r.Runner, CancelRequested: r.CancelRequested}
 	if !r.SettledAt.IsZero() {
 		w.Settled = r.SettledAt.UnixNano()
 	}
@@ -80,7 +82,8 @@ func Decode(b []byte) (Record, error) {
 	}
 	r := Record{ID: w.ID, Principal: w.Principal, Tool: w.Tool, AgentID: w.AgentID, MessageID: w.MessageID, Status: st,
 		StatusMessage: w.StatusMessage, CreatedAt: time.Unix(0, w.Created).UTC(), UpdatedAt: time.Unix(0, w.Updated).UTC(),
-		TTL: time.Duration(w.TTLMs) * time.Millisecond, Result: w.Result, Error: w.Error, Runner: w.Runner}
+		TTL: time.Duration(w.TTLMs) * time.Millisecond, Result: w.Result, Error: w.Error, Runner: w.Runner,
+		CancelRequested: w.CancelRequested}
 	if w.Settled != 0 {
 		r.SettledAt = time.Unix(0, w.Settled).UTC()
 	}

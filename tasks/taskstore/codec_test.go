@@ -70,3 +70,21 @@ func TestRunnerAndBeatRoundTrip(t *testing.T) {
 		t.Fatalf("an older record decoded as %+v, %v; want no runner and no beat", old, err)
 	}
 }
+
+// A cancel requested at another instance than the runner survives the
+// stored form; a record written before the field existed reads without it.
+func TestCancelRequestedRoundTrip(t *testing.T) {
+	r := Record{ID: "task-1", Principal: "alice", Tool: "subagent", AgentID: "agent-1", Status: StatusWorking,
+		CreatedAt: t0, UpdatedAt: t0, TTL: time.Hour, Runner: "host-1-ab", Beat: t0, CancelRequested: true}
+	b, err := Encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Decode(b); err != nil || !got.CancelRequested {
+		t.Fatalf("decoded %+v, %v; want the cancel request kept", got, err)
+	}
+	old, err := Decode([]byte(`{"v":1,"id":"task-x","principal":"p","agent_id":"a","status":"working","created":1,"updated":1,"ttl_ms":1000,"runner":"i1","beat":1}`))
+	if err != nil || old.CancelRequested {
+		t.Fatalf("an older record decoded as %+v, %v; want no cancel request", old, err)
+	}
+}

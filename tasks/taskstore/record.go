@@ -58,6 +58,10 @@ type Record struct {
 	// working task run elsewhere is resolved only once its beat is stale.
 	Runner string
 	Beat   time.Time
+	// CancelRequested is a tasks/cancel received at an instance other
+	// than the Runner: the runner reads it at its next beat and cancels
+	// the task as a tasks/cancel of its own would.
+	CancelRequested bool
 }
 
 // RPCError is a JSON-RPC error object.
