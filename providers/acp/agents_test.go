@@ -77,6 +77,7 @@ func TestCallbackToolPermissionIsAllowed(t *testing.T) {
 	for _, tt := range tests {
 		for _, policy := range []string{PermissionDeny, PermissionAllow} {
 			t.Run(tt.name+"/"+policy, func(t *testing.T) {
+				t.Parallel() // each starts an agent process, which is most of its time
 				f := newFixture(t, fakeConfig{http: true, permission: policy})
 				store := memstore.New()
 				m := f.manager(store, cb)
