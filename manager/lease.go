@@ -66,6 +66,7 @@ func (m *Manager) renew() {
 	t := time.NewTicker(m.opts.LeaseTTL / 3)
 	defer t.Stop()
 	var leaseEnd time.Time // the expiry of the last renewal
+	owed := false          // sessions to record again since a lapse, until they are
 	for {
 		select {
 		case <-m.ctx.Done():
@@ -98,7 +99,7 @@ func (m *Manager) renew() {
 		}
 		if sessions || sweeping {
 			ctx, cancel := context.WithTimeout(m.ctx, m.opts.LeaseTTL/3)
-			m.sessions.Tend(ctx, lapsed)
+			owed = !m.sessions.Tend(ctx, owed || lapsed)
 			cancel()
 		}
 		if sweeping {

@@ -44,7 +44,7 @@ func TestTheTokenFile(t *testing.T) {
 			t.Errorf("a token file of another user: %v; want refused", err)
 		}
 	}
-	if MintHTTP() == MintHTTP() {
+	if a, b := MintHTTP(), MintHTTP(); a == b {
 		t.Error("two minted tokens are equal")
 	}
 }

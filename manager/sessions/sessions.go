@@ -189,12 +189,16 @@ func (t *Tracker) Elsewhere(ctx context.Context, principal string) map[string]bo
 // out, which wakes their principals' waiters everywhere. lapsed says this
 // instance's own lease ran out before its last renewal (it was paused):
 // other instances may have reaped its records, so those of sessions still
-// connected here are written again.
-func (t *Tracker) Tend(ctx context.Context, lapsed bool) {
+// connected here are written again. It reports whether they all were
+// (true when there was nothing to write again): the renewer asks again at
+// its next renewal until they are, as one failed write (a slow store under
+// load) must not leave a session unrecorded for good.
+func (t *Tracker) Tend(ctx context.Context, lapsed bool) (recorded bool) {
 	ss := t.c.Store
 	if ss == nil {
-		return
+		return true
 	}
+	recorded = true
 	if t.c.Connected != nil { // without it, a session is here until Gone
 		t.mu.Lock()
 		ids := slices.Collect(maps.Keys(t.shared))
@@ -211,7 +215,8 @@ func (t *Tracker) Tend(ctx context.Context, lapsed bool) {
 		t.mu.Unlock()
 		for id, principal := range recs {
 			if err := ss.OpenSession(ctx, seam.Session{ID: id, Principal: principal, Owner: t.c.Lease()}); err != nil {
-				t.c.Log.Warn("recording a session again after this instance's lease ran out failed", "session", id, "err", err)
+				t.c.Log.Warn("recording a session again after this instance's lease ran out failed; retrying at the next renewal", "session", id, "err", err)
+				recorded = false
 			}
 		}
 	}
@@ -222,6 +227,7 @@ func (t *Tracker) Tend(ctx context.Context, lapsed bool) {
 			t.c.Log.Info("a session's instance is gone (its lease ran out): its notices go to the principal's next call", "session", r.ID, "owner", r.Owner.ID)
 		}
 	}
+	return recorded
 }
 
 // Drop removes, at the instance's close, every session this tracker

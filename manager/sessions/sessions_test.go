@@ -192,3 +192,50 @@ func TestWithoutASharingStoreLivenessIsLocal(t *testing.T) {
 		t.Error("Here ignores Connected without a sharing store")
 	}
 }
+
+// failingOpen is a store whose OpenSession fails while fail is set (a
+// slow store under load, past the renewal's deadline).
+type failingOpen struct {
+	seam.Sessions
+	mu   sync.Mutex
+	fail bool
+}
+
+func (f *failingOpen) OpenSession(ctx context.Context, s seam.Session) error {
+	f.mu.Lock()
+	fail := f.fail
+	f.mu.Unlock()
+	if fail {
+		return context.DeadlineExceeded
+	}
+	return f.Sessions.OpenSession(ctx, s)
+}
+
+// A write again after a lapse that fails is owed: Tend says so, and the
+// renewer asks again until the session is recorded.
+func TestTendSaysWhenARecordAgainFailed(t *testing.T) {
+	st := &failingOpen{Sessions: memstore.New()}
+	b := newInstance(st, "B")
+	b.connect("p", "s-b")
+	b.lapse(true)
+	newInstance(st, "A").Tend(context.Background(), false) // reaps B's record
+	b.lapse(false)
+	st.mu.Lock()
+	st.fail = true
+	st.mu.Unlock()
+	if b.Tend(context.Background(), true) {
+		t.Fatal("Tend reported the sessions recorded again though the write failed")
+	}
+	st.mu.Lock()
+	st.fail = false
+	st.mu.Unlock()
+	if !b.Tend(context.Background(), true) {
+		t.Fatal("Tend reported a failure though the write went through")
+	}
+	if got := recorded(t, st, "p"); got["s-b"] != "B" {
+		t.Errorf("after the retry the store records %v; want s-b at B", got)
+	}
+	if !b.Tend(context.Background(), false) {
+		t.Error("Tend with nothing to record again reported a failure")
+	}
+}
