@@ -376,6 +376,12 @@ func TestATaskAtAnotherInstance(t *testing.T) {
 	if got := atA.result(ctx, "tasks/get", map[string]any{"taskId": id}); got["status"] != "working" {
 		t.Fatalf("tasks/get at A of B's task = %v; want working", got)
 	}
+	// The child's transcript as a resource at B, which does not hold it:
+	// from the database, with the owner's status and the turn in flight.
+	read := atB.result(ctx, "resources/read", map[string]any{"uri": "subagent://agents/" + h.AgentID + "/transcript"})
+	if b, _ := json.Marshal(read); !strings.Contains(string(b), "HOLD task") || !strings.Contains(string(b), `\"status\":\"running\"`) {
+		t.Fatalf("resources/read of the transcript at B = %s; want the turn held at A, running", b)
+	}
 	release.open()
 	for name, c := range map[string]*rawClient{"B": atB, "A": atA} {
 		done := pollTask(t, ctx, c, id, 30*time.Second)
