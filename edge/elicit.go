@@ -336,11 +336,6 @@ func (s *Server) resume(ctx context.Context, toolName string, c call, rt mcp.Mul
 	return context.WithValue(ctx, resumedKey{}, &resumed{child: st.Child, message: st.Message, route: st.Route, turn: turn}), nil
 }
 
-// waitStarted is waitTurn for a started child's first turn.
-func (s *Server) waitStarted(ctx, wctx context.Context, c call, st *manager.Started) (seam.Result, bool, *mcp.CallToolResult) {
-	return s.waitTurn(ctx, wctx, c, "subagent", manager.Sent{ChildID: st.ChildID, MessageID: st.MessageID, Turn: st.Turn})
-}
-
 // startContinuable starts the child, or, for a retried call, is the
 // child it started and the turn it waits for.
 func (s *Server) startContinuable(ctx context.Context, task *taskMode, provider string, sr seam.StartRequest, wait bool) (*manager.Started, error) {

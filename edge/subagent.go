@@ -161,7 +161,7 @@ func (s *Server) subagent(ctx context.Context, c call) *mcp.CallToolResult {
 		wctx, cancel = context.WithTimeout(ctx, time.Duration(wait*float64(time.Second)))
 	}
 	defer cancel()
-	res, ok, asking := s.waitStarted(ctx, wctx, c, st)
+	res, ok, asking := s.waitTurn(ctx, wctx, c, "subagent", manager.Sent{ChildID: st.ChildID, MessageID: st.MessageID, Turn: st.Turn})
 	if asking != nil {
 		return asking
 	}

@@ -17,7 +17,6 @@ type (
 	PendingQuestion = listing.PendingQuestion
 	Transcript      = listing.Transcript
 	TranscriptEntry = listing.TranscriptEntry
-	TranscriptCall  = listing.TranscriptCall
 )
 
 const (
@@ -27,7 +26,6 @@ const (
 	StatusReady         = listing.StatusReady
 	StatusInputRequired = listing.StatusInputRequired
 	MaxPageLimit        = listing.MaxPageLimit
-	StoreRowID          = listing.StoreRowID
 	MaxTranscriptText   = listing.MaxTranscriptText
 )
 
