@@ -138,11 +138,19 @@ func TestATaskCancelledAtAnotherInstanceIsCancelledAtItsRunner(t *testing.T) {
 	if handle["resultType"] != "task" || id == "" {
 		t.Fatalf("the call at i1 answered %v; want a task handle", handle)
 	}
-	method := func(l *TaskLayer, m string) map[string]any {
+	methodAs := func(ctx context.Context, l *TaskLayer, m string) map[string]any {
 		t.Helper()
 		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 2, "method": m, "params": map[string]any{"taskId": id, "_meta": declaredMeta}})
 		_, res := responseID(t, l.Handle(ctx, b, ms.HandleMessage))
 		return res
+	}
+	method := func(l *TaskLayer, m string) map[string]any { t.Helper(); return methodAs(ctx, l, m) }
+
+	// Another principal's cancel at i2 requests nothing of i1: the task is
+	// not theirs, as if unknown.
+	methodAs(WithPrincipal(context.Background(), "other"), l2, "tasks/cancel")
+	if rec, err := st.Task(ctx, id); err != nil || rec.CancelRequested {
+		t.Fatalf("after another principal's tasks/cancel at i2 the stored task = %+v, %v; want no cancel requested", rec, err)
 	}
 
 	if got := method(l2, "tasks/cancel"); got["resultType"] != "complete" {
