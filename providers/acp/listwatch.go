@@ -2,6 +2,7 @@ package acp
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -48,25 +49,30 @@ func watchListing(target string) (*listWatch, error) {
 			r.Out.Host = u.Host
 		},
 		FlushInterval: -1,
+		// Signalled here, before the answer is relayed, so whoever
+		// holds the answer knows the signal is already given.
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusOK && resp.Request.Context().Value(listKey{}) != nil {
+				w.once.Do(func() { close(w.listed) })
+			}
+			return nil
+		},
 	}
 	w.srv = &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		isList := false
 		if r.Method == http.MethodPost && r.Body != nil {
 			head, _ := io.ReadAll(io.LimitReader(r.Body, maxListPeek))
 			var msg struct {
 				Method string `json:"method"`
 			}
-			isList = json.Unmarshal(head, &msg) == nil && msg.Method == "tools/list"
+			if json.Unmarshal(head, &msg) == nil && msg.Method == "tools/list" {
+				r = r.WithContext(context.WithValue(r.Context(), listKey{}, true))
+			}
 			r.Body = struct {
 				io.Reader
 				io.Closer
 			}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
 		}
-		sw := &statusWriter{ResponseWriter: rw, code: http.StatusOK}
-		proxy.ServeHTTP(sw, r)
-		if isList && sw.code == http.StatusOK {
-			w.once.Do(func() { close(w.listed) })
-		}
+		proxy.ServeHTTP(rw, r)
 	})}
 	go func() {
 		defer close(w.done)
@@ -82,15 +88,5 @@ func (w *listWatch) close() {
 	<-w.done
 }
 
-// statusWriter records the status of an answer, passing flushes on.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	s.code = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+// listKey marks, in a request's context, a tools/list request.
+type listKey struct{}
