@@ -22,7 +22,14 @@ import (
 //     agent's id, whose inbox it joins, or a principal's address);
 //   - the address a notice is queued under (AddNotice);
 //   - a principal's address, when a record of one of its sessions is
-//     removed (Sessions).
+//     removed (Sessions);
+//   - the child's journal key (JournalKey), when it appends events to the
+//     child's journal, once a commit however many: what a transcript
+//     watcher at another instance waits for, a turn's steps included.
+//     It is a key of its own so that a step, which commits every few
+//     milliseconds of a busy turn, wakes no waiter on the child's id (its
+//     owner's inbox and interrupt waiters would re-read the store each
+//     time); a turn's end signals both.
 //
 // WakeKeys says which keys a ChildWrite signals.
 //
@@ -42,6 +49,11 @@ type Waker interface {
 	Watch(ctx context.Context, key string) (<-chan struct{}, func(), error)
 }
 
+// JournalKey is the key a commit appending to childID's journal signals
+// (see Waker). Its prefix is neither an agent id's nor an address's, so
+// it names no child and no address.
+func JournalKey(childID string) string { return "journal:" + childID }
+
 // WakeKeys are the keys a commit of w to childID signals (see Waker), in
 // no particular order, possibly repeated; none for a write that signals
 // nothing.
@@ -49,6 +61,9 @@ func WakeKeys(childID string, w ChildWrite) []string {
 	var keys []string
 	if len(w.Enqueue) > 0 || w.Settle != nil || slices.ContainsFunc(w.Events, func(e Event) bool { return e.Kind == EventTurnEnd }) {
 		keys = append(keys, childID)
+	}
+	if len(w.Events) > 0 {
+		keys = append(keys, JournalKey(childID))
 	}
 	if w.Notify != nil && w.Notify.To != "" {
 		keys = append(keys, w.Notify.To)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,27 +22,58 @@ var (
 )
 
 // wakeChannel is the one NOTIFY channel of the store's wake-ups; the
-// payload is the key signalled (see seam.Waker), or wakeAll.
+// payload is the keys signalled (see seam.Waker), one a line, or wakeAll.
 const wakeChannel = "mcp_subagent_wake"
 
-// wakeAll is the payload of a key too long for a NOTIFY payload (under
-// 8000 bytes): it wakes every watch, which is allowed (spurious).
+// wakeAll is the payload that wakes every watch, which is allowed
+// (spurious): sent for a key a payload cannot carry (one holding a line
+// break, or too long for a NOTIFY payload, under 8000 bytes).
 const wakeAll = "*"
+
+// maxPayload bounds a payload, under PostgreSQL's 8000 bytes.
+const maxPayload = 7000
 
 // notify signals keys, in tx: PostgreSQL delivers a NOTIFY at COMMIT, to
 // every connection listening then, and never for a rolled-back write.
+// Keys share payloads (payloads), so a commit sends one NOTIFY, not one a
+// key: a child's write signals at most its id, its journal key and a
+// recipient, and each listener gets one notification of it.
 func notify(ctx context.Context, tx pgx.Tx, keys ...string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	for i, k := range keys {
-		if len(k) > 7000 {
-			keys[i] = wakeAll
-		}
-	}
-	_, err := tx.Exec(ctx, `select pg_notify('`+wakeChannel+`', k) from unnest($1::text[]) as k`, keys)
+	_, err := tx.Exec(ctx, `select pg_notify('`+wakeChannel+`', p) from unnest($1::text[]) as p`, payloads(keys))
 	return err
 }
+
+// payloads packs keys, without repeats, into as few payloads as hold them
+// within maxPayload, one a line; [wakeAll] when a key cannot be carried.
+func payloads(keys []string) []string {
+	var out []string
+	var b strings.Builder
+	seen := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		if len(k) > maxPayload || k == wakeAll || strings.Contains(k, "\n") {
+			return []string{wakeAll}
+		}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if b.Len() > 0 && b.Len()+1+len(k) > maxPayload {
+			out = append(out, b.String())
+			b.Reset()
+		}
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(k)
+	}
+	return append(out, b.String())
+}
+
+// keysOf returns the keys of a payload (see payloads).
+func keysOf(payload string) []string { return strings.Split(payload, "\n") }
 
 // listener is a store's wake-up connection: one connection of its own
 // (LISTEN needs a session; a pool would hand it back), started by the
@@ -172,7 +204,7 @@ func (s *Store) listenOnce(ctx context.Context, first bool) (listened bool, err 
 		if n.Payload == wakeAll {
 			l.hub.SignalAll()
 		} else {
-			l.hub.Signal(n.Payload)
+			l.hub.Signal(keysOf(n.Payload)...)
 		}
 	}
 }

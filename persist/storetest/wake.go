@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ func RunShared(t *testing.T, open func(t *testing.T) (watcher, writer seam.Store
 	runPairs(t, open, []pairCase{
 		{"an inbox admission wakes the child's watchers", testWakeOnEnqueue},
 		{"a turn's end wakes the child's watchers", testWakeOnTurnEnd},
+		{"a journal step wakes the journal's watchers, not the child's", testWakeOnJournalStep},
 		{"a settlement wakes the child's watchers and its notice's recipient", testWakeOnSettle},
 		{"a settlement notice to a parent's inbox wakes the parent's watchers", testWakeParentInbox},
 		{"a queued notice wakes its address's watchers", testWakeOnNotice},
@@ -130,6 +132,32 @@ func testWakeOnTurnEnd(t *testing.T, w, s seam.Store) {
 	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Events: events[3:]}); err != nil {
 		t.Fatal(err)
 	}
+	woken(t, c, "the turn's end was appended")
+}
+
+func testWakeOnJournalStep(t *testing.T, w, s seam.Store) {
+	mustClaim(t, s, header("c", "principal:local", 0), owner("owner-a"))
+	j, c := watch(t, w, seam.JournalKey("c")), watch(t, w, "c")
+	later := watch(t, w, "principal:later")
+	events := turn(0, 1, "go")
+	for i, step := range [][]agent.Event{events[:2], events[2:3]} {
+		if err := s.WriteChild(ctx, "c", seam.ChildWrite{Events: step}); err != nil {
+			t.Fatal(err)
+		}
+		woken(t, j, fmt.Sprintf("step %d of a turn was appended to the child's journal", i+1))
+	}
+	// A later commit's wake-up comes after the steps' (a shared store
+	// delivers them in commit order), so a wake-up of the child's id by a
+	// step would have come by the time it does.
+	if err := s.AddNotice(ctx, "principal:later", seam.Notice{ChildID: "x", Source: agent.SourceReport, Text: "later"}); err != nil {
+		t.Fatal(err)
+	}
+	woken(t, later, "a notice was queued after the steps")
+	quiet(t, c, "of the child's id by a step inside a turn: its owner's inbox and interrupt waiters would re-read the store at every step")
+	if err := s.WriteChild(ctx, "c", seam.ChildWrite{Events: events[3:]}); err != nil {
+		t.Fatal(err)
+	}
+	woken(t, j, "the turn's end was appended")
 	woken(t, c, "the turn's end was appended")
 }
 
