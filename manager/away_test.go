@@ -4,10 +4,13 @@ package manager_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -106,4 +109,124 @@ func TestTranscriptAtAnotherInstanceIsLive(t *testing.T) {
 			t.Fatal("the watch at B did not signal A's settlement within 30s")
 		}
 	})
+}
+
+// stepWait bounds how long a step journaled at the owner may take to
+// reach a watch at another instance: well under a second, the interval
+// at which such a watch used to poll the journal's length.
+const stepWait = 400 * time.Millisecond
+
+// Each step of a turn running at A (an entry journaled mid-turn, no
+// turn's end) reaches a watch at B within stepWait of being journaled,
+// one after another: B is woken by the store per committed step, not by a
+// poll of the journal (which would leave a step journaled just after a
+// poll unseen for a second).
+func TestTranscriptStepsReachAnotherInstanceAtOnce(t *testing.T) {
+	onSharedStores(t, func(t *testing.T, st seam.Store) {
+		ctx := context.Background()
+		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+		a := manager.New(manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute})
+		t.Cleanup(func() { _ = a.Close(context.Background()) })
+		p := &roundsProvider{steps: make(chan string)}
+		if err := a.Register(p); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, "B")
+		s, err := a.StartContinuable(ctx, "rounds", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, s, "A's first turn")
+		w, err := b.Watch(ctx, root, s.ChildID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		tr, err := b.Transcript(ctx, root, s.ChildID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := tr.Len
+		if _, err := a.Followup(ctx, root, s.ChildID, "rounds: go", false); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 4 {
+			step := fmt.Sprintf("step %d", i)
+			p.steps <- step // taken: the driver journals it now
+			journaled := time.Now()
+			deadline := time.After(stepWait)
+			var got []manager.TranscriptEntry
+			for !slices.ContainsFunc(got, func(e manager.TranscriptEntry) bool { return e.Text == step }) {
+				select {
+				case <-w.C:
+				case <-deadline:
+					t.Fatalf("%s, journaled at A mid-turn, was not signalled and readable at B within %s; read %+v", step, stepWait, got)
+				}
+				tr, err := b.Transcript(ctx, root, s.ChildID, seen)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, seen = append(got, tr.Entries...), tr.Len
+			}
+			t.Logf("%s reached B %s after it was journaled at A", step, time.Since(journaled).Round(time.Millisecond))
+		}
+		close(p.steps)
+		select {
+		case <-w.Settled:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the watch at B did not signal A's settlement within 30s")
+		}
+	})
+}
+
+// roundsProvider runs continuable children whose turns answer at once,
+// except a turn whose input starts with "rounds": it journals one step (an
+// assistant message) for each text sent on steps, and ends when steps is
+// closed, as a model turn's rounds come one by one.
+type roundsProvider struct{ steps chan string }
+
+func (p *roundsProvider) Name() string                    { return "rounds" }
+func (p *roundsProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
+func (p *roundsProvider) InheritsParentContext() bool     { return false }
+func (p *roundsProvider) Continuable()                    {}
+func (p *roundsProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
+	return seam.CreationInputs{}, nil
+}
+func (p *roundsProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
+	return &roundsDriver{p: p, j: r.Journal}, nil
+}
+
+type roundsDriver struct {
+	p *roundsProvider
+	j *agent.Journal
+}
+
+func (d *roundsDriver) Journal() *agent.Journal { return d.j }
+func (d *roundsDriver) Close() error            { return nil }
+
+func (d *roundsDriver) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnResult {
+	turn := d.j.NextTurn()
+	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
+	for _, in := range inputs {
+		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: in.Source, Message: &seam.Message{Role: seam.RoleUser, Content: in.Text}})
+	}
+	if strings.HasPrefix(inputs[len(inputs)-1].Text, "rounds") {
+	steps:
+		for {
+			select {
+			case text, ok := <-d.p.steps:
+				if !ok {
+					break steps
+				}
+				d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: text}})
+			case <-ctx.Done():
+				d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopAborted})
+				return agent.TurnResult{StopReason: agent.StopAborted}
+			}
+		}
+	}
+	out := "done"
+	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: out}})
+	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopCompleted})
+	return agent.TurnResult{Output: out, StopReason: agent.StopCompleted}
 }

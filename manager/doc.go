@@ -231,12 +231,14 @@
 //     as the store shows it (running, idle); so does its transcript
 //     (Transcript). Its questions are not listed there: they live in the
 //     owner's memory.
-//   - A transcript Watch of a child not resident here follows the store:
-//     its wake-ups (an admission, a turn's end, a settlement, at any
-//     instance) and the journal's length, read every WatchPoll for the
-//     events inside a turn, which wake nobody. So the web view and the
-//     transcript resources' subscriptions are live at any instance, a
-//     turn's steps at most WatchPoll late.
+//   - A transcript Watch of a child not resident here follows the store's
+//     wake-ups, whichever instance committed what they signal: each
+//     commit to the child's journal (seam.JournalKey: a turn's steps and
+//     its end), an admission and a settlement (the child's id). So the web
+//     view and the transcript resources' subscriptions are live at any
+//     instance, a turn's steps as soon as its owner commits them. The
+//     steps signal a key of their own, so the owner's waiters on the
+//     child's id (its inbox, interrupts) are not woken by each one.
 //   - A child whose writes failed here (the store was down) keeps its
 //     claim, which this manager's renewals keep live, so no other instance
 //     takes it over: the sweep closes and announces such an epoch of its

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager/listing"
@@ -81,10 +80,10 @@ func transcriptErr(id string, err error) error {
 //
 // While the child is not resident here (resident at another instance
 // sharing the store, or stored) the watch follows the store instead
-// (followStore): the store's wake-ups (seam.Waker: an admission, a turn's
-// end, a settlement, whichever instance committed it), and the journal's
-// length read every WatchPoll, since the store wakes nobody for the
-// events inside a turn.
+// (followStore): its wake-ups (seam.Waker), whichever instance committed
+// what they signal — each commit to the child's journal (a turn's steps
+// and its end: seam.JournalKey), an admission and a settlement (the
+// child's id).
 type Watch struct {
 	// C receives a value after each change (coalesced).
 	C <-chan struct{}
@@ -105,13 +104,6 @@ type Watch struct {
 	quit      chan struct{} // closed by Stop: followStore ends
 	stopStore func()        // ends the store's wake-up watch; nil: none
 }
-
-// WatchPoll is how often a Watch of a child not resident here reads the
-// journal's length from the store: the delay of a live transcript
-// (web view, resource subscription) at an instance that does not hold
-// the child, for the events inside a turn; a turn's end, an admission
-// and a settlement wake it at once.
-const WatchPoll = time.Second
 
 // Watch starts watching childID for caller, who must be allowed to read it
 // (see Transcript). Stop it when done.
@@ -162,39 +154,49 @@ func (m *Manager) Watch(ctx context.Context, caller seam.ParentRef, childID stri
 // watchStore starts following the store (see Watch), unless the store has
 // no wake-ups or no other instance writes it (seam.Shared: then only this
 // manager's activations change a journal, and the lifecycle follows
-// them): it watches the child's key and takes the journal's length now,
-// before the reader's first read, so what is journaled after is
-// signalled.
+// them): it watches the child's journal key and its id, and takes the
+// journal's length now, before the reader's first read, so what is
+// journaled after is signalled.
 func (w *Watch) watchStore(ctx context.Context, m *Manager) {
 	wk, ok := m.store.(seam.Waker)
 	if !ok || !shared(m.store) {
 		return
 	}
-	wake, stop, err := wk.Watch(ctx, w.id)
-	if err != nil {
+	fail := func(err error) {
 		if ctx.Err() == nil {
 			m.log.Debug("cannot watch the store for a transcript; only this instance's journal signals it", "agent_id", w.id, "err", err)
 		}
+	}
+	journal, stopJournal, err := wk.Watch(ctx, seam.JournalKey(w.id))
+	if err != nil {
+		fail(err)
 		return
 	}
-	w.stopStore = stop
+	child, stopChild, err := wk.Watch(ctx, w.id)
+	if err != nil {
+		stopJournal()
+		fail(err)
+		return
+	}
+	w.stopStore = func() { stopJournal(); stopChild() }
 	n, err := m.store.JournalLen(ctx, w.id)
 	if err != nil {
-		n = -1 // the first length read signals once
+		n = -1 // the first wake-up of the journal's key signals
 	}
 	_, held, _ := m.heldElsewhere(ctx, w.id)
-	go w.followStore(m, wake, n, held)
+	go w.followStore(m, journal, child, n, held)
 }
 
-// followStore signals the reader of a child not resident here: at each
-// wake-up of the store, and when the journal's length read every
-// WatchPoll is not the last one; Settled when a child held elsewhere (as
-// last read) is found unclaimed at a wake-up (a settlement here is
-// signalled by the lifecycle, once). It reads nothing while an activation
-// here is followed (its journal signals) and ends at Stop.
-func (w *Watch) followStore(m *Manager, wake <-chan struct{}, last int64, held bool) {
-	tick := time.NewTicker(WatchPoll)
-	defer tick.Stop()
+// followStore signals the reader of a child not resident here: at a
+// wake-up of its journal's key when the journal's length, read then, is
+// not the last one (a reconnection's wake-up, which may stand for steps
+// whose wake-ups were lost, reads it too), learning then whether another
+// instance holds the child if it was not known to; at each wake-up of the
+// child's id; Settled when a child held elsewhere (as last read) is found
+// unclaimed at a wake-up of its id (a settlement here is signalled by the
+// lifecycle, once). It reads nothing while an activation here is followed
+// (its journal signals) and ends at Stop.
+func (w *Watch) followStore(m *Manager, journal, child <-chan struct{}, last int64, held bool) {
 	// claim reads who holds the child before a signal, so a reader woken
 	// by one has had the child's residency looked at since; true when a
 	// child held elsewhere is found settled.
@@ -213,7 +215,7 @@ func (w *Watch) followStore(m *Manager, wake <-chan struct{}, last int64, held b
 		select {
 		case <-w.quit:
 			return
-		case <-wake:
+		case <-child:
 			if w.local() {
 				continue
 			}
@@ -222,7 +224,7 @@ func (w *Watch) followStore(m *Manager, wake <-chan struct{}, last int64, held b
 			if settled {
 				w.poke(w.settled)
 			}
-		case <-tick.C:
+		case <-journal:
 			if w.local() {
 				last = -1 // back to the store later: signal once then
 				continue
@@ -232,11 +234,10 @@ func (w *Watch) followStore(m *Manager, wake <-chan struct{}, last int64, held b
 			cancel()
 			if err == nil && n != last {
 				last = n
-				settled := claim()
-				w.poke(w.c)
-				if settled {
-					w.poke(w.settled)
+				if !held {
+					claim() // taken here since: its settlement is then told
 				}
+				w.poke(w.c)
 			}
 		}
 	}

@@ -42,8 +42,8 @@
 // (tree and transcript); one more is answered 429. A transcript stream (api/transcript) sends the entries it
 // has not sent yet whenever the manager's Watch signals; for a child
 // resident at another instance sharing the store, the Watch follows the
-// store (a turn's end at once, the steps inside a turn within
-// manager.WatchPoll), and the tree lists it with its owner's status. Each stream is
+// store (each step of a turn as its owner commits it), and the tree lists it
+// with its owner's status. Each stream is
 // served on its request's own goroutine, which ends when the request's
 // context ends or Close is called; Close waits for every stream to end.
 //
