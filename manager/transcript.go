@@ -44,23 +44,46 @@ func (m *Manager) Transcript(ctx context.Context, caller seam.ParentRef, childID
 	if err := m.mayRead(ctx, caller, h, a); err != nil {
 		return Transcript{}, err
 	}
+	n, from := int64(len(events)), min(max(after, 0), int64(len(events)))
 	if a == nil {
+		// From after on only: a watch at another instance reads at each
+		// step its owner commits, so the cost must not grow with the
+		// journal.
 		var err error
-		if events, err = m.store.Events(ctx, childID); err != nil {
+		from = max(after, 0)
+		if events, err = m.store.EventsFrom(ctx, childID, from); err != nil {
 			return Transcript{}, transcriptErr(childID, err)
+		}
+		n, from = from+int64(len(events)), 0
+		if len(events) == 0 {
+			// At or past the end: the length, but not past after (what
+			// was appended since is read from after next time).
+			if n, err = m.store.JournalLen(ctx, childID); err != nil {
+				return Transcript{}, transcriptErr(childID, err)
+			}
+			n = min(n, max(after, 0))
 		}
 		// Resident at another instance: its owner's status as the store
 		// shows it, as listing shows it.
 		if _, elsewhere, err := m.heldElsewhere(ctx, childID); err == nil && elsewhere {
-			status = m.statusElsewhere(ctx, childID, events)
+			status = m.statusElsewhere(ctx, childID, lastOf(events))
 		}
 	}
 	t := Transcript{ID: h.ID, Parent: h.Parent, Label: h.Label, Provider: h.Provider, Model: model, Depth: h.Depth,
-		CreatedAt: h.CreatedAt, Status: status, Len: int64(len(events)), Entries: []TranscriptEntry{}}
-	for _, e := range events[min(max(after, 0), int64(len(events))):] {
+		CreatedAt: h.CreatedAt, Status: status, Len: n, Entries: []TranscriptEntry{}}
+	for _, e := range events[from:] {
 		t.Entries = append(t.Entries, listing.Entry(e))
 	}
 	return t, nil
+}
+
+// lastOf is the last of events, as statusElsewhere takes it: nil for none
+// (it reads the journal's last event itself).
+func lastOf(events []agent.Event) []agent.Event {
+	if len(events) == 0 {
+		return nil
+	}
+	return events[len(events)-1:]
 }
 
 func transcriptErr(id string, err error) error {

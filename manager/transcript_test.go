@@ -2,7 +2,10 @@ package manager_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,5 +174,64 @@ func drain(c <-chan struct{}) {
 	select {
 	case <-c:
 	default:
+	}
+}
+
+// journalReads records the journal reads a store serves: whole journals,
+// and reads from an offset.
+type journalReads struct {
+	seam.Store
+	mu    sync.Mutex
+	whole int
+	from  []int64
+}
+
+func (s *journalReads) Events(ctx context.Context, id string) ([]agent.Event, error) {
+	s.mu.Lock()
+	s.whole++
+	s.mu.Unlock()
+	return s.Store.Events(ctx, id)
+}
+
+func (s *journalReads) EventsFrom(ctx context.Context, id string, from int64) ([]agent.Event, error) {
+	s.mu.Lock()
+	s.from = append(s.from, from)
+	s.mu.Unlock()
+	return s.Store.EventsFrom(ctx, id, from)
+}
+
+// A stored child's transcript from event After on reads the journal from
+// there, not the whole of it (a watch at another instance reads at each
+// step of a turn), and says the journal's length whatever After is.
+func TestStoredTranscriptReadsFromAfter(t *testing.T) {
+	ctx := context.Background()
+	st := &journalReads{Store: memstore.New()}
+	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+	const n = 1000
+	h := seam.Header{ID: "agent-long", Parent: root.Address(), Principal: "p", Depth: 1, DepthCap: 3, Mode: seam.ModeContinuable,
+		Provider: "spawn", Label: "long", Cwd: "/work", CreatedAt: time.Now().UTC()}
+	d := seam.Descriptor{Version: seam.DescriptorVersion, Mode: seam.ModeContinuable, Provider: "spawn", Label: "long"}
+	events := make([]agent.Event, n)
+	for i := range events {
+		events[i] = agent.Event{Seq: int64(i), Kind: agent.EventMessage, Turn: 1, Message: &seam.Message{Role: seam.RoleAssistant, Content: fmt.Sprint(i)}}
+	}
+	if err := st.WriteChild(ctx, h.ID, seam.ChildWrite{Create: &seam.NewChild{Header: h, Descriptor: d}, Events: events}); err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(t, manager.Options{Store: st}, instantProvider{})
+	for _, c := range []struct {
+		after   int64
+		entries int
+	}{{n - 2, 2}, {n, 0}, {n + 500, 0}, {0, n}} {
+		tr, err := m.Transcript(ctx, root, h.ID, c.after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Len != n || len(tr.Entries) != c.entries || (c.entries > 0 && tr.Entries[0].Seq != c.after) {
+			t.Fatalf("Transcript after %d: len %d, %d entries; want len %d, %d entries from %d", c.after, tr.Len, len(tr.Entries), n, c.entries, c.after)
+		}
+	}
+	if st.whole != 0 || !slices.Equal(st.from, []int64{n - 2, n, n + 500, 0}) {
+		t.Fatalf("the journal was read whole %d times and from %v; want only from each After", st.whole, st.from)
 	}
 }
