@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/internal/pgtest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/pgstore"
@@ -38,7 +37,7 @@ func BenchmarkPGStepToWatch(b *testing.B) {
 	sa.noted = sync.NewCond(&sa.mu)
 	a := manager.New(manager.Options{Store: sa, OwnerID: "instance-a", LeaseTTL: time.Minute, Logger: quiet})
 	b.Cleanup(func() { _ = a.Close(context.Background()) })
-	p := &roundsProvider{steps: make(chan string)}
+	p := &managertest.Rounds{Steps: make(chan string)}
 	if err := a.Register(p); err != nil {
 		b.Fatal(err)
 	}
@@ -49,8 +48,8 @@ func BenchmarkPGStepToWatch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer close(p.steps)
-	p.steps <- "warm-up"
+	defer close(p.Steps)
+	p.Steps <- "warm-up"
 	sa.committed("warm-up") // the child is stored, its turn journaling
 	readable := func(w *manager.Watch, seen *int64, text string) time.Time {
 		deadline := time.After(30 * time.Second)
@@ -83,7 +82,7 @@ func BenchmarkPGStepToWatch(b *testing.B) {
 	for i := range steps {
 		time.Sleep(time.Duration(rng.Int64N(int64(time.Second)))) // where in a poll's interval the step lands
 		text := fmt.Sprintf("step %d", i)
-		p.steps <- text
+		p.Steps <- text
 		at := readable(w, &seen, text)
 		delays = append(delays, at.Sub(sa.committed(text)))
 	}
@@ -150,52 +149,4 @@ func (c *commitClock) commitP50() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return pct(c.commits, 50)
-}
-
-// roundsProvider runs continuable children whose turns journal one step
-// (an assistant message) for each text sent on steps and end when steps
-// is closed, as a model turn's rounds come one by one.
-type roundsProvider struct{ steps chan string }
-
-func (p *roundsProvider) Name() string                    { return "rounds" }
-func (p *roundsProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
-func (p *roundsProvider) InheritsParentContext() bool     { return false }
-func (p *roundsProvider) Continuable()                    {}
-func (p *roundsProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
-	return seam.CreationInputs{}, nil
-}
-func (p *roundsProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
-	return &roundsDriver{p: p, j: r.Journal}, nil
-}
-
-type roundsDriver struct {
-	p *roundsProvider
-	j *agent.Journal
-}
-
-func (d *roundsDriver) Journal() *agent.Journal { return d.j }
-func (d *roundsDriver) Close() error            { return nil }
-
-func (d *roundsDriver) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnResult {
-	turn := d.j.NextTurn()
-	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
-	for _, in := range inputs {
-		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: in.Source, Message: &seam.Message{Role: seam.RoleUser, Content: in.Text}})
-	}
-	stop := agent.StopCompleted
-steps:
-	for strings.HasPrefix(inputs[len(inputs)-1].Text, "rounds") {
-		select {
-		case text, ok := <-d.p.steps:
-			if !ok {
-				break steps
-			}
-			d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: text}})
-		case <-ctx.Done():
-			stop = agent.StopAborted
-			break steps
-		}
-	}
-	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: stop})
-	return agent.TurnResult{StopReason: stop}
 }

@@ -6,11 +6,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -51,22 +50,7 @@ func TestTranscriptAtAnotherInstanceIsLive(t *testing.T) {
 		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
 		a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute}, "A")
 		b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, "B")
-		s, err := a.StartContinuable(ctx, "hold", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, s, "A's first turn")
-
-		w, err := b.Watch(ctx, root, s.ChildID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Stop()
-		tr, err := b.Transcript(ctx, root, s.ChildID, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen := tr.Len
+		s, w, seen := watchedAt(t, a, b, "hold", root)
 		if _, err := a.Followup(ctx, root, s.ChildID, "hold: second", false); err != nil {
 			t.Fatal(err)
 		}
@@ -111,6 +95,29 @@ func TestTranscriptAtAnotherInstanceIsLive(t *testing.T) {
 	})
 }
 
+// watchedAt starts a child of provider at a, waits for its first turn
+// ("first", answered at once) and watches it at b: the child, the watch
+// (stopped when the test ends) and the transcript's length b reads then.
+func watchedAt(t *testing.T, a, b *manager.Manager, provider string, root seam.ParentRef) (*manager.Started, *manager.Watch, int64) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := a.StartContinuable(ctx, provider, seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, s, "A's first turn")
+	w, err := b.Watch(ctx, root, s.ChildID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	tr, err := b.Transcript(ctx, root, s.ChildID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, w, tr.Len
+}
+
 // stepWait bounds how long a step journaled at the owner may take to
 // reach a watch at another instance: well under a second, the interval
 // at which such a watch used to poll the journal's length.
@@ -125,34 +132,19 @@ func TestTranscriptStepsReachAnotherInstanceAtOnce(t *testing.T) {
 	onSharedStores(t, func(t *testing.T, st seam.Store) {
 		ctx := context.Background()
 		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-		a := manager.New(manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute})
-		t.Cleanup(func() { _ = a.Close(context.Background()) })
-		p := &roundsProvider{steps: make(chan string)}
+		a, _ := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute}, "A")
+		p := &managertest.Rounds{Steps: make(chan string)}
 		if err := a.Register(p); err != nil {
 			t.Fatal(err)
 		}
 		b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, "B")
-		s, err := a.StartContinuable(ctx, "rounds", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, s, "A's first turn")
-		w, err := b.Watch(ctx, root, s.ChildID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Stop()
-		tr, err := b.Transcript(ctx, root, s.ChildID, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen := tr.Len
+		s, w, seen := watchedAt(t, a, b, "rounds", root)
 		if _, err := a.Followup(ctx, root, s.ChildID, "rounds: go", false); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 4 {
 			step := fmt.Sprintf("step %d", i)
-			p.steps <- step // taken: the driver journals it now
+			p.Steps <- step // taken: the driver journals it now
 			journaled := time.Now()
 			deadline := time.After(stepWait)
 			var got []manager.TranscriptEntry
@@ -170,63 +162,11 @@ func TestTranscriptStepsReachAnotherInstanceAtOnce(t *testing.T) {
 			}
 			t.Logf("%s reached B %s after it was journaled at A", step, time.Since(journaled).Round(time.Millisecond))
 		}
-		close(p.steps)
+		close(p.Steps)
 		select {
 		case <-w.Settled:
 		case <-time.After(30 * time.Second):
 			t.Fatal("the watch at B did not signal A's settlement within 30s")
 		}
 	})
-}
-
-// roundsProvider runs continuable children whose turns answer at once,
-// except a turn whose input starts with "rounds": it journals one step (an
-// assistant message) for each text sent on steps, and ends when steps is
-// closed, as a model turn's rounds come one by one.
-type roundsProvider struct{ steps chan string }
-
-func (p *roundsProvider) Name() string                    { return "rounds" }
-func (p *roundsProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
-func (p *roundsProvider) InheritsParentContext() bool     { return false }
-func (p *roundsProvider) Continuable()                    {}
-func (p *roundsProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
-	return seam.CreationInputs{}, nil
-}
-func (p *roundsProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
-	return &roundsDriver{p: p, j: r.Journal}, nil
-}
-
-type roundsDriver struct {
-	p *roundsProvider
-	j *agent.Journal
-}
-
-func (d *roundsDriver) Journal() *agent.Journal { return d.j }
-func (d *roundsDriver) Close() error            { return nil }
-
-func (d *roundsDriver) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnResult {
-	turn := d.j.NextTurn()
-	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
-	for _, in := range inputs {
-		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: in.Source, Message: &seam.Message{Role: seam.RoleUser, Content: in.Text}})
-	}
-	if strings.HasPrefix(inputs[len(inputs)-1].Text, "rounds") {
-	steps:
-		for {
-			select {
-			case text, ok := <-d.p.steps:
-				if !ok {
-					break steps
-				}
-				d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: text}})
-			case <-ctx.Done():
-				d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopAborted})
-				return agent.TurnResult{StopReason: agent.StopAborted}
-			}
-		}
-	}
-	out := "done"
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: out}})
-	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopCompleted})
-	return agent.TurnResult{Output: out, StopReason: agent.StopCompleted}
 }
