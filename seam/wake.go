@@ -24,9 +24,10 @@ import (
 //   - a principal's address, when a record of one of its sessions is
 //     removed (Sessions);
 //   - the child's journal key (JournalKey), when it appends events to the
-//     child's journal, once a commit however many: what a transcript
-//     watcher at another instance waits for, a turn's steps included.
-//     It is a key of its own so that a step, which commits every few
+//     child's journal, once per commit however many it appends (on a
+//     shared store, in the commit's one notification): what a transcript
+//     watcher at another instance waits for, a turn's steps included. It
+//     is a key of its own so that a step, which commits every few
 //     milliseconds of a busy turn, wakes no waiter on the child's id (its
 //     owner's inbox and interrupt waiters would re-read the store each
 //     time); a turn's end signals both.
@@ -41,11 +42,12 @@ import (
 // therefore reads the state it waits on after Watch returns and again
 // after every wake-up, never trusting the wake-up itself.
 type Waker interface {
-	// Watch starts watching key (a child id or a notice address): from
-	// its return on, every commit that signals key sends on the channel
-	// (buffered one; it is never closed). stop ends the watch; call it
-	// once, when done. A store that must first connect to be told of
-	// other instances' commits waits for that, bounded by ctx.
+	// Watch starts watching key (a child id, a notice address or a
+	// child's JournalKey): from its return on, every commit that signals
+	// key sends on the channel (buffered one; it is never closed). stop
+	// ends the watch; call it once, when done. A store that must first
+	// connect to be told of other instances' commits waits for that,
+	// bounded by ctx.
 	Watch(ctx context.Context, key string) (<-chan struct{}, func(), error)
 }
 
@@ -54,9 +56,9 @@ type Waker interface {
 // it names no child and no address.
 func JournalKey(childID string) string { return "journal:" + childID }
 
-// WakeKeys are the keys a commit of w to childID signals (see Waker), in
-// no particular order, possibly repeated; none for a write that signals
-// nothing.
+// WakeKeys are the keys a commit of w to childID signals (see Waker): the
+// child's id, its JournalKey, the notice's recipient; in no particular
+// order, possibly repeated; none for a write that signals nothing.
 func WakeKeys(childID string, w ChildWrite) []string {
 	var keys []string
 	if len(w.Enqueue) > 0 || w.Settle != nil || slices.ContainsFunc(w.Events, func(e Event) bool { return e.Kind == EventTurnEnd }) {
