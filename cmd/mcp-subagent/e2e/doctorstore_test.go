@@ -14,12 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
-	"github.com/mcp-subagent/mcp-subagent/internal/pgtest"
 	"github.com/mcp-subagent/mcp-subagent/persist/pgstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
-
-const doctorSecret = "d0ct0r-pw-7c1"
 
 // doctor --store URL checks a PostgreSQL store against a real server: the
 // schema's version, every owner's lease by the database's clock with its
@@ -123,26 +120,6 @@ func TestDoctorStore(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
-
-// pgURL is a postgres:// URL of a fresh database on a server of the
-// test's own, with doctorSecret as its password: trust authentication
-// ignores it; it is there to be hidden.
-func pgURL(t *testing.T) string {
-	_, url := pgServer(t)
-	return url
-}
-
-// pgServer is pgURL with its server, which a test may stop and start.
-func pgServer(t *testing.T) (*pgtest.Server, string) {
-	srv := pgtest.New(t)
-	for _, f := range strings.Fields(srv.DSN(t)) {
-		if db, ok := strings.CutPrefix(f, "dbname="); ok {
-			return srv, "postgres://postgres:" + doctorSecret + "@/" + db + "?host=" + srv.SocketDir()
-		}
-	}
-	t.Fatal("pgtest's DSN names no database")
-	return nil, ""
-}
 
 // The daemon of a server on a PostgreSQL store: daemon status shows the
 // store, password redacted, and this instance's owner id, which is the
