@@ -1,4 +1,4 @@
-//go:build e2e || browser
+//go:build e2e || realcli || browser
 
 package e2e
 
@@ -14,8 +14,8 @@ import (
 
 // Helpers of the tests of several serve --http instances on one
 // PostgreSQL database, shared by the e2e tier (cluster_test.go,
-// doctorstore_test.go) and the browser tier (the web view at another
-// instance).
+// doctorstore_test.go), the browser tier (the web view at another
+// instance) and the realcli tier (real Claude Code at two instances).
 
 // clusterLease is the instances' cluster.lease_seconds in the cluster test:
 // short, so a takeover after a kill -9 comes within the test's patience.
