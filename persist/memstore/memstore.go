@@ -94,6 +94,7 @@ type Store struct {
 	// set it, and sessions the connected root sessions (sessions.go).
 	leases   map[string]time.Time
 	sessions map[sessionKey]seam.Session
+	tasks    map[string][]byte // task id → taskstore.Encode's bytes (tasks.go)
 }
 
 // New returns an empty store.
@@ -107,6 +108,7 @@ func New() *Store {
 		epochs:     map[string]int64{},
 		leases:     map[string]time.Time{},
 		sessions:   map[sessionKey]seam.Session{},
+		tasks:      map[string][]byte{},
 	}
 }
 

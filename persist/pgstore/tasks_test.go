@@ -38,4 +38,5 @@ func TestTaskRecords(t *testing.T) {
 		t.Fatalf("read back %+v, %v\nwant %+v", got, err, a)
 	}
 	storetest.TaskReplaceDelete(t, s, w, a, 2)
+	storetest.TaskUpdates(t, s)
 }
