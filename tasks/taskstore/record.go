@@ -59,8 +59,9 @@ type Record struct {
 	Runner string
 	Beat   time.Time
 	// CancelRequested is a tasks/cancel received at an instance other
-	// than the Runner: the runner reads it at its next beat and cancels
-	// the task as a tasks/cancel of its own would.
+	// than the Runner, stored while the task worked: the runner reads it
+	// at its next beat and cancels the task as a tasks/cancel of its own
+	// would; a call that answers first settles the task cancelled.
 	CancelRequested bool
 }
 
