@@ -117,13 +117,16 @@ type cancelRace struct {
 
 var raceCtx = WithPrincipal(context.Background(), "local")
 
-func newCancelRace(t *testing.T) *cancelRace {
+func newCancelRace(t *testing.T) *cancelRace { t.Helper(); return newCancelRaceAt(t, time.Now) }
+
+// newCancelRaceAt is newCancelRace with i2's clock.
+func newCancelRaceAt(t *testing.T, i2now func() time.Time) *cancelRace {
 	t.Helper()
 	st := &serialStore{Store: memstore.New()}
 	r := &cancelRace{st: st, w1: &stepStore{Store: st}, w2: &stepStore{Store: st}, mgr: &interruptManager{interrupted: make(chan struct{})}}
 	r.l1 = NewTaskLayer(TaskOptions{Store: r.w1, Manager: r.mgr, Instance: "i1", Heartbeat: time.Hour})
 	t.Cleanup(r.l1.Close)
-	r.l2 = NewTaskLayer(TaskOptions{Store: r.w2, Manager: idleManager{}, Instance: "i2", Heartbeat: time.Hour})
+	r.l2 = NewTaskLayer(TaskOptions{Store: r.w2, Manager: idleManager{}, Instance: "i2", Heartbeat: time.Hour, Now: i2now})
 	t.Cleanup(r.l2.Close)
 	finish := make(chan struct{})
 	var once sync.Once
@@ -204,11 +207,13 @@ func (r shownTask) String() string {
 // every instance then reads the outcome that order gives. A result stored
 // first stands; a request stored first cancels the task (its result
 // kept); a request is never lost to a beat, and the task never reads
-// working once its call has answered. The read-then-write code before
-// UpdateTask failed the three races below (the request read before the
-// result and written after left the task working with no call; a request
-// stored first was overwritten by the completed record; a request stored
-// between a beat's read and its write was erased by the beat).
+// working once its call has answered, nor once another instance resolved
+// it. The read-then-write code before UpdateTask failed all but the first
+// case: a request stored first was overwritten by the completed record; a
+// request read before the result and written after left the task working
+// with no call; a request stored between a beat's read and its write was
+// erased by the beat; a task resolved at i2 was written working again by
+// i1's beat, then completed.
 func TestACancelAtAnotherInstanceRacingTheRunnersWrites(t *testing.T) {
 	t.Run("a result stored first stands", func(t *testing.T) {
 		r := newCancelRace(t)
@@ -292,6 +297,24 @@ func TestACancelAtAnotherInstanceRacingTheRunnersWrites(t *testing.T) {
 		waitUntil(t, "i1 to settle the task", func() bool { return !r.runningAtI1() })
 		if rec := r.stored(t); rec.Status != taskstore.StatusCancelled {
 			t.Fatalf("the task = %v; want cancelled", rec)
+		}
+	})
+	t.Run("a task another instance resolved stays settled", func(t *testing.T) {
+		// i2's clock is hours ahead: i1's beat looks stale there, as
+		// when i1 is paused past three Heartbeats.
+		r := newCancelRaceAt(t, func() time.Time { return time.Now().Add(4 * time.Hour) })
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": map[string]any{"taskId": r.id, "_meta": declaredMeta}})
+		if _, got := responseID(t, r.l2.Handle(raceCtx, b, r.ms.HandleMessage)); got["status"] != string(taskstore.StatusFailed) {
+			t.Fatalf("tasks/get at i2 of a task whose runner's beat is stale = %v; want it resolved (failed)", got)
+		}
+		r.l1.heartbeat(r.id) // i1 wakes: its beat finds the task settled
+		if rec := r.stored(t); rec.Status != taskstore.StatusFailed {
+			t.Fatalf("after i1's beat the task resolved at i2 = %v; want it still failed, never working again", rec)
+		}
+		r.end()
+		waitUntil(t, "i1 to settle the task", func() bool { return !r.runningAtI1() })
+		if rec := r.stored(t); rec.Status != taskstore.StatusFailed {
+			t.Fatalf("after i1's call answered the task resolved at i2 = %v; want it still failed (a settled task never changes)", rec)
 		}
 	})
 }
