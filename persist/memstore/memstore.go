@@ -1,6 +1,6 @@
-// Package memstore is an in-memory seam.Store: for tests, and for a
-// server run without a data directory, where children live only as long as
-// the process.
+// Package memstore is an in-memory seam.Store and taskstore.Store (MCP
+// task records, tasks.go): for tests, and for a server run without a data
+// directory, where children live only as long as the process.
 //
 // It keeps the whole contract of the bbolt store in package persist and
 // passes the same conformance suite (persist/storetest): values are copied

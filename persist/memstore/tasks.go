@@ -20,9 +20,6 @@ func taskNotFound(id string) error {
 
 // PutTask creates or replaces a task record.
 func (s *Store) PutTask(ctx context.Context, r taskstore.Record) error {
-	if err := ctxErr(ctx); err != nil {
-		return err
-	}
 	b, err := taskstore.Encode(r)
 	if err != nil {
 		return err
@@ -32,85 +29,60 @@ func (s *Store) PutTask(ctx context.Context, r taskstore.Record) error {
 	if _, err := taskstore.Decode(b); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	s.tasks[r.ID] = b
-	return nil
+	return s.locked(ctx, func() { s.tasks[r.ID] = b })
 }
 
 // Task reads a task record: an unknown id wraps taskstore.ErrNotFound.
 func (s *Store) Task(ctx context.Context, id string) (taskstore.Record, error) {
-	if err := ctxErr(ctx); err != nil {
+	var b []byte
+	if err := s.locked(ctx, func() { b = s.tasks[id] }); err != nil {
 		return taskstore.Record{}, err
 	}
-	s.mu.RLock()
-	b, closed := s.tasks[id], s.closed
-	s.mu.RUnlock()
-	switch {
-	case closed:
-		return taskstore.Record{}, ErrClosed
-	case b == nil:
+	if b == nil {
 		return taskstore.Record{}, taskNotFound(id)
 	}
 	return taskstore.Decode(b)
 }
 
 // UpdateTask is a compare-and-set of the record of id (taskstore.Store):
-// fn runs under the store's write lock.
+// fn runs under the store's lock.
 func (s *Store) UpdateTask(ctx context.Context, id string, fn func(taskstore.Record) (taskstore.Record, error)) (taskstore.Record, error) {
-	if err := ctxErr(ctx); err != nil {
-		return taskstore.Record{}, err
+	var r taskstore.Record
+	var err error
+	if lerr := s.locked(ctx, func() {
+		cur := s.tasks[id]
+		if cur == nil {
+			err = taskNotFound(id)
+			return
+		}
+		var b []byte
+		if r, b, err = taskstore.Apply(id, cur, fn); err == nil {
+			s.tasks[id] = b
+		}
+	}); lerr != nil {
+		return taskstore.Record{}, lerr
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return taskstore.Record{}, ErrClosed
-	}
-	cur := s.tasks[id]
-	if cur == nil {
-		return taskstore.Record{}, taskNotFound(id)
-	}
-	r, b, err := taskstore.Apply(id, cur, fn)
 	if err != nil {
 		return taskstore.Record{}, err
 	}
-	s.tasks[id] = b
 	return r, nil
 }
 
 // DeleteTask removes a task record; an unknown id is not an error.
 func (s *Store) DeleteTask(ctx context.Context, id string) error {
-	if err := ctxErr(ctx); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	delete(s.tasks, id)
-	return nil
+	return s.locked(ctx, func() { delete(s.tasks, id) })
 }
 
 // Tasks lists every task record, by id.
 func (s *Store) Tasks(ctx context.Context) ([]taskstore.Record, error) {
-	if err := ctxErr(ctx); err != nil {
+	var bs [][]byte
+	if err := s.locked(ctx, func() {
+		for _, id := range slices.Sorted(maps.Keys(s.tasks)) {
+			bs = append(bs, s.tasks[id])
+		}
+	}); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
-		return nil, ErrClosed
-	}
-	ids := slices.Sorted(maps.Keys(s.tasks))
-	bs := make([][]byte, 0, len(ids))
-	for _, id := range ids {
-		bs = append(bs, s.tasks[id])
-	}
-	s.mu.RUnlock()
 	out := make([]taskstore.Record, 0, len(bs))
 	for _, b := range bs {
 		r, err := taskstore.Decode(b)
