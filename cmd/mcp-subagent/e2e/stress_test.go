@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -243,6 +244,7 @@ func TestStressThreeInstancesWithKills(t *testing.T) {
 		refused.Range(add)
 		failed.Range(add)
 		t.Logf("some unacknowledged sends, e.g.:\n%s", strings.Join(samples, "\n"))
+		t.Logf("unacknowledged sends by cause:\n%s", strings.Join(sendCauses(&refused, &failed), "\n"))
 	}
 	t.Logf("%d children started in %s; %d follow-ups (%d acknowledged, %d refused, %d failed in transit, %d of those ran) sent by %s; "+
 		"%d cut by a kill before their model call; %d model requests; claims sampled %d times (%d handoffs seen); settled after %s (seed %d)",
@@ -461,3 +463,25 @@ func (w *claimWatch) violations() []string {
 	defer w.mu.Unlock()
 	return w.bad
 }
+
+// sendCauses counts the unacknowledged sends by their error text with the
+// ids taken out, so a run tells which causes refused sends and how often.
+func sendCauses(refused, failed *sync.Map) []string {
+	counts := map[string]int{}
+	count := func(kind string) func(k, v any) bool {
+		return func(_, v any) bool {
+			counts[kind+": "+stressIDs.ReplaceAllString(v.(string), "<id>")]++
+			return true
+		}
+	}
+	refused.Range(count("refused"))
+	failed.Range(count("failed"))
+	var out []string
+	for c, n := range counts {
+		out = append(out, fmt.Sprintf("%5d %s", n, c))
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(out)))
+	return out
+}
+
+var stressIDs = regexp.MustCompile(`[0-9a-f]{8,}(-[0-9a-f]{4,})*|\b\d+\b`)
