@@ -239,6 +239,101 @@ func TestASendWhoseClaimNeverLandsEndsWithItsCaller(t *testing.T) {
 	})
 }
 
+// A send at A to a child B holds is admitted to its stored inbox for B;
+// but B let the child go (its turn ended, it settled and looked at the
+// stored inbox once more) just before the admission landed, so A resumes
+// the child to run it. A's claim is refused four times as if the
+// child's row were being written by another instance right then (nobody
+// holds it): A claims again, and the acknowledged message runs once.
+// (Before, the first refusal left it queued until the child's next send.)
+func TestAForwardedSendWhoseOwnerLetGoRunsThoughItsClaimIsBusy(t *testing.T) {
+	onSharedStores(t, func(t *testing.T, st seam.Store) {
+		ctx := context.Background()
+		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+		calls := &modelCalls{n: map[string]int{}}
+		pb := &holdsProvider{calls: calls, held: make(chan chan struct{}, 1)}
+		bst := &lastLook{Store: st, Waker: st.(seam.Waker), looked: make(chan struct{}, 1)}
+		b := manager.New(manager.Options{Store: bst, OwnerID: "server-b", LeaseTTL: time.Minute})
+		t.Cleanup(func() { _ = b.Close(context.Background()) })
+		if err := b.Register(pb); err != nil {
+			t.Fatal(err)
+		}
+		s, err := b.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "hold first", Parent: root}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gate := <-pb.held
+		var claims atomic.Int32
+		hooked := &aroundClaims{Store: st, Waker: st.(seam.Waker),
+			beforeEnqueue: func() {
+				close(gate)
+				select {
+				case <-bst.looked:
+				case <-time.After(30 * time.Second):
+					t.Error("B never looked at the stored inbox after it settled")
+				}
+			},
+			around: func(write func() error) error {
+				if claims.Add(1) <= 4 {
+					return fmt.Errorf("the row is being written by another instance right now: %w", seam.ErrOwned)
+				}
+				return write()
+			}}
+		pa := &holdsProvider{calls: calls, held: make(chan chan struct{}, 1)}
+		a := manager.New(manager.Options{Store: hooked, OwnerID: "server-a", LeaseTTL: time.Minute})
+		t.Cleanup(func() { _ = a.Close(context.Background()) })
+		if err := a.Register(pa); err != nil {
+			t.Fatal(err)
+		}
+		sent, err := a.Followup(ctx, root, s.ChildID, "a-turn", true)
+		if err != nil || sent.Route != manager.RouteForwarded {
+			t.Fatalf("A's send to a child B holds = %+v, %v; want it forwarded", sent, err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if res, ok := sent.Wait(wctx); !ok || res.Output != "done: a-turn" {
+			t.Fatalf("A's turn = %+v, %v; want it run (queued %v)", res, ok, queuedTexts(st, s.ChildID))
+		}
+		if err := waitSettled(ctx, st, s.ChildID); err != nil {
+			t.Fatal(err)
+		}
+		if n := calls.count("a-turn"); n != 1 {
+			t.Errorf("A's message reached the model %d times; want once", n)
+		}
+		checkStoredTranscript(t, st, s.ChildID, []string{"hold first", "a-turn"}, "\x00")
+	})
+}
+
+// lastLook is a store that signals looked when its child's stored inbox
+// was read while the child was unclaimed: after a settlement, its owner's
+// last look (settledQueue).
+type lastLook struct {
+	seam.Store
+	seam.Waker
+	looked chan struct{}
+}
+
+func (s *lastLook) Queued(ctx context.Context, id string) ([]seam.QueuedMessage, error) {
+	q, err := s.Store.Queued(ctx, id)
+	if _, held, cerr := s.Store.ClaimOf(ctx, id); cerr == nil && !held {
+		select {
+		case s.looked <- struct{}{}:
+		default:
+		}
+	}
+	return q, err
+}
+
+// queuedTexts is the child's stored inbox, for a failure's message.
+func queuedTexts(st seam.Store, id string) []string {
+	q, _ := st.Queued(context.Background(), id)
+	var out []string
+	for _, m := range q {
+		out = append(out, m.Text)
+	}
+	return out
+}
+
 // beforeEachRead is a store whose journal reads run then before they read:
 // another instance acting between a resume's read and its claim (the
 // read's result is what then left).
@@ -256,15 +351,20 @@ func (s *beforeEachRead) Events(ctx context.Context, id string) ([]agent.Event, 
 
 // aroundClaims is a store whose claims (writes that claim a child without
 // creating it) go through around, which decides when, and whether, the
-// write itself runs.
+// write itself runs; and whose admissions (writes that enqueue) run
+// beforeEnqueue first, when set.
 type aroundClaims struct {
 	seam.Store
 	seam.Waker
-	around func(write func() error) error
+	around        func(write func() error) error
+	beforeEnqueue func()
 }
 
 func (s *aroundClaims) WriteChild(ctx context.Context, id string, w seam.ChildWrite) error {
-	if w.Claim == nil || w.Create != nil {
+	if len(w.Enqueue) > 0 && s.beforeEnqueue != nil {
+		s.beforeEnqueue()
+	}
+	if w.Claim == nil || w.Create != nil || s.around == nil {
 		return s.Store.WriteChild(ctx, id, w)
 	}
 	return s.around(func() error { return s.Store.WriteChild(ctx, id, w) })
