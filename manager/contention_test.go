@@ -9,10 +9,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -200,8 +202,7 @@ func TestASendWhoseClaimFailsForAWhileWaits(t *testing.T) {
 }
 
 // A send whose claim keeps failing gives up once its caller's ctx ends,
-// saying so, and leaves nothing queued or claimed: waiting is bounded by
-// the caller.
+// saying so, and leaves nothing queued: waiting is bounded by the caller.
 func TestASendWhoseClaimNeverLandsEndsWithItsCaller(t *testing.T) {
 	onSharedStores(t, func(t *testing.T, st seam.Store) {
 		ctx := context.Background()
@@ -236,6 +237,46 @@ func TestASendWhoseClaimNeverLandsEndsWithItsCaller(t *testing.T) {
 		if n := calls.count("a-turn"); n != 0 {
 			t.Errorf("the refused message reached the model %d times", n)
 		}
+	})
+}
+
+// A send whose claim is refused every time, by a store that shows nobody
+// holding the child (a livelock), from a caller without a deadline, gives
+// up after a bounded number of tries, saying why, and leaves nothing
+// queued: it never spins for ever.
+func TestASendThatNeverWinsItsRaceGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := memstore.New()
+		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+		calls := &modelCalls{n: map[string]int{}}
+		b := serverOn(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, &callProvider{calls: calls})
+		s, err := b.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := waitSettled(ctx, st, s.ChildID); err != nil {
+			t.Fatal(err)
+		}
+		var claims atomic.Int32
+		hooked := &aroundClaims{Store: st, Waker: st, around: func(func() error) error {
+			claims.Add(1)
+			return fmt.Errorf("the row is being written by another instance right now: %w", seam.ErrOwned)
+		}}
+		a := serverOn(t, manager.Options{Store: hooked, OwnerID: "server-a", LeaseTTL: time.Minute}, &callProvider{calls: calls})
+		began := time.Now()
+		_, err = a.Followup(ctx, root, s.ChildID, "a-turn", true)
+		if !errors.Is(err, seam.ErrNotResumable) || !strings.Contains(err.Error(), "kept changing hands") {
+			t.Fatalf("a send that never wins its race = %v; want it to give up saying why", err)
+		}
+		if n, took := claims.Load(), time.Since(began); n < 8 || n > 64 || took > time.Minute {
+			t.Errorf("the send tried to claim %d times over %s; want a bounded number of tries, well within a minute", n, took)
+		}
+		if q, err := st.Queued(ctx, s.ChildID); err != nil || len(q) != 0 {
+			t.Errorf("the stored inbox = %+v, %v; want nothing queued", q, err)
+		}
+		_ = b.Close(ctx)
+		_ = a.Close(ctx)
 	})
 }
 

@@ -315,7 +315,10 @@ func (s *Sent) Wait(ctx context.Context) (seam.Result, bool) { return s.Turn.Wai
 // Followup sends a message to a continuable child; only its exact direct
 // parent may. The child runs it as a turn: behind the current one if it is
 // running, at once if it is resident and idle, or after a cold resume from
-// the store. The caller's ctx governs only lookup and admission.
+// the store. The caller's ctx governs only lookup and admission: a race
+// with another instance sharing the store (the child settling, claimed or
+// run elsewhere right then) makes the send wait and try again within it
+// (sendRetry), never refuses it.
 func (m *Manager) Followup(ctx context.Context, caller seam.ParentRef, childID, content string, wait bool) (*Sent, error) {
 	return m.FollowupBudget(ctx, caller, childID, content, wait, nil)
 }

@@ -24,8 +24,10 @@ const (
 	// sendTries caps the tries of one send. A race between instances
 	// resolves within a few store round trips (one side's commit lands),
 	// and every try after the first follows such a commit or a backoff of
-	// up to sendRetryMax: 32 tries span over ten seconds when nothing
-	// wakes the sender, far more than any handoff takes. Reaching the cap
+	// up to sendRetryMax: 32 tries span some 6 to 12 seconds when nothing
+	// wakes the sender, far more than any handoff takes (a race with an
+	// owner that died or stopped does not come here: its claim stands
+	// until its lease ends, and the send is forwarded to it meanwhile). Reaching the cap
 	// means the instances undo each other's work (a livelock) or the store
 	// keeps refusing the claim: the send then says so rather than spin
 	// for as long as a caller without a deadline would let it.
