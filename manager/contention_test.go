@@ -35,17 +35,8 @@ const raceSends = 16
 // message runs once, after B's turns.
 func TestASendWhileAnotherInstanceKeepsRunningTheChildWaits(t *testing.T) {
 	onSharedStores(t, func(t *testing.T, st seam.Store) {
-		ctx := context.Background()
-		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-		calls := &modelCalls{n: map[string]int{}}
-		b := serverOn(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, &callProvider{calls: calls})
-		s, err := b.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := waitSettled(ctx, st, s.ChildID); err != nil {
-			t.Fatal(err)
-		}
+		ctx, f := context.Background(), newContest(t, st, st, "first")
+		root, b, id := f.root, f.b, f.id
 		inputs := []string{"first"}
 		var reads atomic.Int32
 		hooked := &beforeEachRead{Store: st, Waker: st.(seam.Waker), then: func() {
@@ -55,7 +46,7 @@ func TestASendWhileAnotherInstanceKeepsRunningTheChildWaits(t *testing.T) {
 			}
 			text := fmt.Sprintf("b-turn %d", n)
 			inputs = append(inputs, text)
-			sent, err := b.Followup(ctx, root, s.ChildID, text, true)
+			sent, err := b.Followup(ctx, root, id, text, true)
 			if err != nil {
 				t.Errorf("B's send %d: %v", n, err)
 				return
@@ -63,25 +54,16 @@ func TestASendWhileAnotherInstanceKeepsRunningTheChildWaits(t *testing.T) {
 			if res, ok := sent.Wait(ctx); !ok || res.Output != "done: "+text {
 				t.Errorf("B's turn %d = %+v, %v", n, res, ok)
 			}
-			if err := waitSettled(ctx, st, s.ChildID); err != nil {
+			if err := waitSettled(ctx, st, id); err != nil {
 				t.Error(err)
 			}
 		}}
-		a := serverOn(t, manager.Options{Store: hooked, OwnerID: "server-a", LeaseTTL: time.Minute}, &callProvider{calls: calls})
-		sent, err := a.Followup(ctx, root, s.ChildID, "a-turn", true)
+		a := f.serverA(hooked)
+		sent, err := a.Followup(ctx, root, id, "a-turn", true)
 		if err != nil {
 			t.Fatalf("A's send after %d turns of B between its reads and its claims: %v; want it accepted", reads.Load(), err)
 		}
-		if res, ok := sent.Wait(ctx); !ok || res.Output != "done: a-turn" {
-			t.Fatalf("A's turn = %+v, %v; want it run and stored", res, ok)
-		}
-		if err := waitSettled(ctx, st, s.ChildID); err != nil {
-			t.Fatal(err)
-		}
-		if n := calls.count("a-turn"); n != 1 {
-			t.Errorf("A's message reached the model %d times; want once", n)
-		}
-		checkStoredTranscript(t, st, s.ChildID, append(inputs, "a-turn"), "\x00")
+		f.ranOnce(sent, "a-turn", inputs)
 	})
 }
 
@@ -92,22 +74,8 @@ func TestASendWhileAnotherInstanceKeepsRunningTheChildWaits(t *testing.T) {
 // message runs once.
 func TestASendWhileAnotherInstanceKeepsClaimingTheChildWaits(t *testing.T) {
 	onSharedStores(t, func(t *testing.T, st seam.Store) {
-		ctx := context.Background()
-		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-		calls := &modelCalls{n: map[string]int{}}
-		pb := &holdsProvider{calls: calls, held: make(chan chan struct{}, 1)}
-		b := manager.New(manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute})
-		t.Cleanup(func() { _ = b.Close(context.Background()) })
-		if err := b.Register(pb); err != nil {
-			t.Fatal(err)
-		}
-		s, err := b.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := waitSettled(ctx, st, s.ChildID); err != nil {
-			t.Fatal(err)
-		}
+		ctx, f := context.Background(), newContest(t, st, st, "first")
+		root, b, id := f.root, f.b, f.id
 		inputs := []string{"first"}
 		var claims atomic.Int32
 		hooked := &aroundClaims{Store: st, Waker: st.(seam.Waker)}
@@ -119,42 +87,28 @@ func TestASendWhileAnotherInstanceKeepsClaimingTheChildWaits(t *testing.T) {
 			// B takes the child and is in a turn when A's claim lands.
 			text := fmt.Sprintf("hold %d", n)
 			inputs = append(inputs, text)
-			if _, err := b.Followup(ctx, root, s.ChildID, text, false); err != nil {
+			if _, err := b.Followup(ctx, root, id, text, false); err != nil {
 				t.Errorf("B's send %d: %v", n, err)
 				return write()
 			}
-			gate := <-pb.held
+			gate := <-f.held
 			err := write()
 			if !errors.Is(err, seam.ErrOwned) {
 				t.Errorf("A's claim %d while B holds the child: %v; want ErrOwned", n, err)
 			}
 			// B's turn ends and B lets the child go.
 			close(gate)
-			if err := waitSettled(ctx, st, s.ChildID); err != nil {
+			if err := waitSettled(ctx, st, id); err != nil {
 				t.Error(err)
 			}
 			return err
 		}
-		pa := &holdsProvider{calls: calls, held: make(chan chan struct{}, 1)}
-		a := manager.New(manager.Options{Store: hooked, OwnerID: "server-a", LeaseTTL: time.Minute})
-		t.Cleanup(func() { _ = a.Close(context.Background()) })
-		if err := a.Register(pa); err != nil {
-			t.Fatal(err)
-		}
-		sent, err := a.Followup(ctx, root, s.ChildID, "a-turn", true)
+		a := f.serverA(hooked)
+		sent, err := a.Followup(ctx, root, id, "a-turn", true)
 		if err != nil {
 			t.Fatalf("A's send after %d claims of B between its look and its claim: %v; want it accepted", claims.Load(), err)
 		}
-		if res, ok := sent.Wait(ctx); !ok || res.Output != "done: a-turn" {
-			t.Fatalf("A's turn = %+v, %v; want it run and stored", res, ok)
-		}
-		if err := waitSettled(ctx, st, s.ChildID); err != nil {
-			t.Fatal(err)
-		}
-		if n := calls.count("a-turn"); n != 1 {
-			t.Errorf("A's message reached the model %d times; want once", n)
-		}
-		checkStoredTranscript(t, st, s.ChildID, append(inputs, "a-turn"), "\x00")
+		f.ranOnce(sent, "a-turn", inputs)
 	})
 }
 
@@ -164,17 +118,8 @@ func TestASendWhileAnotherInstanceKeepsClaimingTheChildWaits(t *testing.T) {
 // its message runs once.
 func TestASendWhoseClaimFailsForAWhileWaits(t *testing.T) {
 	onSharedStores(t, func(t *testing.T, st seam.Store) {
-		ctx := context.Background()
-		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-		calls := &modelCalls{n: map[string]int{}}
-		b := serverOn(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, &callProvider{calls: calls})
-		s, err := b.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := waitSettled(ctx, st, s.ChildID); err != nil {
-			t.Fatal(err)
-		}
+		ctx, f := context.Background(), newContest(t, st, st, "first")
+		root, calls, id := f.root, f.calls, f.id
 		var claims atomic.Int32
 		hooked := &aroundClaims{Store: st, Waker: st.(seam.Waker), around: func(write func() error) error {
 			if claims.Add(1) <= raceSends {
@@ -184,20 +129,11 @@ func TestASendWhoseClaimFailsForAWhileWaits(t *testing.T) {
 		}}
 		a := serverOn(t, manager.Options{Store: hooked, OwnerID: "server-a", LeaseTTL: time.Minute,
 			WriteAttempts: 2, WriteRetryDelay: time.Millisecond}, &callProvider{calls: calls})
-		sent, err := a.Followup(ctx, root, s.ChildID, "a-turn", true)
+		sent, err := a.Followup(ctx, root, id, "a-turn", true)
 		if err != nil {
 			t.Fatalf("A's send after %d failed claims: %v; want it accepted", claims.Load(), err)
 		}
-		if res, ok := sent.Wait(ctx); !ok || res.Output != "done: a-turn" {
-			t.Fatalf("A's turn = %+v, %v; want it run and stored", res, ok)
-		}
-		if err := waitSettled(ctx, st, s.ChildID); err != nil {
-			t.Fatal(err)
-		}
-		if n := calls.count("a-turn"); n != 1 {
-			t.Errorf("A's message reached the model %d times; want once", n)
-		}
-		checkStoredTranscript(t, st, s.ChildID, []string{"first", "a-turn"}, "\x00")
+		f.ranOnce(sent, "a-turn", []string{"first"})
 	})
 }
 
@@ -205,33 +141,24 @@ func TestASendWhoseClaimFailsForAWhileWaits(t *testing.T) {
 // saying so, and leaves nothing queued: waiting is bounded by the caller.
 func TestASendWhoseClaimNeverLandsEndsWithItsCaller(t *testing.T) {
 	onSharedStores(t, func(t *testing.T, st seam.Store) {
-		ctx := context.Background()
-		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-		calls := &modelCalls{n: map[string]int{}}
-		b := serverOn(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, &callProvider{calls: calls})
-		s, err := b.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := waitSettled(ctx, st, s.ChildID); err != nil {
-			t.Fatal(err)
-		}
+		ctx, f := context.Background(), newContest(t, st, st, "first")
+		root, calls, id := f.root, f.calls, f.id
 		var claims atomic.Int32
 		hooked := &aroundClaims{Store: st, Waker: st.(seam.Waker), around: func(func() error) error {
 			claims.Add(1)
 			return fmt.Errorf("busy: %w", seam.ErrOwned)
 		}}
-		a := serverOn(t, manager.Options{Store: hooked, OwnerID: "server-a", LeaseTTL: time.Minute}, &callProvider{calls: calls})
+		a := f.serverA(hooked)
 		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
-		_, err = a.Followup(cctx, root, s.ChildID, "a-turn", true)
+		_, err := a.Followup(cctx, root, id, "a-turn", true)
 		if !errors.Is(err, seam.ErrCancelled) {
 			t.Fatalf("a send whose claim never lands = %v; want it cancelled with its caller", err)
 		}
 		if n := claims.Load(); n < 2 {
 			t.Errorf("the send tried to claim %d times; want it to try again while its caller waits", n)
 		}
-		if q, err := st.Queued(ctx, s.ChildID); err != nil || len(q) != 0 {
+		if q, err := st.Queued(ctx, id); err != nil || len(q) != 0 {
 			t.Errorf("the stored inbox = %+v, %v; want nothing queued", q, err)
 		}
 		if n := calls.count("a-turn"); n != 0 {
@@ -246,33 +173,24 @@ func TestASendWhoseClaimNeverLandsEndsWithItsCaller(t *testing.T) {
 // queued: it never spins for ever.
 func TestASendThatNeverWinsItsRaceGivesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
 		st := memstore.New()
-		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-		calls := &modelCalls{n: map[string]int{}}
-		b := serverOn(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, &callProvider{calls: calls})
-		s, err := b.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "first", Parent: root}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := waitSettled(ctx, st, s.ChildID); err != nil {
-			t.Fatal(err)
-		}
+		ctx, f := context.Background(), newContest(t, st, st, "first")
+		root, b, id := f.root, f.b, f.id
 		var claims atomic.Int32
 		hooked := &aroundClaims{Store: st, Waker: st, around: func(func() error) error {
 			claims.Add(1)
 			return fmt.Errorf("the row is being written by another instance right now: %w", seam.ErrOwned)
 		}}
-		a := serverOn(t, manager.Options{Store: hooked, OwnerID: "server-a", LeaseTTL: time.Minute}, &callProvider{calls: calls})
+		a := f.serverA(hooked)
 		began := time.Now()
-		_, err = a.Followup(ctx, root, s.ChildID, "a-turn", true)
+		_, err := a.Followup(ctx, root, id, "a-turn", true)
 		if !errors.Is(err, seam.ErrNotResumable) || !strings.Contains(err.Error(), "kept changing hands") {
 			t.Fatalf("a send that never wins its race = %v; want it to give up saying why", err)
 		}
 		if n, took := claims.Load(), time.Since(began); n < 8 || n > 64 || took > time.Minute {
 			t.Errorf("the send tried to claim %d times over %s; want a bounded number of tries, well within a minute", n, took)
 		}
-		if q, err := st.Queued(ctx, s.ChildID); err != nil || len(q) != 0 {
+		if q, err := st.Queued(ctx, id); err != nil || len(q) != 0 {
 			t.Errorf("the stored inbox = %+v, %v; want nothing queued", q, err)
 		}
 		_ = b.Close(ctx)
@@ -289,21 +207,10 @@ func TestASendThatNeverWinsItsRaceGivesUp(t *testing.T) {
 // (Before, the first refusal left it queued until the child's next send.)
 func TestAForwardedSendWhoseOwnerLetGoRunsThoughItsClaimIsBusy(t *testing.T) {
 	onSharedStores(t, func(t *testing.T, st seam.Store) {
-		ctx := context.Background()
-		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-		calls := &modelCalls{n: map[string]int{}}
-		pb := &holdsProvider{calls: calls, held: make(chan chan struct{}, 1)}
 		bst := &lastLook{Store: st, Waker: st.(seam.Waker), looked: make(chan struct{}, 1)}
-		b := manager.New(manager.Options{Store: bst, OwnerID: "server-b", LeaseTTL: time.Minute})
-		t.Cleanup(func() { _ = b.Close(context.Background()) })
-		if err := b.Register(pb); err != nil {
-			t.Fatal(err)
-		}
-		s, err := b.StartContinuable(ctx, "model", seam.StartRequest{Label: "l", Prompt: "hold first", Parent: root}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gate := <-pb.held
+		ctx, f := context.Background(), newContest(t, st, bst, "hold first")
+		root, id := f.root, f.id
+		gate := <-f.held
 		var claims atomic.Int32
 		hooked := &aroundClaims{Store: st, Waker: st.(seam.Waker),
 			beforeEnqueue: func() {
@@ -320,28 +227,12 @@ func TestAForwardedSendWhoseOwnerLetGoRunsThoughItsClaimIsBusy(t *testing.T) {
 				}
 				return write()
 			}}
-		pa := &holdsProvider{calls: calls, held: make(chan chan struct{}, 1)}
-		a := manager.New(manager.Options{Store: hooked, OwnerID: "server-a", LeaseTTL: time.Minute})
-		t.Cleanup(func() { _ = a.Close(context.Background()) })
-		if err := a.Register(pa); err != nil {
-			t.Fatal(err)
-		}
-		sent, err := a.Followup(ctx, root, s.ChildID, "a-turn", true)
+		a := f.serverA(hooked)
+		sent, err := a.Followup(ctx, root, id, "a-turn", true)
 		if err != nil || sent.Route != manager.RouteForwarded {
 			t.Fatalf("A's send to a child B holds = %+v, %v; want it forwarded", sent, err)
 		}
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if res, ok := sent.Wait(wctx); !ok || res.Output != "done: a-turn" {
-			t.Fatalf("A's turn = %+v, %v; want it run (queued %v)", res, ok, queuedTexts(st, s.ChildID))
-		}
-		if err := waitSettled(ctx, st, s.ChildID); err != nil {
-			t.Fatal(err)
-		}
-		if n := calls.count("a-turn"); n != 1 {
-			t.Errorf("A's message reached the model %d times; want once", n)
-		}
-		checkStoredTranscript(t, st, s.ChildID, []string{"hold first", "a-turn"}, "\x00")
+		f.ranOnce(sent, "a-turn", []string{"hold first"})
 	})
 }
 
@@ -411,53 +302,60 @@ func (s *aroundClaims) WriteChild(ctx context.Context, id string, w seam.ChildWr
 	return s.around(func() error { return s.Store.WriteChild(ctx, id, w) })
 }
 
-// holdsProvider runs continuable children whose turns journal their input
-// and answer at once ("done: <input>", counted in calls), except a turn
-// whose input starts with "hold": it hands a gate on held and answers once
-// the gate is closed.
-type holdsProvider struct {
+// contest is two servers on one store, B and A, and a child B started
+// (its model calls counted in calls across both); B's turns whose input
+// starts with "hold" hand a gate on held.
+type contest struct {
+	t     *testing.T
+	st    seam.Store
+	root  seam.ParentRef
 	calls *modelCalls
 	held  chan chan struct{}
+	b     *manager.Manager
+	id    string
 }
 
-func (p *holdsProvider) Name() string                    { return "model" }
-func (p *holdsProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
-func (p *holdsProvider) InheritsParentContext() bool     { return false }
-func (p *holdsProvider) Continuable()                    {}
-func (p *holdsProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
-	return seam.CreationInputs{}, nil
-}
-func (p *holdsProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
-	return &holdsDriver{p: p, j: r.Journal}, nil
-}
-
-type holdsDriver struct {
-	p *holdsProvider
-	j *agent.Journal
-}
-
-func (d *holdsDriver) Journal() *agent.Journal { return d.j }
-func (d *holdsDriver) Close() error            { return nil }
-
-func (d *holdsDriver) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnResult {
-	turn := d.j.NextTurn()
-	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
-	for _, in := range inputs {
-		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: in.Source, Message: &seam.Message{Role: seam.RoleUser, Content: in.Text}})
+// newContest starts B on bst (st, or st as B sees it) and the child with
+// prompt; unless its first turn holds (prompt starts with "hold"), it
+// waits until the turn ran and B let the child go.
+func newContest(t *testing.T, st, bst seam.Store, prompt string) *contest {
+	t.Helper()
+	f := &contest{t: t, st: st, root: seam.ParentRef{Principal: "p", Cwd: "/work"}, calls: &modelCalls{n: map[string]int{}}, held: make(chan chan struct{}, 1)}
+	f.b = serverOn(t, manager.Options{Store: bst, OwnerID: "server-b", LeaseTTL: time.Minute}, &callProvider{calls: f.calls, held: f.held})
+	s, err := f.b.StartContinuable(context.Background(), "model", seam.StartRequest{Label: "l", Prompt: prompt, Parent: f.root}, false)
+	if err != nil {
+		t.Fatal(err)
 	}
-	text := inputs[len(inputs)-1].Text
-	d.p.calls.add(text)
-	if strings.HasPrefix(text, "hold") {
-		gate := make(chan struct{})
-		d.p.held <- gate
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopAborted})
-			return agent.TurnResult{StopReason: agent.StopAborted}
+	f.id = s.ChildID
+	if !strings.HasPrefix(prompt, "hold") {
+		if err := waitSettled(context.Background(), st, f.id); err != nil {
+			t.Fatal(err)
 		}
 	}
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: "done: " + text}})
-	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopCompleted})
-	return agent.TurnResult{Output: "done: " + text, StopReason: agent.StopCompleted}
+	return f
+}
+
+// serverA starts A on ast (the store as A sees it).
+func (f *contest) serverA(ast seam.Store) *manager.Manager {
+	return serverOn(f.t, manager.Options{Store: ast, OwnerID: "server-a", LeaseTTL: time.Minute}, &callProvider{calls: f.calls})
+}
+
+// ranOnce checks that sent's message ran as a turn answered "done:
+// <text>", reached the model once, and that once the child settled its
+// journal holds exactly the turns of inputs then the message, in order.
+func (f *contest) ranOnce(sent *manager.Sent, text string, inputs []string) {
+	t := f.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if res, ok := sent.Wait(ctx); !ok || res.Output != "done: "+text {
+		t.Fatalf("the turn of %q = %+v, %v; want it run and stored (queued %v)", text, res, ok, queuedTexts(f.st, sent.ChildID))
+	}
+	if err := waitSettled(ctx, f.st, sent.ChildID); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.calls.count(text); n != 1 {
+		t.Errorf("%q reached the model %d times; want once", text, n)
+	}
+	checkStoredTranscript(t, f.st, sent.ChildID, append(inputs, text), "\x00")
 }
