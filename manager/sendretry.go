@@ -18,19 +18,21 @@ import (
 // turn's end, an admission), which the store's wake-up on the child
 // (seam.Waker) signals, or with the release of the activation here; a
 // backoff stands in for a commit the store does not signal (a bare claim
-// does not).
+// does not). runQueued paces its claims the same way, so a message
+// admitted for an owner that let the child go is not left queued.
 
 const (
 	// sendTries caps the tries of one send. A race between instances
 	// resolves within a few store round trips (one side's commit lands),
 	// and every try after the first follows such a commit or a backoff of
 	// up to sendRetryMax: 32 tries span some 6 to 12 seconds when nothing
-	// wakes the sender, far more than any handoff takes (a race with an
+	// wakes the sender, far more than any handoff takes. (A race with an
 	// owner that died or stopped does not come here: its claim stands
-	// until its lease ends, and the send is forwarded to it meanwhile). Reaching the cap
-	// means the instances undo each other's work (a livelock) or the store
-	// keeps refusing the claim: the send then says so rather than spin
-	// for as long as a caller without a deadline would let it.
+	// until its lease ends, and the send is forwarded to it meanwhile.)
+	// Reaching the cap means the instances undo each other's work (a
+	// livelock) or the store keeps refusing the claim: the send then says
+	// so rather than spin for as long as a caller without a deadline
+	// would let it.
 	sendTries = 32
 	// sendRetryFirst and sendRetryMax bound the backoff between tries
 	// that no wake-up cuts short (it doubles, with jitter, so senders at
