@@ -97,7 +97,7 @@ func twoInstances(t *testing.T) *atB {
 	}
 	a, pa := open("server-a", "A")
 	b, _ := open("server-b", "B")
-	l := NewTaskLayer(TaskOptions{Store: &memStore{recs: map[string]taskstore.Record{}}, Manager: b})
+	l := NewTaskLayer(TaskOptions{Store: memstore.New(), Manager: b})
 	t.Cleanup(l.Close)
 	ts, err := New(b, Options{Roots: []string{t.TempDir()}, NoWorkingDirRoot: true, Tasks: l})
 	if err != nil {

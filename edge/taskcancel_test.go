@@ -3,7 +3,6 @@ package edge
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,8 +10,8 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
-	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 )
 
 // idleManager is a Manager the cancel tests never reach.
@@ -50,50 +49,9 @@ func callServer(t *testing.T, l *TaskLayer, startChild bool) (ms *server.MCPServ
 	return ms, ch, release
 }
 
-// memStore is a Store in memory (persist, the real one, imports this
-// package).
-type memStore struct {
-	mu   sync.Mutex
-	recs map[string]taskstore.Record
-}
-
-func (s *memStore) PutTask(_ context.Context, r taskstore.Record) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.recs[r.ID] = r
-	return nil
-}
-
-func (s *memStore) Task(_ context.Context, id string) (taskstore.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.recs[id]
-	if !ok {
-		return taskstore.Record{}, taskstore.ErrNotFound
-	}
-	return r, nil
-}
-
-func (s *memStore) DeleteTask(_ context.Context, id string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.recs, id)
-	return nil
-}
-
-func (s *memStore) Tasks(context.Context) ([]taskstore.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []taskstore.Record
-	for _, r := range s.recs {
-		out = append(out, r)
-	}
-	return out, nil
-}
-
 func cancelLayer(t *testing.T) *TaskLayer {
 	t.Helper()
-	l := NewTaskLayer(TaskOptions{Store: &memStore{recs: map[string]taskstore.Record{}}, Manager: idleManager{}})
+	l := NewTaskLayer(TaskOptions{Store: memstore.New(), Manager: idleManager{}})
 	t.Cleanup(l.Close)
 	return l
 }

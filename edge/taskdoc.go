@@ -58,12 +58,21 @@
 //     (at tasks/get, in Recover, in the sweep) only once its beat is three
 //     Heartbeats old, as one a stop left. tasks/cancel at another
 //     instance than the runner sets the stored record's CancelRequested;
-//     the runner reads the record before each beat's write and honours
-//     the request as a tasks/cancel of its own (cancelTask), so within a
-//     Heartbeat. Without compare-and-set in taskstore.Store, a request
-//     stored between a beat's read and its write is lost (the client may
-//     cancel again); a settled write the request overwrote is rewritten,
-//     as the runner reads its settled record back once.
+//     the runner's beat returns the record it wrote, and the runner
+//     honours a request in it as a tasks/cancel of its own (cancelTask),
+//     so within a Heartbeat. Every write of a stored task after its
+//     creation is a compare-and-set (taskstore.Store.UpdateTask): the
+//     request, the beat (which changes the beat alone), the runner's
+//     settled record and another instance's resolve each apply only
+//     while the stored task works, so a settled task is never written
+//     working again nor settled twice. The store orders a request and the
+//     runner's result: a result stored first stands (the request finds
+//     the task settled and stores nothing); a request stored first makes
+//     the task cancelled, its call's result kept in the record, even when
+//     the turn had ended on its own before the runner heard of it: the
+//     client was told its cancel was accepted while the task worked. (A
+//     tasks/cancel at the runner itself is ordered against the turn's
+//     end instead: a turn that finished first stays completed.)
 //   - A task expires TTL after it settled: a tasks/get then deletes it and
 //     answers -32602 "Task has expired"; Recover deletes expired tasks,
 //     and so does a sweep every Options.SweepEvery (10 minutes) after it.

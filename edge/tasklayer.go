@@ -484,68 +484,109 @@ func (l *TaskLayer) settle(id string, done <-chan mcp.JSONRPCMessage) {
 		l.mu.Unlock()
 		return
 	}
-	now := l.now()
-	rec := &lt.rec
-	rec.UpdatedAt, rec.SettledAt = now, now
-	switch {
-	case env.Error != nil:
-		rec.Status, rec.Error, rec.StatusMessage = taskstore.StatusFailed, env.Error, env.Error.Message
-	case lt.cancelRequested && isErrorResult(env.Result):
-		rec.Status, rec.Result = taskstore.StatusCancelled, env.Result
-		rec.StatusMessage = "cancelled: the subagent's turn was interrupted"
-	default:
-		rec.Status, rec.Result = taskstore.StatusCompleted, env.Result
-		rec.StatusMessage = ""
-	}
-	final := *rec
+	final, localCancel := lt.rec, lt.cancelRequested
 	l.mu.Unlock()
+	now := l.now()
+	final.UpdatedAt, final.SettledAt = now, now
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := l.store.PutTask(ctx, final); err != nil {
+	// A conditional write: it applies only while the stored task works
+	// (another instance may have resolved it while this one's beat was
+	// stale), and it honours a cancel request another instance committed
+	// before it.
+	stored, err := l.store.UpdateTask(ctx, id, func(cur taskstore.Record) (taskstore.Record, error) {
+		if cur.Status != taskstore.StatusWorking {
+			return cur, errDeclined
+		}
+		out := final
+		out.CancelRequested = cur.CancelRequested || final.CancelRequested
+		settleAs(&out, env.Result, env.Error, localCancel, cur.CancelRequested)
+		return out, nil
+	})
+	switch {
+	case errors.Is(err, errDeclined):
+		l.log.Warn("a task's call answered after another instance had settled it (this instance's beat was stale); the stored task stands", "task_id", id)
+	case err != nil:
 		// Kept in memory: this process still answers it; a restart
 		// resolves the stored working record from the child.
 		l.log.Error("storing a settled task failed", "task_id", id, "err", err)
+		l.mu.Lock()
+		settleAs(&lt.rec, env.Result, env.Error, localCancel, false)
+		lt.rec.UpdatedAt, lt.rec.SettledAt = now, now
+		l.mu.Unlock()
 		return
+	default:
+		l.log.Info("task settled", "task_id", id, "status", stored.Status, "agent_id", stored.AgentID)
 	}
-	// A cancel request another instance read before this write and
-	// stored after it would leave the task working with no call: the
-	// store has no compare-and-set, so read back once and write again.
-	if l.inst != "" {
-		if back, err := l.store.Task(ctx, id); err == nil && back.Status == taskstore.StatusWorking {
-			if err := l.store.PutTask(ctx, final); err != nil {
-				l.log.Error("storing a settled task again failed", "task_id", id, "err", err)
-			}
-		}
-	}
-	l.log.Info("task settled", "task_id", id, "status", final.Status, "agent_id", final.AgentID)
 	l.drop(id)
 }
 
+// settleAs makes rec the settled task of a call that answered result or
+// rpcErr: failed for a JSON-RPC error; cancelled when a cancel request
+// another instance committed before this write stands (requested), or
+// when a tasks/cancel here (localCancel) interrupted the turn (an error
+// result); else completed. A turn that ended on its own before a local
+// cancel stays completed; a request stored first is ordered before the
+// result by the store, which every instance reads alike.
+func settleAs(rec *taskstore.Record, result json.RawMessage, rpcErr *taskstore.RPCError, localCancel, requested bool) {
+	switch {
+	case rpcErr != nil:
+		rec.Status, rec.Error, rec.StatusMessage = taskstore.StatusFailed, rpcErr, rpcErr.Message
+	case localCancel && isErrorResult(result):
+		rec.Status, rec.Result = taskstore.StatusCancelled, result
+		rec.StatusMessage = "cancelled: the subagent's turn was interrupted"
+	case requested:
+		rec.Status, rec.Result = taskstore.StatusCancelled, result
+		rec.StatusMessage = "cancelled: requested at another instance before the task's result was stored"
+	default:
+		rec.Status, rec.Result = taskstore.StatusCompleted, result
+		rec.StatusMessage = ""
+	}
+}
+
+// errDeclined is how the layer's UpdateTask functions decline to write:
+// the stored record is no longer what the write was for (settled, or its
+// cancel already requested).
+var errDeclined = errors.New("the stored task is unchanged")
+
 // heartbeat rewrites a working task's beat: its call here still runs.
-// It reads the stored record first: a cancel requested at another
-// instance (Record.CancelRequested) is honoured here, as a tasks/cancel
-// of this instance's own, and kept in the record it writes.
+// The write is conditional (only while the stored task works) and
+// changes the beat alone, so a cancel another instance requested is kept,
+// and honoured here, as a tasks/cancel of this instance's own.
 func (l *TaskLayer) heartbeat(id string) {
 	ctx, cancel := context.WithTimeout(l.ctx, l.beat)
 	defer cancel()
-	stored, err := l.store.Task(ctx, id)
 	l.mu.Lock()
 	lt := l.live[id]
-	if lt == nil || lt.rec.Status != taskstore.StatusWorking {
-		l.mu.Unlock()
+	working := lt != nil && lt.rec.Status == taskstore.StatusWorking
+	l.mu.Unlock()
+	if !working {
 		return
 	}
-	requested := err == nil && stored.CancelRequested && !lt.cancelRequested
+	now := l.now()
+	stored, err := l.store.UpdateTask(ctx, id, func(cur taskstore.Record) (taskstore.Record, error) {
+		if cur.Status != taskstore.StatusWorking {
+			return cur, errDeclined
+		}
+		cur.Beat = now
+		return cur, nil
+	})
+	switch {
+	case errors.Is(err, errDeclined):
+		l.log.Warn("another instance settled a task whose call runs here (this instance's beat was stale); the stored task stands", "task_id", id)
+		return
+	case err != nil:
+		if l.ctx.Err() == nil {
+			l.log.Warn("storing a task's heartbeat failed; other instances resolve it as stopped once its beat is stale", "task_id", id, "err", err)
+		}
+		return
+	}
+	l.mu.Lock()
+	lt.rec.Beat = now
+	requested := stored.CancelRequested && !lt.cancelRequested
 	l.mu.Unlock()
 	if requested {
 		l.cancelTask(ctx, lt)
-	}
-	l.mu.Lock()
-	lt.rec.Beat = l.now()
-	rec := lt.rec
-	l.mu.Unlock()
-	if err := l.store.PutTask(ctx, rec); err != nil && l.ctx.Err() == nil {
-		l.log.Warn("storing a task's heartbeat failed; other instances resolve it as stopped once its beat is stale", "task_id", id, "err", err)
 	}
 }
 
@@ -710,10 +751,26 @@ func (l *TaskLayer) resolve(ctx context.Context, rec taskstore.Record) taskstore
 		msg := fmt.Sprintf("the server stopped while this task waited for subagent %s (%s); the subagent is kept and resumable: send_message gives it more work", rec.AgentID, why)
 		rec.Status, rec.StatusMessage, rec.Error = taskstore.StatusFailed, msg, &taskstore.RPCError{Code: mcp.INTERNAL_ERROR, Message: msg}
 	}
-	if err := l.store.PutTask(ctx, rec); err != nil {
+	// Conditional: the runner may have settled it, or beaten again,
+	// since rec was read; then the stored record stands.
+	var cur taskstore.Record
+	stored, err := l.store.UpdateTask(ctx, rec.ID, func(c taskstore.Record) (taskstore.Record, error) {
+		cur = c
+		if c.Status != taskstore.StatusWorking || !l.orphaned(c) {
+			return c, errDeclined
+		}
+		c.Status, c.Result, c.Error, c.StatusMessage = rec.Status, rec.Result, rec.Error, rec.StatusMessage
+		c.UpdatedAt, c.SettledAt = rec.UpdatedAt, rec.SettledAt
+		return c, nil
+	})
+	switch {
+	case errors.Is(err, errDeclined):
+		return cur
+	case err != nil:
 		l.log.Warn("storing a resolved task failed; it is resolved again on the next read", "task_id", rec.ID, "err", err)
+		return rec
 	}
-	return rec
+	return stored
 }
 
 // completeResult is a CallToolResult as a 2026-07-28 answer carries it.
@@ -759,20 +816,24 @@ func (l *TaskLayer) cancelTask(ctx context.Context, lt *liveTask) {
 }
 
 // requestCancel records a tasks/cancel of a task another instance runs in
-// its stored record, read afresh so the write carries the runner's latest
-// beat and nothing the runner settled meanwhile is undone.
+// its stored record: a conditional write that applies only while the
+// task works, so it never undoes what the runner settled meanwhile, and
+// changes nothing else of the record.
 func (l *TaskLayer) requestCancel(ctx context.Context, id string) {
-	ctx = context.WithoutCancel(ctx)
-	rec, err := l.store.Task(ctx, id)
-	if err != nil || rec.Status != taskstore.StatusWorking || rec.CancelRequested {
-		return
+	rec, err := l.store.UpdateTask(context.WithoutCancel(ctx), id, func(cur taskstore.Record) (taskstore.Record, error) {
+		if cur.Status != taskstore.StatusWorking || cur.CancelRequested {
+			return cur, errDeclined
+		}
+		cur.CancelRequested = true
+		return cur, nil
+	})
+	switch {
+	case errors.Is(err, errDeclined):
+	case err != nil:
+		l.log.Warn("storing a task's cancel request failed; send tasks/cancel again", "task_id", id, "err", err)
+	default:
+		l.log.Info("task cancel: requested of the instance that runs it", "task_id", id, "runner", rec.Runner)
 	}
-	rec.CancelRequested = true
-	if err := l.store.PutTask(ctx, rec); err != nil {
-		l.log.Warn("storing a task's cancel request failed; send tasks/cancel again", "task_id", id, "runner", rec.Runner, "err", err)
-		return
-	}
-	l.log.Info("task cancel: requested of the instance that runs it", "task_id", id, "runner", rec.Runner)
 }
 
 // Recover resolves the stored tasks a stopped server left working (in a

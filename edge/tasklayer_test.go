@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/edge"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
+	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 )
@@ -241,52 +242,12 @@ func containsAll(s string, parts ...string) bool {
 	return true
 }
 
-// memTasks is a taskstore.Store in memory, for tests in a synctest bubble.
-type memTasks struct {
-	mu sync.Mutex
-	m  map[string]taskstore.Record
-}
-
-func (s *memTasks) PutTask(_ context.Context, r taskstore.Record) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.m[r.ID] = r
-	return nil
-}
-
-func (s *memTasks) Task(_ context.Context, id string) (taskstore.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.m[id]
-	if !ok {
-		return r, taskstore.ErrNotFound
-	}
-	return r, nil
-}
-
-func (s *memTasks) DeleteTask(_ context.Context, id string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, id)
-	return nil
-}
-
-func (s *memTasks) Tasks(context.Context) ([]taskstore.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []taskstore.Record
-	for _, r := range s.m {
-		out = append(out, r)
-	}
-	return out, nil
-}
-
 // After Recover, a settled task nobody asks about is deleted by the
 // periodic sweep once it expires, without waiting for the next start; a
 // working one and one not yet expired stay; Close ends the sweep.
 func TestSweepDeletesExpiredTasks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &memTasks{m: map[string]taskstore.Record{}}
+		st := memstore.New()
 		l := edge.NewTaskLayer(edge.TaskOptions{Store: st, Manager: &fakeManager{}, TTL: time.Minute, SweepEvery: 10 * time.Second})
 		now := time.Now()
 		for _, r := range []taskstore.Record{

@@ -8,8 +8,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/manager"
+	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
-	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 )
 
 // awaitingManager is the layer's manager: AwaitTurn hands back a turn
@@ -41,7 +41,7 @@ func requestOf(t *testing.T, raw json.RawMessage) mcp.CallToolRequest {
 // starts its child as asked.
 func TestTheTaskModeIsInTheHandlersRequest(t *testing.T) {
 	am := awaitingManager{awaited: make(chan [2]string, 1)}
-	l := NewTaskLayer(TaskOptions{Store: &memStore{recs: map[string]taskstore.Record{}}, Manager: am})
+	l := NewTaskLayer(TaskOptions{Store: memstore.New(), Manager: am})
 	t.Cleanup(l.Close)
 	var waits []bool
 	f := &fakeManager{start: func(_ seam.StartRequest, wait bool) (*manager.Started, error) {

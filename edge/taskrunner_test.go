@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 	"github.com/mcp-subagent/mcp-subagent/tasks/taskstore"
 )
@@ -20,7 +21,7 @@ import (
 // store as working, then with i1's result once i1 stores it. A working
 // task whose runner's beat is stale is resolved, as one a stop left.
 func TestATaskRunAtAnotherInstanceIsNotResolvedThere(t *testing.T) {
-	st := &memStore{recs: map[string]taskstore.Record{}}
+	st := memstore.New()
 	l1 := NewTaskLayer(TaskOptions{Store: st, Manager: idleManager{}, Instance: "i1", Heartbeat: 20 * time.Millisecond})
 	t.Cleanup(l1.Close)
 	l2 := NewTaskLayer(TaskOptions{Store: st, Manager: idleManager{}, Instance: "i2", Heartbeat: time.Hour})
@@ -111,7 +112,7 @@ func (m *interruptManager) Interrupt(caller seam.ParentRef, childID string) erro
 // turn is interrupted, and the task ends cancelled with the call's
 // aborted result.
 func TestATaskCancelledAtAnotherInstanceIsCancelledAtItsRunner(t *testing.T) {
-	st := &memStore{recs: map[string]taskstore.Record{}}
+	st := memstore.New()
 	mgr := &interruptManager{interrupted: make(chan struct{})}
 	l1 := NewTaskLayer(TaskOptions{Store: st, Manager: mgr, Instance: "i1", Heartbeat: 10 * time.Millisecond})
 	t.Cleanup(l1.Close)

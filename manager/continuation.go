@@ -249,8 +249,10 @@ func claimErr(ctx context.Context, id string, err error) error {
 			Message: fmt.Sprintf("subagent %s is resident in another server sharing this session store (%v); send it there, or again once that server has stopped", id, err)}
 	case ctx.Err() != nil:
 		return &seam.Error{Code: seam.CodeCancelled, AgentID: id, Message: "the send was cancelled", Err: err}
+	case errors.Is(err, seam.ErrNotFound):
+		return &seam.Error{Code: seam.CodeNotResumable, AgentID: id, Err: err, Message: fmt.Sprintf("subagent %q is unavailable", id)}
 	}
-	return &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: id, Message: "claiming the child for this server failed", Err: err}
+	return &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: id, Message: "claiming the child for this server failed", Err: fmt.Errorf("%w: %w", errClaimStore, err)}
 }
 
 // waitTurn waits for the outcome of the turn that handles w's message. An
@@ -313,7 +315,10 @@ func (s *Sent) Wait(ctx context.Context) (seam.Result, bool) { return s.Turn.Wai
 // Followup sends a message to a continuable child; only its exact direct
 // parent may. The child runs it as a turn: behind the current one if it is
 // running, at once if it is resident and idle, or after a cold resume from
-// the store. The caller's ctx governs only lookup and admission.
+// the store. The caller's ctx governs only lookup and admission: a race
+// with another instance sharing the store (the child settling, claimed or
+// run elsewhere right then) makes the send wait and try again within it
+// (sendRetry), never refuses it.
 func (m *Manager) Followup(ctx context.Context, caller seam.ParentRef, childID, content string, wait bool) (*Sent, error) {
 	return m.FollowupBudget(ctx, caller, childID, content, wait, nil)
 }
@@ -334,13 +339,23 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller seam.ParentRef, chi
 	if m.store == nil {
 		return nil, newErr(seam.CodePersistenceUnavailable, "continuable children need a session store; none is configured")
 	}
-	for attempt := 0; attempt < 3; attempt++ {
+	retry := newSendRetry(m, childID)
+	defer retry.close()
+	// A read or a claim cut short by the caller's ctx says so, not that
+	// the child is unavailable.
+	cancelled := func(err error) error {
+		if ctx.Err() != nil {
+			return &seam.Error{Code: seam.CodeCancelled, AgentID: childID, Message: "the send was cancelled", Err: err}
+		}
+		return err
+	}
+	for {
 		if err := ctx.Err(); err != nil {
-			return nil, &seam.Error{Code: seam.CodeCancelled, Message: "the send was cancelled", Err: err}
+			return nil, cancelled(err)
 		}
 		hdr, err := m.header(ctx, childID)
 		if err != nil {
-			return nil, err
+			return nil, cancelled(err)
 		}
 		if err := maySend(caller, hdr); err != nil {
 			return nil, err
@@ -359,9 +374,8 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller seam.ParentRef, chi
 				return &Sent{MessageID: id, Route: Route(route), ChildID: childID, Turn: t}, nil
 			}
 			// Settling: wait for the release, then resume it cold.
-			select {
-			case <-a.released:
-			case <-ctx.Done():
+			if err := retry.again(ctx, a.released, errSettling); err != nil {
+				return nil, err
 			}
 			continue
 		}
@@ -371,13 +385,15 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller seam.ParentRef, chi
 		}
 		a, err = m.resume(ctx, hdr, caller)
 		if err != nil {
-			// errResident: a send resumed it meanwhile; ErrOwned: another
-			// instance claimed it meanwhile, and the next try sends it there;
-			// ErrStale: another instance ran a turn of it meanwhile.
-			if errors.Is(err, errResident) || errors.Is(err, seam.ErrOwned) || errors.Is(err, seam.ErrStale) {
+			// A race another try can win (transientSend): the next try
+			// finds the child resident here or elsewhere, or claims it.
+			if transientSend(err) && ctx.Err() == nil {
+				if err := retry.again(ctx, nil, err); err != nil {
+					return nil, err
+				}
 				continue
 			}
-			return nil, err
+			return nil, cancelled(err)
 		}
 		id, w, _, _ := a.admitBudget(content, agent.SourceUser, wait, budget)
 		m.lendTo(w, caller, childID, id)
@@ -388,8 +404,9 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller seam.ParentRef, chi
 		}
 		return &Sent{MessageID: id, Route: RouteResumed, ChildID: childID, Turn: t}, nil
 	}
-	return nil, &seam.Error{Code: seam.CodeNotResumable, AgentID: childID, Message: fmt.Sprintf("subagent %s is busy settling; send again", childID)}
 }
+
+var errSettling = errors.New("the child was settling here")
 
 var errResident = errors.New("already resident")
 

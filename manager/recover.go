@@ -81,29 +81,50 @@ func (m *Manager) startSweep() {
 
 // runQueued resumes a child taken over whose stored inbox holds messages
 // (a follow-up admitted by its former owner), so they run here, in order.
+// A resume that meets a race another try can win tries again (as a send
+// does, sendRetry), unless another instance now holds the child (it runs
+// them): a claim refused only because the child's row was being written
+// right then must not leave acknowledged messages queued with nobody to
+// run them.
 func (m *Manager) runQueued(ctx context.Context, h seam.Header) {
-	queued, err := m.store.Queued(ctx, h.ID)
-	if err != nil {
-		m.log.Error("reading a taken-over child's inbox failed; its queued messages run at its next send", "agent_id", h.ID, "err", err)
-		return
-	}
-	if !slices.ContainsFunc(queued, func(q seam.QueuedMessage) bool { return !q.Quiet }) {
-		return
-	}
-	caller := seam.ParentRef{Principal: h.Principal}
-	if h.Parent != seam.PrincipalAddress(h.Principal) {
-		caller.AgentID = h.Parent
-	}
-	a, err := m.resume(ctx, h, caller)
-	if err != nil {
-		// errResident: a send resumed it meanwhile, and it runs them;
-		// ErrOwned: another instance claimed it first, and it runs them.
-		if !errors.Is(err, errResident) && !errors.Is(err, seam.ErrOwned) {
-			m.log.Error("resuming a taken-over child failed; its queued messages run at its next send", "agent_id", h.ID, "err", err)
+	retry := newSendRetry(m, h.ID)
+	defer retry.close()
+	for {
+		queued, err := m.store.Queued(ctx, h.ID)
+		if err != nil {
+			m.log.Error("reading a taken-over child's inbox failed; its queued messages run at its next send", "agent_id", h.ID, "err", err)
+			return
 		}
+		if !slices.ContainsFunc(queued, func(q seam.QueuedMessage) bool { return !q.Quiet }) {
+			return
+		}
+		caller := seam.ParentRef{Principal: h.Principal}
+		if h.Parent != seam.PrincipalAddress(h.Principal) {
+			caller.AgentID = h.Parent
+		}
+		a, err := m.resume(ctx, h, caller)
+		if err == nil {
+			go a.run()
+			return
+		}
+		// errResident: a send resumed it meanwhile, and it runs them.
+		if errors.Is(err, errResident) {
+			return
+		}
+		// ErrOwned: another instance claimed it first, and it runs them.
+		if errors.Is(err, seam.ErrOwned) {
+			if _, elsewhere, rerr := m.heldElsewhere(ctx, h.ID); rerr == nil && elsewhere {
+				return
+			}
+		}
+		if transientSend(err) && ctx.Err() == nil {
+			if err = retry.again(ctx, nil, err); err == nil {
+				continue
+			}
+		}
+		m.log.Error("resuming a taken-over child failed; its queued messages run at its next send", "agent_id", h.ID, "err", err)
 		return
 	}
-	go a.run()
 }
 
 // Exclusive runs fn under resumeMu (recovery.Host): a takeover's claim,

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -146,9 +147,12 @@ func (c *modelCalls) count(in string) int {
 // and then call the model (counted): it answers at once, except for the
 // input "kill", on which kill (when set) is called first, and the call
 // then hangs until the turn is cancelled, like a server that died in it.
+// With held set, a turn whose input starts with "hold" hands a gate on it
+// after its model call and answers once the gate is closed.
 type callProvider struct {
 	calls *modelCalls
 	kill  func()
+	held  chan chan struct{}
 }
 
 func (p *callProvider) Name() string                    { return "model" }
@@ -189,6 +193,16 @@ func (d *callDriver) RunTurn(ctx context.Context, inputs []agent.Input) agent.Tu
 		d.p.kill()
 		<-ctx.Done()
 		return agent.TurnResult{StopReason: agent.StopAborted}
+	}
+	if strings.HasPrefix(text, "hold") && d.p.held != nil {
+		gate := make(chan struct{})
+		d.p.held <- gate
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopAborted})
+			return agent.TurnResult{StopReason: agent.StopAborted}
+		}
 	}
 	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: "done: " + text}})
 	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopCompleted})

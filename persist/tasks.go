@@ -95,3 +95,33 @@ func (s *Store) Tasks(ctx context.Context) ([]taskstore.Record, error) {
 	})
 	return out, err
 }
+
+// UpdateTask is a compare-and-set of the record of id (taskstore.Store):
+// fn runs inside one bbolt write transaction, which no other write
+// interleaves.
+func (s *Store) UpdateTask(ctx context.Context, id string, fn func(taskstore.Record) (taskstore.Record, error)) (taskstore.Record, error) {
+	if err := ctxErr(ctx); err != nil {
+		return taskstore.Record{}, err
+	}
+	var out taskstore.Record
+	err := s.update(func(tx *bolt.Tx) error {
+		var cur []byte
+		tb := tx.Bucket(bucketTasks)
+		if tb != nil {
+			cur = tb.Get([]byte(id))
+		}
+		if cur == nil {
+			return fmt.Errorf("persist: task %q: %w", id, taskstore.ErrNotFound)
+		}
+		r, b, err := taskstore.Apply(id, cur, fn)
+		if err != nil {
+			return err
+		}
+		out = r
+		return tb.Put([]byte(id), b)
+	})
+	if err != nil {
+		return taskstore.Record{}, err
+	}
+	return out, nil
+}

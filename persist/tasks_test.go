@@ -56,6 +56,7 @@ func TestTaskRecords(t *testing.T) {
 		}
 	}
 	storetest.TaskReplaceDelete(t, s, w, a, 3)
+	storetest.TaskUpdates(t, s)
 }
 
 // A store from before task records (the golden one) opens and reads

@@ -12,11 +12,12 @@ import (
 
 // doctorStore is `mcp-subagent doctor` of a PostgreSQL store: PostgreSQL
 // keeps its own data whole, so there is nothing to repair; it checks the
-// schema's version against this build's and shows the owners' leases and
-// the stale claims (those of expired owners, which a live instance's sweep
-// resumes), all judged by the database's clock. It changes nothing. The
-// URL is shown with its password redacted. It fails (1) when the database
-// cannot be read or its schema is newer than this build's.
+// schema's version against this build's and shows the owners' leases, the
+// stale claims (those of expired owners, which a live instance's sweep
+// resumes) and the root sessions recorded as connected, all judged by the
+// database's clock. It changes nothing. The URL is shown with its password
+// redacted. It fails (1) when the database cannot be read or its schema is
+// newer than this build's.
 func doctorStore(ctx context.Context, url string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -52,11 +53,22 @@ func doctorStore(ctx context.Context, url string, stdout, stderr io.Writer) int 
 	tw.Flush()
 	if len(rep.Stale) == 0 {
 		fmt.Fprintln(stdout, "stale claims: none")
-		return code
+	} else {
+		fmt.Fprintf(stdout, "stale claims (%d), resumed by the next live instance's takeover sweep:\n", len(rep.Stale))
+		for _, c := range rep.Stale {
+			fmt.Fprintf(tw, "  %s\towner %s\tepoch %d\n", c.ChildID, c.Owner.ID, c.Epoch)
+		}
+		tw.Flush()
 	}
-	fmt.Fprintf(stdout, "stale claims (%d), resumed by the next live instance's takeover sweep:\n", len(rep.Stale))
-	for _, c := range rep.Stale {
-		fmt.Fprintf(tw, "  %s\towner %s\tepoch %d\n", c.ChildID, c.Owner.ID, c.Epoch)
+	// Where a principal's settlement notices go: to a live session of it
+	// at any instance; a stale record is reaped by the next renewal.
+	fmt.Fprintf(stdout, "root sessions (%d):\n", len(rep.Sessions))
+	for _, s := range rep.Sessions {
+		state := "live"
+		if !s.Live {
+			state = "stale (its owner's lease expired)"
+		}
+		fmt.Fprintf(tw, "  %s\tsession %s\tat %s\t%s\n", s.Principal, s.ID, s.Owner, state)
 	}
 	tw.Flush()
 	return code

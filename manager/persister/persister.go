@@ -97,7 +97,8 @@ type Retry struct {
 
 // Do runs a write made outside a child's writer with the same bounded
 // retry. A write refused for a reason a retry cannot change (ctx ended,
-// the child is claimed elsewhere or unknown) is not retried.
+// the child is claimed elsewhere or unknown, the journal is not the length
+// the write was made on) is not retried.
 func (r Retry) Do(ctx context.Context, write func(ctx context.Context) error) error {
 	delay := r.Delay
 	var err error
@@ -110,7 +111,7 @@ func (r Retry) Do(ctx context.Context, write func(ctx context.Context) error) er
 			}
 			delay *= 2
 		}
-		if err = write(ctx); err == nil || ctx.Err() != nil || errors.Is(err, seam.ErrOwned) || errors.Is(err, seam.ErrNotFound) {
+		if err = write(ctx); err == nil || ctx.Err() != nil || errors.Is(err, seam.ErrOwned) || errors.Is(err, seam.ErrNotFound) || errors.Is(err, seam.ErrStale) {
 			return err
 		}
 	}

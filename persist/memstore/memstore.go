@@ -1,6 +1,6 @@
-// Package memstore is an in-memory seam.Store: for tests, and for a
-// server run without a data directory, where children live only as long as
-// the process.
+// Package memstore is an in-memory seam.Store and taskstore.Store (MCP
+// task records, tasks.go): for tests, and for a server run without a data
+// directory, where children live only as long as the process.
 //
 // It keeps the whole contract of the bbolt store in package persist and
 // passes the same conformance suite (persist/storetest): values are copied
@@ -94,6 +94,7 @@ type Store struct {
 	// set it, and sessions the connected root sessions (sessions.go).
 	leases   map[string]time.Time
 	sessions map[sessionKey]seam.Session
+	tasks    map[string][]byte // task id → taskstore.Encode's bytes (tasks.go)
 }
 
 // New returns an empty store.
@@ -107,6 +108,7 @@ func New() *Store {
 		epochs:     map[string]int64{},
 		leases:     map[string]time.Time{},
 		sessions:   map[sessionKey]seam.Session{},
+		tasks:      map[string][]byte{},
 	}
 }
 

@@ -20,3 +20,9 @@ func TestShared(t *testing.T) {
 	storetest.RunShared(t, open)
 	storetest.RunSessions(t, open)
 }
+
+// Task records round-trip, replace by id, delete and update by
+// compare-and-set (storetest.Tasks).
+func TestTaskRecords(t *testing.T) {
+	storetest.Tasks(t, memstore.New())
+}

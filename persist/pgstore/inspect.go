@@ -25,6 +25,16 @@ type Report struct {
 	// no lease row), by child id: the children a live instance's takeover
 	// sweep will resume (Owner.Expires zero for a missing lease).
 	Stale []seam.Claim
+	// Sessions are the root sessions recorded as connected, by principal
+	// then id; one whose owner's lease expired is not Live (the next
+	// live instance's renewal reaps it). Empty below schema version 5.
+	Sessions []SessionReport
+}
+
+// SessionReport is one root session's record.
+type SessionReport struct {
+	ID, Principal, Owner string
+	Live                 bool // its owner's lease is after the database's clock
 }
 
 // OwnerReport is one owner's lease.
@@ -57,7 +67,10 @@ func Inspect(ctx context.Context, dsn string) (Report, error) {
 		if err := tx.QueryRow(ctx, `select coalesce(max(version), 0) from mcp_subagent_schema`).Scan(&rep.Schema); err != nil || rep.Schema == 0 {
 			return err
 		}
-		return inspectClaims(ctx, tx, &rep)
+		if err := inspectClaims(ctx, tx, &rep); err != nil {
+			return err
+		}
+		return inspectSessions(ctx, tx, &rep)
 	})
 	if err != nil {
 		return Report{}, scrub(fmt.Errorf("pgstore: inspecting %s: %w", Redact(dsn), err), pw)
@@ -98,6 +111,29 @@ func inspectClaims(ctx context.Context, tx pgx.Tx, rep *Report) error {
 			return err
 		}
 		rep.Stale = append(rep.Stale, c)
+	}
+	return rows.Err()
+}
+
+// sessionsSchema is the schema version that added the sessions table.
+const sessionsSchema = 5
+
+func inspectSessions(ctx context.Context, tx pgx.Tx, rep *Report) error {
+	if rep.Schema < sessionsSchema {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `select s.principal, s.id, s.owner, coalesce(o.expires_ns > `+nowNS+`, false)
+		from sessions s left join owners o on o.id = s.owner order by s.principal, s.id, s.owner`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r SessionReport
+		if err := rows.Scan(&r.Principal, &r.ID, &r.Owner, &r.Live); err != nil {
+			return err
+		}
+		rep.Sessions = append(rep.Sessions, r)
 	}
 	return rows.Err()
 }

@@ -80,3 +80,42 @@ func (s *Store) Tasks(ctx context.Context) ([]taskstore.Record, error) {
 	}
 	return out, s.fail("listing tasks", rows.Err())
 }
+
+// UpdateTask is a compare-and-set of the record of id (taskstore.Store):
+// fn runs inside one transaction holding the row's lock (select ... for
+// update), so another instance's write of that task waits for its commit.
+func (s *Store) UpdateTask(ctx context.Context, id string, fn func(taskstore.Record) (taskstore.Record, error)) (taskstore.Record, error) {
+	if err := s.begin(ctx); err != nil {
+		return taskstore.Record{}, err
+	}
+	var out taskstore.Record
+	var declined error // fn's or the record's own error, returned as it is
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var cur []byte
+		err := tx.QueryRow(ctx, `select body from tasks where id = $1 for update`, id).Scan(&cur)
+		if errors.Is(err, pgx.ErrNoRows) {
+			declined = fmt.Errorf("pgstore: task %q: %w", id, taskstore.ErrNotFound)
+			return declined
+		}
+		if err != nil {
+			return err
+		}
+		r, b, err := taskstore.Apply(id, cur, fn)
+		if err != nil {
+			declined = err
+			return err
+		}
+		if _, err := tx.Exec(ctx, `update tasks set body = $2 where id = $1`, id, b); err != nil {
+			return err
+		}
+		out = r
+		return nil
+	})
+	if declined != nil {
+		return taskstore.Record{}, declined
+	}
+	if err != nil {
+		return taskstore.Record{}, s.fail("updating task "+id, err)
+	}
+	return out, nil
+}

@@ -92,3 +92,25 @@ func Decode(b []byte) (Record, error) {
 	}
 	return r, nil
 }
+
+// Apply is the step of Store.UpdateTask that every backend shares, run
+// inside its transaction: cur is the stored bytes of task id, fn's record
+// is checked to keep id, and its bytes are returned for the store to
+// write. fn's error is returned as it is.
+func Apply(id string, cur []byte, fn func(Record) (Record, error)) (Record, []byte, error) {
+	r, err := Decode(cur)
+	if err != nil {
+		return Record{}, nil, err
+	}
+	if r, err = fn(r); err != nil {
+		return Record{}, nil, err
+	}
+	if r.ID != id {
+		return Record{}, nil, fmt.Errorf("task %q: an update may not change the record's id (to %q)", id, r.ID)
+	}
+	b, err := Encode(r)
+	if err != nil {
+		return Record{}, nil, err
+	}
+	return r, b, nil
+}

@@ -59,8 +59,9 @@ type Record struct {
 	Runner string
 	Beat   time.Time
 	// CancelRequested is a tasks/cancel received at an instance other
-	// than the Runner: the runner reads it at its next beat and cancels
-	// the task as a tasks/cancel of its own would.
+	// than the Runner, stored while the task worked: the runner reads it
+	// at its next beat and cancels the task as a tasks/cancel of its own
+	// would; a call that answers first settles the task cancelled.
 	CancelRequested bool
 }
 
@@ -84,6 +85,24 @@ var ErrNotFound = errors.New("no such task")
 type Store interface {
 	// PutTask creates or replaces the record of r.ID.
 	PutTask(ctx context.Context, r Record) error
+	// UpdateTask is a compare-and-set of the record of id: fn gets the
+	// stored record and returns the one to store, inside one store
+	// transaction (bbolt's write transaction, memstore's mutex,
+	// PostgreSQL's row lock taken by SELECT ... FOR UPDATE), so no other
+	// write of that record lands between fn's read and its write. An
+	// error from fn stores nothing and is returned as it is: how a caller
+	// declines (a record no longer working, say). fn runs once, and must
+	// neither call the store nor wait on anything. The record fn returns
+	// keeps id (another ID is an error). An unknown id is an error
+	// wrapping ErrNotFound, and fn is not called. UpdateTask returns the
+	// record stored.
+	//
+	// A function rather than a compare of versions: each store already
+	// has a transaction that does it, so no version field is added to the
+	// stored record (the bytes stay as they were: older stores open
+	// unchanged, PostgreSQL's schema is unchanged) and no caller needs a
+	// retry loop.
+	UpdateTask(ctx context.Context, id string, fn func(Record) (Record, error)) (Record, error)
 	// Task reads one record; an unknown id is an error wrapping ErrNotFound.
 	Task(ctx context.Context, id string) (Record, error)
 	// DeleteTask removes a record; an unknown id is not an error.

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,13 +14,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
-	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
 	"github.com/mcp-subagent/mcp-subagent/persist/pgstore"
 )
-
-// clusterLease is the instances' cluster.lease_seconds in the cluster test:
-// short, so a takeover after a kill -9 comes within the test's patience.
-const clusterLease = 2 * time.Second
 
 // Three serve --http instances on one PostgreSQL database, one principal:
 // a child started at A is listed at B and C while its turn runs at A; a
@@ -111,58 +105,6 @@ func TestThreeInstancesOnOnePostgreSQL(t *testing.T) {
 	}
 }
 
-// heldModel is a fake model that answers "answer to <the last user
-// text>", holding its answer to a prompt of holds until that gate opens,
-// and counts the requests by their last user text.
-type heldModel struct {
-	*fakeopenai.Server
-	mu    sync.Mutex
-	asked map[string]int
-}
-
-func newHeldModel(t *testing.T, holds map[string]*releaseGate) *heldModel {
-	m := &heldModel{asked: map[string]int{}}
-	m.Server = fakeopenai.New(func(_ int, req fakeopenai.Request) fakeopenai.Reply {
-		lu := req.LastUserText()
-		m.mu.Lock()
-		m.asked[lu]++
-		m.mu.Unlock()
-		if g := holds[lu]; g != nil {
-			g.wait(2 * time.Minute)
-		}
-		return fakeopenai.Reply{Text: "answer to " + lu}
-	})
-	t.Cleanup(func() {
-		for _, g := range holds {
-			g.open() // a held handler must not hold up Close
-		}
-		m.Close()
-	})
-	return m
-}
-
-// count is how many requests had text as their last user message.
-func (m *heldModel) count(text string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.asked[text]
-}
-
-// clusterInstance is one serve --http instance on the PostgreSQL store at
-// url, with a lease of clusterLease, serving principal alice.
-func clusterInstance(t *testing.T, fake *fakeopenai.Server, url string) *instance {
-	t.Helper()
-	return start(t, fake, clusterOpts(url))
-}
-
-// clusterOpts are clusterInstance's options.
-func clusterOpts(url string) serverOpts {
-	cfg := `{"cluster":{"lease_seconds":` + strings.TrimSuffix(clusterLease.String(), "s") + `},` +
-		`"http":{"tokens":[{"principal":"alice","token_env":"ALICE_TOKEN"}]}}`
-	return serverOpts{http: true, token: aliceTok, config: cfg, env: []string{"ALICE_TOKEN=" + aliceTok},
-		args: []string{"--store", url}}
-}
-
 // openPG opens the instances' database as the test's own reader.
 func openPG(t *testing.T, url string) *pgstore.Store {
 	t.Helper()
@@ -186,17 +128,6 @@ func journaled(t *testing.T, st *pgstore.Store, id, text string) {
 	}) {
 		t.Fatalf("%q never reached the journal of %s in the database", text, id)
 	}
-}
-
-// linesWith are the lines of log that mention s.
-func linesWith(log, s string) string {
-	var out []string
-	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, s) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 // An owner paused (SIGSTOP) past its lease mid-turn loses the child to

@@ -59,15 +59,6 @@ func callSend(t testing.TB, s *instance, ctx context.Context, id, msg string, wa
 	return res, out
 }
 
-func rowOf(rows []rowSC, id string) (rowSC, bool) {
-	for _, r := range rows {
-		if r.ID == id {
-			return r, true
-		}
-	}
-	return rowSC{}, false
-}
-
 func filterNotices(ns []string, source string) []string {
 	var out []string
 	for _, n := range ns {
@@ -164,33 +155,12 @@ func dumpConversation(ms []fakeopenai.Message) string {
 	return b.String()
 }
 
-// releaseGate is a channel a test releases once (also at cleanup, so a blocked
-// fake handler never holds up the fake's Close).
-type releaseGate struct {
-	ch   chan struct{}
-	once sync.Once
-}
-
-func newGate() *releaseGate  { return &releaseGate{ch: make(chan struct{})} }
-func (g *releaseGate) open() { g.once.Do(func() { close(g.ch) }) }
-func (g *releaseGate) wait(d time.Duration) bool {
-	select {
-	case <-g.ch:
-		return true
-	case <-time.After(d):
-		return false
-	}
-}
-
 var agentIDRe = regexp.MustCompile(`agent-[0-9a-f]{16}`)
 
 // ---- harness extensions --------------------------------------------------
 
 // connectHTTP connects one more client (with its own bearer token) to a
 // running HTTP server. stderr is the server's, for failure messages.
-// The tokens of the two principals of the tests that check one cannot
-// reach the other's children.
-const aliceTok, bobTok = "alice-secret-token-0123456789", "bob-secret-token-0123456789ab"
 
 // startAlice is an HTTP server that knows principals alice and bob, with a
 // client of alice's.

@@ -14,17 +14,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mcp-subagent/mcp-subagent/internal/fakeopenai"
-	"github.com/mcp-subagent/mcp-subagent/internal/pgtest"
 	"github.com/mcp-subagent/mcp-subagent/persist/pgstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
-const doctorSecret = "d0ct0r-pw-7c1"
-
 // doctor --store URL checks a PostgreSQL store against a real server: the
 // schema's version, every owner's lease by the database's clock with its
-// number of claims, and the stale claims by child and epoch; the password
-// never shows.
+// number of claims, the stale claims by child and epoch, and the root
+// sessions with their owner's liveness; the password never shows.
 func TestDoctorStore(t *testing.T) {
 	url := pgURL(t)
 	doctor := func(url string) (int, string) {
@@ -38,7 +35,7 @@ func TestDoctorStore(t *testing.T) {
 	}
 
 	// Before any server ran on it: no schema yet, nothing else.
-	if code, out := doctor(url); code != 0 || !strings.Contains(out, "schema: none yet") || !strings.Contains(out, "owners (0)") {
+	if code, out := doctor(url); code != 0 || !strings.Contains(out, "schema: none yet") || !strings.Contains(out, "owners (0)") || !strings.Contains(out, "root sessions (0)") {
 		t.Fatalf("doctor of an empty database = %d:\n%s", code, out)
 	}
 
@@ -61,6 +58,12 @@ func TestDoctorStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A session connected at each; host-b-2's goes stale with its lease.
+	for _, ss := range []seam.Session{{ID: "sess-1", Principal: "alice", Owner: live}, {ID: "sess-2", Principal: "bob", Owner: dead}} {
+		if err := s.OpenSession(ctx, ss); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// host-b-2 stops renewing: its lease runs out by the database's clock.
 	if err := s.Renew(ctx, seam.Owner{ID: dead.ID, Expires: time.Now().Add(-time.Minute)}); err != nil {
 		t.Fatal(err)
@@ -76,6 +79,7 @@ func TestDoctorStore(t *testing.T) {
 		"database clock: ",
 		"owners (2):",
 		"stale claims (1)",
+		"root sessions (2):",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor's output lacks %q:\n%s", want, out)
@@ -85,6 +89,8 @@ func TestDoctorStore(t *testing.T) {
 		`(?m)^  host-a-1 +lease until \S+ \(\S+ from now\) +live +2 claims$`,
 		`(?m)^  host-b-2 +lease until \S+ \(\S+ ago\) +expired +1 claims$`,
 		`(?m)^  agent-b1 +owner host-b-2 +epoch 1$`,
+		`(?m)^  alice +session sess-1 +at host-a-1 +live$`,
+		`(?m)^  bob +session sess-2 +at host-b-2 +stale \(its owner's lease expired\)$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("doctor's output has no line matching %s:\n%s", re, out)
@@ -114,26 +120,6 @@ func TestDoctorStore(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
-
-// pgURL is a postgres:// URL of a fresh database on a server of the
-// test's own, with doctorSecret as its password: trust authentication
-// ignores it; it is there to be hidden.
-func pgURL(t *testing.T) string {
-	_, url := pgServer(t)
-	return url
-}
-
-// pgServer is pgURL with its server, which a test may stop and start.
-func pgServer(t *testing.T) (*pgtest.Server, string) {
-	srv := pgtest.New(t)
-	for _, f := range strings.Fields(srv.DSN(t)) {
-		if db, ok := strings.CutPrefix(f, "dbname="); ok {
-			return srv, "postgres://postgres:" + doctorSecret + "@/" + db + "?host=" + srv.SocketDir()
-		}
-	}
-	t.Fatal("pgtest's DSN names no database")
-	return nil, ""
-}
 
 // The daemon of a server on a PostgreSQL store: daemon status shows the
 // store, password redacted, and this instance's owner id, which is the

@@ -288,6 +288,16 @@ type rowSC struct {
 	LastMessage    string `json:"last_message"`
 }
 
+// rowOf is the row of id in rows.
+func rowOf(rows []rowSC, id string) (rowSC, bool) {
+	for _, r := range rows {
+		if r.ID == id {
+			return r, true
+		}
+	}
+	return rowSC{}, false
+}
+
 // firstUser is the content of a request's first user message: the prompt of
 // the agent that sent it (for spawn children).
 func firstUser(r fakeopenai.Request) string {
@@ -298,3 +308,25 @@ func firstUser(r fakeopenai.Request) string {
 	}
 	return ""
 }
+
+// releaseGate is a channel a test releases once (also at cleanup, so a blocked
+// fake handler never holds up the fake's Close).
+type releaseGate struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func newGate() *releaseGate  { return &releaseGate{ch: make(chan struct{})} }
+func (g *releaseGate) open() { g.once.Do(func() { close(g.ch) }) }
+func (g *releaseGate) wait(d time.Duration) bool {
+	select {
+	case <-g.ch:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// The tokens of the two principals of the tests that check one cannot
+// reach the other's children.
+const aliceTok, bobTok = "alice-secret-token-0123456789", "bob-secret-token-0123456789ab"

@@ -381,6 +381,12 @@ func (h *claudeHome) register(t *testing.T, dataDir string, child *childModel) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("claude mcp add: %v\n%s", err, out)
 	}
+	h.allowOurTools(t)
+}
+
+// allowOurTools pre-approves our server's tools in the user settings.
+func (h *claudeHome) allowOurTools(t *testing.T) {
+	t.Helper()
 	settings := filepath.Join(h.home, ".claude", "settings.json")
 	if err := os.WriteFile(settings, []byte(`{"permissions":{"allow":["mcp__subagent"]}}`), 0o600); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist"
 	"github.com/mcp-subagent/mcp-subagent/seam"
+	"github.com/mcp-subagent/mcp-subagent/view"
 )
 
 // chromiumPath is the headless browser the web view's tests drive:
@@ -331,22 +332,7 @@ func TestWebViewOverHTTP(t *testing.T) {
 	ctx := testCtx(t)
 	h, _ := startBackground(t, s, ctx, "alice's", "alice's work")
 	base := strings.TrimSuffix(s.url, "/mcp")
-	viewURL := func(token string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, base+"/view/url", nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		var out struct {
-			URL string `json:"url"`
-		}
-		_ = json.NewDecoder(res.Body).Decode(&out)
-		return res.StatusCode, out.URL
-	}
+	viewURL := func(token string) (int, string) { return viewURLAt(t, s, token) }
 	if code, _ := viewURL(""); code != http.StatusUnauthorized {
 		t.Errorf("GET /view/url without a bearer token: %d, want 401", code)
 	}
@@ -359,39 +345,11 @@ func TestWebViewOverHTTP(t *testing.T) {
 		t.Fatalf("view URLs: alice %q, bob %q", au, bu)
 	}
 	snapshot := func(pageURL string) []string {
-		u, _ := url.Parse(pageURL)
-		u.Path += "api/tree"
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		var ids []string
+		for _, r := range treeSnapshot(t, ctx, pageURL) {
+			ids = append(ids, r.ID)
 		}
-		defer res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %d", u.Path, res.StatusCode)
-		}
-		br := bufio.NewReader(res.Body)
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				t.Fatalf("reading the tree stream: %v", err)
-			}
-			if data, ok := strings.CutPrefix(line, "data: "); ok {
-				var snap struct {
-					Rows []struct {
-						ID string `json:"id"`
-					} `json:"rows"`
-				}
-				if err := json.Unmarshal([]byte(data), &snap); err != nil {
-					t.Fatal(err)
-				}
-				var ids []string
-				for _, r := range snap.Rows {
-					ids = append(ids, r.ID)
-				}
-				return ids
-			}
-		}
+		return ids
 	}
 	if ids := snapshot(au); len(ids) != 1 || ids[0] != h.AgentID {
 		t.Errorf("alice's view lists %q, want only %s", ids, h.AgentID)
@@ -403,4 +361,56 @@ func TestWebViewOverHTTP(t *testing.T) {
 	b := browser(t)
 	step(t, b, 20*time.Second, "alice's page", chromedp.Navigate(au))
 	until(t, b, 20*time.Second, "her child's row", `document.querySelector(`+q(row(h.AgentID, ""))+`) !== null`)
+}
+
+// viewURLAt is GET /view/url at s (serve --http) with token as the bearer
+// token ("": none): its status and the view URL it answers.
+func viewURLAt(t *testing.T, s *instance, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, strings.TrimSuffix(s.url, "/mcp")+"/view/url", nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out struct {
+		URL string `json:"url"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&out)
+	return res.StatusCode, out.URL
+}
+
+// treeSnapshot reads the first event (the snapshot) of the tree stream of
+// the view at pageURL (with its token), failing the test unless the
+// stream answers 200.
+func treeSnapshot(t *testing.T, ctx context.Context, pageURL string) []view.Row {
+	t.Helper()
+	u, _ := url.Parse(pageURL)
+	u.Path += "api/tree"
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", u.Path, res.StatusCode)
+	}
+	br := bufio.NewReader(res.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the tree stream: %v", err)
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var snap view.Snapshot
+			if err := json.Unmarshal([]byte(data), &snap); err != nil {
+				t.Fatal(err)
+			}
+			return snap.Rows
+		}
+	}
 }
