@@ -318,7 +318,7 @@ func (s *Sent) Wait(ctx context.Context) (seam.Result, bool) { return s.Turn.Wai
 // the store. The caller's ctx governs only lookup and admission: a race
 // with another instance sharing the store (the child settling, claimed or
 // run elsewhere right then) makes the send wait and try again within it
-// (sendRetry), never refuses it.
+// (manager/pacing), never refuses it.
 func (m *Manager) Followup(ctx context.Context, caller seam.ParentRef, childID, content string, wait bool) (*Sent, error) {
 	return m.FollowupBudget(ctx, caller, childID, content, wait, nil)
 }
@@ -339,8 +339,8 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller seam.ParentRef, chi
 	if m.store == nil {
 		return nil, newErr(seam.CodePersistenceUnavailable, "continuable children need a session store; none is configured")
 	}
-	retry := newSendRetry(m, childID)
-	defer retry.close()
+	retry := m.pace(childID)
+	defer retry.Close()
 	// A read or a claim cut short by the caller's ctx says so, not that
 	// the child is unavailable.
 	cancelled := func(err error) error {
@@ -374,7 +374,7 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller seam.ParentRef, chi
 				return &Sent{MessageID: id, Route: Route(route), ChildID: childID, Turn: t}, nil
 			}
 			// Settling: wait for the release, then resume it cold.
-			if err := retry.again(ctx, a.released, errSettling); err != nil {
+			if err := retry.Again(ctx, a.released, errSettling); err != nil {
 				return nil, err
 			}
 			continue
@@ -388,7 +388,7 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller seam.ParentRef, chi
 			// A race another try can win (transientSend): the next try
 			// finds the child resident here or elsewhere, or claims it.
 			if transientSend(err) && ctx.Err() == nil {
-				if err := retry.again(ctx, nil, err); err != nil {
+				if err := retry.Again(ctx, nil, err); err != nil {
 					return nil, err
 				}
 				continue

@@ -133,7 +133,8 @@
 //     (an interrupt of a child resident at another instance),
 //     manager/recovery (Recover, and the sweep at each lease renewal) and
 //     manager/sessions (which root sessions are connected, here and at
-//     other instances).
+//     other instances) and manager/pacing (the tries of a follow-up that
+//     meets a race between instances).
 //     What they ask of the manager is in hosts.go and listing.go; how a
 //     turn passes admission and its budget, in turn.go.
 //   - Every turn takes an admission seat before its driver runs. A turn

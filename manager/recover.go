@@ -82,13 +82,13 @@ func (m *Manager) startSweep() {
 // runQueued resumes a child taken over whose stored inbox holds messages
 // (a follow-up admitted by its former owner), so they run here, in order.
 // A resume that meets a race another try can win tries again (as a send
-// does, sendRetry), unless another instance now holds the child (it runs
+// does, manager/pacing), unless another instance now holds the child (it runs
 // them): a claim refused only because the child's row was being written
 // right then must not leave acknowledged messages queued with nobody to
 // run them.
 func (m *Manager) runQueued(ctx context.Context, h seam.Header) {
-	retry := newSendRetry(m, h.ID)
-	defer retry.close()
+	retry := m.pace(h.ID)
+	defer retry.Close()
 	for {
 		queued, err := m.store.Queued(ctx, h.ID)
 		if err != nil {
@@ -118,7 +118,7 @@ func (m *Manager) runQueued(ctx context.Context, h seam.Header) {
 			}
 		}
 		if transientSend(err) && ctx.Err() == nil {
-			if err = retry.again(ctx, nil, err); err == nil {
+			if err = retry.Again(ctx, nil, err); err == nil {
 				continue
 			}
 		}
