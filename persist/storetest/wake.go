@@ -10,8 +10,8 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
-// RunShared runs the cases of the stores' shared abilities, seam.Waker and
-// seam.Interrupts, which every backend implements. open returns two
+// RunShared runs the cases of the stores' shared abilities, seam.Waker,
+// seam.Interrupts and seam.AwaitMarks, which every backend implements. open returns two
 // handles of one new, empty store: a watcher and a writer. A shared store
 // gives two handles of one database (two instances), so a case proves a
 // wake-up crosses instances; a store one process opens gives the same
@@ -34,6 +34,9 @@ func RunShared(t *testing.T, open func(t *testing.T) (watcher, writer seam.Store
 		{"a fenced take refuses a former owner and leaves the request", testInterruptFenced},
 		{"concurrent takers: one gets the request", testInterruptTakenOnce},
 		{"a deleted child's request goes with it", testInterruptDeleted},
+		{"abandonment marks of awaited messages are kept, cleared and taken once", testAwaitMarks},
+		{"concurrent takers: one gets an abandonment mark", testAwaitMarkTakenOnce},
+		{"a deleted child's abandonment marks go with it", testAwaitMarksDeleted},
 	})
 }
 
