@@ -148,9 +148,7 @@ func TestListingAtAnotherInstanceShowsTheOwnersStatus(t *testing.T) {
 	onSharedStores(t, func(t *testing.T, st seam.Store) {
 		ctx := context.Background()
 		root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-		notices := make(chan seam.Notice, 8)
-		a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute,
-			OnNotice: func(_ string, n seam.Notice) { notices <- n }}, "A")
+		a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute}, "A")
 		b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, "B")
 		statusAt := func(m *manager.Manager, filter string) string {
 			t.Helper()
@@ -199,7 +197,10 @@ func TestListingAtAnotherInstanceShowsTheOwnersStatus(t *testing.T) {
 		if res := waitFor(t, sent, "the follow-up at B"); res.Output != "A done: go on" {
 			t.Fatalf("the follow-up at B = %+v", res)
 		}
-		settledNotice(t, notices, s.ChildID)
+		// Answered in band at B: A settles the child with no notice.
+		if err := waitSettled(ctx, st, s.ChildID); err != nil {
+			t.Fatal(err)
+		}
 		if got := statusAt(b, ""); got != manager.StatusReady {
 			t.Fatalf("B lists the settled child as %q; want ready", got)
 		}
