@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
@@ -76,25 +75,11 @@ func testAwaitMarkTakenOnce(t *testing.T, w, s seam.Store) {
 	if err := awaitMarks(t, s).MarkAbandoned(ctx, "c", "m1", true); err != nil {
 		t.Fatal(err)
 	}
-	const takers = 8
 	handles := []seam.AwaitMarks{awaitMarks(t, w), awaitMarks(t, s)}
-	var mu sync.Mutex
-	got := 0
-	var wg sync.WaitGroup
-	for i := range takers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ids, err := handles[i%2].TakeAbandoned(ctx, "c", []string{"m1"})
-			if err != nil {
-				t.Error(err)
-			}
-			mu.Lock()
-			got += len(ids)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	got := concurrentTakes(t, func(i int) (int, error) {
+		ids, err := handles[i%2].TakeAbandoned(ctx, "c", []string{"m1"})
+		return len(ids), err
+	})
 	if got != 1 {
 		t.Errorf("%d of %d concurrent takers got the mark; want exactly 1", got, takers)
 	}
