@@ -7,5 +7,5 @@ import "testing"
 // TestAnOutcomeInBandIsNotAlsoANotice on PostgreSQL, whose wake-ups and
 // marks cross connections as they cross instances.
 func TestAnOutcomeInBandIsNotAlsoANoticeOnPostgreSQL(t *testing.T) {
-	inBandCases(t, openPG)
+	inBandCases(t, openPG, 4)
 }

@@ -18,13 +18,13 @@ import (
 // postgres tier runs the same on PostgreSQL (inband_pg_test.go).
 
 func TestAnOutcomeInBandIsNotAlsoANotice(t *testing.T) {
-	inBandCases(t, func(*testing.T) seam.Store { return memstore.New() })
+	inBandCases(t, func(*testing.T) seam.Store { return memstore.New() }, 40)
 }
 
 // inBandCases runs each case on a new store open returns, shared by two
 // managers: the caller at the one that does not hold the child, and at
-// the one that does.
-func inBandCases(t *testing.T, open func(t *testing.T) seam.Store) {
+// the one that does; races is how many rounds the racing case runs.
+func inBandCases(t *testing.T, open func(t *testing.T) seam.Store, races int) {
 	for name, at := range map[string]func(a, b *manager.Manager) *manager.Manager{
 		"at another instance": func(_, b *manager.Manager) *manager.Manager { return b },
 		"at the owner":        func(a, _ *manager.Manager) *manager.Manager { return a },
@@ -32,6 +32,11 @@ func inBandCases(t *testing.T, open func(t *testing.T) seam.Store) {
 		t.Run(name, func(t *testing.T) {
 			t.Run("waited", func(t *testing.T) { waitedSendIsInBand(t, open(t), at) })
 			t.Run("given up", func(t *testing.T) { givenUpSendIsNoticed(t, open(t), at) })
+			t.Run("given up as the turn ends", func(t *testing.T) {
+				for i := range races {
+					givingUpRacesTheTurnEnd(t, open(t), at, time.Duration(i%8)*250*time.Microsecond)
+				}
+			})
 		})
 	}
 }
@@ -105,6 +110,38 @@ func followup(t *testing.T, sender, b *manager.Manager, root seam.ParentRef, id 
 		t.Fatalf("the send's route is %q; want it forwarded only from the instance that does not hold the child", sent.Route)
 	}
 	return sent
+}
+
+// givingUpRacesTheTurnEnd: a wait that runs out (after d) about when the
+// turn ends, released at once, never loses the outcome: a caller that did
+// not get it in band is issued the settlement notice, and one that did is
+// issued at most one (a repeat only in the race the protocol allows).
+func givingUpRacesTheTurnEnd(t *testing.T, st seam.Store, at func(a, b *manager.Manager) *manager.Manager, d time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+	a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute}, "A")
+	b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, "B")
+	s := startHeld(t, a, pa, root)
+	sender := at(a, b)
+	sent := followup(t, sender, b, root, s.ChildID)
+	close(pa.release)
+	wctx, cancel := context.WithTimeout(ctx, d)
+	res, inBand := sent.Wait(wctx)
+	cancel()
+	waitFor(t, s, "A's first turn")
+	if err := waitSettled(ctx, st, s.ChildID); err != nil {
+		t.Fatal(err)
+	}
+	n := settledNotices(sender, s.ChildID)
+	switch {
+	case inBand && res.Output != "A done: second":
+		t.Fatalf("the wait (%s) got %+v; want A's answer", d, res)
+	case !inBand && len(n) != 1:
+		t.Fatalf("the wait (%s) ran out before the outcome and the principal was issued %d settlement notices: %+v; want exactly one", d, len(n), n)
+	case len(n) > 1:
+		t.Fatalf("the wait (%s) got the outcome and the principal was issued %d settlement notices; want at most one", d, len(n))
+	}
 }
 
 // settledNotices takes the principal "p"'s pending notices at m, as the
