@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
@@ -24,11 +25,19 @@ type inboxMsg struct {
 	stop   agent.StopReason // a settlement notice's stop reason
 	budget *seam.Budget     // a follow-up's new budget, from its turn on
 	at     int64            // when it was queued: its turn's place in admission's FIFO order
+	// awaited: a caller waits for its turn's outcome through the store
+	// (seam.QueuedMessage.Awaited; see storedWait).
+	awaited bool
 }
 
 // queued is the message as the store keeps it.
 func (msg inboxMsg) queued() seam.QueuedMessage {
-	return seam.QueuedMessage{ID: msg.id, Text: msg.text, Source: msg.source, Budget: msg.budget, At: msg.at}
+	return seam.QueuedMessage{ID: msg.id, Text: msg.text, Source: msg.source, Budget: msg.budget, At: msg.at, Awaited: msg.awaited}
+}
+
+// fromQueued is a stored inbox message as an activation queues it.
+func fromQueued(q seam.QueuedMessage) inboxMsg {
+	return inboxMsg{id: q.ID, text: q.Text, source: q.Source, budget: q.Budget, at: q.At, awaited: q.Awaited}
 }
 
 // waiter is a caller waiting in band for the outcome of the turn that
@@ -116,6 +125,13 @@ type activation struct {
 	usage      seam.Usage  // cumulative over the child's life as known here
 	failed     error       // the child's writes failed for good: it stops
 	released   chan struct{}
+
+	// awaitedRan are the ids of the epoch's messages whose callers wait
+	// through the store (inboxMsg.awaited) and whose turns ended, and
+	// lastAwaited the last turn's if it is one of them: the settlement
+	// takes their abandonment marks (see storedWait).
+	awaitedRan  []string
+	lastAwaited string
 }
 
 func (a *activation) signal() {
@@ -253,15 +269,20 @@ func (a *activation) run() {
 		tr := a.runTurn(ctx, msg, inputs)
 		cancel(nil)
 		res := a.m.commitTurn(a.hdr, resultOf(tr))
-		a.finishTurn(msg.id, res)
+		a.finishTurn(msg, res)
 	}
 }
 
-func (a *activation) finishTurn(msgID string, res seam.Result) {
+func (a *activation) finishTurn(msg inboxMsg, res seam.Result) {
+	msgID := msg.id
 	a.mu.Lock()
 	a.turnMsg, a.turnCancel = "", nil
-	a.last, a.lastInBand = res, false
+	a.last, a.lastInBand, a.lastAwaited = res, false, ""
 	a.usage = a.usage.Add(res.Usage)
+	if msg.awaited {
+		a.awaitedRan = append(a.awaitedRan, msgID)
+		a.lastAwaited = msgID
+	}
 	if w, ok := a.waiters[msgID]; ok {
 		// The turn's events are queued by now (the journal listener runs
 		// on Append): the caller gets the outcome once they are committed.
@@ -306,7 +327,11 @@ func (a *activation) settle() {
 	a.mu.Lock()
 	// next() settles only with an empty inbox, so no waiter is left.
 	last, inBand := a.last, a.lastInBand
+	ran, lastAwaited := a.awaitedRan, a.lastAwaited
 	a.mu.Unlock()
+	if len(ran) > 0 && a.awaitedInBand(ran, lastAwaited) {
+		inBand = true
+	}
 	var notice *inboxMsg
 	if !inBand {
 		notice = &inboxMsg{id: newMessageID(), text: wording.Settled(a.hdr.ID, last), source: agent.SourceSettled, stop: last.StopReason, at: m.adm.Stamp()}
@@ -330,6 +355,35 @@ func (a *activation) settle() {
 	if revoked {
 		m.settledQueue(a.hdr) // cluster.go
 	}
+}
+
+// awaitedInBand takes the abandonment marks of the epoch's awaited
+// messages (ran) once every turn's end is committed, and reports whether
+// the last turn's (lastAwaited; "" when the last turn's was not awaited)
+// outcome went to its caller in band: its mark was not set. The order is
+// what storedWait's argument needs; a failure to read counts as given up
+// (a notice), which at worst repeats the outcome.
+func (a *activation) awaitedInBand(ran []string, lastAwaited string) bool {
+	am, ok := a.m.store.(seam.AwaitMarks)
+	if !ok {
+		return false
+	}
+	if err := a.persist.WaitFor(a.persist.Mark()); err != nil {
+		return false
+	}
+	ctx, cancel := a.m.bg()
+	defer cancel()
+	var marked []string
+	err := a.m.storeWrite(ctx, func(ctx context.Context) error {
+		var err error
+		marked, err = am.TakeAbandoned(ctx, a.hdr.ID, ran)
+		return err
+	})
+	if err != nil {
+		a.m.log.Warn("reading whether the callers waiting at other instances gave up failed; the settlement notice goes out", "agent_id", a.hdr.ID, "err", err)
+		return false
+	}
+	return lastAwaited != "" && !slices.Contains(marked, lastAwaited)
 }
 
 // persistFailed is the writer telling the activation its writes failed

@@ -42,7 +42,8 @@ func (m *Manager) sendElsewhere(ctx context.Context, hdr seam.Header, content st
 	if err != nil {
 		return nil, true, sendStoreErr(ctx, id, err)
 	}
-	msg := seam.QueuedMessage{ID: newMessageID(), Text: content, Source: agent.SourceUser, Budget: budget, At: m.adm.Stamp()}
+	msg := seam.QueuedMessage{ID: newMessageID(), Text: content, Source: agent.SourceUser, Budget: budget, At: m.adm.Stamp(),
+		Awaited: wait && awaitable(m.store)}
 	if err := m.storeWrite(ctx, func(ctx context.Context) error {
 		return m.store.WriteChild(ctx, id, seam.ChildWrite{Enqueue: []seam.QueuedMessage{msg}})
 	}); err != nil {
@@ -54,7 +55,7 @@ func (m *Manager) sendElsewhere(ctx context.Context, hdr seam.Header, content st
 		cancel()
 	}
 	m.log.Info("follow-up admitted for the child's owner", "agent_id", id, "owner", c.Owner.ID, "message_id", msg.ID)
-	t := &storedWait{m: m, childID: id, text: content, from: from, wait: wait}
+	t := &storedWait{m: m, childID: id, msgID: msg.ID, text: content, from: from, wait: wait, awaited: msg.Awaited}
 	return &Sent{MessageID: msg.ID, Route: RouteForwarded, ChildID: id, Turn: t}, true, nil
 }
 
@@ -94,12 +95,38 @@ func sendStoreErr(ctx context.Context, id string, err error) error {
 // result holds what the journal does (output, stop reason, diagnostic,
 // usage), not the structured output or the worktree's changes, which the
 // owner's caller would get.
+//
+// The outcome reaches the caller once, as at one instance, where a turn
+// answered in band issues no settlement notice: the message is admitted
+// awaited (seam.QueuedMessage.Awaited) and the wait, when it gives up
+// (its ctx ends: the wait ran out or the request was cancelled; or the
+// store cannot be watched), marks the message abandoned (seam.AwaitMarks)
+// BEFORE it reads the journal a last time. The settlement of the child
+// that ran the turn takes the mark AFTER the turn's end is committed
+// (activation.awaitedInBand) and issues the notice only if the mark was
+// set. So, the store being linearizable:
+//   - the owner finds no mark: its take came before the mark was set (or
+//     none ever was), so after the turn's end was committed, and the
+//     caller's last read, after setting the mark, finds the turn ended:
+//     the caller has the outcome in band (or it never gave up and read it
+//     at a wake-up).
+//   - the owner finds the mark: it issues the notice. The caller's last
+//     read may find the turn ended too (it ended between the mark and the
+//     read), and a caller that then clears its mark before the owner's
+//     take narrows that window to the take landing between the two; in it
+//     the outcome is delivered twice, never not at all.
+//
+// A caller that finds the turn ended before it set a mark sets none. Only
+// a caller whose instance dies while it waits loses the outcome (and its
+// request with it); the journal still holds it.
 type storedWait struct {
 	m       *Manager
 	childID string
+	msgID   string
 	text    string
 	from    int64
 	wait    bool
+	awaited bool // the message was admitted awaited: a wait given up marks it
 }
 
 // Committed: the admission was committed before the turn was handed out.
@@ -112,7 +139,7 @@ func (t *storedWait) Wait(ctx context.Context) (seam.Result, bool) {
 	}
 	wake, stop, err := wk.Watch(ctx, t.childID)
 	if err != nil {
-		return seam.Result{}, false
+		return t.giveUp()
 	}
 	defer stop()
 	for {
@@ -122,12 +149,42 @@ func (t *storedWait) Wait(ctx context.Context) (seam.Result, bool) {
 		select {
 		case <-wake:
 		case <-ctx.Done():
-			// The turn may have ended meanwhile: look once more.
-			bg, cancel := t.m.bg()
-			defer cancel()
-			return t.outcome(bg)
+			return t.giveUp()
 		}
 	}
+}
+
+// giveUp ends a wait that did not see the turn end: the turn may have
+// ended meanwhile, so it looks once more; if not, it marks the message
+// abandoned and looks a last time (see storedWait for the order).
+func (t *storedWait) giveUp() (seam.Result, bool) {
+	bg, cancel := t.m.bg()
+	defer cancel()
+	res, done := t.outcome(bg)
+	if done || !t.awaited {
+		return res, done
+	}
+	am := t.m.store.(seam.AwaitMarks) // awaited only when it is one
+	if err := t.m.storeWrite(bg, func(ctx context.Context) error { return am.MarkAbandoned(ctx, t.childID, t.msgID, true) }); err != nil {
+		t.m.log.Error("a caller waiting at another instance gave up and could not say so in the store: the turn's outcome may reach nobody but the child's journal",
+			"agent_id", t.childID, "message_id", t.msgID, "err", err)
+	}
+	if res, done = t.outcome(bg); done {
+		// In band after all: the owner need not issue the notice.
+		if err := am.MarkAbandoned(bg, t.childID, t.msgID, false); err != nil {
+			t.m.log.Debug("clearing the mark of a wait given up failed; the settlement notice may repeat the outcome", "agent_id", t.childID, "err", err)
+		}
+	}
+	return res, done
+}
+
+// awaitable reports whether a caller can wait in band through st for a
+// turn run at another instance without the owner also issuing its
+// settlement notice: st wakes waiters and keeps abandonment marks.
+func awaitable(st seam.Store) bool {
+	_, wakes := st.(seam.Waker)
+	_, marks := st.(seam.AwaitMarks)
+	return wakes && marks
 }
 
 // outcome reads the journal past t.from for the message's turn; done when
@@ -197,7 +254,7 @@ func (a *activation) adoptStored() {
 			continue
 		}
 		a.seen[q.ID] = true
-		msg := inboxMsg{id: q.ID, text: q.Text, source: q.Source, budget: q.Budget, at: q.At}
+		msg := fromQueued(q)
 		if q.Quiet {
 			a.injects = append(a.injects, msg)
 			continue

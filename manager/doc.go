@@ -222,8 +222,13 @@
 //     admission for the turn whose input is the message, so it gets the
 //     answer of whichever owner runs it (after a takeover, the new one's;
 //     a turn cut off is closed aborted). It gets what the journal holds —
-//     output, stop reason, diagnostic, usage — and its answer does not
-//     stand in for the settlement notice, which its principal gets too.
+//     output, stop reason, diagnostic, usage. As at the owner, an answer
+//     it got in band stands in for the settlement notice: the message is
+//     admitted awaited, a caller that gives up marks it abandoned
+//     (seam.AwaitMarks) before its last read, and the settlement takes the
+//     marks once the turns' ends are committed, issuing the notice only
+//     for a marked one; so the answer is never lost, and is repeated only
+//     when the caller gave up in the instant the turn ended (storedWait).
 //   - A caller that sent such a follow-up without a wait and waits on it
 //     after all (an MCP task: AwaitSent) waits on the store the same way,
 //     from where the journal stood before the admission.

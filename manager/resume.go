@@ -124,7 +124,7 @@ func (m *Manager) resumeOnce(ctx context.Context, hdr seam.Header, caller seam.P
 	}
 	a.mu.Lock()
 	for _, q := range queued {
-		msg := inboxMsg{id: q.ID, text: q.Text, source: q.Source, budget: q.Budget, at: q.At}
+		msg := fromQueued(q)
 		a.seen[q.ID] = true
 		if q.Quiet {
 			a.injects = append(a.injects, msg)

@@ -31,72 +31,21 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func onSharedStores(t *testing.T, test func(t *testing.T, st seam.Store)) {
 	for name, open := range map[string]func(t *testing.T) seam.Store{
 		"memstore": func(*testing.T) seam.Store { return memstore.New() },
-		"pgstore": func(t *testing.T) seam.Store {
-			s, err := pgstore.Open(context.Background(), pgtest.Shared(t).DSN(t), slog.New(slog.DiscardHandler))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
-			return s
-		},
+		"pgstore":  openPG,
 	} {
 		t.Run(name, func(t *testing.T) { test(t, open(t)) })
 	}
 }
 
-// holdProvider runs continuable children whose turns answer at once
-// ("<owner> done: <input>"), except a turn whose input starts with "hold":
-// it records its start, says so on holding, and answers only once release
-// is closed, as a model call that outlives its server's lease does.
-type holdProvider struct {
-	owner   string
-	holding chan string // buffered: the input of each turn that holds
-	release chan struct{}
-}
-
-func newHoldProvider(owner string) *holdProvider {
-	return &holdProvider{owner: owner, holding: make(chan string, 4), release: make(chan struct{})}
-}
-
-func (p *holdProvider) Name() string                    { return "hold" }
-func (p *holdProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
-func (p *holdProvider) InheritsParentContext() bool     { return false }
-func (p *holdProvider) Continuable()                    {}
-func (p *holdProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
-	return seam.CreationInputs{}, nil
-}
-func (p *holdProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
-	return &holdDriver{p: p, j: r.Journal}, nil
-}
-
-type holdDriver struct {
-	p *holdProvider
-	j *agent.Journal
-}
-
-func (d *holdDriver) Journal() *agent.Journal { return d.j }
-func (d *holdDriver) Close() error            { return nil }
-
-func (d *holdDriver) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnResult {
-	turn := d.j.NextTurn()
-	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
-	for _, in := range inputs {
-		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: in.Source, Message: &seam.Message{Role: seam.RoleUser, Content: in.Text}})
+// openPG opens a new database of the shared PostgreSQL server, closed
+// when the test ends.
+func openPG(t *testing.T) seam.Store {
+	s, err := pgstore.Open(context.Background(), pgtest.Shared(t).DSN(t), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
 	}
-	text := inputs[len(inputs)-1].Text
-	if strings.HasPrefix(text, "hold") {
-		d.p.holding <- text
-		select {
-		case <-d.p.release:
-		case <-ctx.Done():
-			d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopAborted})
-			return agent.TurnResult{StopReason: agent.StopAborted}
-		}
-	}
-	out := d.p.owner + " done: " + text
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: out}})
-	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopCompleted})
-	return agent.TurnResult{Output: out, StopReason: agent.StopCompleted}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 // lockedBuffer collects a manager's log lines.
@@ -115,37 +64,6 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// server starts a manager on st running holdProvider children, closed
-// when the test ends; what its turns answer names label.
-func server(t *testing.T, opts manager.Options, label string) (*manager.Manager, *holdProvider) {
-	t.Helper()
-	m := manager.New(opts)
-	p := newHoldProvider(label)
-	if err := m.Register(p); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close(context.Background()) })
-	return m, p
-}
-
-// lagging is a clock that can be set back: a server paused past its
-// lease, whose renewals (were it to run one) expire at once.
-func lagging(lag *atomic.Int64) func() time.Time {
-	return func() time.Time { return time.Now().Add(-time.Duration(lag.Load())) }
-}
-
-// startHeld starts a child at m whose first turn holds mid-turn, with its
-// caller waiting, and returns once it holds.
-func startHeld(t *testing.T, m *manager.Manager, p *holdProvider, root seam.ParentRef) *manager.Started {
-	t.Helper()
-	s, err := m.StartContinuable(context.Background(), "hold", seam.StartRequest{Label: "l", Prompt: "hold: first", Parent: root}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-p.holding
-	return s
 }
 
 // expire ends server-a's lease (as a pause past it does): its clock falls

@@ -152,6 +152,19 @@ func deleteChild(tx *bolt.Tx, id string) error {
 	if err := deleteQuestions(tx, id); err != nil {
 		return err
 	}
+	if b := tx.Bucket(bucketAbandoned); b != nil { // made on first use
+		prefix := abandonedKey(id, "")
+		var dead [][]byte
+		c := b.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			dead = append(dead, bytes.Clone(k))
+		}
+		for _, k := range dead {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+	}
 	for _, name := range [][]byte{bucketJournals, bucketInboxes, bucketNotices, bucketByParent} {
 		b, err := top(tx, name)
 		if err != nil {

@@ -74,7 +74,9 @@
 // write is checked against it and the claim in the write's transaction.
 // A child's pending interrupt request (seam.Interrupts) is kept in the
 // interrupts bucket (child id → request JSON; made by the first request,
-// likewise). Wake-ups (seam.Waker) are signalled in process after each
+// likewise), the marks of in-band waits given up (seam.AwaitMarks) in the
+// abandoned bucket (child id, a zero byte, message id; likewise). Wake-ups
+// (seam.Waker) are signalled in process after each
 // commit: only this process opens the file. For the same reason it does
 // not keep root sessions' liveness (seam.Sessions): every session is this
 // one server's, whose own knowledge of them suffices.

@@ -14,6 +14,7 @@ import (
 var (
 	_ seam.Waker      = (*Store)(nil)
 	_ seam.Interrupts = (*Store)(nil)
+	_ seam.AwaitMarks = (*Store)(nil)
 )
 
 // bucketInterrupts holds each child's pending interrupt request (child id
@@ -22,6 +23,19 @@ var (
 // Delete removes a child's entry, Compact copies it, Repair does not (a
 // pending request is a hint the owner may lose in a repair).
 var bucketInterrupts = []byte("interrupts")
+
+// bucketAbandoned holds the marks of in-band waits given up
+// (seam.AwaitMarks): key child id, a zero byte, message id; empty value.
+// Made by the first mark, like bucketInterrupts; Delete removes a child's
+// marks, Compact copies them, Repair does not (only one process opens the
+// file, so no caller at another instance waits on it).
+var bucketAbandoned = []byte("abandoned")
+
+// abandonedKey is the key of the mark of childID's message msgID; with
+// msgID "" it is the prefix of all the child's marks.
+func abandonedKey(childID, msgID string) []byte {
+	return []byte(childID + "\x00" + msgID)
+}
 
 // Watch watches key (see seam.Waker). Only one process opens the file, so
 // WriteChild, AddNotice and RequestInterrupt signal the watches directly
@@ -120,4 +134,62 @@ func (s *Store) TakeInterrupt(ctx context.Context, childID string, fence *seam.F
 		return seam.InterruptRequest{}, false, err
 	}
 	return r, found, nil
+}
+
+// MarkAbandoned sets or removes the mark of the child's message msgID
+// (see seam.AwaitMarks).
+func (s *Store) MarkAbandoned(ctx context.Context, childID, msgID string, abandoned bool) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	return s.update(func(tx *bolt.Tx) error {
+		if err := requireChild(tx, childID); err != nil {
+			return err
+		}
+		if !abandoned {
+			if b := tx.Bucket(bucketAbandoned); b != nil {
+				return b.Delete(abandonedKey(childID, msgID))
+			}
+			return nil
+		}
+		b, err := tx.CreateBucketIfNotExists(bucketAbandoned)
+		if err != nil {
+			return err
+		}
+		return b.Put(abandonedKey(childID, msgID), []byte{})
+	})
+}
+
+// TakeAbandoned removes the child's marks of msgIDs and returns those that
+// were set (see seam.AwaitMarks).
+func (s *Store) TakeAbandoned(ctx context.Context, childID string, msgIDs []string) ([]string, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	var out []string
+	err := s.update(func(tx *bolt.Tx) error {
+		out = nil
+		if err := requireChild(tx, childID); err != nil {
+			return err
+		}
+		b := tx.Bucket(bucketAbandoned)
+		if b == nil {
+			return nil
+		}
+		for _, id := range msgIDs {
+			k := abandonedKey(childID, id)
+			if b.Get(k) == nil {
+				continue
+			}
+			out = append(out, id)
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

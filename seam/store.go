@@ -410,6 +410,10 @@ type QueuedMessage struct {
 	// FIFO order of admission, kept across a restart. Zero in records
 	// written before it existed: such a turn goes first.
 	At int64 `json:"at,omitempty"`
+	// Awaited: a caller at another instance waits in band for the turn's
+	// outcome, through the store (see AwaitMarks), so its owner issues
+	// no settlement notice for it unless that caller gave up.
+	Awaited bool `json:"awaited,omitempty"`
 }
 
 // NewChild is a child's creation record.

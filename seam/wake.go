@@ -162,3 +162,26 @@ type Session struct {
 	Principal string
 	Owner     Owner
 }
+
+// AwaitMarks is a Store's optional ability to keep, across instances, the
+// marks of in-band waits given up, found by type assertion (every backend
+// in persist implements it). A caller at one instance that waits for the
+// outcome of a turn its child's owner runs at another admits the message
+// with QueuedMessage.Awaited set and reads the outcome from the journal;
+// the owner then issues no settlement notice for that turn, as for a
+// caller waiting at the owner itself, unless the caller gave up: a caller
+// that stops waiting marks the message abandoned before it looks at the
+// journal a last time, and the owner takes the mark after the turn's end
+// is committed (the manager's storedWait holds the argument).
+//
+// Delete removes a child's marks with the child.
+type AwaitMarks interface {
+	// MarkAbandoned sets (abandoned true) or removes the mark of the
+	// child's message msgID. An unknown child is refused with an error
+	// wrapping ErrNotFound.
+	MarkAbandoned(ctx context.Context, childID, msgID string, abandoned bool) error
+	// TakeAbandoned removes the child's marks of msgIDs in one commit and
+	// returns the ids among them that were marked. An unknown child yields
+	// an error wrapping ErrNotFound.
+	TakeAbandoned(ctx context.Context, childID string, msgIDs []string) ([]string, error)
+}

@@ -62,6 +62,7 @@ type child struct {
 	listing    seam.Listing // what a listing row shows, without the checkpoint
 
 	interrupt *seam.InterruptRequest // the pending interrupt request (wake.go)
+	abandoned map[string]bool        // messages whose in-band wait was given up (wake.go)
 }
 
 // indexEntry orders a parent's children.

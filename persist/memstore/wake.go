@@ -10,6 +10,7 @@ import (
 var (
 	_ seam.Waker      = (*Store)(nil)
 	_ seam.Interrupts = (*Store)(nil)
+	_ seam.AwaitMarks = (*Store)(nil)
 )
 
 // Watch watches key (see seam.Waker); the store lives in one process, so
@@ -73,4 +74,49 @@ func (s *Store) TakeInterrupt(ctx context.Context, childID string, fence *seam.F
 	}
 	c.interrupt = nil
 	return *r, true, nil
+}
+
+// MarkAbandoned sets or removes the mark of the child's message msgID
+// (see seam.AwaitMarks).
+func (s *Store) MarkAbandoned(ctx context.Context, childID, msgID string, abandoned bool) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.get(childID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case abandoned && c.abandoned == nil:
+		c.abandoned = map[string]bool{msgID: true}
+	case abandoned:
+		c.abandoned[msgID] = true
+	default:
+		delete(c.abandoned, msgID)
+	}
+	return nil
+}
+
+// TakeAbandoned removes the child's marks of msgIDs and returns those that
+// were set (see seam.AwaitMarks).
+func (s *Store) TakeAbandoned(ctx context.Context, childID string, msgIDs []string) ([]string, error) {
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.get(childID)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, id := range msgIDs {
+		if c.abandoned[id] {
+			out = append(out, id)
+			delete(c.abandoned, id)
+		}
+	}
+	return out, nil
 }

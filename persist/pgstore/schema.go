@@ -125,6 +125,15 @@ create table sessions (
 create index sessions_principal on sessions (principal);
 create index sessions_owner on sessions (owner);
 `,
+	// 6 (abandoned waits): the marks of in-band waits given up
+	// (seam.AwaitMarks), one row per message, gone with the child.
+	`
+create table abandoned_waits (
+	child_id text collate "C" not null references children (id) on delete cascade,
+	msg_id text collate "C" not null,
+	primary key (child_id, msg_id)
+);
+`,
 }
 
 // SchemaVersion is the schema version this build writes and reads.

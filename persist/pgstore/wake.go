@@ -19,6 +19,7 @@ import (
 var (
 	_ seam.Waker      = (*Store)(nil)
 	_ seam.Interrupts = (*Store)(nil)
+	_ seam.AwaitMarks = (*Store)(nil)
 )
 
 // wakeChannel is the one NOTIFY channel of the store's wake-ups; the
@@ -323,4 +324,49 @@ func checkFence(id string, f seam.Fence, holder *string, epoch int64) error {
 	}
 	return refuse("pgstore: child %q: the write is fenced to owner %q at epoch %d, and the child's claim is no longer that (owner %q, epoch %d): %w",
 		id, f.Owner, f.Epoch, h, epoch, seam.ErrOwned)
+}
+
+// MarkAbandoned sets or removes the mark of the child's message msgID
+// (see seam.AwaitMarks).
+func (s *Store) MarkAbandoned(ctx context.Context, childID, msgID string, abandoned bool) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	if abandoned {
+		_, err := s.pool.Exec(ctx, `insert into abandoned_waits (child_id, msg_id) values ($1, $2) on conflict do nothing`, childID, msgID)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23503" { // foreign key: no such child
+			return notFound(childID)
+		}
+		return s.fail("marking a wait for "+childID+" given up", err)
+	}
+	var found bool
+	err := s.pool.QueryRow(ctx, `with d as (delete from abandoned_waits where child_id = $1 and msg_id = $2)
+		select exists (select 1 from children where id = $1)`, childID, msgID).Scan(&found)
+	if err != nil {
+		return s.fail("clearing the mark of a wait for "+childID, err)
+	}
+	if !found {
+		return notFound(childID)
+	}
+	return nil
+}
+
+// TakeAbandoned removes the child's marks of msgIDs and returns those that
+// were set, in one statement (see seam.AwaitMarks).
+func (s *Store) TakeAbandoned(ctx context.Context, childID string, msgIDs []string) ([]string, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	var found bool
+	var out []string
+	err := s.pool.QueryRow(ctx, `with d as (delete from abandoned_waits where child_id = $1 and msg_id = any($2) returning msg_id)
+		select exists (select 1 from children where id = $1), array(select msg_id from d)`, childID, msgIDs).Scan(&found, &out)
+	if err != nil {
+		return nil, s.fail("taking the marks of waits for "+childID+" given up", err)
+	}
+	if !found {
+		return nil, notFound(childID)
+	}
+	return out, nil
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
-// RunShared runs the cases of the stores' shared abilities, seam.Waker and
-// seam.Interrupts, which every backend implements. open returns two
+// RunShared runs the cases of the stores' shared abilities, seam.Waker,
+// seam.Interrupts and seam.AwaitMarks, which every backend implements. open returns two
 // handles of one new, empty store: a watcher and a writer. A shared store
 // gives two handles of one database (two instances), so a case proves a
 // wake-up crosses instances; a store one process opens gives the same
@@ -36,6 +36,9 @@ func RunShared(t *testing.T, open func(t *testing.T) (watcher, writer seam.Store
 		{"a fenced take refuses a former owner and leaves the request", testInterruptFenced},
 		{"concurrent takers: one gets the request", testInterruptTakenOnce},
 		{"a deleted child's request goes with it", testInterruptDeleted},
+		{"abandonment marks of awaited messages are kept, cleared and taken once", testAwaitMarks},
+		{"concurrent takers: one gets an abandonment mark", testAwaitMarkTakenOnce},
+		{"a deleted child's abandonment marks go with it", testAwaitMarksDeleted},
 	})
 }
 
@@ -283,8 +286,26 @@ func testInterruptTakenOnce(t *testing.T, w, s seam.Store) {
 	if err := interrupts(t, s).RequestInterrupt(ctx, "c", seam.InterruptRequest{Reason: "stop"}); err != nil {
 		t.Fatal(err)
 	}
-	const takers = 8
 	handles := []seam.Interrupts{interrupts(t, w), interrupts(t, s)}
+	got := concurrentTakes(t, func(i int) (int, error) {
+		_, ok, err := handles[i%2].TakeInterrupt(ctx, "c", nil)
+		if ok {
+			return 1, err
+		}
+		return 0, err
+	})
+	if got != 1 {
+		t.Errorf("%d of %d concurrent takers got the request; want exactly 1", got, takers)
+	}
+}
+
+// takers is how many take at once in the taken-once cases.
+const takers = 8
+
+// concurrentTakes runs take(i) for each of takers at once and returns the
+// sum of what they took.
+func concurrentTakes(t *testing.T, take func(i int) (int, error)) int {
+	t.Helper()
 	var mu sync.Mutex
 	got := 0
 	var wg sync.WaitGroup
@@ -292,21 +313,17 @@ func testInterruptTakenOnce(t *testing.T, w, s seam.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, ok, err := handles[i%2].TakeInterrupt(ctx, "c", nil)
+			n, err := take(i)
 			if err != nil {
 				t.Error(err)
 			}
-			if ok {
-				mu.Lock()
-				got++
-				mu.Unlock()
-			}
+			mu.Lock()
+			got += n
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	if got != 1 {
-		t.Errorf("%d of %d concurrent takers got the request; want exactly 1", got, takers)
-	}
+	return got
 }
 
 func testInterruptDeleted(t *testing.T, w, s seam.Store) {
