@@ -113,28 +113,48 @@ func TestASendWhileAnotherInstanceKeepsClaimingTheChildWaits(t *testing.T) {
 }
 
 // A's claim of a stored child fails for a store error more often than the
-// store writes' own retry covers (a database failing over, say): the send
-// waits and claims again rather than answering that the claim failed, and
-// its message runs once.
+// store writes' own retry covers (a blip): the send waits and claims
+// again rather than answering that the claim failed, and its message runs
+// once. A store that keeps failing is answered as such after a few tries,
+// not after the whole pacing, and nothing is queued.
 func TestASendWhoseClaimFailsForAWhileWaits(t *testing.T) {
-	onSharedStores(t, func(t *testing.T, st seam.Store) {
-		ctx, f := context.Background(), newContest(t, st, st, "first")
-		root, calls, id := f.root, f.calls, f.id
-		var claims atomic.Int32
-		hooked := &aroundClaims{Store: st, Waker: st.(seam.Waker), around: func(write func() error) error {
-			if claims.Add(1) <= raceSends {
-				return errors.New("connection reset by peer")
-			}
-			return write()
-		}}
-		a := serverOn(t, manager.Options{Store: hooked, OwnerID: "server-a", LeaseTTL: time.Minute,
-			WriteAttempts: 2, WriteRetryDelay: time.Millisecond}, &callProvider{calls: calls})
-		sent, err := a.Followup(ctx, root, id, "a-turn", true)
-		if err != nil {
-			t.Fatalf("A's send after %d failed claims: %v; want it accepted", claims.Load(), err)
-		}
-		f.ranOnce(sent, "a-turn", []string{"first"})
-	})
+	const down = 1 << 20 // every claim fails
+	for _, fails := range []int32{manager.StoreTries - 1, down} {
+		t.Run(fmt.Sprintf("%d failed claims", fails), func(t *testing.T) {
+			onSharedStores(t, func(t *testing.T, st seam.Store) {
+				ctx, f := context.Background(), newContest(t, st, st, "first")
+				root, calls, id := f.root, f.calls, f.id
+				var claims atomic.Int32
+				hooked := &aroundClaims{Store: st, Waker: st.(seam.Waker), around: func(write func() error) error {
+					if claims.Add(1) <= fails {
+						return errors.New("connection reset by peer")
+					}
+					return write()
+				}}
+				a := serverOn(t, manager.Options{Store: hooked, OwnerID: "server-a", LeaseTTL: time.Minute,
+					WriteAttempts: 2, WriteRetryDelay: time.Millisecond}, &callProvider{calls: calls})
+				sent, err := a.Followup(ctx, root, id, "a-turn", true)
+				if fails < manager.StoreTries {
+					if err != nil {
+						t.Fatalf("A's send after %d failed claims: %v; want it accepted", claims.Load(), err)
+					}
+					f.ranOnce(sent, "a-turn", []string{"first"})
+					return
+				}
+				// Each try's claim is a write tried WriteAttempts (2) times.
+				var se *seam.Error
+				if !errors.As(err, &se) || se.Code != seam.CodePersistenceUnavailable || !strings.Contains(err.Error(), "connection reset by peer") || claims.Load() > 2*manager.StoreTries {
+					t.Fatalf("A's send after %d failed claims = %v; want the store's failure, PERSISTENCE_UNAVAILABLE, after at most %d tries", claims.Load(), err, manager.StoreTries)
+				}
+				if q, err := st.Queued(ctx, id); err != nil || len(q) != 0 {
+					t.Errorf("the stored inbox = %+v, %v; want nothing queued", q, err)
+				}
+				if n := calls.count("a-turn"); n != 0 {
+					t.Errorf("the refused message reached the model %d times", n)
+				}
+			})
+		})
+	}
 }
 
 // A send whose claim keeps failing gives up once its caller's ctx ends,

@@ -252,7 +252,8 @@ func claimErr(ctx context.Context, id string, err error) error {
 	case errors.Is(err, seam.ErrNotFound):
 		return &seam.Error{Code: seam.CodeNotResumable, AgentID: id, Err: err, Message: fmt.Sprintf("subagent %q is unavailable", id)}
 	}
-	return &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: id, Message: "claiming the child for this server failed", Err: fmt.Errorf("%w: %w", errClaimStore, err)}
+	return &seam.Error{Code: seam.CodePersistenceUnavailable, AgentID: id, Err: fmt.Errorf("%w: %w", errClaimStore, err),
+		Message: fmt.Sprintf("the session store failed while claiming subagent %s for this server (%v); nothing was sent, send again", id, err)}
 }
 
 // waitTurn waits for the outcome of the turn that handles w's message. An
@@ -341,6 +342,7 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller seam.ParentRef, chi
 	}
 	retry := m.pace(childID)
 	defer retry.Close()
+	storeFails := 0
 	// A read or a claim cut short by the caller's ctx says so, not that
 	// the child is unavailable.
 	cancelled := func(err error) error {
@@ -387,7 +389,7 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller seam.ParentRef, chi
 		if err != nil {
 			// A race another try can win (transientSend): the next try
 			// finds the child resident here or elsewhere, or claims it.
-			if transientSend(err) && ctx.Err() == nil {
+			if transientSend(err) && ctx.Err() == nil && !storeDown(err, &storeFails) {
 				if err := retry.Again(ctx, nil, err); err != nil {
 					return nil, err
 				}
