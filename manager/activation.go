@@ -3,13 +3,13 @@ package manager
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/internal/truncate"
 	"github.com/mcp-subagent/mcp-subagent/manager/admission"
 	"github.com/mcp-subagent/mcp-subagent/manager/persister"
+	"github.com/mcp-subagent/mcp-subagent/manager/remote"
 	"github.com/mcp-subagent/mcp-subagent/manager/wording"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -26,7 +26,7 @@ type inboxMsg struct {
 	budget *seam.Budget     // a follow-up's new budget, from its turn on
 	at     int64            // when it was queued: its turn's place in admission's FIFO order
 	// awaited: a caller waits for its turn's outcome through the store
-	// (seam.QueuedMessage.Awaited; see storedWait).
+	// (seam.QueuedMessage.Awaited; see manager/remote).
 	awaited bool
 }
 
@@ -129,7 +129,7 @@ type activation struct {
 	// awaitedRan are the ids of the epoch's messages whose callers wait
 	// through the store (inboxMsg.awaited) and whose turns ended, and
 	// lastAwaited the last turn's if it is one of them: the settlement
-	// takes their abandonment marks (see storedWait).
+	// takes their abandonment marks (see manager/remote).
 	awaitedRan  []string
 	lastAwaited string
 }
@@ -329,7 +329,7 @@ func (a *activation) settle() {
 	last, inBand := a.last, a.lastInBand
 	ran, lastAwaited := a.awaitedRan, a.lastAwaited
 	a.mu.Unlock()
-	if len(ran) > 0 && a.awaitedInBand(ran, lastAwaited) {
+	if len(ran) > 0 && remote.InBand(m.remoteHost(), a.hdr.ID, ran, lastAwaited, func() error { return a.persist.WaitFor(a.persist.Mark()) }) {
 		inBand = true
 	}
 	var notice *inboxMsg
@@ -355,35 +355,6 @@ func (a *activation) settle() {
 	if revoked {
 		m.settledQueue(a.hdr) // cluster.go
 	}
-}
-
-// awaitedInBand takes the abandonment marks of the epoch's awaited
-// messages (ran) once every turn's end is committed, and reports whether
-// the last turn's (lastAwaited; "" when the last turn's was not awaited)
-// outcome went to its caller in band: its mark was not set. The order is
-// what storedWait's argument needs; a failure to read counts as given up
-// (a notice), which at worst repeats the outcome.
-func (a *activation) awaitedInBand(ran []string, lastAwaited string) bool {
-	am, ok := a.m.store.(seam.AwaitMarks)
-	if !ok {
-		return false
-	}
-	if err := a.persist.WaitFor(a.persist.Mark()); err != nil {
-		return false
-	}
-	ctx, cancel := a.m.bg()
-	defer cancel()
-	var marked []string
-	err := a.m.storeWrite(ctx, func(ctx context.Context) error {
-		var err error
-		marked, err = am.TakeAbandoned(ctx, a.hdr.ID, ran)
-		return err
-	})
-	if err != nil {
-		a.m.log.Warn("reading whether the callers waiting at other instances gave up failed; the settlement notice goes out", "agent_id", a.hdr.ID, "err", err)
-		return false
-	}
-	return lastAwaited != "" && !slices.Contains(marked, lastAwaited)
 }
 
 // persistFailed is the writer telling the activation its writes failed

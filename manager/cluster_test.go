@@ -296,3 +296,9 @@ func TestFollowupAtAnotherInstanceRacingTheSettlement(t *testing.T) {
 		}
 	})
 }
+
+// lagging is a clock that can be set back: a server paused past its
+// lease, whose renewals (were it to run one) expire at once.
+func lagging(lag *atomic.Int64) func() time.Time {
+	return func() time.Time { return time.Now().Add(-time.Duration(lag.Load())) }
+}

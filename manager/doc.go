@@ -133,8 +133,9 @@
 //     (an interrupt of a child resident at another instance),
 //     manager/recovery (Recover, and the sweep at each lease renewal) and
 //     manager/sessions (which root sessions are connected, here and at
-//     other instances) and manager/pacing (the tries of a follow-up that
-//     meets a race between instances).
+//     other instances), manager/pacing (the tries of a follow-up that
+//     meets a race between instances) and manager/remote (a child
+//     resident at another instance, and a turn waited for there).
 //     What they ask of the manager is in hosts.go and listing.go; how a
 //     turn passes admission and its budget, in turn.go.
 //   - Every turn takes an admission seat before its driver runs. A turn
@@ -228,7 +229,7 @@
 //     (seam.AwaitMarks) before its last read, and the settlement takes the
 //     marks once the turns' ends are committed, issuing the notice only
 //     for a marked one; so the answer is never lost, and is repeated only
-//     when the caller gave up in the instant the turn ended (storedWait).
+//     when the caller gave up in the instant the turn ended (manager/remote).
 //   - A caller that sent such a follow-up without a wait and waits on it
 //     after all (an MCP task: AwaitSent) waits on the store the same way,
 //     from where the journal stood before the admission.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,12 +81,6 @@ func server(t *testing.T, opts manager.Options, label string) (*manager.Manager,
 	}
 	t.Cleanup(func() { _ = m.Close(context.Background()) })
 	return m, p
-}
-
-// lagging is a clock that can be set back: a server paused past its
-// lease, whose renewals (were it to run one) expire at once.
-func lagging(lag *atomic.Int64) func() time.Time {
-	return func() time.Time { return time.Now().Add(-time.Duration(lag.Load())) }
 }
 
 // startHeld starts a child at m whose first turn holds mid-turn, with its

@@ -5,6 +5,7 @@ import (
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
 	"github.com/mcp-subagent/mcp-subagent/manager/listing"
+	"github.com/mcp-subagent/mcp-subagent/manager/remote"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
 
@@ -130,5 +131,5 @@ func (s listSource) StatusElsewhere(ctx context.Context, id string, journal []ag
 }
 
 func (s listSource) ResidentElsewhere(ctx context.Context, parent string, claims map[string]seam.Claim) []seam.Listing {
-	return s.m.residentElsewhere(ctx, parent, claims)
+	return remote.Listings(ctx, s.m.store, parent, claims)
 }

@@ -684,7 +684,7 @@ func TestPoliciesHoldNoLockAcrossACall(t *testing.T) {
 		named[m[1]+"."+m[2]] = true
 	}
 	found := map[string]bool{}
-	for _, pkg := range []string{"admission", "authority", "budget", "interrupts", "listing", "pacing", "persister", "questions", "recovery", "retention", "sessions", "validate", "wording", "worktrees"} {
+	for _, pkg := range []string{"admission", "authority", "budget", "interrupts", "listing", "pacing", "persister", "questions", "recovery", "remote", "retention", "sessions", "validate", "wording", "worktrees"} {
 		a := analyseLocks(t, pkg, pkg, true)
 		for _, l := range a.mutexes {
 			found[pkg+"."+l] = true

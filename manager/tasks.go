@@ -47,15 +47,15 @@ func (m *Manager) AwaitTurn(childID, msgID string, step func(string)) Turn {
 // waiting (sent as Followup returned it) and now waits on after all, as a
 // durable MCP task does. A follow-up forwarded to a child resident at
 // another instance (RouteForwarded) is waited on the store, from where the
-// journal stood before its admission (see storedWait): this instance holds
+// journal stood before its admission (manager/remote): this instance holds
 // no activation whose waiters it could join. step hears no progress notes
 // for such a turn (the store wakes a waiter at a turn's end only). Any
 // other is AwaitTurn's.
 func (m *Manager) AwaitSent(sent *Sent, step func(string)) Turn {
 	if t, ok := sent.Turn.(*storedWait); ok {
-		w := *t
-		w.wait = true
-		return &w
+		w := *t.Turn
+		w.Wait = true
+		return &storedWait{&w}
 	}
 	return m.AwaitTurn(sent.ChildID, sent.MessageID, step)
 }
