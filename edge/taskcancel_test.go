@@ -20,6 +20,9 @@ type idleManager struct{}
 func (idleManager) AwaitTurn(string, string, func(string)) manager.Turn { panic("not reached") }
 func (idleManager) Interrupt(seam.ParentRef, string) error              { panic("not reached") }
 func (idleManager) AwaitSent(*manager.Sent, func(string)) manager.Turn  { panic("not reached") }
+func (idleManager) FollowupAwaited(context.Context, seam.ParentRef, string, string, *seam.Budget) (*manager.Sent, error) {
+	panic("not reached")
+}
 func (idleManager) LastOutcome(context.Context, string) (seam.Result, error) {
 	return seam.Result{}, seam.ErrNotFound
 }

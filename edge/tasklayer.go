@@ -44,6 +44,7 @@ const (
 type TaskManager interface {
 	AwaitTurn(childID, msgID string, step func(string)) manager.Turn
 	AwaitSent(sent *manager.Sent, step func(string)) manager.Turn
+	FollowupAwaited(ctx context.Context, caller seam.ParentRef, childID, content string, budget *seam.Budget) (*manager.Sent, error)
 	Interrupt(caller seam.ParentRef, childID string) error
 	LastOutcome(ctx context.Context, childID string) (seam.Result, error)
 }
@@ -1004,12 +1005,14 @@ func (s *Server) followupInTaskMode(ctx context.Context, task *taskMode, caller 
 	if task == nil || !wait || !task.claim() {
 		return s.messenger.FollowupBudget(ctx, caller, childID, content, wait, budget)
 	}
-	sent, err := s.messenger.FollowupBudget(ctx, caller, childID, content, false, budget)
+	// Sent without a wait but admitted awaited, and then awaited
+	// (AwaitSent): a follow-up forwarded to the instance the child is
+	// resident on is waited on the store, not on an activation here, and
+	// its outcome is the task's result, not also a settlement notice.
+	sent, err := task.l.mgr.FollowupAwaited(ctx, caller, childID, content, budget)
 	if err != nil {
 		return nil, err
 	}
-	// AwaitSent: a follow-up forwarded to the instance the child is
-	// resident on is waited on the store, not on an activation here.
 	sent.Turn = task.report(childID, sent.MessageID, task.l.mgr.AwaitSent(sent, task.setStep))
 	return sent, nil
 }

@@ -32,6 +32,9 @@ type fakeManager struct {
 func (f *fakeManager) AwaitTurn(string, string, func(string)) manager.Turn { panic("not reached") }
 func (f *fakeManager) Interrupt(seam.ParentRef, string) error              { panic("not reached") }
 func (f *fakeManager) AwaitSent(*manager.Sent, func(string)) manager.Turn  { panic("not reached") }
+func (f *fakeManager) FollowupAwaited(context.Context, seam.ParentRef, string, string, *seam.Budget) (*manager.Sent, error) {
+	panic("not reached")
+}
 func (f *fakeManager) LastOutcome(_ context.Context, id string) (seam.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -24,12 +24,13 @@ const RouteForwarded Route = "forwarded"
 // sendElsewhere admits a follow-up for a child another live owner holds:
 // it joins the child's stored inbox (a commit that wakes the owner, which
 // adopts it and runs it in admission order), and the caller waits, if it
-// asked to, on the child's journal. ok is false when no other live owner
+// asked to (wait), on the child's journal; awaited: it waits, now or
+// after the send returns (FollowupAwaited). ok is false when no other live owner
 // holds the child: the caller resumes it here. A child its owner settled
 // between the read of its claim and the admission is resumed here, to run
 // what its owner left queued (the owner checks its stored inbox after
 // settling as well; whichever claims it first runs it).
-func (m *Manager) sendElsewhere(ctx context.Context, hdr seam.Header, content string, wait bool, budget *seam.Budget) (*Sent, bool, error) {
+func (m *Manager) sendElsewhere(ctx context.Context, hdr seam.Header, content string, wait, awaited bool, budget *seam.Budget) (*Sent, bool, error) {
 	id := hdr.ID
 	c, elsewhere, err := m.heldElsewhere(ctx, id)
 	if err != nil {
@@ -44,7 +45,7 @@ func (m *Manager) sendElsewhere(ctx context.Context, hdr seam.Header, content st
 		return nil, true, sendStoreErr(ctx, id, err)
 	}
 	msg := seam.QueuedMessage{ID: newMessageID(), Text: content, Source: agent.SourceUser, Budget: budget, At: m.adm.Stamp(),
-		Awaited: wait && remote.Awaitable(m.store)}
+		Awaited: awaited && remote.Awaitable(m.store)}
 	if err := m.storeWrite(ctx, func(ctx context.Context) error {
 		return m.store.WriteChild(ctx, id, seam.ChildWrite{Enqueue: []seam.QueuedMessage{msg}})
 	}); err != nil {

@@ -329,6 +329,21 @@ func (m *Manager) Followup(ctx context.Context, caller seam.ParentRef, childID, 
 // by the deployment and by what the child's ancestors have left when that
 // turn starts.
 func (m *Manager) FollowupBudget(ctx context.Context, caller seam.ParentRef, childID, content string, wait bool, budget *seam.Budget) (*Sent, error) {
+	return m.followup(ctx, caller, childID, content, wait, wait, budget)
+}
+
+// FollowupAwaited is FollowupBudget without a wait, for a caller that
+// waits on the turn after the send returns (AwaitSent: a durable MCP
+// task): a message forwarded to the instance the child is resident on is
+// admitted awaited, so, as at one instance, the turn's outcome the caller
+// then gets in band is not also a settlement notice (manager/remote).
+func (m *Manager) FollowupAwaited(ctx context.Context, caller seam.ParentRef, childID, content string, budget *seam.Budget) (*Sent, error) {
+	return m.followup(ctx, caller, childID, content, false, true, budget)
+}
+
+// followup is FollowupBudget; awaited: the caller waits for the outcome,
+// now (wait) or after the send returns.
+func (m *Manager) followup(ctx context.Context, caller seam.ParentRef, childID, content string, wait, awaited bool, budget *seam.Budget) (*Sent, error) {
 	if budget != nil {
 		if err := budget.Check("budget"); err != nil {
 			return nil, err
@@ -382,7 +397,7 @@ func (m *Manager) FollowupBudget(ctx context.Context, caller seam.ParentRef, chi
 			continue
 		}
 		// Resident at another live instance: its owner runs it (cluster.go).
-		if sent, ok, err := m.sendElsewhere(ctx, hdr, content, wait, budget); ok {
+		if sent, ok, err := m.sendElsewhere(ctx, hdr, content, wait, awaited, budget); ok {
 			return sent, err
 		}
 		a, err = m.resume(ctx, hdr, caller)

@@ -32,6 +32,8 @@ func inBandCases(t *testing.T, open func(t *testing.T) seam.Store, races int) {
 		t.Run(name, func(t *testing.T) {
 			t.Run("waited", func(t *testing.T) { waitedSendIsInBand(t, open(t), at) })
 			t.Run("given up", func(t *testing.T) { givenUpSendIsNoticed(t, open(t), at) })
+			t.Run("awaited after the send, as a task", func(t *testing.T) { awaitedLaterIsInBand(t, open(t), at, false) })
+			t.Run("awaited after the send, given up", func(t *testing.T) { awaitedLaterIsInBand(t, open(t), at, true) })
 			t.Run("given up as the turn ends", func(t *testing.T) {
 				for i := range races {
 					givingUpRacesTheTurnEnd(t, open(t), at, time.Duration(i%8)*250*time.Microsecond)
@@ -95,6 +97,49 @@ func givenUpSendIsNoticed(t *testing.T, st seam.Store, at func(a, b *manager.Man
 	}
 	if again := settledNotices(sender, s.ChildID); len(again) != 0 {
 		t.Fatalf("a second take found %+v; want none", again)
+	}
+}
+
+// awaitedLaterIsInBand: a send made without a wait by a caller that then
+// waits on its turn (FollowupAwaited, AwaitSent: a durable MCP task) gets
+// the outcome, and the principal is then issued no settlement notice of
+// it; one whose wait runs out (giveUp) gets exactly one notice instead.
+func awaitedLaterIsInBand(t *testing.T, st seam.Store, at func(a, b *manager.Manager) *manager.Manager, giveUp bool) {
+	ctx := context.Background()
+	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+	a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute}, "A")
+	b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, "B")
+	s := startHeld(t, a, pa, root)
+	sender := at(a, b)
+	sent, err := sender.FollowupAwaited(ctx, root, s.ChildID, "second", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if forwarded := sent.Route == manager.RouteForwarded; forwarded != (sender == b) {
+		t.Fatalf("the send's route is %q; want it forwarded only from the instance that does not hold the child", sent.Route)
+	}
+	turn := sender.AwaitSent(sent, nil)
+	want := 0
+	if giveUp {
+		wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		if res, ok := turn.Wait(wctx); ok {
+			t.Fatalf("the wait ended with an outcome %+v before the turn could end", res)
+		}
+		cancel()
+		want = 1
+	}
+	close(pa.release)
+	waitFor(t, s, "A's first turn")
+	if !giveUp {
+		if res := waitFor(t, turn, "the awaited send"); res.Output != "A done: second" {
+			t.Fatalf("the awaited send = %+v; want A's answer to it", res)
+		}
+	}
+	if err := waitSettled(ctx, st, s.ChildID); err != nil {
+		t.Fatal(err)
+	}
+	if n := settledNotices(sender, s.ChildID); len(n) != want {
+		t.Fatalf("settlement notices of the child = %+v; want %d (the outcome went in band: %v)", n, want, !giveUp)
 	}
 }
 

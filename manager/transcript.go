@@ -66,7 +66,7 @@ func (m *Manager) Transcript(ctx context.Context, caller seam.ParentRef, childID
 		// Resident at another instance: its owner's status as the store
 		// shows it, as listing shows it.
 		if _, elsewhere, err := m.heldElsewhere(ctx, childID); err == nil && elsewhere {
-			status = m.statusElsewhere(ctx, childID, lastOf(events))
+			status = m.statusElsewhere(ctx, childID, events)
 		}
 	}
 	t := Transcript{ID: h.ID, Parent: h.Parent, Label: h.Label, Provider: h.Provider, Model: model, Depth: h.Depth,
@@ -75,15 +75,6 @@ func (m *Manager) Transcript(ctx context.Context, caller seam.ParentRef, childID
 		t.Entries = append(t.Entries, listing.Entry(e))
 	}
 	return t, nil
-}
-
-// lastOf is the last of events, as statusElsewhere takes it: nil for none
-// (it reads the journal's last event itself).
-func lastOf(events []agent.Event) []agent.Event {
-	if len(events) == 0 {
-		return nil
-	}
-	return events[len(events)-1:]
 }
 
 func transcriptErr(id string, err error) error {

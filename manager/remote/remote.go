@@ -205,13 +205,12 @@ func InBand(h Host, childID string, ran []string, lastAwaited string, committed 
 // (an interrupt parks the queue until the next send; the store does not
 // tell a parked queue from one about to run, so a turn cut off by a
 // takeover lists idle until the next starts). journal is the child's
-// journal when the caller read it; nil: its last event is read here.
+// journal (or its tail) when the caller read it; empty: its last event is
+// read here.
 func Running(ctx context.Context, st seam.Store, id string, journal []agent.Event) bool {
 	var last *agent.Event
-	if journal != nil {
-		if len(journal) > 0 {
-			last = &journal[len(journal)-1]
-		}
+	if len(journal) > 0 {
+		last = &journal[len(journal)-1]
 	} else if n, err := st.JournalLen(ctx, id); err == nil && n > 0 {
 		if es, err := st.EventsFrom(ctx, id, n-1); err == nil && len(es) == 1 {
 			last = &es[0]
