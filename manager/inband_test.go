@@ -48,11 +48,7 @@ func inBandCases(t *testing.T, open func(t *testing.T) seam.Store, races int) {
 // settlement notice of the child.
 func waitedSendIsInBand(t *testing.T, st seam.Store, at func(a, b *manager.Manager) *manager.Manager) {
 	ctx := context.Background()
-	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-	a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute}, "A")
-	b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, "B")
-	s := startHeld(t, a, pa, root) // resident at A while the send is made
-	sender := at(a, b)
+	root, b, pa, s, sender := heldAtA(t, st, at) // resident at A while the send is made
 	sent := followup(t, sender, b, root, s.ChildID)
 	close(pa.release)
 	waitFor(t, s, "A's first turn")
@@ -72,11 +68,7 @@ func waitedSendIsInBand(t *testing.T, st seam.Store, at func(a, b *manager.Manag
 // turn ends yields exactly one settlement notice, with the turn's answer.
 func givenUpSendIsNoticed(t *testing.T, st seam.Store, at func(a, b *manager.Manager) *manager.Manager) {
 	ctx := context.Background()
-	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-	a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute}, "A")
-	b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, "B")
-	s := startHeld(t, a, pa, root)
-	sender := at(a, b)
+	root, b, pa, s, sender := heldAtA(t, st, at)
 	sent := followup(t, sender, b, root, s.ChildID)
 	// The send's turn is queued behind the held one, which ends only once
 	// released: the wait runs out first, whenever its timer fires.
@@ -106,11 +98,7 @@ func givenUpSendIsNoticed(t *testing.T, st seam.Store, at func(a, b *manager.Man
 // it; one whose wait runs out (giveUp) gets exactly one notice instead.
 func awaitedLaterIsInBand(t *testing.T, st seam.Store, at func(a, b *manager.Manager) *manager.Manager, giveUp bool) {
 	ctx := context.Background()
-	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-	a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute}, "A")
-	b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, "B")
-	s := startHeld(t, a, pa, root)
-	sender := at(a, b)
+	root, b, pa, s, sender := heldAtA(t, st, at)
 	sent, err := sender.FollowupAwaited(ctx, root, s.ChildID, "second", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +131,17 @@ func awaitedLaterIsInBand(t *testing.T, st seam.Store, at func(a, b *manager.Man
 	}
 }
 
+// heldAtA starts managers A and B on st and a child resident at A, its
+// first turn held (pa), and returns the principal's root, B, and the
+// manager at picks as the sender.
+func heldAtA(t *testing.T, st seam.Store, at func(a, b *manager.Manager) *manager.Manager) (seam.ParentRef, *manager.Manager, *holdProvider, *manager.Started, *manager.Manager) {
+	t.Helper()
+	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
+	a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute}, "A")
+	b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, "B")
+	return root, b, pa, startHeld(t, a, pa, root), at(a, b)
+}
+
 // followup sends "second" to child id at sender, waited for, and checks
 // it is forwarded if and only if the sender is b (not the owner).
 func followup(t *testing.T, sender, b *manager.Manager, root seam.ParentRef, id string) *manager.Sent {
@@ -164,11 +163,7 @@ func followup(t *testing.T, sender, b *manager.Manager, root seam.ParentRef, id 
 func givingUpRacesTheTurnEnd(t *testing.T, st seam.Store, at func(a, b *manager.Manager) *manager.Manager, d time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	root := seam.ParentRef{Principal: "p", Cwd: "/work"}
-	a, pa := server(t, manager.Options{Store: st, OwnerID: "server-a", LeaseTTL: time.Minute}, "A")
-	b, _ := server(t, manager.Options{Store: st, OwnerID: "server-b", LeaseTTL: time.Minute}, "B")
-	s := startHeld(t, a, pa, root)
-	sender := at(a, b)
+	root, b, pa, s, sender := heldAtA(t, st, at)
 	sent := followup(t, sender, b, root, s.ChildID)
 	close(pa.release)
 	wctx, cancel := context.WithTimeout(ctx, d)
