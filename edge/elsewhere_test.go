@@ -12,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/persist/memstore"
 	"github.com/mcp-subagent/mcp-subagent/seam"
@@ -22,51 +23,6 @@ import (
 // shared store, the MCP server at B, the child resident at A): an MCP
 // task awaiting a forwarded follow-up, and the transcript resource.
 
-// relayProvider runs continuable children whose turn journals its input
-// and answers "<label> done: <input>", except that an input starting with
-// "hold" says so on holding and answers only once release is closed.
-type relayProvider struct {
-	heldProvider // the rest of a continuable provider
-	label        string
-	holding      chan string
-	release      chan struct{}
-}
-
-func (*relayProvider) Name() string { return "relay" }
-func (p *relayProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
-	return &relayDriver{p: p, j: r.Journal}, nil
-}
-
-type relayDriver struct {
-	p *relayProvider
-	j *agent.Journal
-}
-
-func (d *relayDriver) Journal() *agent.Journal { return d.j }
-func (*relayDriver) Close() error              { return nil }
-
-func (d *relayDriver) RunTurn(ctx context.Context, in []agent.Input) agent.TurnResult {
-	turn := d.j.NextTurn()
-	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
-	for _, i := range in {
-		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: i.Source, Message: &seam.Message{Role: seam.RoleUser, Content: i.Text}})
-	}
-	text := in[len(in)-1].Text
-	if strings.HasPrefix(text, "hold") {
-		d.p.holding <- text
-		select {
-		case <-d.p.release:
-		case <-ctx.Done():
-			d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopAborted})
-			return agent.TurnResult{StopReason: agent.StopAborted}
-		}
-	}
-	out := d.p.label + " done: " + text
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: out}})
-	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopCompleted})
-	return agent.TurnResult{Output: out, StopReason: agent.StopCompleted}
-}
-
 // atB is instance B of two sharing one store: its MCP server, behind a
 // tasks layer, and principal local's session s1 there. The child held at
 // A (its first turn holding) is childID; pa releases it.
@@ -76,15 +32,15 @@ type atB struct {
 	ctx     context.Context // session s1 of principal local
 	notes   chan mcp.JSONRPCNotification
 	childID string
-	pa      *relayProvider
+	pa      *managertest.Hold
 }
 
 func twoInstances(t *testing.T) *atB {
 	t.Helper()
 	st := memstore.New()
-	open := func(owner, label string) (*manager.Manager, *relayProvider) {
+	open := func(owner, label string) (*manager.Manager, *managertest.Hold) {
 		m := manager.New(manager.Options{Store: st, OwnerID: owner, LeaseTTL: time.Minute})
-		p := &relayProvider{label: label, holding: make(chan string, 4), release: make(chan struct{})}
+		p := managertest.NewHold(label)
 		if err := m.Register(p); err != nil {
 			t.Fatal(err)
 		}
@@ -106,11 +62,11 @@ func twoInstances(t *testing.T) *atB {
 	ms := server.NewMCPServer("test", "1", server.WithResourceCapabilities(true, false), server.WithHooks(ts.Hooks()))
 	ts.Register(ms)
 	ctx := context.Background()
-	st1, err := a.StartContinuable(ctx, "relay", seam.StartRequest{Label: "l", Prompt: "hold: first", Parent: ts.rootCaller(ctx, "local")}, false)
+	st1, err := a.StartContinuable(ctx, "hold", seam.StartRequest{Label: "l", Prompt: "hold: first", Parent: ts.rootCaller(ctx, "local")}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-pa.holding
+	<-pa.Holding
 	// The held turn's start is committed (A's writer lingers over it, and
 	// holding says only that the driver began it).
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -163,7 +119,7 @@ func TestATaskAtAnotherInstanceAwaitsTheForwardedFollowup(t *testing.T) {
 	if handle["resultType"] != "task" || id == "" {
 		t.Fatalf("the call at B answered %v; want a task handle", handle)
 	}
-	close(x.pa.release)
+	close(x.pa.Release)
 	var got map[string]any
 	deadline := time.Now().Add(30 * time.Second)
 	for tick := time.NewTicker(20 * time.Millisecond); ; <-tick.C {
@@ -199,7 +155,7 @@ func TestTheTranscriptResourceAtAnotherInstance(t *testing.T) {
 		}
 	}
 	x.rpc(t, "resources/subscribe", map[string]any{"uri": uri})
-	close(x.pa.release)
+	close(x.pa.Release)
 	select {
 	case n := <-x.notes:
 		if n.Method != mcp.MethodNotificationResourceUpdated || n.Params.AdditionalFields["uri"] != uri {

@@ -3,11 +3,10 @@ package manager_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/mcp-subagent/mcp-subagent/agent"
+	"github.com/mcp-subagent/mcp-subagent/internal/managertest"
 	"github.com/mcp-subagent/mcp-subagent/manager"
 	"github.com/mcp-subagent/mcp-subagent/seam"
 )
@@ -15,59 +14,17 @@ import (
 // Servers whose children's turns can be held mid-turn: several managers on
 // one store, as several instances are (the takeover and cluster tests).
 
-// holdProvider runs continuable children whose turns answer at once
-// ("<owner> done: <input>"), except a turn whose input starts with "hold":
-// it records its start, says so on holding, and answers only once release
-// is closed, as a model call that outlives its server's lease does.
+// holdProvider is managertest.Hold, its channels under the names these
+// tests use.
 type holdProvider struct {
-	owner   string
-	holding chan string // buffered: the input of each turn that holds
+	*managertest.Hold
+	holding chan string
 	release chan struct{}
 }
 
 func newHoldProvider(owner string) *holdProvider {
-	return &holdProvider{owner: owner, holding: make(chan string, 4), release: make(chan struct{})}
-}
-
-func (p *holdProvider) Name() string                    { return "hold" }
-func (p *holdProvider) Capabilities() seam.Capabilities { return seam.Capabilities{} }
-func (p *holdProvider) InheritsParentContext() bool     { return false }
-func (p *holdProvider) Continuable()                    {}
-func (p *holdProvider) Prepare(context.Context, seam.StartRequest) (seam.CreationInputs, error) {
-	return seam.CreationInputs{}, nil
-}
-func (p *holdProvider) NewDriver(_ context.Context, r seam.DriverRequest) (seam.Driver, error) {
-	return &holdDriver{p: p, j: r.Journal}, nil
-}
-
-type holdDriver struct {
-	p *holdProvider
-	j *agent.Journal
-}
-
-func (d *holdDriver) Journal() *agent.Journal { return d.j }
-func (d *holdDriver) Close() error            { return nil }
-
-func (d *holdDriver) RunTurn(ctx context.Context, inputs []agent.Input) agent.TurnResult {
-	turn := d.j.NextTurn()
-	d.j.Append(agent.Event{Kind: agent.EventTurnStart, Turn: turn})
-	for _, in := range inputs {
-		d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Source: in.Source, Message: &seam.Message{Role: seam.RoleUser, Content: in.Text}})
-	}
-	text := inputs[len(inputs)-1].Text
-	if strings.HasPrefix(text, "hold") {
-		d.p.holding <- text
-		select {
-		case <-d.p.release:
-		case <-ctx.Done():
-			d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopAborted})
-			return agent.TurnResult{StopReason: agent.StopAborted}
-		}
-	}
-	out := d.p.owner + " done: " + text
-	d.j.Append(agent.Event{Kind: agent.EventMessage, Turn: turn, Message: &seam.Message{Role: seam.RoleAssistant, Content: out}})
-	d.j.Append(agent.Event{Kind: agent.EventTurnEnd, Turn: turn, StopReason: agent.StopCompleted})
-	return agent.TurnResult{Output: out, StopReason: agent.StopCompleted}
+	h := managertest.NewHold(owner)
+	return &holdProvider{Hold: h, holding: h.Holding, release: h.Release}
 }
 
 // server starts a manager on st running holdProvider children, closed

@@ -1,7 +1,7 @@
 // Package managertest drives a manager in tests the way the MCP tools do,
 // for packages whose tests need a one-shot run or a whole listing without
-// an MCP client, and provides a provider whose turns journal steps on
-// cue (Rounds).
+// an MCP client, and provides providers whose turns journal steps on cue
+// (Rounds) or hold until released (Hold).
 package managertest
 
 import (
