@@ -204,8 +204,9 @@ func (m *Manager) statusElsewhere(ctx context.Context, id string, journal []agen
 	return StatusIdle
 }
 
-// watchAddr watches addr in the store, so a notice another instance
-// queued under it wakes a waiter here; nil (never ready) when the store
+// watchAddr watches a key in the store (seam.Waker: a notice address, or
+// a child's id for a send pacing its tries), so another instance's commit
+// that signals it wakes a waiter here; nil (never ready) when the store
 // has no wake-ups or the watch fails.
 func (m *Manager) watchAddr(ctx context.Context, addr string) (<-chan struct{}, func()) {
 	wk, ok := m.store.(seam.Waker)
@@ -215,7 +216,7 @@ func (m *Manager) watchAddr(ctx context.Context, addr string) (<-chan struct{}, 
 	ch, stop, err := wk.Watch(ctx, addr)
 	if err != nil {
 		if ctx.Err() == nil {
-			m.log.Debug("cannot watch the store for notices; only this instance's wake this waiter", "address", addr, "err", err)
+			m.log.Debug("cannot watch the store; only this instance's commits wake this waiter", "key", addr, "err", err)
 		}
 		return nil, func() {}
 	}
