@@ -311,6 +311,14 @@ func TestACancelAtAnotherInstanceRacingTheRunnersWrites(t *testing.T) {
 		if rec := r.stored(t); rec.Status != taskstore.StatusFailed {
 			t.Fatalf("after i1's beat the task resolved at i2 = %v; want it still failed, never working again", rec)
 		}
+		// Said once: i1 beats the settled task no more.
+		touched := false
+		r.w1.pauseNext(func() { touched = true })
+		r.l1.heartbeat(r.id)
+		r.w1.pauseNext(nil)
+		if touched {
+			t.Error("i1 beat again, in the store, a task it had found settled by another instance")
+		}
 		r.end()
 		waitUntil(t, "i1 to settle the task", func() bool { return !r.runningAtI1() })
 		if rec := r.stored(t); rec.Status != taskstore.StatusFailed {

@@ -128,6 +128,9 @@ type liveTask struct {
 	rec             taskstore.Record
 	call            *taskMode
 	cancelRequested bool
+	// settledElsewhere: another instance resolved the stored task (this
+	// instance's beat was stale): beats stop, the stored task stands.
+	settledElsewhere bool
 }
 
 // New builds a layer over a store and a manager.
@@ -559,7 +562,7 @@ func (l *TaskLayer) heartbeat(id string) {
 	defer cancel()
 	l.mu.Lock()
 	lt := l.live[id]
-	working := lt != nil && lt.rec.Status == taskstore.StatusWorking
+	working := lt != nil && lt.rec.Status == taskstore.StatusWorking && !lt.settledElsewhere
 	l.mu.Unlock()
 	if !working {
 		return
@@ -575,6 +578,9 @@ func (l *TaskLayer) heartbeat(id string) {
 	switch {
 	case errors.Is(err, errDeclined):
 		l.log.Warn("another instance settled a task whose call runs here (this instance's beat was stale); the stored task stands", "task_id", id)
+		l.mu.Lock()
+		lt.settledElsewhere = true // said once; no more beats
+		l.mu.Unlock()
 		return
 	case err != nil:
 		if l.ctx.Err() == nil {
