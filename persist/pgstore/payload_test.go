@@ -49,3 +49,42 @@ func TestPayloadsCarryACommitsKeysInOneNotify(t *testing.T) {
 		}
 	}
 }
+
+// A commit's keys, whatever they are, reach every listener: each payload
+// fits a NOTIFY, and the keys its listeners read back are the commit's
+// (each once), or the payload wakes every watch.
+func FuzzPayloads(f *testing.F) {
+	f.Add("agent-1\x00journal:agent-1\x00principal:alice")
+	f.Add("a\nb\x00c")
+	f.Add(strings.Repeat("k", maxPayload+1))
+	f.Fuzz(func(t *testing.T, joined string) {
+		keys := strings.Split(joined, "\x00")
+		ps := payloads(keys)
+		want := map[string]bool{}
+		for _, k := range keys {
+			if k != "" { // no watch has the empty key
+				want[k] = true
+			}
+		}
+		got := map[string]int{}
+		for _, p := range ps {
+			if len(p) > maxPayload {
+				t.Fatalf("a payload of %d bytes, over %d", len(p), maxPayload)
+			}
+			if p == wakeAll {
+				return // every watch wakes: no key is missed
+			}
+			for _, k := range keysOf(p) {
+				got[k]++
+			}
+		}
+		for k := range want {
+			if got[k] != 1 {
+				t.Fatalf("key %q read back %d times from %q", k, got[k], ps)
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("payloads %q carry keys the commit did not signal (%d keys, %d read)", ps, len(want), len(got))
+		}
+	})
+}

@@ -47,8 +47,9 @@ func notify(ctx context.Context, tx pgx.Tx, keys ...string) error {
 	return err
 }
 
-// payloads packs keys, without repeats, into as few payloads as hold them
-// within maxPayload, one a line; [wakeAll] when a key cannot be carried.
+// payloads packs keys, without repeats or empty ones, into as few payloads
+// as hold them within maxPayload, one a line (none for no key);
+// [wakeAll] when a key cannot be carried.
 func payloads(keys []string) []string {
 	var out []string
 	var b strings.Builder
@@ -57,7 +58,7 @@ func payloads(keys []string) []string {
 		if len(k) > maxPayload || k == wakeAll || strings.Contains(k, "\n") {
 			return []string{wakeAll}
 		}
-		if seen[k] {
+		if seen[k] || k == "" { // no watch has the empty key
 			continue
 		}
 		seen[k] = true
@@ -70,7 +71,10 @@ func payloads(keys []string) []string {
 		}
 		b.WriteString(k)
 	}
-	return append(out, b.String())
+	if b.Len() > 0 {
+		out = append(out, b.String())
+	}
+	return out
 }
 
 // keysOf returns the keys of a payload (see payloads).
